@@ -1,0 +1,34 @@
+# Every target creates ./.venv and installs the package (building the C core) when needed.
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test suite asan lint bench clean
+
+$(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildcard csrc/*.c csrc/*.h)
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel cffi
+	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation -e '.[test]'
+	$(VPY) -c "import jetstream_sync as j; assert j.__impl__ == 'c', j.__impl__"
+	touch $(STAMP)
+
+## demo: the main job (a publish/subscribe/request demo; embedded nats-server unless NATS_URL is set)
+demo: $(STAMP)
+	$(VPY) -m examples.demo
+
+## test: the whole test suite, then the parser tests under ASan/UBSan
+test: suite asan
+
+suite: $(STAMP)
+	$(VPY) -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+asan: $(STAMP)
+	PYTHON=$(VPY) bash csrc/asan.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check jetstream_sync tests examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info jetstream_sync/_ffi*.so jetstream_sync/_ffi.c

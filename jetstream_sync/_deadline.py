@@ -1,0 +1,52 @@
+"""Timeout validation and the one-deadline-per-call helper."""
+
+from __future__ import annotations
+
+import math
+from time import monotonic
+
+# Blocking waits are cut into slices of at most this many seconds so that a
+# Ctrl-C or a close() from another thread is noticed promptly.
+WAIT_SLICE = 0.5
+
+
+def check_timeout(name: str, value: float | None, default: float | None = None) -> float:
+    """Return ``value`` (or ``default`` when ``value`` is None) as a positive float.
+
+    Raises:
+        ValueError: the value is NaN, infinite, zero or negative (the message names it).
+        TypeError: the value is not a number.
+    """
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or math.isinf(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+    return value
+
+
+class Deadline:
+    """A point in monotonic time by which a call must finish."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, timeout: float) -> None:
+        self.end = monotonic() + timeout
+
+    def remaining(self) -> float:
+        """Seconds left (never negative)."""
+        left = self.end - monotonic()
+        return left if left > 0 else 0.0
+
+    def expired(self) -> bool:
+        """True once the deadline has passed."""
+        return monotonic() >= self.end
+
+    def slice(self) -> float:
+        """The next wait: the time left, capped at :data:`WAIT_SLICE`."""
+        left = self.end - monotonic()
+        if left <= 0:
+            return 0.0
+        return left if left < WAIT_SLICE else WAIT_SLICE

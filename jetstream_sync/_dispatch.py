@@ -1,0 +1,143 @@
+"""Bounded per-subscription queues and the thread that runs a subscription's callback."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from ._deadline import Deadline
+from .errors import ConnectionClosedError, TimeoutError
+from .msg import Msg
+
+
+class MsgQueue:
+    """A bounded FIFO of messages for one subscription.
+
+    The reader thread adds a whole batch with one lock acquisition and one
+    wake-up. Messages past ``msgs_limit`` or ``bytes_limit`` are not queued:
+    :meth:`put_batch` returns how many were refused so the client can report a
+    :class:`~jetstream_sync.errors.SlowConsumerError`.
+    """
+
+    def __init__(self, msgs_limit: int, bytes_limit: int) -> None:
+        self._msgs_limit = msgs_limit
+        self._bytes_limit = bytes_limit
+        self._cond = threading.Condition(threading.Lock())
+        self._items: deque[Msg] = deque()
+        self.pending_bytes = 0
+        self._closed = False
+        self._close_reason: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put_batch(self, msgs: list[Msg]) -> int:
+        """Queue ``msgs`` in order; return the number refused for lack of room."""
+        refused = 0
+        with self._cond:
+            if self._closed:
+                return 0
+            items = self._items
+            for msg in msgs:
+                size = len(msg.data)
+                if len(items) >= self._msgs_limit or self.pending_bytes + size > self._bytes_limit:
+                    refused += 1
+                    continue
+                items.append(msg)
+                self.pending_bytes += size
+            self._cond.notify_all()
+        return refused
+
+    def get(self, deadline: Deadline | None) -> Msg | None:
+        """Take the next message, waiting until ``deadline`` (forever when None).
+
+        Returns ``None`` when the queue is closed and empty.
+
+        Raises:
+            TimeoutError: nothing arrived before the deadline.
+            ConnectionClosedError: the queue was closed because the client closed.
+        """
+        with self._cond:
+            items = self._items
+            while not items:
+                if self._closed:
+                    if self._close_reason is not None:
+                        raise self._close_reason
+                    return None
+                if deadline is None:
+                    self._cond.wait(0.5)
+                    continue
+                if deadline.expired():
+                    raise TimeoutError("timed out waiting for a message")
+                self._cond.wait(deadline.slice())
+            msg = items.popleft()
+            self.pending_bytes -= len(msg.data)
+            return msg
+
+    def close(self, discard: bool = False, reason: BaseException | None = None) -> None:
+        """Accept no more messages; wake every waiter.
+
+        Args:
+            discard: drop what is still queued.
+            reason: raised by :meth:`get` once the queue is empty, instead of
+                returning ``None`` (e.g. the client closed).
+        """
+        with self._cond:
+            self._closed = True
+            self._close_reason = reason
+            if discard:
+                self._items.clear()
+                self.pending_bytes = 0
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        """True once no more messages will be queued."""
+        return self._closed
+
+
+class CallbackWorker:
+    """The one thread that calls a subscription's callback, in order, outside locks.
+
+    Args:
+        queue: where messages come from; the thread ends once it is closed and empty.
+        callback: called with each message.
+        on_error: called with an exception the callback raised.
+        name: the thread's name.
+    """
+
+    def __init__(
+        self,
+        queue: MsgQueue,
+        callback: Callable[[Msg], object],
+        on_error: Callable[[BaseException], None],
+        name: str,
+    ) -> None:
+        self._queue = queue
+        self._callback = callback
+        self._on_error = on_error
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        queue = self._queue
+        callback = self._callback
+        while True:
+            try:
+                msg = queue.get(None)
+            except ConnectionClosedError:
+                return
+            if msg is None:
+                return
+            try:
+                callback(msg)
+            except Exception as exc:  # a user's bug must not kill the worker
+                self._on_error(exc)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to finish; False if it is still running after ``timeout``."""
+        if self._thread is threading.current_thread():
+            return False
+        self._thread.join(timeout)
+        return not self._thread.is_alive()

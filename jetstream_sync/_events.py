@@ -1,0 +1,52 @@
+"""The thread that runs the user's connection callbacks (never the reader thread)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+
+log = logging.getLogger("jetstream_sync")
+
+
+class EventRunner:
+    """Runs queued callbacks one at a time, in order, on its own thread."""
+
+    def __init__(self, name: str) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[tuple[Callable, tuple]] = deque()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable | None, *args) -> None:
+        """Queue ``fn(*args)``; ignored when ``fn`` is None or the runner stopped."""
+        if fn is None:
+            return
+        with self._cond:
+            if self._stopping:
+                return
+            self._queue.append((fn, args))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                fn, args = self._queue.popleft()
+            try:
+                fn(*args)
+            except Exception:  # a user's callback must not stop the others
+                log.exception("jetstream_sync: connection callback %r raised", fn)
+
+    def stop(self) -> None:
+        """Run what is queued, then end the thread and join it."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join()

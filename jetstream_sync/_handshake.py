@@ -1,0 +1,151 @@
+"""Opening one connection: TCP, INFO, optional TLS upgrade, CONNECT, PING/PONG."""
+
+from __future__ import annotations
+
+import json
+import ssl
+from typing import Any
+
+from . import _protocol
+from ._deadline import Deadline
+from ._server_pool import ServerAddress
+from ._transport import Transport
+from .errors import AuthorizationError, NatsError, ProtocolError
+
+LANG = "python-sync"
+VERSION = "0.1.0"
+
+
+class HandshakeOptions:
+    """What CONNECT needs, fixed for the client's lifetime."""
+
+    def __init__(
+        self,
+        *,
+        name: str | None,
+        user: str | None,
+        password: str | None,
+        token: str | None,
+        tls: ssl.SSLContext | bool | None,
+        tls_handshake_first: bool,
+        no_echo: bool,
+    ) -> None:
+        self.name = name
+        self.user = user
+        self.password = password
+        self.token = token
+        self.tls = tls
+        self.tls_handshake_first = tls_handshake_first
+        self.no_echo = no_echo
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The configured SSL context, or a default verifying one."""
+        if isinstance(self.tls, ssl.SSLContext):
+            return self.tls
+        return ssl.create_default_context()
+
+    def connect_json(self, info: dict[str, Any], address: ServerAddress, tls: bool) -> bytes:
+        """The CONNECT frame's JSON for ``address`` (URL credentials win over options)."""
+        opts: dict[str, Any] = {
+            "verbose": False,
+            "pedantic": False,
+            "tls_required": tls,
+            "lang": LANG,
+            "version": VERSION,
+            "protocol": 1,
+            "headers": True,
+            "no_responders": True,
+            "echo": not self.no_echo,
+        }
+        if self.name:
+            opts["name"] = self.name
+        user = address.user if address.user is not None else self.user
+        password = address.password if address.password is not None else self.password
+        token = address.token if address.token is not None else self.token
+        if user is not None:
+            opts["user"] = user
+            opts["pass"] = password or ""
+        elif token is not None:
+            opts["auth_token"] = token
+        return json.dumps(opts, separators=(",", ":")).encode()
+
+
+class Connected:
+    """The result of a handshake: the transport, the server's INFO, unread bytes."""
+
+    __slots__ = ("transport", "info", "leftover", "address")
+
+    def __init__(self, transport: Transport, info: dict, leftover: bytes, address: ServerAddress):
+        self.transport = transport
+        self.info = info
+        self.leftover = leftover
+        self.address = address
+
+
+def _read_ops(transport: Transport, buf: bytearray, deadline: Deadline) -> tuple[list[int], int]:
+    """Read until ``buf`` holds at least one whole op; return (ops, consumed)."""
+    chunk = bytearray(65536)
+    while True:
+        ops, consumed, _need = _protocol.parse(buf, 0, len(buf))
+        if ops:
+            return ops, consumed
+        left = deadline.remaining()
+        if left <= 0:
+            raise TimeoutError("timed out during the connection handshake")
+        transport.set_timeout(left)
+        n = transport.recv_into(memoryview(chunk))
+        if n == 0:
+            raise ConnectionError("server closed the connection during the handshake")
+        buf += chunk[:n]
+
+
+def _arg(buf: bytearray, ops: list[int], i: int) -> bytes:
+    return bytes(buf[ops[i + 1] : ops[i + 1] + ops[i + 2]])
+
+
+def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float) -> Connected:
+    """Open a connection to ``address`` and complete the NATS handshake.
+
+    Raises:
+        AuthorizationError: the server rejected the credentials.
+        OSError, ssl.SSLError, TimeoutError, ProtocolError: the connection failed.
+    """
+    deadline = Deadline(timeout)
+    transport = Transport(address.host, address.port, timeout)
+    try:
+        want_tls = address.tls or bool(options.tls)
+        if want_tls and options.tls_handshake_first:
+            transport.start_tls(options.ssl_context(), address.host, deadline.remaining())
+        buf = bytearray()
+        ops, consumed = _read_ops(transport, buf, deadline)
+        if ops[0] != _protocol.OP_INFO:
+            raise ProtocolError("server did not start with INFO")
+        info = json.loads(_arg(buf, ops, 0))
+        del buf[:consumed]
+        if (want_tls or info.get("tls_required")) and not transport.is_tls:
+            if buf:
+                raise ProtocolError("unexpected bytes before the TLS upgrade")
+            transport.start_tls(options.ssl_context(), address.host, deadline.remaining())
+        frame = b"CONNECT " + options.connect_json(info, address, transport.is_tls) + b"\r\nPING\r\n"
+        transport.set_timeout(deadline.remaining() or 0.001)
+        transport.sendall(frame)
+        ponged = False
+        while not ponged:
+            ops, consumed = _read_ops(transport, buf, deadline)
+            for i in range(0, len(ops), _protocol.OP_FIELDS):
+                kind = ops[i]
+                if kind == _protocol.OP_ERR:
+                    text = _arg(buf, ops, i).decode(errors="replace")
+                    if "authoriz" in text.lower() or "authentic" in text.lower():
+                        raise AuthorizationError(text)
+                    raise NatsError(f"server error during handshake: {text}")
+                if kind == _protocol.OP_INFO:
+                    info.update(json.loads(_arg(buf, ops, i)))
+                elif kind == _protocol.OP_PONG:
+                    ponged = True
+            del buf[:consumed]
+        transport.set_blocking()
+        return Connected(transport, info, bytes(buf), address)
+    except BaseException:
+        transport.close()
+        raise

@@ -1,0 +1,99 @@
+"""The reader thread: recv_into a reused buffer, parse whole buffers, hand ops on.
+
+The reader never runs user code. It gives every parsed buffer to
+``route(ops, view)`` (the client), which must copy what it keeps before
+returning: the buffer is reused for the next read. When the connection breaks
+it asks ``connection_lost(exc)`` for the next connection (the client
+reconnects, or returns ``None`` once it is closing) and carries on with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from . import _protocol
+from .errors import ProtocolError
+
+_INITIAL_BUFFER = 512 * 1024
+_MIN_FREE = 64 * 1024
+
+
+class EndOfStreamError(ConnectionError):
+    """The server closed the connection (end of stream)."""
+
+
+class Reader:
+    """Owns the read side of the connection, across reconnects.
+
+    Args:
+        first: the connection to start with (an object with ``transport`` and
+            ``leftover`` — bytes read during the handshake but not yet parsed).
+        route: called with ``(ops, view)`` for every buffer holding whole ops.
+        connection_lost: called with the error; returns the next connection or None.
+        name: the thread's name.
+    """
+
+    def __init__(
+        self,
+        first,
+        route: Callable[[list[int], memoryview], None],
+        connection_lost: Callable[[BaseException], object | None],
+        name: str,
+    ) -> None:
+        self._first = first
+        self._route = route
+        self._connection_lost = connection_lost
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = self._first
+        self._first = None
+        while conn is not None:
+            error = self._read_until_error(conn.transport, conn.leftover)
+            conn = self._connection_lost(error)
+
+    def _read_until_error(self, transport, leftover: bytes) -> BaseException:
+        buf = bytearray(max(_INITIAL_BUFFER, 2 * len(leftover)))
+        have = len(leftover)
+        buf[:have] = leftover
+        view = memoryview(buf)
+        parse = _protocol.parse
+        route = self._route
+        while True:
+            if have:
+                try:
+                    ops, consumed, need = parse(buf, 0, have)
+                except ProtocolError as exc:
+                    return exc
+                if ops:
+                    route(ops, view)
+                if consumed:
+                    left = have - consumed
+                    if left:
+                        view[:left] = view[consumed:have]
+                    have = left
+                wanted = max(need, have + _MIN_FREE)
+                if wanted > len(buf):
+                    view.release()
+                    bigger = bytearray(max(wanted, 2 * len(buf)))
+                    bigger[:have] = buf[:have]
+                    buf, view = bigger, memoryview(bigger)
+                elif len(buf) > _INITIAL_BUFFER and have < _INITIAL_BUFFER // 2 and not need:
+                    view.release()
+                    smaller = bytearray(_INITIAL_BUFFER)
+                    smaller[:have] = buf[:have]
+                    buf, view = smaller, memoryview(smaller)
+            try:
+                n = transport.recv_into(view[have:])
+            except (OSError, ValueError) as exc:
+                return exc
+            if n == 0:
+                return EndOfStreamError("connection closed by the server")
+            have += n
+
+    def join(self) -> None:
+        """Wait for the thread to end (the client closes the socket first)."""
+        if self._thread is not threading.current_thread():
+            self._thread.join()

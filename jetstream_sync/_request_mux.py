@@ -1,0 +1,80 @@
+"""Request/reply over one wildcard inbox subscription (``<prefix>.<nuid>.*``).
+
+Each request gets a token; the reply subject is ``<inbox>.<token>``. The reader
+thread hands a reply to the waiting thread by releasing a lock the waiter
+blocks on: the cheapest cross-thread wake-up CPython has.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from ._deadline import Deadline
+from .msg import Msg
+
+
+class ReplyWaiter:
+    """One outstanding request: the requester blocks in :meth:`wait`."""
+
+    __slots__ = ("_lock", "msg", "error")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.msg: Msg | None = None
+        self.error: BaseException | None = None
+
+    def deliver(self, msg: Msg) -> None:
+        """Hand over the reply (reader thread)."""
+        self.msg = msg
+        self._lock.release()
+
+    def fail(self, error: BaseException) -> None:
+        """Wake the requester with ``error`` (the client is closing)."""
+        self.error = error
+        self._lock.release()
+
+    def wait(self, deadline: Deadline) -> bool:
+        """Block until delivered or failed; False when the deadline passed first."""
+        acquire = self._lock.acquire
+        while True:
+            left = deadline.slice()
+            if left <= 0:
+                return acquire(blocking=False)
+            if acquire(timeout=left):
+                return True
+
+
+class RequestMux:
+    """The token → waiter table behind one wildcard inbox."""
+
+    def __init__(self, inbox: str) -> None:
+        self.prefix = inbox + "."
+        self.subject = inbox + ".*"
+        self._prefix_len = len(self.prefix)
+        self._tokens = itertools.count(1)
+        self._waiters: dict[str, ReplyWaiter] = {}
+
+    def register(self) -> tuple[str, ReplyWaiter]:
+        """A fresh reply subject and the waiter its reply will wake."""
+        token = str(next(self._tokens))
+        waiter = ReplyWaiter()
+        self._waiters[token] = waiter
+        return self.prefix + token, waiter
+
+    def forget(self, reply_subject: str) -> None:
+        """Drop a finished or abandoned request."""
+        self._waiters.pop(reply_subject[self._prefix_len :], None)
+
+    def route(self, msg: Msg) -> None:
+        """Wake the requester ``msg`` answers; late or unknown replies are dropped."""
+        waiter = self._waiters.pop(msg.subject[self._prefix_len :], None)
+        if waiter is not None:
+            waiter.deliver(msg)
+
+    def fail_all(self, error: BaseException) -> None:
+        """Wake every waiting requester with ``error``."""
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.fail(error)

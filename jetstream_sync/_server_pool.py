@@ -1,0 +1,125 @@
+"""Server URLs: parsing, the pool of known servers and the reconnect order."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
+
+DEFAULT_PORT = 4222
+_SCHEMES = {"nats": False, "tls": True}
+
+
+class ServerAddress:
+    """One server: host, port, whether it wants TLS, and credentials from its URL."""
+
+    __slots__ = ("host", "port", "tls", "user", "password", "token", "implicit")
+
+    def __init__(self, url: str, implicit: bool = False) -> None:
+        if "://" not in url:
+            url = "nats://" + url
+        parts = urlsplit(url)
+        if parts.scheme not in _SCHEMES:
+            raise ValueError(f"server URL {url!r}: scheme must be nats:// or tls://")
+        if not parts.hostname:
+            raise ValueError(f"server URL {url!r} has no host")
+        self.host = parts.hostname
+        try:
+            self.port = parts.port or DEFAULT_PORT
+        except ValueError as exc:
+            raise ValueError(f"server URL {url!r}: {exc}") from None
+        self.tls = _SCHEMES[parts.scheme]
+        self.user = self.password = self.token = None
+        if parts.username is not None and parts.password is not None:
+            self.user = unquote(parts.username)
+            self.password = unquote(parts.password)
+        elif parts.username:
+            self.token = unquote(parts.username)
+        self.implicit = implicit
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """What makes two addresses the same server."""
+        return (self.host, self.port)
+
+    def url(self) -> str:
+        """The URL without credentials."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'tls' if self.tls else 'nats'}://{host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"ServerAddress({self.url()!r})"
+
+
+class _Entry:
+    __slots__ = ("address", "attempts", "last_attempt")
+
+    def __init__(self, address: ServerAddress) -> None:
+        self.address = address
+        self.attempts = 0
+        self.last_attempt = 0.0
+
+
+class ServerPool:
+    """The servers to try, in order, with per-server attempt counts.
+
+    Args:
+        urls: the configured servers.
+        max_attempts: attempts per server before it is dropped during
+            reconnects (negative: never dropped).
+    """
+
+    def __init__(self, urls: Iterable[str], max_attempts: int) -> None:
+        self._entries = [_Entry(ServerAddress(u)) for u in urls]
+        if not self._entries:
+            raise ValueError("servers must name at least one server URL")
+        self._max_attempts = max_attempts
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def addresses(self) -> list[ServerAddress]:
+        """Every server currently in the pool, in order."""
+        return [e.address for e in self._entries]
+
+    def add_discovered(self, urls: Iterable[str], template: ServerAddress) -> None:
+        """Add servers announced by INFO ``connect_urls`` (host:port strings)."""
+        known = {e.address.key for e in self._entries}
+        for hostport in urls:
+            addr = ServerAddress(("tls://" if template.tls else "nats://") + hostport, True)
+            if addr.key not in known:
+                known.add(addr.key)
+                self._entries.append(_Entry(addr))
+
+    def connected(self, address: ServerAddress) -> None:
+        """Record a successful connection: its attempt count starts over."""
+        for e in self._entries:
+            if e.address is address:
+                e.attempts = 0
+
+    def next_candidate(self, reconnect_time_wait: float, jitter: float) -> tuple[ServerAddress, float]:
+        """Pick the next server to try and how long to wait before trying it.
+
+        Servers go round-robin; a server tried less than ``reconnect_time_wait``
+        ago is tried again only after the rest of that wait plus random jitter.
+
+        Raises:
+            LookupError: every server has used up its attempts.
+        """
+        self._entries = [
+            e for e in self._entries if self._max_attempts < 0 or e.attempts < self._max_attempts
+        ]
+        if not self._entries:
+            raise LookupError("every server used up its reconnect attempts")
+        entry = self._entries.pop(0)
+        self._entries.append(entry)
+        wait = 0.0
+        if entry.last_attempt:
+            since = time.monotonic() - entry.last_attempt
+            wait = max(0.0, reconnect_time_wait - since)
+            if wait > 0 and jitter > 0:
+                wait += random.uniform(0, jitter)
+        entry.attempts += 1
+        entry.last_attempt = time.monotonic() + wait
+        return entry.address, wait

@@ -1,0 +1,60 @@
+"""TCP and TLS sockets: connect with a timeout, read, write, close. No protocol here."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+
+_RECV_BUF = 4 << 20
+_SEND_BUF = 4 << 20
+
+
+class Transport:
+    """One TCP (optionally TLS) connection to a server."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host = host
+        self.port = port
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECV_BUF)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUF)
+        self.sock: socket.socket = sock
+        self.is_tls = False
+
+    def start_tls(self, context: ssl.SSLContext, server_hostname: str, timeout: float) -> None:
+        """Wrap the socket in TLS and complete the handshake within ``timeout``."""
+        self.sock.settimeout(timeout)
+        self.sock = context.wrap_socket(self.sock, server_hostname=server_hostname)
+        self.is_tls = True
+
+    def set_blocking(self) -> None:
+        """Switch from the connect timeout to plain blocking I/O."""
+        self.sock.settimeout(None)
+
+    def set_timeout(self, timeout: float | None) -> None:
+        """Set the timeout of socket operations (used during the handshake)."""
+        self.sock.settimeout(timeout)
+
+    def recv_into(self, view: memoryview) -> int:
+        """Read into ``view``; 0 means the server closed the connection."""
+        return self.sock.recv_into(view)
+
+    def sendall(self, data) -> None:
+        """Write every byte of ``data`` (blocks while the kernel buffer is full)."""
+        self.sock.sendall(data)
+
+    def shutdown(self) -> None:
+        """Stop both directions so a thread blocked in recv/send wakes up."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Release the file descriptor (affects only this process's copy)."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass

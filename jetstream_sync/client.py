@@ -1,0 +1,779 @@
+"""The blocking, thread-safe NATS client: lifecycle, publish/subscribe, requests, reconnect."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from . import _protocol
+from ._deadline import Deadline, check_timeout
+from ._events import EventRunner
+from ._handshake import Connected, HandshakeOptions, handshake
+from ._nuid import NUID
+from ._reader import Reader
+from ._request_mux import ReplyWaiter, RequestMux
+from ._server_pool import ServerPool
+from ._writer import Writer
+from .errors import (
+    AuthorizationError,
+    BadSubjectError,
+    ConnectionClosedError,
+    ConnectionLostError,
+    ForkedClientError,
+    MaxPayloadError,
+    NatsError,
+    NoRespondersError,
+    NoServersError,
+    SlowConsumerError,
+    TimeoutError,
+)
+from .headers import header_pairs
+from .msg import Msg
+from .subscription import Subscription
+
+HeadersIn = Mapping[str, str | Sequence[str]]
+
+_OP_MSG = _protocol.OP_MSG
+_OP_HMSG = _protocol.OP_HMSG
+_FIELDS = _protocol.OP_FIELDS
+_CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, ConnectionError)
+_SUBJECT_CACHE_MAX = 4096
+
+_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def _mark_forked() -> None:
+    for client in list(_live_clients):
+        client._forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
+@attrs.frozen(kw_only=True)
+class ClientStats:
+    """Counters of one client since it was created.
+
+    Attributes:
+        in_msgs: messages received.
+        in_bytes: protocol bytes received.
+        out_msgs: messages published.
+        out_bytes: protocol bytes written.
+        reconnects: successful reconnections.
+    """
+
+    in_msgs: int
+    in_bytes: int
+    out_msgs: int
+    out_bytes: int
+    reconnects: int
+
+
+class Client:
+    """A connection to a NATS server (or cluster), shared by any number of threads.
+
+    Create it with :func:`jetstream_sync.connect`. See ``docs/connecting.md``
+    for every option.
+    """
+
+    _ids = iter(range(1, 1 << 62))
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        token: str | None = None,
+        tls: ssl.SSLContext | bool | None = None,
+        tls_handshake_first: bool = False,
+        connect_timeout: float = 2.0,
+        allow_reconnect: bool = True,
+        max_reconnect_attempts: int = 60,
+        reconnect_time_wait: float = 2.0,
+        reconnect_jitter: float = 0.1,
+        reconnect_buf_size: int = 8 * 1024 * 1024,
+        ping_interval: float = 120.0,
+        max_outstanding_pings: int = 2,
+        inbox_prefix: str = "_INBOX",
+        no_echo: bool = False,
+        pending_msgs_limit: int = 512 * 1024,
+        pending_bytes_limit: int = 256 * 1024 * 1024,
+        disconnected_cb: Callable[[], object] | None = None,
+        reconnected_cb: Callable[[], object] | None = None,
+        error_cb: Callable[[BaseException], object] | None = None,
+        closed_cb: Callable[[], object] | None = None,
+        lame_duck_cb: Callable[[], object] | None = None,
+    ) -> None:
+        self._id = next(Client._ids)
+        self._handshake_opts = HandshakeOptions(
+            name=name, user=user, password=password, token=token, tls=tls,
+            tls_handshake_first=tls_handshake_first, no_echo=no_echo,
+        )  # fmt: skip
+        self._connect_timeout = check_timeout("connect_timeout", connect_timeout)
+        self._allow_reconnect = allow_reconnect
+        self._max_reconnect_attempts = max_reconnect_attempts
+        self._reconnect_time_wait = float(reconnect_time_wait)
+        self._reconnect_jitter = float(reconnect_jitter)
+        self._reconnect_buf_size = reconnect_buf_size
+        self._ping_interval = check_timeout("ping_interval", ping_interval)
+        self._max_outstanding_pings = max_outstanding_pings
+        if not _protocol.valid_subject(inbox_prefix.encode(), False):
+            raise BadSubjectError(f"inbox_prefix {inbox_prefix!r} is not a valid subject")
+        self._inbox_prefix = inbox_prefix
+        self._pending_msgs_limit = pending_msgs_limit
+        self._pending_bytes_limit = pending_bytes_limit
+        self._callbacks = {
+            "disconnected": disconnected_cb, "reconnected": reconnected_cb,
+            "error": error_cb, "closed": closed_cb, "lame_duck": lame_duck_cb,
+        }  # fmt: skip
+
+        self._state_lock = threading.RLock()
+        self._closing = threading.Event()
+        self._closed = False
+        self._forked = False
+        self._reconnecting = False
+        self._pool: ServerPool | None = None
+        self._conn: Connected | None = None
+        self._server_info: dict[str, Any] = {}
+        self._max_payload = 1024 * 1024
+        self._subs: dict[int, Subscription] = {}
+        self._subs_lock = threading.Lock()
+        self._next_sid = 1
+        self._subject_cache: dict[str, bytes] = {}
+        self._mux: RequestMux | None = None
+        self._mux_sid = 0
+        self._pongs: deque[ReplyWaiter | None] = deque()
+        self._pongs_lock = threading.Lock()
+        self._deferred_pings: list[ReplyWaiter] = []  # flushes asked for while reconnecting
+        self._pings_outstanding = 0
+        self._in_msgs = 0
+        self._in_bytes = 0
+        self._reconnects = 0
+        self._reader: Reader | None = None
+        self._writer: Writer | None = None
+        self._events: EventRunner | None = None
+        self._pinger: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ connect
+
+    def _connect(self, servers: str | Sequence[str]) -> None:
+        urls = [servers] if isinstance(servers, str) else list(servers)
+        self._pool = ServerPool(urls, self._max_reconnect_attempts)
+        errors: list[BaseException] = []
+        conn = None
+        for address in self._pool.addresses():
+            try:
+                conn = handshake(address, self._handshake_opts, self._connect_timeout)
+                break
+            except AuthorizationError:
+                raise
+            except _CONNECT_ERRORS as exc:
+                errors.append(exc)
+        if conn is None:
+            raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
+                errors[-1] if errors else None
+            )
+        self._pid = os.getpid()
+        self._adopt(conn)
+        tag = f"jetstream_sync-{self._id}"
+        self._events = EventRunner(f"{tag}-events")
+        self._writer = Writer(self._write_failed, self._reconnect_buf_size, f"{tag}-writer")
+        self._writer.attach(conn.transport)
+        self._reader = Reader(conn, self._route, self._connection_lost, f"{tag}-reader")
+        self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
+        self._pinger.start()
+        _live_clients.add(self)
+
+    def _adopt(self, conn: Connected) -> None:
+        """Make ``conn`` the current connection and learn from its INFO."""
+        self._conn = conn
+        self._pool.connected(conn.address)
+        self._apply_info(conn.info)
+
+    def _apply_info(self, info: dict[str, Any]) -> None:
+        self._server_info = {**self._server_info, **info}
+        self._max_payload = int(self._server_info.get("max_payload", self._max_payload))
+        urls = info.get("connect_urls")
+        if urls and self._conn is not None:
+            self._pool.add_discovered(urls, self._conn.address)
+
+    # ------------------------------------------------------------------ state
+
+    def _check_usable(self) -> None:
+        if self._forked:
+            raise ForkedClientError(
+                "this client was created before os.fork(); connect again in the child process"
+            )
+        if self._closed:
+            raise ConnectionClosedError("the client is closed")
+
+    @property
+    def is_connected(self) -> bool:
+        """True while a connection to a server is up."""
+        return not self._closed and not self._reconnecting and self._conn is not None
+
+    @property
+    def is_closed(self) -> bool:
+        """True once :meth:`close` (or a fatal error) closed the client."""
+        return self._closed
+
+    @property
+    def is_reconnecting(self) -> bool:
+        """True while the connection is lost and being re-established."""
+        return self._reconnecting and not self._closed
+
+    @property
+    def connected_url(self) -> str | None:
+        """The URL (without credentials) of the current server, or None."""
+        if not self.is_connected:
+            return None
+        return self._conn.address.url()
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The server's latest INFO, as a dict."""
+        return dict(self._server_info)
+
+    @property
+    def max_payload(self) -> int:
+        """The largest payload (headers included) the server accepts."""
+        return self._max_payload
+
+    @property
+    def stats(self) -> ClientStats:
+        """Message and byte counters, and the number of reconnects."""
+        writer = self._writer
+        return ClientStats(
+            in_msgs=self._in_msgs,
+            in_bytes=self._in_bytes,
+            out_msgs=writer.msgs_out if writer else 0,
+            out_bytes=writer.bytes_out if writer else 0,
+            reconnects=self._reconnects,
+        )
+
+    def _report_error(self, exc: BaseException) -> None:
+        """Hand an asynchronous error to ``error_cb`` on the events thread."""
+        if self._events is not None:
+            self._events.submit(self._callbacks["error"], exc)
+
+    # ------------------------------------------------------------------ publish
+
+    def _subject_bytes(self, subject: str, what: str = "subject", wildcards: bool = False) -> bytes:
+        cached = self._subject_cache.get(subject) if not wildcards else None
+        if cached is not None:
+            return cached
+        if not isinstance(subject, str):
+            raise BadSubjectError(f"{what} must be a str, not {type(subject).__name__}")
+        raw = subject.encode()
+        if not _protocol.valid_subject(raw, wildcards):
+            raise BadSubjectError(f"invalid {what}: {subject!r}")
+        if not wildcards:
+            if len(self._subject_cache) >= _SUBJECT_CACHE_MAX:
+                self._subject_cache.clear()
+            self._subject_cache[subject] = raw
+        return raw
+
+    def _encode_publish(self, subject: str, data, reply: str | None, headers: HeadersIn | None):
+        subject_b = self._subject_bytes(subject)
+        reply_b = b"" if not reply else self._subject_bytes(reply, "reply subject")
+        if isinstance(data, str):
+            data = data.encode()
+        if headers:
+            block = _protocol.encode_headers(header_pairs(headers))
+            if len(block) + len(data) > self._max_payload:
+                raise MaxPayloadError(
+                    f"headers and payload are {len(block) + len(data)} bytes;"
+                    f" the server accepts {self._max_payload}"
+                )
+            return _protocol.encode_hpub(subject_b, reply_b, block, data)
+        if len(data) > self._max_payload:
+            raise MaxPayloadError(
+                f"payload is {len(data)} bytes; the server accepts {self._max_payload}"
+            )
+        return _protocol.encode_pub(subject_b, reply_b, data)
+
+    def publish(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        reply: str | None = None,
+        headers: HeadersIn | None = None,
+    ) -> None:
+        """Publish a message (fire and forget: returns once it is buffered).
+
+        Args:
+            subject: where to publish; no wildcards.
+            data: the payload (a ``str`` is UTF-8 encoded).
+            reply: the reply subject receivers should answer to.
+            headers: a mapping of key to a value or a list of values.
+
+        Raises:
+            BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            ConnectionClosedError: the client is closed.
+        """
+        self._check_usable()
+        self._writer.write(self._encode_publish(subject, data, reply, headers), msgs=1)
+
+    # ------------------------------------------------------------------ subscribe
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: str | None = None,
+        cb: Callable[[Msg], object] | None = None,
+        *,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+    ) -> Subscription:
+        """Express interest in ``subject`` (wildcards ``*`` and ``>`` allowed).
+
+        Args:
+            subject: the subject to listen on.
+            queue: a queue group: each message goes to one member of the group.
+            cb: called with each message on the subscription's own thread, in order.
+            pending_msgs_limit: messages held before the subscription counts as slow.
+            pending_bytes_limit: payload bytes held before it counts as slow.
+
+        Raises:
+            BadSubjectError: the subject or queue group is not valid; nothing was sent.
+        """
+        self._check_usable()
+        subject_b = self._subject_bytes(subject, wildcards=True)
+        queue_b = b""
+        if queue:
+            queue_b = queue.encode()
+            if not _protocol.valid_subject(queue_b, False) or b"." in queue_b:
+                raise BadSubjectError(f"invalid queue group: {queue!r}")
+        with self._subs_lock:
+            sid = self._next_sid
+            self._next_sid += 1
+            sub = Subscription(
+                self, sid, subject, queue or "", cb,
+                pending_msgs_limit or self._pending_msgs_limit,
+                pending_bytes_limit or self._pending_bytes_limit,
+            )  # fmt: skip
+            self._subs[sid] = sub
+        self._writer.write(_sub_frame(subject_b, queue_b, sid))
+        return sub
+
+    def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
+        self._check_usable()
+        if limit is not None and limit > sub._received:
+            sub._max = limit
+            self._writer.write(b"UNSUB %d %d\r\n" % (sub.sid, limit))
+            return
+        with self._subs_lock:
+            self._subs.pop(sub.sid, None)
+        sub._queue.close(discard=True)
+        self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+        if sub._worker is not None:
+            sub._worker.join()
+
+    def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
+        self._check_usable()
+        deadline = Deadline(check_timeout("timeout", timeout, 30.0))
+        self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+        self.flush(deadline.remaining() or 0.001)
+        with self._subs_lock:
+            self._subs.pop(sub.sid, None)
+        sub._queue.close()
+        if sub._worker is not None and not sub._worker.join(deadline.remaining()):
+            raise TimeoutError(f"subscription {sub.sid} did not finish draining in time")
+
+    # ------------------------------------------------------------------ request/reply
+
+    def new_inbox(self) -> str:
+        """A new, unique inbox subject under ``inbox_prefix``."""
+        return f"{self._inbox_prefix}.{NUID.next()}"
+
+    def _request_mux(self) -> RequestMux:
+        mux = self._mux
+        if mux is not None:
+            return mux
+        with self._subs_lock:
+            if self._mux is None:
+                mux = RequestMux(self.new_inbox())
+                self._mux_sid = self._next_sid
+                self._next_sid += 1
+                self._writer.write(_sub_frame(mux.subject.encode(), b"", self._mux_sid))
+                self._mux = mux
+        return self._mux
+
+    def request(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        timeout: float = 1.0,
+        headers: HeadersIn | None = None,
+    ) -> Msg:
+        """Publish a request and block until its first reply.
+
+        Raises:
+            TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
+            NoRespondersError: nobody is subscribed to ``subject`` (status 503).
+            BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            ConnectionClosedError: the client closed while waiting.
+        """
+        self._check_usable()
+        deadline = Deadline(check_timeout("timeout", timeout))
+        mux = self._request_mux()
+        reply, waiter = mux.register()
+        try:
+            self._writer.write(
+                self._encode_publish(subject, data, reply, headers), urgent=True, msgs=1
+            )
+            if not waiter.wait(deadline):
+                raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
+        finally:
+            mux.forget(reply)
+        if waiter.error is not None:
+            raise waiter.error
+        msg = waiter.msg
+        if msg.status == 503:
+            raise NoRespondersError(f"no responders on {subject!r}")
+        return msg
+
+    # ------------------------------------------------------------------ flush / ping
+
+    def _send_ping(self, waiter: ReplyWaiter | None) -> None:
+        with self._pongs_lock:
+            if self._reconnecting:
+                if waiter is not None:
+                    self._deferred_pings.append(waiter)
+                return
+            self._pongs.append(waiter)
+        self._writer.write(b"PING\r\n", urgent=True)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Block until everything published so far has reached the server.
+
+        Sends a PING and waits for its PONG. Called while reconnecting, it waits
+        for the new connection and for what was buffered meanwhile.
+
+        Raises:
+            TimeoutError: no PONG within ``timeout``.
+            ConnectionLostError: the connection broke before the PONG came.
+            ConnectionClosedError: the client closed while waiting.
+        """
+        self._check_usable()
+        deadline = Deadline(check_timeout("timeout", timeout))
+        waiter = ReplyWaiter()
+        self._send_ping(waiter)
+        if not waiter.wait(deadline):
+            with self._pongs_lock:
+                for waiting in (self._pongs, self._deferred_pings):
+                    if waiter in waiting:
+                        waiting.remove(waiter)
+            raise TimeoutError(f"flush did not complete within {timeout} s")
+        if waiter.error is not None:
+            raise waiter.error
+
+    def rtt(self, timeout: float = 10.0) -> float:
+        """The round-trip time to the server in seconds (one PING/PONG)."""
+        start = time.perf_counter()
+        self.flush(timeout)
+        return time.perf_counter() - start
+
+    def _ping_loop(self) -> None:
+        while not self._closing.wait(self._ping_interval):
+            if self._reconnecting:
+                continue
+            if self._pings_outstanding >= self._max_outstanding_pings:
+                conn = self._conn
+                if conn is not None:
+                    self._report_error(NatsError("stale connection: PINGs went unanswered"))
+                    conn.transport.shutdown()
+                continue
+            self._pings_outstanding += 1
+            try:
+                self._send_ping(None)
+            except NatsError:
+                return
+
+    # ------------------------------------------------------------------ reader side
+
+    def _route(self, ops: list[int], view: memoryview) -> None:
+        """Handle one parsed buffer (reader thread). Copies everything it keeps."""
+        batches: dict[int, list[Msg]] = {}
+        mux_sid = self._mux_sid
+        n_msgs = 0
+        n_bytes = 0
+        for i in range(0, len(ops), _FIELDS):
+            kind = ops[i]
+            if kind == _OP_MSG or kind == _OP_HMSG:
+                _, so, sl, sid, ro, rl, ho, hl, po, pl = ops[i : i + _FIELDS]
+                n_msgs += 1
+                n_bytes += hl + pl
+                msg = Msg(
+                    str(view[so : so + sl], "utf-8"),
+                    str(view[ro : ro + rl], "utf-8") if rl else "",
+                    view[po : po + pl].tobytes(),
+                    view[ho : ho + hl].tobytes() if hl else None,
+                    self,
+                    sid,
+                )
+                if sid == mux_sid:
+                    self._mux.route(msg)
+                    continue
+                batch = batches.get(sid)
+                if batch is None:
+                    batches[sid] = [msg]
+                else:
+                    batch.append(msg)
+            else:
+                if batches:  # what came before a PONG must be queued before it wakes anyone
+                    self._deliver_batches(batches)
+                    batches = {}
+                self._control(kind, ops, i, view)
+        self._in_msgs += n_msgs
+        self._in_bytes += n_bytes
+        if batches:
+            self._deliver_batches(batches)
+
+    def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
+        subs = self._subs
+        for sid, msgs in batches.items():
+            sub = subs.get(sid)
+            if sub is not None:
+                self._deliver(sub, msgs)
+
+    def _deliver(self, sub: Subscription, msgs: list[Msg]) -> None:
+        if sub._max is not None:
+            allowed = sub._max - sub._received
+            if allowed <= len(msgs):
+                msgs = msgs[:allowed]
+                with self._subs_lock:
+                    self._subs.pop(sub.sid, None)
+                sub._received += len(msgs)
+                self._queue_or_report(sub, msgs)
+                sub._queue.close()
+                return
+        sub._received += len(msgs)
+        self._queue_or_report(sub, msgs)
+
+    def _queue_or_report(self, sub: Subscription, msgs: list[Msg]) -> None:
+        if sub._queue.put_batch(msgs):
+            self._report_error(SlowConsumerError(sub.subject, sub.sid))
+
+    def _control(self, kind: int, ops: list[int], i: int, view: memoryview) -> None:
+        if kind == _protocol.OP_PING:
+            self._writer.write(b"PONG\r\n")
+        elif kind == _protocol.OP_PONG:
+            self._pings_outstanding = 0
+            with self._pongs_lock:
+                waiter = self._pongs.popleft() if self._pongs else None
+            if waiter is not None:
+                waiter.deliver(None)
+        elif kind == _protocol.OP_INFO:
+            info = json.loads(view[ops[i + 1] : ops[i + 1] + ops[i + 2]].tobytes())
+            self._apply_info(info)
+            if info.get("ldm"):
+                self._events.submit(self._callbacks["lame_duck"])
+        elif kind == _protocol.OP_ERR:
+            text = str(view[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
+            if "authoriz" in text.lower() or "authentic" in text.lower():
+                self._report_error(AuthorizationError(text))
+            else:
+                self._report_error(NatsError(f"server error: {text}"))
+
+    # ------------------------------------------------------------------ reconnect
+
+    def _write_failed(self, exc: BaseException) -> None:
+        """A send failed: wake the reader so it runs the reconnect (writer thread)."""
+        conn = self._conn
+        if conn is not None:
+            conn.transport.shutdown()
+
+    def _connection_lost(self, exc: BaseException) -> Connected | None:
+        """Reader thread: the connection broke. Reconnect, or return None to stop."""
+        self._writer.detach()
+        old = self._conn
+        if old is not None and not self._forked:
+            old.transport.shutdown()
+            old.transport.close()
+        if self._closing.is_set():
+            return None
+        with self._pongs_lock:
+            self._reconnecting = True
+            pongs, self._pongs = self._pongs, deque()
+        lost = ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
+        for waiter in pongs:
+            if waiter is not None:
+                waiter.fail(lost)
+        self._pings_outstanding = 0
+        self._events.submit(self._callbacks["disconnected"])
+        if not self._allow_reconnect:
+            self._close_in_background(exc)
+            return None
+        while not self._closing.is_set():
+            try:
+                address, wait = self._pool.next_candidate(
+                    self._reconnect_time_wait, self._reconnect_jitter
+                )
+            except LookupError:
+                self._close_in_background(NoServersError("reconnect attempts exhausted"))
+                return None
+            if wait and self._closing.wait(wait):
+                return None
+            try:
+                conn = handshake(address, self._handshake_opts, self._connect_timeout)
+            except _CONNECT_ERRORS as error:
+                if isinstance(error, AuthorizationError):
+                    self._report_error(error)
+                continue
+            with self._state_lock:
+                if self._closing.is_set():
+                    conn.transport.close()
+                    return None
+                self._adopt(conn)
+                with self._pongs_lock:
+                    deferred, self._deferred_pings = self._deferred_pings, []
+                    self._pongs.extend(deferred)
+                    self._reconnecting = False
+                self._writer.attach(
+                    conn.transport, self._resubscribe_frames(), b"PING\r\n" * len(deferred)
+                )
+                self._reconnects += 1
+            self._events.submit(self._callbacks["reconnected"])
+            return conn
+        return None
+
+    def _resubscribe_frames(self) -> bytes:
+        """SUB frames for every live subscription (sent first on a new connection)."""
+        frames = []
+        with self._subs_lock:
+            if self._mux is not None:
+                frames.append(_sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
+            for sub in self._subs.values():
+                frames.append(_sub_frame(sub.subject.encode(), sub.queue.encode(), sub.sid))
+                if sub._max is not None:
+                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, sub._max - sub._received))
+        return b"".join(frames)
+
+    def _close_in_background(self, reason: BaseException) -> None:
+        threading.Thread(
+            target=self._close, args=(reason,), name=f"jetstream_sync-{self._id}-closer"
+        ).start()
+
+    # ------------------------------------------------------------------ close / drain
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Stop every subscription, let pending messages be handled, flush, then close.
+
+        Raises:
+            TimeoutError: draining took longer than ``timeout`` (the client is closed anyway).
+        """
+        self._check_usable()
+        deadline = Deadline(check_timeout("timeout", timeout))
+        with self._subs_lock:
+            subs = list(self._subs.values())
+        try:
+            for sub in subs:
+                self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+            self.flush(deadline.remaining() or 0.001)
+            with self._subs_lock:
+                for sub in subs:
+                    self._subs.pop(sub.sid, None)
+            for sub in subs:
+                sub._queue.close()
+            for sub in subs:
+                if sub._worker is not None and not sub._worker.join(deadline.remaining()):
+                    raise TimeoutError("subscriptions did not finish draining in time")
+            self._writer.wait_drained(deadline)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Flush what is buffered (briefly), close the connection and join every thread.
+
+        Safe to call more than once and from any thread, including callbacks.
+        """
+        self._close(None)
+
+    def _close(self, reason: BaseException | None) -> None:
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._closing.set()
+        if self._forked:
+            # The parent still uses this socket: never shut it down, touch no locks.
+            if self._conn is not None:
+                self._conn.transport.close()
+            return
+        if not self._reconnecting and self._writer is not None:
+            self._writer.wait_drained(Deadline(1.0))
+        closed = ConnectionClosedError("the client was closed")
+        if self._conn is not None:
+            self._conn.transport.shutdown()
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader is not None:
+            self._reader.join()
+        if self._conn is not None:
+            self._conn.transport.close()
+        if self._pinger is not None and self._pinger is not threading.current_thread():
+            self._pinger.join()
+        if self._mux is not None:
+            self._mux.fail_all(closed)
+        with self._pongs_lock:
+            pongs = [*self._pongs, *self._deferred_pings]
+            self._pongs, self._deferred_pings = deque(), []
+        for waiter in pongs:
+            if waiter is not None:
+                waiter.fail(closed)
+        with self._subs_lock:
+            subs, self._subs = list(self._subs.values()), {}
+        for sub in subs:
+            sub._queue.close(discard=True, reason=closed)
+        for sub in subs:
+            if sub._worker is not None:
+                sub._worker.join()
+        if reason is not None:
+            self._report_error(reason)
+        self._events.submit(self._callbacks["closed"])
+        self._events.stop()
+        _live_clients.discard(self)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("reconnecting" if self._reconnecting else "connected")
+        return f"<Client {state} {self.connected_url or ''}>"
+
+
+def _sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
+    if queue:
+        return b"SUB %s %s %d\r\n" % (subject, queue, sid)
+    return b"SUB %s %d\r\n" % (subject, sid)
+
+
+def connect(servers: str | Sequence[str] = "nats://127.0.0.1:4222", **options: Any) -> Client:
+    """Connect to a NATS server and return a ready, thread-safe :class:`Client`.
+
+    Args:
+        servers: a URL or a list of URLs (``nats://``, ``tls://``; ``user:pass@``
+            and ``token@`` work). Servers the cluster announces join the pool.
+        **options: see :class:`Client` and ``docs/connecting.md``.
+
+    Raises:
+        NoServersError: no server could be reached.
+        AuthorizationError: the server rejected the credentials.
+    """
+    client = Client(**options)
+    client._connect(servers)
+    return client

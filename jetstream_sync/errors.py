@@ -1,0 +1,172 @@
+"""Every exception jetstream_sync raises.
+
+The tree is rooted at :class:`NatsError`. Errors that mean "your input is
+wrong" also derive from :class:`ValueError`; :class:`TimeoutError` also
+derives from the builtin ``TimeoutError`` so ``except TimeoutError`` works
+with or without importing this module.
+
+JetStream API errors are :class:`APIError` subclasses chosen by the server's
+``err_code`` (see :func:`api_error`); register a new one by subclassing with
+``class MyError(APIError, err_code=12345)``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import ClassVar
+
+
+class NatsError(Exception):
+    """Base class of every error raised by jetstream_sync."""
+
+
+class ProtocolError(NatsError):
+    """The server sent bytes that are not valid NATS protocol."""
+
+
+class ConnectionClosedError(NatsError):
+    """The client is closed (or was closed while the call waited)."""
+
+
+class ConnectionLostError(NatsError):
+    """The connection broke while the call waited (the client may reconnect)."""
+
+
+class NoServersError(NatsError):
+    """No server in the pool could be reached."""
+
+
+class AuthorizationError(NatsError):
+    """The server rejected the credentials or a permission check."""
+
+
+class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001 - the contract's name
+    """A blocking call did not get its answer before its timeout."""
+
+
+class NoRespondersError(NatsError):
+    """A request found no subscriber on its subject (status 503)."""
+
+
+class MaxPayloadError(NatsError, ValueError):
+    """A payload is larger than the server's ``max_payload``."""
+
+
+class BadSubjectError(NatsError, ValueError):
+    """A subject (or queue group, or reply subject) is not valid."""
+
+
+class BadHeaderError(NatsError, ValueError):
+    """A header key or value cannot be sent without corrupting the frame."""
+
+
+class SlowConsumerError(NatsError):
+    """A subscription's pending queue is full; the message was not queued.
+
+    Reported to ``error_cb`` with the subscription's ``sid`` and ``subject``.
+    """
+
+    def __init__(self, subject: str = "", sid: int = 0) -> None:
+        super().__init__(f"slow consumer on {subject!r} (sid {sid}): pending limits reached")
+        self.subject = subject
+        self.sid = sid
+
+    def __reduce__(self):
+        return (type(self), (self.subject, self.sid))
+
+
+class ForkedClientError(NatsError):
+    """A client created in a parent process was used in a forked child."""
+
+
+class JetStreamError(NatsError):
+    """Base class of JetStream errors."""
+
+
+class APIError(JetStreamError):
+    """An error returned by the JetStream API.
+
+    Attributes:
+        code: the HTTP-like status code (e.g. 404).
+        err_code: the server's JetStream error code (e.g. 10059).
+        description: the server's text.
+    """
+
+    _registry: ClassVar[dict[int, type[APIError]]] = {}
+    err_code_default: ClassVar[int | None] = None
+
+    def __init_subclass__(cls, err_code: int | tuple[int, ...] | None = None, **kw) -> None:
+        super().__init_subclass__(**kw)
+        codes = err_code if isinstance(err_code, tuple) else (err_code,)
+        for code in codes:
+            if code is not None:
+                APIError._registry[code] = cls
+        if err_code is not None:
+            cls.err_code_default = codes[0]
+
+    def __init__(self, code: int = 0, err_code: int = 0, description: str = "") -> None:
+        super().__init__(f"{description} (code={code}, err_code={err_code})")
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.err_code, self.description))
+
+
+def api_error(code: int, err_code: int, description: str) -> APIError:
+    """Build the most specific :class:`APIError` subclass for ``err_code``."""
+    cls = APIError._registry.get(err_code, APIError)
+    return cls(code, err_code, description)
+
+
+class JetStreamNotEnabledError(APIError, err_code=(10076, 10039)):
+    """JetStream is not enabled on the server or for the account."""
+
+
+class StreamNotFoundError(APIError, err_code=10059):
+    """The stream does not exist."""
+
+
+class StreamNameInUseError(APIError, err_code=10058):
+    """A stream with that name exists with a different configuration."""
+
+
+class ConsumerNotFoundError(APIError, err_code=10014):
+    """The consumer does not exist."""
+
+
+class MessageNotFoundError(APIError, err_code=10037):
+    """No message matches the request."""
+
+
+class WrongLastSequenceError(APIError, err_code=(10071, 10164)):
+    """``expected_last_seq`` / ``expected_last_subject_seq`` did not match."""
+
+
+class WrongLastMsgIdError(APIError, err_code=10070):
+    """``expected_last_msg_id`` did not match."""
+
+
+class StreamWrongExpectedError(APIError, err_code=10060):
+    """``expected_stream`` did not match the stream that stored the message."""
+
+
+class NotJetStreamMsgError(JetStreamError):
+    """An ack or metadata call on a message that did not come from JetStream."""
+
+
+class MsgAlreadyAckedError(JetStreamError):
+    """A second final acknowledgement (ack, nak, term) of the same message."""
+
+
+class TooManyPendingAcksError(JetStreamError):
+    """``publish_async`` found ``max_ack_inflight`` acks pending (backpressure off)."""
+
+
+class ConsumerDeletedError(JetStreamError):
+    """The consumer was deleted while it was being read."""
+
+
+class NoHeartbeatError(JetStreamError):
+    """The server's idle heartbeats stopped arriving."""

@@ -1,0 +1,130 @@
+"""Subscriptions: the user's handle on the messages arriving for a subject."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from ._deadline import Deadline, check_timeout
+from ._dispatch import CallbackWorker, MsgQueue
+from .errors import NatsError
+from .msg import Msg
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+class Subscription:
+    """Interest in a subject, with a bounded queue of pending messages.
+
+    Without a callback, take messages with :meth:`next_msg` or by iterating.
+    With ``cb=``, the callback runs on one thread owned by this subscription,
+    one message at a time, in arrival order.
+
+    Attributes:
+        sid: the subscription id on the wire.
+        subject: the subject (wildcards allowed).
+        queue: the queue group, or ``""``.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        sid: int,
+        subject: str,
+        queue: str,
+        cb: Callable[[Msg], object] | None,
+        msgs_limit: int,
+        bytes_limit: int,
+    ) -> None:
+        self._client = client
+        self.sid = sid
+        self.subject = subject
+        self.queue = queue
+        self._queue = MsgQueue(msgs_limit, bytes_limit)
+        self._received = 0  # counted by the reader thread
+        self._max: int | None = None
+        self._worker: CallbackWorker | None = None
+        if cb is not None:
+            self._worker = CallbackWorker(
+                self._queue, cb, client._report_error, f"jetstream_sync-sub-{sid}"
+            )
+
+    @property
+    def pending_msgs(self) -> int:
+        """Messages received and not yet taken."""
+        return len(self._queue)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Payload bytes received and not yet taken."""
+        return self._queue.pending_bytes
+
+    @property
+    def delivered(self) -> int:
+        """Messages received for this subscription so far."""
+        return self._received
+
+    @property
+    def is_active(self) -> bool:
+        """False once unsubscribed, drained, auto-unsubscribed or the client closed."""
+        return not self._queue.closed
+
+    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        """Block until the next message arrives.
+
+        Args:
+            timeout: seconds to wait; ``None`` waits forever.
+
+        Raises:
+            TimeoutError: nothing arrived in time (also the builtin ``TimeoutError``).
+            NatsError: the subscription has a callback, or it ended with nothing left.
+            ConnectionClosedError: the client was closed.
+        """
+        if self._worker is not None:
+            raise NatsError("next_msg() is not available on a subscription with a callback")
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        msg = self._queue.get(deadline)
+        if msg is None:
+            raise NatsError(f"subscription to {self.subject!r} has ended")
+        return msg
+
+    def __iter__(self) -> Iterator[Msg]:
+        """Yield messages as they arrive, until the subscription ends."""
+        if self._worker is not None:
+            raise NatsError("cannot iterate a subscription with a callback")
+        while True:
+            msg = self._queue.get(None)
+            if msg is None:
+                return
+            yield msg
+
+    def unsubscribe(self, limit: int | None = None) -> None:
+        """Remove interest now, or after ``limit`` messages in total have arrived.
+
+        Pending messages are discarded when unsubscribing at once.
+        """
+        self._client._unsubscribe(self, limit)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Stop new messages, then let the pending ones be handled.
+
+        The server is told to stop sending; messages already on their way are
+        still queued. A callback subscription returns once its callback has run
+        for every one of them; a plain one returns at once and :meth:`next_msg`
+        or iteration keep yielding the rest.
+
+        Raises:
+            TimeoutError: the callback did not finish within ``timeout``.
+        """
+        self._client._drain_subscription(self, timeout)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.is_active and not self._client.is_closed:
+            self.unsubscribe()
+
+    def __repr__(self) -> str:
+        return f"<Subscription sid={self.sid} subject={self.subject!r} queue={self.queue!r}>"
