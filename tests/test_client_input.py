@@ -1,0 +1,100 @@
+"""Bad input is rejected with a typed error before anything is sent."""
+
+from __future__ import annotations
+
+import pytest
+
+import jetstream_sync as js
+
+
+@pytest.fixture
+def nc(shared_server):
+    client = js.connect(shared_server.url)
+    yield client
+    client.close()
+
+
+def _nothing_sent(nc, action):
+    before = nc.stats.out_bytes
+    nc.flush()
+    baseline = nc.stats.out_bytes
+    with pytest.raises(ValueError) as info:
+        action()
+    nc.flush()
+    # the two flushes' PINGs are the only bytes written around the failed call
+    assert nc.stats.out_bytes - baseline == baseline - before
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "subject", ["", "has space", "tab\tbad", "cr\rbad", "lf\nbad", "a..b", ".a", "a.", "a.*", ">"]
+)
+def test_bad_publish_subjects(nc, subject):
+    """Invalid subjects raise BadSubjectError (a ValueError) and send nothing."""
+    err = _nothing_sent(nc, lambda: nc.publish(subject, b"x"))
+    assert isinstance(err, js.BadSubjectError)
+
+
+def test_bad_reply_subject(nc):
+    """An invalid reply subject is rejected too."""
+    err = _nothing_sent(nc, lambda: nc.publish("ok", b"x", reply="bad reply"))
+    assert isinstance(err, js.BadSubjectError)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Bad Key": "v"}, {"Bad:Key": "v"}, {"K": "v\r\nInjected: yes"}, {"K\n": "v"}, {"": "v"}],
+)
+def test_header_injection_is_rejected(nc, headers):
+    """Header keys/values that would break the frame raise BadHeaderError."""
+    err = _nothing_sent(nc, lambda: nc.publish("ok", b"x", headers=headers))
+    assert isinstance(err, js.BadHeaderError)
+
+
+def test_payload_over_max_payload(nc):
+    """A payload larger than max_payload raises MaxPayloadError and sends nothing."""
+    err = _nothing_sent(nc, lambda: nc.publish("ok", b"x" * (nc.max_payload + 1)))
+    assert isinstance(err, js.MaxPayloadError)
+
+
+def test_bad_subscribe_subject_and_queue(nc):
+    """Subscribing with a bad subject or queue group raises BadSubjectError."""
+    with pytest.raises(js.BadSubjectError):
+        nc.subscribe("a b")
+    with pytest.raises(js.BadSubjectError):
+        nc.subscribe("ok", queue="bad queue")
+
+
+def test_non_str_subject(nc):
+    """A subject that is not a str raises BadSubjectError."""
+    with pytest.raises(js.BadSubjectError):
+        nc.publish(b"bytes.subject", b"x")
+
+
+def test_bad_server_url():
+    """An unknown URL scheme raises ValueError before connecting."""
+    with pytest.raises(ValueError):
+        js.connect("http://127.0.0.1:4222")
+
+
+def test_no_servers():
+    """Connecting to a port nobody listens on raises NoServersError."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(js.NoServersError):
+        js.connect(f"nats://127.0.0.1:{port}", connect_timeout=0.5)
+
+
+def test_closed_client_raises(shared_server):
+    """Every call on a closed client raises ConnectionClosedError."""
+    nc = js.connect(shared_server.url)
+    nc.close()
+    assert nc.is_closed and not nc.is_connected
+    with pytest.raises(js.ConnectionClosedError):
+        nc.publish("x", b"")
+    with pytest.raises(js.ConnectionClosedError):
+        nc.request("x", b"")
+    nc.close()  # a second close is harmless

@@ -1,0 +1,242 @@
+"""Threads, close, drain, reconnect, fork, auth and TLS against real servers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import ssl
+import threading
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.polling import wait_for
+
+
+def _client_threads(nc) -> list[threading.Thread]:
+    tag = f"jetstream_sync-{nc._id}-"
+    sids = {f"jetstream_sync-sub-{sid}" for sid in nc._subs}
+    return [t for t in threading.enumerate() if t.name.startswith(tag) or t.name in sids]
+
+
+def test_eight_threads_share_one_client(shared_server):
+    """8 threads publishing and requesting through one client lose nothing."""
+    with js.connect(shared_server.url) as nc:
+        sub = nc.subscribe("shared.>")
+        nc.subscribe("shared-svc", cb=lambda m: m.respond(m.data))
+        errors = []
+
+        def worker(n):
+            try:
+                for i in range(250):
+                    nc.publish(f"shared.{n}", b"%d" % i)
+                    if i % 25 == 0:
+                        assert nc.request("shared-svc", b"%d" % i, timeout=5).data == b"%d" % i
+            except Exception as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        nc.flush()
+        got = {}
+        for _ in range(8 * 250):
+            msg = sub.next_msg(timeout=5)
+            got.setdefault(msg.subject, []).append(int(msg.data))
+        assert all(v == list(range(250)) for v in got.values()) and len(got) == 8
+
+
+def test_close_joins_every_thread(shared_server):
+    """close() stops and joins the reader, writer, pinger, events and callback threads."""
+    nc = js.connect(shared_server.url)
+    nc.subscribe("t.cb", cb=lambda m: None)
+    nc.subscribe("t.cb2", cb=lambda m: None)
+    threads = _client_threads(nc)
+    assert len(threads) >= 6
+    nc.close()
+    assert not [t for t in threads if t.is_alive()]
+
+
+def test_close_from_inside_a_callback(shared_server):
+    """A callback may close its own client without deadlocking."""
+    nc = js.connect(shared_server.url)
+    done = threading.Event()
+
+    def on_msg(msg):
+        nc.close()
+        done.set()
+
+    nc.subscribe("close.me", cb=on_msg)
+    nc.publish("close.me", b"x")
+    assert done.wait(5)
+    assert nc.is_closed
+
+
+def test_close_wakes_a_blocked_next_msg(shared_server):
+    """A thread blocked in next_msg gets ConnectionClosedError when the client closes."""
+    nc = js.connect(shared_server.url)
+    sub = nc.subscribe("blocked")
+    errors = []
+
+    def wait():
+        try:
+            sub.next_msg(timeout=30)
+        except js.ConnectionClosedError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    nc.close()
+    t.join(5)
+    assert errors and not t.is_alive()
+
+
+def test_client_drain_handles_pending_then_closes(shared_server):
+    """drain() lets callbacks finish what was sent, then closes and calls closed_cb."""
+    closed = threading.Event()
+    nc = js.connect(shared_server.url, closed_cb=closed.set)
+    got = []
+    nc.subscribe("drain.all", cb=lambda m: got.append(m))
+    for _ in range(300):
+        nc.publish("drain.all", b"x")
+    nc.drain(timeout=10)
+    assert len(got) == 300
+    assert nc.is_closed and closed.wait(5)
+
+
+def test_reconnect_after_server_restart_keeps_subscriptions(restartable_server):
+    """After a server restart the client reconnects and its subscriptions still work."""
+    events = []
+    reconnected = threading.Event()
+    nc = js.connect(
+        restartable_server.url,
+        reconnect_time_wait=0.1,
+        disconnected_cb=lambda: events.append("disconnected"),
+        reconnected_cb=lambda: (events.append("reconnected"), reconnected.set()),
+    )
+    try:
+        sub = nc.subscribe("survive")
+        nc.subscribe("survive.svc", cb=lambda m: m.respond(b"pong"))
+        nc.request("survive.svc", timeout=2)
+        restartable_server.restart()
+        assert reconnected.wait(15)
+        assert events[:2] == ["disconnected", "reconnected"]
+        assert nc.stats.reconnects == 1 and nc.is_connected
+        nc.publish("survive", b"after")
+        assert sub.next_msg(timeout=5).data == b"after"
+        assert nc.request("survive.svc", timeout=5).data == b"pong"
+    finally:
+        nc.close()
+
+
+def test_publishes_while_disconnected_are_sent_after_reconnect(restartable_server):
+    """Messages published during the outage are buffered and delivered after reconnecting."""
+    reconnected = threading.Event()
+    disconnected = threading.Event()
+    nc = js.connect(
+        restartable_server.url,
+        reconnect_time_wait=0.1,
+        disconnected_cb=disconnected.set,
+        reconnected_cb=reconnected.set,
+    )
+    try:
+        sub = nc.subscribe("buffered")
+        nc.flush()
+        restartable_server.stop()
+        assert disconnected.wait(10)
+        for i in range(10):
+            nc.publish("buffered", str(i))
+        restartable_server.start()
+        assert reconnected.wait(15)
+        assert [sub.next_msg(timeout=5).data for _ in range(10)] == [b"%d" % i for i in range(10)]
+    finally:
+        nc.close()
+
+
+def test_reconnect_buffer_overflow_raises(restartable_server):
+    """Past reconnect_buf_size a publish raises instead of dropping the message."""
+    disconnected = threading.Event()
+    nc = js.connect(
+        restartable_server.url,
+        reconnect_buf_size=1024,
+        reconnect_time_wait=5,
+        disconnected_cb=disconnected.set,
+    )
+    try:
+        restartable_server.stop()
+        assert disconnected.wait(10)
+        with pytest.raises(js.NatsError, match="reconnect buffer"):
+            for _ in range(100):
+                nc.publish("overflow", b"x" * 100)
+    finally:
+        nc.close()
+
+
+def test_no_reconnect_closes_the_client(restartable_server):
+    """With allow_reconnect=False a lost connection closes the client and calls closed_cb."""
+    closed = threading.Event()
+    nc = js.connect(restartable_server.url, allow_reconnect=False, closed_cb=closed.set)
+    restartable_server.stop()
+    assert closed.wait(10)
+    assert nc.is_closed
+
+
+def _child_uses_inherited_client(nc, queue):
+    try:
+        nc.publish("fork.x", b"from child")
+        queue.put("no error")
+    except js.ForkedClientError as exc:
+        queue.put(f"forked: {exc}")
+    nc.close()  # must not shut down the parent's socket
+    queue.put("closed")
+
+
+def test_fork_child_gets_a_clear_error_and_parent_keeps_working(shared_server):
+    """A forked child cannot use the parent's client; the parent's connection is untouched."""
+    nc = js.connect(shared_server.url)
+    try:
+        sub = nc.subscribe("fork.after")
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_child_uses_inherited_client, args=(nc, queue))
+        child.start()
+        child.join(20)
+        assert child.exitcode == 0
+        assert queue.get(timeout=5).startswith("forked:")
+        assert queue.get(timeout=5) == "closed"
+        nc.publish("fork.after", b"parent")
+        assert sub.next_msg(timeout=5).data == b"parent"
+    finally:
+        nc.close()
+
+
+def test_user_password_auth(auth_server):
+    """Right credentials connect; wrong ones raise AuthorizationError."""
+    with js.connect(auth_server.auth_url) as nc:
+        nc.flush()
+    with pytest.raises(js.AuthorizationError):
+        js.connect(auth_server.url, user="nobody", password="wrong")
+
+
+def test_token_auth(token_server):
+    """A token in the URL or as an option authenticates."""
+    with js.connect(token_server.auth_url) as nc:
+        nc.flush()
+    with pytest.raises(js.AuthorizationError):
+        js.connect(token_server.url, token="wrong")
+
+
+@pytest.mark.tls
+def test_tls_connection(tls_server):
+    """A client trusting the test CA talks TLS to a TLS-only server."""
+    server, ca = tls_server
+    context = ssl.create_default_context(cafile=str(ca))
+    with js.connect(server.url, tls=context) as nc:
+        sub = nc.subscribe("secure")
+        nc.publish("secure", b"x")
+        assert sub.next_msg(timeout=5).data == b"x"
+    with pytest.raises((js.NoServersError, ssl.SSLError)):
+        js.connect(server.url, tls=True, connect_timeout=2)
+

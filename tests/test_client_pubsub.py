@@ -1,0 +1,216 @@
+"""Core publish/subscribe against a real nats-server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.polling import wait_for
+
+
+@pytest.fixture
+def nc(shared_server):
+    client = js.connect(shared_server.url)
+    yield client
+    client.close()
+
+
+def test_impl_is_c_unless_asked_otherwise(monkeypatch):
+    """The installed package runs on the C protocol core."""
+    import os
+
+    expected = os.environ.get("JETSTREAM_SYNC_IMPL", "c")
+    assert js.__impl__ == expected
+
+
+def test_publish_and_receive(nc):
+    """A published message reaches a subscriber with subject, data and no headers."""
+    sub = nc.subscribe("pubsub.one")
+    nc.publish("pubsub.one", b"hello")
+    msg = sub.next_msg(timeout=2)
+    assert (msg.subject, msg.data, msg.reply) == ("pubsub.one", b"hello", "")
+    assert len(msg.headers) == 0
+    assert msg.status is None
+
+
+def test_str_payload_is_utf8(nc):
+    """A str payload is sent UTF-8 encoded."""
+    sub = nc.subscribe("pubsub.str")
+    nc.publish("pubsub.str", "grüße")
+    assert sub.next_msg(timeout=2).data == "grüße".encode()
+
+
+def test_headers_round_trip(nc):
+    """Headers keep case, repeated values, spaces and colons in values."""
+    sub = nc.subscribe("pubsub.hdr")
+    nc.publish(
+        "pubsub.hdr", b"x", headers={"Trace-Id": "a b: c", "multi": ["1", "2"], "Empty": ""}
+    )
+    msg = sub.next_msg(timeout=2)
+    assert msg.headers["Trace-Id"] == "a b: c"
+    assert msg.headers.get_all("multi") == ["1", "2"]
+    assert msg.headers["Empty"] == ""
+    assert "trace-id" not in msg.headers
+
+
+def test_wildcard_subscriptions(nc):
+    """'*' matches one token and '>' the rest."""
+    star = nc.subscribe("wild.*.end")
+    tail = nc.subscribe("wild.>")
+    nc.publish("wild.a.end", b"1")
+    nc.publish("wild.a.b.c", b"2")
+    assert star.next_msg(timeout=2).subject == "wild.a.end"
+    got = {tail.next_msg(timeout=2).subject for _ in range(2)}
+    assert got == {"wild.a.end", "wild.a.b.c"}
+    with pytest.raises(TimeoutError):
+        star.next_msg(timeout=0.2)
+
+
+def test_queue_group_delivers_each_message_once(nc):
+    """Members of a queue group share the messages: each arrives exactly once."""
+    a = nc.subscribe("work", queue="workers")
+    b = nc.subscribe("work", queue="workers")
+    for i in range(200):
+        nc.publish("work", str(i))
+    nc.flush()
+    seen = []
+    for sub in (a, b):
+        while sub.pending_msgs:
+            seen.append(int(sub.next_msg(timeout=1).data))
+    assert sorted(seen) == list(range(200))
+
+
+def test_callback_runs_in_order_off_the_reader_thread(nc):
+    """A callback subscription runs on its own thread, in arrival order."""
+    got, threads, done = [], set(), threading.Event()
+
+    def on_msg(msg):
+        got.append(int(msg.data))
+        threads.add(threading.current_thread().name)
+        if len(got) == 500:
+            done.set()
+
+    nc.subscribe("cb.order", cb=on_msg)
+    for i in range(500):
+        nc.publish("cb.order", str(i))
+    assert done.wait(5)
+    assert got == list(range(500))
+    assert len(threads) == 1 and "reader" not in threads.pop()
+
+
+def test_callback_error_goes_to_error_cb(shared_server):
+    """An exception raised by a callback is reported to error_cb and the callback keeps running."""
+    errors, seen = [], []
+    nc = js.connect(shared_server.url, error_cb=errors.append)
+    try:
+
+        def on_msg(msg):
+            seen.append(msg.data)
+            if msg.data == b"bad":
+                raise RuntimeError("boom")
+
+        nc.subscribe("cb.err", cb=on_msg)
+        nc.publish("cb.err", b"bad")
+        nc.publish("cb.err", b"good")
+        wait_for(lambda: len(seen) == 2 and errors)
+        assert isinstance(errors[0], RuntimeError)
+    finally:
+        nc.close()
+
+
+def test_iterating_a_subscription(nc):
+    """Iteration yields messages until the subscription is auto-unsubscribed."""
+    sub = nc.subscribe("iter")
+    sub.unsubscribe(limit=3)
+    for i in range(5):
+        nc.publish("iter", str(i))
+    assert [m.data for m in sub] == [b"0", b"1", b"2"]
+    assert not sub.is_active
+
+
+def test_unsubscribe_stops_delivery(nc):
+    """After unsubscribe nothing more is delivered and next_msg says the subscription ended."""
+    sub = nc.subscribe("unsub")
+    sub.unsubscribe()
+    nc.publish("unsub", b"x")
+    nc.flush()
+    with pytest.raises(js.NatsError):
+        sub.next_msg(timeout=0.2)
+
+
+def test_subscription_drain_delivers_pending_to_callback(nc):
+    """drain() returns after the callback handled every message already sent."""
+    got = []
+    sub = nc.subscribe("drain.sub", cb=lambda m: got.append(m.data))
+    for i in range(100):
+        nc.publish("drain.sub", str(i))
+    sub.drain(timeout=5)
+    assert len(got) == 100
+    nc.publish("drain.sub", b"late")
+    nc.flush()
+    assert len(got) == 100
+
+
+def test_next_msg_timeout_is_builtin_timeout(nc):
+    """next_msg raises a TimeoutError that is also the builtin one."""
+    sub = nc.subscribe("quiet")
+    with pytest.raises(TimeoutError) as info:
+        sub.next_msg(timeout=0.1)
+    assert isinstance(info.value, js.TimeoutError)
+
+
+def test_slow_consumer_is_reported_not_silent(shared_server):
+    """Overflowing pending_msgs_limit reports SlowConsumerError to error_cb."""
+    errors = []
+    nc = js.connect(shared_server.url, error_cb=errors.append)
+    try:
+        sub = nc.subscribe("slow", pending_msgs_limit=10)
+        for _ in range(50):
+            nc.publish("slow", b"x")
+        nc.flush()
+        wait_for(lambda: errors, message="no slow consumer error")
+        assert isinstance(errors[0], js.SlowConsumerError)
+        assert errors[0].sid == sub.sid
+        assert sub.pending_msgs == 10
+    finally:
+        nc.close()
+
+
+def test_large_payload_up_to_max_payload(nc):
+    """A payload of exactly max_payload bytes goes through whole."""
+    data = bytes(range(256)) * (nc.max_payload // 256)
+    sub = nc.subscribe("big")
+    nc.publish("big", data)
+    assert sub.next_msg(timeout=5).data == data
+
+
+def test_stats_count_messages(nc):
+    """stats counts messages in and out."""
+    sub = nc.subscribe("stats")
+    for _ in range(10):
+        nc.publish("stats", b"12345")
+    for _ in range(10):
+        sub.next_msg(timeout=2)
+    stats = nc.stats
+    assert stats.out_msgs >= 10 and stats.in_msgs >= 10
+    assert stats.out_bytes > 50 and stats.in_bytes >= 50
+
+
+def test_no_echo(shared_server):
+    """With no_echo a client does not receive its own messages."""
+    with js.connect(shared_server.url, no_echo=True) as nc:
+        sub = nc.subscribe("echo")
+        nc.publish("echo", b"x")
+        nc.flush()
+        with pytest.raises(TimeoutError):
+            sub.next_msg(timeout=0.2)
+
+
+def test_new_inbox_is_unique_and_prefixed(shared_server):
+    """Inboxes use inbox_prefix and never repeat."""
+    with js.connect(shared_server.url, inbox_prefix="_MY") as nc:
+        inboxes = {nc.new_inbox() for _ in range(1000)}
+        assert len(inboxes) == 1000
+        assert all(i.startswith("_MY.") for i in inboxes)
