@@ -1,0 +1,205 @@
+"""Suite-wide fixtures: real nats-servers, and failing tests whose threads raise.
+
+Server fixtures yield ``fixtures.server.NatsServer`` objects (``.url``,
+``.port``, ``.monitor_port``, ``.monitor("jsz")``, ``.restart()``, ``.kill()``,
+``.lame_duck()``...). Tests using ``cluster`` or ``tls_server`` get the
+``cluster`` / ``tls`` marker automatically, so ``-m "not cluster"`` works.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.server import (
+    NatsCluster,
+    NatsServer,
+    TLSMaterial,
+    kill_leftovers,
+    make_tls_material,
+)
+
+pytest_plugins = ["pytester"]
+
+# fixture name -> marker given to every test that uses it
+_FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests by the server fixtures they use (``cluster``, ``tls``)."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        for fixture, marker in _FIXTURE_MARKERS.items():
+            if fixture in names:
+                item.add_marker(marker)
+
+
+# --------------------------------------------------------------------------
+# Exceptions escaping background threads fail the test.
+
+
+class ThreadExceptions:
+    """Collects exceptions that escape threads while one test runs."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._lock = threading.Lock()
+        self._caught: list[tuple[str, BaseException, str]] = []
+
+    def hook(self, args: threading.ExceptHookArgs) -> None:
+        """``threading.excepthook`` replacement: record, never print."""
+        if args.exc_type is SystemExit:  # the default hook ignores it too
+            return
+        name = args.thread.name if args.thread is not None else "<unknown>"
+        text = "".join(
+            traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback)
+        )
+        with self._lock:
+            exc = args.exc_value if args.exc_value is not None else RuntimeError(args.exc_type)
+            self._caught.append((name, exc, text))
+
+    def take(self) -> list[BaseException]:
+        """Return and forget the exceptions caught so far (to expect some in a test)."""
+        with self._lock:
+            caught, self._caught = self._caught, []
+        return [exc for _, exc, _ in caught]
+
+    def fail_if_any(self, when: str) -> None:
+        """``pytest.fail`` with every caught traceback, if any were caught."""
+        with self._lock:
+            caught, self._caught = self._caught, []
+        if caught:
+            parts = [f"{len(caught)} exception(s) escaped background threads {when}:"]
+            parts += [f"--- thread {name!r} ---\n{text}" for name, _, text in caught]
+            pytest.fail("\n".join(parts), pytrace=False)
+
+
+_THREAD_EXCEPTIONS = pytest.StashKey[ThreadExceptions]()
+
+
+@pytest.fixture(autouse=True)
+def _fail_on_thread_exceptions(request: pytest.FixtureRequest) -> Iterator[ThreadExceptions]:
+    """Install the collecting excepthook around each test; fail at teardown if it caught any."""
+    collector = ThreadExceptions()
+    previous = threading.excepthook
+    threading.excepthook = collector.hook
+    request.node.stash[_THREAD_EXCEPTIONS] = collector
+    try:
+        yield collector
+    finally:
+        threading.excepthook = previous
+    collector.fail_if_any("during the test or its teardown")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Fail the call phase of a passing test whose background threads raised."""
+    result = yield
+    collector = item.stash.get(_THREAD_EXCEPTIONS, None)
+    if collector is not None:
+        collector.fail_if_any("during the test")
+    return result
+
+
+@pytest.fixture
+def thread_exceptions(_fail_on_thread_exceptions: ThreadExceptions) -> ThreadExceptions:
+    """The collector, for tests that expect a thread to raise: call ``.take()``."""
+    return _fail_on_thread_exceptions
+
+
+# --------------------------------------------------------------------------
+# Servers.
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kill_leftover_servers() -> Iterator[None]:
+    """At session end, kill every nats-server a test or fixture left running."""
+    yield
+    kill_leftovers()
+
+
+def _server(directory: Path, **options: object) -> NatsServer:
+    """Start a NatsServer whose files live under ``directory``."""
+    return NatsServer(directory=directory, **options).start()  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A fresh JetStream server for one test."""
+    server = _server(tmp_path / "nats-server")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One JetStream server for the whole session: use unique stream names, never restart it."""
+    server = _server(tmp_path_factory.mktemp("shared-server"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def restartable_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A fresh JetStream server a test may restart, kill or put in lame duck mode.
+
+    Lame duck: the grace period is 0.5 s and the duration 30 s (the minimum).
+    """
+    server = _server(tmp_path / "nats-server", lame_duck_duration=30.0, lame_duck_grace_period=0.5)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
+    """A formed 3-node JetStream cluster shared by one module; restart what you kill."""
+    nodes = NatsCluster(3, directory=tmp_path_factory.mktemp("cluster")).start()
+    yield nodes
+    nodes.stop()
+
+
+@pytest.fixture(autouse=True)
+def _heal_cluster(request: pytest.FixtureRequest) -> None:
+    """Before a test using ``cluster``, restart any node an earlier test left down."""
+    if "cluster" in request.fixturenames:
+        request.getfixturevalue("cluster").heal()
+
+
+@pytest.fixture
+def auth_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A JetStream server requiring user ``alice``, password ``s3cret`` (``.auth_url`` has them)."""
+    server = _server(tmp_path / "nats-server", user="alice", password="s3cret")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def token_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A JetStream server requiring token ``t0ken`` (``.token``, ``.auth_url``)."""
+    server = _server(tmp_path / "nats-server", token="t0ken")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_material(tmp_path_factory: pytest.TempPathFactory) -> TLSMaterial:
+    """A throwaway CA with server (localhost, 127.0.0.1, ::1) and client certificates."""
+    return make_tls_material(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path, tls_material: TLSMaterial) -> Iterator[tuple[NatsServer, Path]]:
+    """A TLS JetStream server (no client certs) and the CA path: ``server, ca = tls_server``."""
+    server = NatsServer(
+        directory=tmp_path / "nats-server",
+        tls_cert=tls_material.server_cert,
+        tls_key=tls_material.server_key,
+    )
+    server.tls = tls_material
+    server.start()
+    yield server, tls_material.ca_cert
+    server.stop()

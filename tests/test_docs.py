@@ -1,0 +1,137 @@
+"""Every ```python block in docs/*.md runs, as a complete program, against a real server.
+
+One test per block, id ``file.md:LINE`` (the line of the opening fence). Each
+block runs in a fresh interpreter (``sys.executable``) in a temp directory with
+``NATS_URL`` set to a fresh JetStream server, the repo root on ``PYTHONPATH``,
+and a 60 s limit. A block opened with ```python no-run is not collected. With no
+blocks, this module collects no tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.server import NatsServer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DOCS_DIR = REPO_ROOT / "docs"
+BLOCK_TIMEOUT = 60.0
+PYTHON_LANGUAGES = {"python", "py", "python3"}
+
+_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+
+
+@dataclass(frozen=True)
+class DocBlock:
+    """One runnable code block: where it is and its source."""
+
+    path: Path
+    line: int
+    code: str
+
+    @property
+    def id(self) -> str:
+        """``file.md:LINE``."""
+        return f"{self.path.name}:{self.line}"
+
+
+def find_python_blocks(path: Path) -> list[DocBlock]:
+    """Return the runnable ```python blocks of one Markdown file (CommonMark fences)."""
+    blocks = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if opening is None or (opening["fence"][0] == "`" and "`" in opening["info"]):
+            i += 1
+            continue
+        fence, indent = opening["fence"], len(opening["indent"])
+        words = opening["info"].split()
+        start, body = i + 1, []
+        i += 1
+        while i < len(lines):
+            closing = _FENCE.match(lines[i])
+            if (
+                closing is not None
+                and closing["fence"][0] == fence[0]
+                and len(closing["fence"]) >= len(fence)
+                and not closing["info"].strip()
+            ):
+                break
+            text = lines[i]
+            strip = len(text) - len(text.lstrip(" "))
+            body.append(text[min(strip, indent) :])
+            i += 1
+        i += 1  # past the closing fence (or the end of the file)
+        runnable = words and words[0].lower() in PYTHON_LANGUAGES and "no-run" not in words[1:]
+        if runnable:
+            blocks.append(DocBlock(path, start, "\n".join(body) + "\n"))
+    return blocks
+
+
+def collect_doc_blocks(docs_dir: Path = DOCS_DIR) -> list[DocBlock]:
+    """Return the runnable blocks of every ``docs_dir/*.md``, in file then line order."""
+    if not docs_dir.is_dir():
+        return []
+    return [block for md in sorted(docs_dir.glob("*.md")) for block in find_python_blocks(md)]
+
+
+def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """Run one block as a script in ``workdir``; on timeout, dump its threads and fail."""
+    script = workdir / f"doc_{block.path.stem}_L{block.line}.py"
+    script.write_text(block.code, encoding="utf-8")
+    env = dict(os.environ)
+    env["NATS_URL"] = nats_url
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=BLOCK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        pytest.fail(
+            f"{block.id} still running after {BLOCK_TIMEOUT:g} s\n"
+            f"--- stderr ---\n{stderr}\n--- stdout ---\n{stdout}",
+            pytrace=False,
+        )
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+DOC_BLOCKS = collect_doc_blocks()
+
+if DOC_BLOCKS:
+
+    @pytest.mark.parametrize("block", DOC_BLOCKS, ids=[block.id for block in DOC_BLOCKS])
+    def test_doc_block_runs(block: DocBlock, nats_server: NatsServer, tmp_path: Path) -> None:
+        """The docs code block runs to a zero exit status against a fresh server."""
+        workdir = tmp_path / "run"
+        workdir.mkdir()
+        result = run_block(block, nats_server.url, workdir)
+        if result.returncode != 0:
+            pytest.fail(
+                f"{block.id} exited with status {result.returncode}\n"
+                f"--- stderr ---\n{result.stderr}\n--- stdout ---\n{result.stdout}",
+                pytrace=False,
+            )
