@@ -34,12 +34,15 @@ def nats_url():
 def main() -> None:
     """Run the demo pipeline and print what happened."""
     with nats_url() as url, js.connect(url, name="jetstream_sync-demo") as nc:
-        print(f"connected to {nc.connected_url} (nats-server {nc.server_info['version']}),"
-              f" protocol core: {js.__impl__}")
+        print(
+            f"connected to {nc.connected_url} (nats-server {nc.server_info['version']}),"
+            f" protocol core: {js.__impl__}"
+        )
 
         for _ in range(3):
-            nc.subscribe("demo.square", queue="squarers",
-                         cb=lambda m: m.respond(b"%d" % (int(m.data) ** 2)))
+            nc.subscribe(
+                "demo.square", queue="squarers", cb=lambda m: m.respond(b"%d" % (int(m.data) ** 2))
+            )
         answers = [int(nc.request("demo.square", b"%d" % i, timeout=2).data) for i in range(10)]
         print("squares from the worker group:", answers)
 
@@ -60,8 +63,9 @@ def main() -> None:
         if not received.wait(30):
             raise SystemExit(f"only {seen[0]} of {count} events arrived")
         took = time.perf_counter() - start
-        print(f"{count:,} events published and received in {took:.2f} s"
-              f" ({count / took:,.0f} msgs/s)")
+        print(
+            f"{count:,} events published and received in {took:.2f} s ({count / took:,.0f} msgs/s)"
+        )
         stats = nc.stats
         print(f"client stats: {stats.out_msgs:,} msgs out, {stats.in_msgs:,} msgs in")
     print("demo finished")

@@ -126,7 +126,9 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
             if buf:
                 raise ProtocolError("unexpected bytes before the TLS upgrade")
             transport.start_tls(options.ssl_context(), address.host, deadline.remaining())
-        frame = b"CONNECT " + options.connect_json(info, address, transport.is_tls) + b"\r\nPING\r\n"
+        frame = (
+            b"CONNECT " + options.connect_json(info, address, transport.is_tls) + b"\r\nPING\r\n"
+        )
         transport.set_timeout(deadline.remaining() or 0.001)
         transport.sendall(frame)
         ponged = False

@@ -98,7 +98,9 @@ class ServerPool:
             if e.address is address:
                 e.attempts = 0
 
-    def next_candidate(self, reconnect_time_wait: float, jitter: float) -> tuple[ServerAddress, float]:
+    def next_candidate(
+        self, reconnect_time_wait: float, jitter: float
+    ) -> tuple[ServerAddress, float]:
         """Pick the next server to try and how long to wait before trying it.
 
         Servers go round-robin; a server tried less than ``reconnect_time_wait``

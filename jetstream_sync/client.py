@@ -10,13 +10,13 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from . import _protocol
 from ._deadline import Deadline, check_timeout
-from ._events import EventRunner
+from ._events import EventRunner, log
 from ._handshake import Connected, HandshakeOptions, handshake
 from ._nuid import NUID
 from ._reader import Reader
@@ -39,6 +39,9 @@ from .errors import (
 from .headers import header_pairs
 from .msg import Msg
 from .subscription import Subscription
+
+if TYPE_CHECKING:
+    from .jetstream.context import JetStreamContext
 
 HeadersIn = Mapping[str, str | Sequence[str]]
 
@@ -138,6 +141,7 @@ class Client:
         }  # fmt: skip
 
         self._state_lock = threading.RLock()
+        self._listeners: list[Callable[[str], object]] = []
         self._closing = threading.Event()
         self._closed = False
         self._forked = False
@@ -240,6 +244,16 @@ class Client:
         return self._conn.address.url()
 
     @property
+    def servers(self) -> list[str]:
+        """Every server URL in the pool (configured and discovered), without credentials."""
+        return [a.url() for a in self._pool.addresses()] if self._pool else []
+
+    @property
+    def discovered_servers(self) -> list[str]:
+        """The server URLs learnt from the cluster (INFO ``connect_urls``)."""
+        return [a.url() for a in self._pool.addresses() if a.implicit] if self._pool else []
+
+    @property
     def server_info(self) -> dict[str, Any]:
         """The server's latest INFO, as a dict."""
         return dict(self._server_info)
@@ -260,6 +274,37 @@ class Client:
             out_bytes=writer.bytes_out if writer else 0,
             reconnects=self._reconnects,
         )
+
+    def add_status_listener(self, listener: Callable[[str], object]) -> None:
+        """Call ``listener(status)`` on every change of the connection's state.
+
+        ``status`` is ``"disconnected"``, ``"reconnected"``, ``"lame_duck"`` or
+        ``"closed"``. Listeners run on the client's events thread, in order,
+        after the matching user callback; JetStream uses this to fail
+        publishes whose acknowledgements can no longer arrive.
+        """
+        with self._state_lock:
+            self._listeners = [*self._listeners, listener]
+
+    def remove_status_listener(self, listener: Callable[[str], object]) -> None:
+        """Stop calling a listener added with :meth:`add_status_listener`."""
+        with self._state_lock:
+            self._listeners = [f for f in self._listeners if f is not listener]
+
+    def _status_changed(self, status: str) -> None:
+        """Run the user's callback for ``status``, then the listeners (events thread)."""
+        callback = self._callbacks[status]
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # the listeners must still hear about it
+                log.exception("jetstream_sync: %s_cb raised", status)
+        for listener in self._listeners:
+            listener(status)
+
+    def _announce(self, status: str) -> None:
+        if self._events is not None:
+            self._events.submit(self._status_changed, status)
 
     def _report_error(self, exc: BaseException) -> None:
         """Hand an asynchronous error to ``error_cb`` on the events thread."""
@@ -302,6 +347,22 @@ class Client:
             )
         return _protocol.encode_pub(subject_b, reply_b, data)
 
+    def validate_publish(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        reply: str | None = None,
+        headers: HeadersIn | None = None,
+    ) -> None:
+        """Raise what :meth:`publish` would raise for this input; send nothing.
+
+        Lets a caller check a whole set of messages before sending the first.
+
+        Raises:
+            BadSubjectError, BadHeaderError, MaxPayloadError: the input is bad.
+        """
+        self._encode_publish(subject, data, reply, headers)
+
     def publish(
         self,
         subject: str,
@@ -323,6 +384,12 @@ class Client:
         """
         self._check_usable()
         self._writer.write(self._encode_publish(subject, data, reply, headers), msgs=1)
+
+    def _publish_now(self, subject: str, data: bytes | str, headers: HeadersIn | None) -> None:
+        """Publish a reply, writing on this thread when the socket is idle (latency)."""
+        self._check_usable()
+        frame = self._encode_publish(subject, data, None, headers)
+        self._writer.write(frame, urgent=True, msgs=1)
 
     # ------------------------------------------------------------------ subscribe
 
@@ -578,7 +645,7 @@ class Client:
             info = json.loads(view[ops[i + 1] : ops[i + 1] + ops[i + 2]].tobytes())
             self._apply_info(info)
             if info.get("ldm"):
-                self._events.submit(self._callbacks["lame_duck"])
+                self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:
             text = str(view[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
             if "authoriz" in text.lower() or "authentic" in text.lower():
@@ -611,7 +678,7 @@ class Client:
             if waiter is not None:
                 waiter.fail(lost)
         self._pings_outstanding = 0
-        self._events.submit(self._callbacks["disconnected"])
+        self._announce("disconnected")
         if not self._allow_reconnect:
             self._close_in_background(exc)
             return None
@@ -644,7 +711,7 @@ class Client:
                     conn.transport, self._resubscribe_frames(), b"PING\r\n" * len(deferred)
                 )
                 self._reconnects += 1
-            self._events.submit(self._callbacks["reconnected"])
+            self._announce("reconnected")
             return conn
         return None
 
@@ -741,9 +808,22 @@ class Client:
                 sub._worker.join()
         if reason is not None:
             self._report_error(reason)
-        self._events.submit(self._callbacks["closed"])
+        self._announce("closed")
         self._events.stop()
         _live_clients.discard(self)
+
+    def jetstream(self, **options: Any) -> JetStreamContext:
+        """A JetStream context on this connection.
+
+        Args:
+            **options: ``prefix``, ``domain``, ``timeout`` (default 5 s),
+                ``max_ack_inflight`` (5000), ``backpressure_on_inflight`` (True),
+                ``ack_timeout`` (30 s); see :class:`JetStreamContext`.
+        """
+        from .jetstream.context import JetStreamContext
+
+        self._check_usable()
+        return JetStreamContext(self, **options)
 
     def __enter__(self) -> Client:
         return self
@@ -752,7 +832,9 @@ class Client:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("reconnecting" if self._reconnecting else "connected")
+        state = (
+            "closed" if self._closed else ("reconnecting" if self._reconnecting else "connected")
+        )
         return f"<Client {state} {self.connected_url or ''}>"
 
 

@@ -84,7 +84,7 @@ class Msg:
         """
         if not self.reply or self._client is None:
             raise NatsError("message has no reply subject to respond to")
-        self._client.publish(self.reply, data, headers=headers)
+        self._client._publish_now(self.reply, data, headers)
 
     def __repr__(self) -> str:
         return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}>"

@@ -9,7 +9,6 @@ import threading
 import pytest
 
 import jetstream_sync as js
-from tests.fixtures.polling import wait_for
 
 
 def _client_threads(nc) -> list[threading.Thread]:
@@ -240,3 +239,22 @@ def test_tls_connection(tls_server):
     with pytest.raises((js.NoServersError, ssl.SSLError)):
         js.connect(server.url, tls=True, connect_timeout=2)
 
+
+@pytest.mark.cluster
+def test_cluster_failover_uses_discovered_servers(cluster):
+    """Connected to one node, the client learns the others and fails over when it dies."""
+    first = cluster.servers[0]
+    reconnected = threading.Event()
+    nc = js.connect(first.url, reconnect_time_wait=0.1, reconnected_cb=reconnected.set)
+    try:
+        assert len(nc.servers) == 3 and len(nc.discovered_servers) == 2
+        sub = nc.subscribe("failover")
+        nc.flush()
+        cluster.kill(0)
+        assert reconnected.wait(15)
+        assert nc.connected_url != first.url
+        nc.publish("failover", b"still here")
+        assert sub.next_msg(timeout=5).data == b"still here"
+    finally:
+        nc.close()
+        cluster.restart(0)

@@ -45,9 +45,7 @@ def test_str_payload_is_utf8(nc):
 def test_headers_round_trip(nc):
     """Headers keep case, repeated values, spaces and colons in values."""
     sub = nc.subscribe("pubsub.hdr")
-    nc.publish(
-        "pubsub.hdr", b"x", headers={"Trace-Id": "a b: c", "multi": ["1", "2"], "Empty": ""}
-    )
+    nc.publish("pubsub.hdr", b"x", headers={"Trace-Id": "a b: c", "multi": ["1", "2"], "Empty": ""})
     msg = sub.next_msg(timeout=2)
     assert msg.headers["Trace-Id"] == "a b: c"
     assert msg.headers.get_all("multi") == ["1", "2"]

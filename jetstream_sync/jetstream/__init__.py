@@ -1,0 +1,1 @@
+"""JetStream: streams, consumers, configs and infos, built on the client's public API."""

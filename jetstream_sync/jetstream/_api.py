@@ -1,0 +1,152 @@
+"""The JetStream API: subject templates and the one JSON request helper.
+
+Every ``$JS.API.*`` call goes through :meth:`JsApi.request_json`, which sends
+JSON (or nothing), waits within the caller's deadline, and turns an ``error``
+reply into the matching :class:`~jetstream_sync.errors.APIError` subclass.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from .._deadline import Deadline
+from ..errors import (
+    APIError,
+    JetStreamNotEnabledError,
+    NoRespondersError,
+    TimeoutError,
+    api_error,
+)
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..msg import Msg
+
+# The templates of every API subject, relative to the API prefix.
+ACCOUNT_INFO = "INFO"
+STREAM_CREATE = "STREAM.CREATE.{stream}"
+STREAM_UPDATE = "STREAM.UPDATE.{stream}"
+STREAM_DELETE = "STREAM.DELETE.{stream}"
+STREAM_INFO = "STREAM.INFO.{stream}"
+STREAM_NAMES = "STREAM.NAMES"
+STREAM_LIST = "STREAM.LIST"
+STREAM_PURGE = "STREAM.PURGE.{stream}"
+STREAM_MSG_GET = "STREAM.MSG.GET.{stream}"
+STREAM_MSG_DELETE = "STREAM.MSG.DELETE.{stream}"
+DIRECT_GET = "DIRECT.GET.{stream}"
+DIRECT_GET_LAST = "DIRECT.GET.{stream}.{subject}"
+CONSUMER_CREATE = "CONSUMER.CREATE.{stream}.{consumer}"
+CONSUMER_CREATE_FILTERED = "CONSUMER.CREATE.{stream}.{consumer}.{filter}"
+CONSUMER_INFO = "CONSUMER.INFO.{stream}.{consumer}"
+CONSUMER_DELETE = "CONSUMER.DELETE.{stream}.{consumer}"
+CONSUMER_NAMES = "CONSUMER.NAMES.{stream}"
+CONSUMER_LIST = "CONSUMER.LIST.{stream}"
+CONSUMER_PAUSE = "CONSUMER.PAUSE.{stream}.{consumer}"
+CONSUMER_UNPIN = "CONSUMER.UNPIN.{stream}.{consumer}"
+CONSUMER_NEXT = "CONSUMER.MSG.NEXT.{stream}.{consumer}"
+
+REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
+
+
+class RequiredApiLevelError(APIError, err_code=10185):
+    """The server's JetStream API level is lower than the request needs."""
+
+
+def api_prefix(prefix: str | None, domain: str | None) -> str:
+    """The API subject prefix for a context (``$JS.API``, a custom one, or a domain's)."""
+    if prefix and domain:
+        raise ValueError("give prefix or domain, not both")
+    if domain:
+        return f"$JS.{domain}.API"
+    if prefix:
+        return prefix.rstrip(".")
+    return "$JS.API"
+
+
+def check_api_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """Raise the typed error an API reply carries, or return the reply."""
+    error = body.get("error")
+    if error:
+        raise api_error(
+            int(error.get("code", 0)), int(error.get("err_code", 0)), error.get("description", "")
+        )
+    return body
+
+
+class JsApi:
+    """Sends JetStream API requests for one context.
+
+    Args:
+        client: the connection.
+        prefix: the API prefix (see :func:`api_prefix`).
+    """
+
+    def __init__(self, client: Client, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+
+    def subject(self, template: str, **parts: str) -> str:
+        """The full subject of an API call."""
+        return f"{self.prefix}.{template.format(**parts)}"
+
+    def request(
+        self,
+        subject: str,
+        payload: bytes,
+        deadline: Deadline,
+        headers: dict[str, str] | None = None,
+    ) -> Msg:
+        """Send a raw API request and return the reply message.
+
+        Raises:
+            JetStreamNotEnabledError: nobody answers on the API subject.
+            TimeoutError: no reply before the deadline.
+        """
+        left = deadline.remaining()
+        if left <= 0:
+            raise TimeoutError(f"JetStream API request {subject} timed out")
+        try:
+            return self.client.request(subject, payload, timeout=left, headers=headers)
+        except NoRespondersError:
+            raise JetStreamNotEnabledError(
+                503, 0, f"no responders on {subject}: JetStream is not enabled or not reachable"
+            ) from None
+
+    def request_json(
+        self,
+        template: str,
+        body: dict[str, Any] | None,
+        deadline: Deadline,
+        required_level: int = 0,
+        **parts: str,
+    ) -> dict[str, Any]:
+        """Send a JSON API request and return the decoded, error-checked reply.
+
+        Args:
+            template: one of this module's subject templates.
+            body: the request JSON, or None for an empty request.
+            deadline: the caller's deadline (shared across retries and pages).
+            required_level: the JetStream API level the request needs; sent as
+                ``Nats-Required-Api-Level`` and checked against the server's
+                INFO first, so an older server fails with a clear error.
+            **parts: the template's fields (stream, consumer, ...).
+
+        Raises:
+            APIError (a subclass by err_code): the server refused the request.
+            RequiredApiLevelError: the server is too old for this request.
+        """
+        headers = None
+        if required_level:
+            level = int(self.client.server_info.get("api_lvl", 0))
+            if level < required_level:
+                raise RequiredApiLevelError(
+                    412,
+                    10185,
+                    f"this request needs JetStream API level {required_level}; "
+                    f"the server offers {level}",
+                )
+            headers = {REQUIRED_LEVEL_HEADER: str(required_level)}
+        payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        reply = self.request(self.subject(template, **parts), payload, deadline, headers)
+        return check_api_reply(json.loads(reply.data))

@@ -1,0 +1,488 @@
+"""The wire codec shared by every config and info class.
+
+Each attrs field carries a :class:`Spec` (its wire key and how its value is
+coded) in its metadata; :class:`Wire`, the base of every class, turns specs
+into ``from_api`` / ``to_api``. Conversions between float seconds and
+integer nanoseconds, and between ``datetime`` and RFC 3339, happen here and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+
+from . import _checks
+from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
+from ._timefmt import seconds_to_ns as _s_to_ns
+
+T = TypeVar("T")
+
+# Value kinds.
+PLAIN = "plain"  # str, int, bool: as is
+SEQ = "seq"  # tuple of plain values <-> list
+DUR = "dur"  # float seconds <-> int nanoseconds
+DURS = "durs"  # tuple of float seconds <-> list of int nanoseconds
+TIME = "time"  # NanoDatetime <-> RFC 3339 string
+ENUM = "enum"  # str enum member <-> its value
+OBJ = "obj"  # nested Wire class <-> object
+OBJS = "objs"  # tuple of nested Wire classes <-> list of objects
+OBJMAP = "objmap"  # dict of str -> nested Wire class <-> object of objects
+MAP = "map"  # dict of str -> plain <-> object
+
+_UNSET = object()
+NATS_META_PREFIX = "_nats."
+
+
+@attrs.frozen
+class Spec:
+    """How one field is coded on the wire.
+
+    Attributes:
+        wire: the JSON key.
+        kind: one of the kinds above.
+        cls: the enum or nested class for ENUM / OBJ / OBJS / OBJMAP.
+        none_wire: a wire value that stands for ``None`` both ways (Go's zero
+            time, ``-1`` for "never active"), or unset.
+        omit_zero: the server omits the zero value (Go ``omitempty`` on a
+            non-pointer): absent means the field's zero default, and the
+            zero default is omitted again on the way out.
+        absent_none: the field has a non-``None`` default for users, but a
+            wire key that is absent reads as ``None`` (so ``from_api`` keeps
+            what the JSON said: a consumer without ``ack_policy``).
+    """
+
+    wire: str
+    kind: str = PLAIN
+    cls: Any = None
+    none_wire: Any = _UNSET
+    omit_zero: bool = False
+    absent_none: bool = False
+
+
+class _UnknownValue(Exception):
+    """A wire value this client cannot represent (an enum value it lacks)."""
+
+
+def strip_nats(meta: Mapping[str, str] | None) -> dict[str, str] | None:
+    """``meta`` without the server's ``_nats.*`` keys (``None`` stays ``None``)."""
+    if meta is None:
+        return None
+    return {k: v for k, v in meta.items() if not k.startswith(NATS_META_PREFIX)}
+
+
+# --------------------------------------------------------------------------
+# Converting user input at construction.
+
+
+def _type_error(field: str, want: str, value: Any) -> TypeError:
+    return TypeError(f"{field}: expected {want}, got {type(value).__name__}")
+
+
+def _plain(value: Any, typ: type, field: str) -> Any:
+    if typ is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _type_error(field, "int", value)
+    if typ is float:
+        if isinstance(value, timedelta):
+            return value.total_seconds()
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _type_error(field, "seconds as float", value)
+        if not math.isfinite(value):
+            raise ValueError(f"{field}: must be finite, not {value!r}")
+        return float(value)
+    if not isinstance(value, typ):
+        raise _type_error(field, typ.__name__, value)
+    return value
+
+
+def _tuple(value: Any, field: str) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise _type_error(field, "a list or tuple", value)
+    return tuple(value)
+
+
+def _convert(spec: Spec, typ: Any, value: Any, field: str) -> Any:
+    kind = spec.kind
+    if kind == PLAIN:
+        return _plain(value, typ, field)
+    if kind == DUR:
+        return _plain(value, float, field)
+    if kind in (SEQ, DURS):
+        item = float if kind == DURS else typ
+        return tuple(_plain(v, item, field) for v in _tuple(value, field))
+    if kind == TIME:
+        return to_utc(value, field)
+    if kind == ENUM:
+        if isinstance(value, spec.cls):
+            return value
+        try:
+            return spec.cls(value)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in spec.cls)
+            raise ValueError(f"{field}: {value!r} is not one of {choices}") from None
+    if kind == OBJ:
+        if not isinstance(value, spec.cls):
+            raise _type_error(field, spec.cls.__name__, value)
+        return value
+    if kind == OBJS:
+        items = _tuple(value, field)
+        for v in items:
+            if not isinstance(v, spec.cls):
+                raise _type_error(field, f"a list of {spec.cls.__name__}", v)
+        return items
+    if not isinstance(value, Mapping):
+        raise _type_error(field, "a mapping", value)
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise _type_error(field, "str keys", k)
+        if kind == OBJMAP:
+            if not isinstance(v, spec.cls):
+                raise _type_error(field, f"{spec.cls.__name__} values", v)
+            out[k] = v
+        else:
+            out[k] = _plain(v, typ, field) if typ is not None else v
+    return out
+
+
+def _converter(
+    spec: Spec, typ: Any, check: _checks.Check | None, required: bool
+) -> attrs.Converter:
+    def convert(value: Any, attribute: attrs.Attribute) -> Any:
+        if value is None:
+            if required and _checks.checking():
+                _checks.fail(attribute.name, "is required")
+            return None
+        value = _convert(spec, typ, value, attribute.name)
+        if check is not None and _checks.checking():
+            check(value, attribute.name)
+        return value
+
+    return attrs.Converter(convert, takes_field=True)
+
+
+def field(
+    wire: str,
+    kind: str = PLAIN,
+    typ: Any = None,
+    *,
+    cls: Any = None,
+    check: _checks.Check | None = None,
+    default: Any = None,
+    none_wire: Any = _UNSET,
+    omit_zero: bool = False,
+    convert: bool = True,
+    eq: Any = True,
+) -> Any:
+    """Declare a wire-coded attrs field.
+
+    Args:
+        wire: the JSON key.
+        kind: how the value is coded (module constants).
+        typ: the Python type of a PLAIN value (or of SEQ / MAP items).
+        cls: the enum or nested class.
+        check: a value check run at construction (not in ``from_api``).
+        default: the default value (``None``: omitted on the wire;
+            ``attrs.NOTHING``: required).
+        none_wire: see :class:`Spec`.
+        omit_zero: see :class:`Spec`.
+        convert: type-check and normalise input (configs); info classes
+            built only from server JSON skip it for speed.
+        eq: as attrs' ``eq`` (a key function is allowed).
+    """
+    absent_none = convert and default is not None and not omit_zero
+    spec = Spec(wire, kind, cls, none_wire, omit_zero, absent_none)
+    mutable = kind in (MAP, OBJMAP)
+    return attrs.field(
+        default=default,
+        converter=_converter(spec, typ, check, default is attrs.NOTHING) if convert else None,
+        eq=eq,
+        hash=False if mutable else None,
+        metadata={"wire": spec},
+    )
+
+
+def info_field(wire: str, kind: str = PLAIN, **kw: Any) -> Any:
+    """A field of an info class: server data, so no input conversion or checks."""
+    return field(wire, kind, convert=False, **kw)
+
+
+def extra_field() -> Any:
+    """The ``extra`` field: wire keys this client does not know, kept as JSON."""
+    return attrs.field(factory=dict, hash=False)
+
+
+# --------------------------------------------------------------------------
+# Decoding and encoding.
+
+_TABLES: dict[type, tuple[dict[str, tuple[str, Spec]], tuple[tuple[str, Spec], ...]]] = {}
+
+
+def _table(cls: type) -> tuple[dict[str, tuple[str, Spec]], tuple[tuple[str, Spec], ...]]:
+    table = _TABLES.get(cls)
+    if table is None:
+        by_attr = tuple(
+            (a.name, a.metadata["wire"]) for a in attrs.fields(cls) if "wire" in a.metadata
+        )
+        table = ({spec.wire: (name, spec) for name, spec in by_attr}, by_attr)
+        _TABLES[cls] = table
+    return table
+
+
+def _decode(spec: Spec, value: Any) -> Any:
+    kind = spec.kind
+    if kind == PLAIN:
+        return value
+    if kind == SEQ:
+        return tuple(value)
+    if kind == DUR:
+        return ns_to_seconds(value)
+    if kind == DURS:
+        return tuple(ns_to_seconds(v) for v in value)
+    if kind == TIME:
+        return parse_rfc3339(value)
+    if kind == ENUM:
+        try:
+            return spec.cls(value)
+        except ValueError:
+            raise _UnknownValue from None
+    if kind == OBJ:
+        return spec.cls.from_api(value)
+    if kind == OBJS:
+        return tuple(spec.cls.from_api(v) for v in value)
+    if kind == OBJMAP:
+        return {k: spec.cls.from_api(v) for k, v in value.items()}
+    return dict(value)
+
+
+def _encode(spec: Spec, value: Any) -> Any:
+    kind = spec.kind
+    if kind == PLAIN:
+        return value
+    if kind == SEQ:
+        return list(value)
+    if kind == DUR:
+        return _s_to_ns(value, spec.wire)
+    if kind == DURS:
+        return [_s_to_ns(v, spec.wire) for v in value]
+    if kind == TIME:
+        return format_rfc3339(value)
+    if kind == ENUM:
+        return value.value
+    if kind == OBJ:
+        return value.to_api()
+    if kind == OBJS:
+        return [v.to_api() for v in value]
+    if kind == OBJMAP:
+        return {k: v.to_api() for k, v in value.items()}
+    return dict(value)
+
+
+class Wire:
+    """Base of every config and info class: ``from_api``, ``to_api``, a short repr."""
+
+    __slots__ = ()
+
+    #: Response-envelope keys ``from_api`` drops instead of keeping in ``extra``.
+    _ENVELOPE: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def from_api(cls: type[T], d: Mapping[str, Any]) -> T:
+        """Build from the server's JSON (a decoded dict).
+
+        Keys this client does not know, and enum values it does not know, are
+        kept in ``extra`` so ``to_api`` sends them back unchanged. Value checks
+        are skipped: what the server returns is taken as it is.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        if not isinstance(d, Mapping):
+            raise TypeError(f"{cls.__name__}.from_api expects a dict, got {type(d).__name__}")
+        by_wire, by_attr = _table(cls)
+        envelope = cls._ENVELOPE  # type: ignore[attr-defined]
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in d.items():
+            entry = by_wire.get(key)
+            if entry is None:
+                if key not in envelope:
+                    extra[key] = value
+                continue
+            name, spec = entry
+            if value is None or value == spec.none_wire:
+                continue
+            try:
+                kwargs[name] = _decode(spec, value)
+            except _UnknownValue:
+                extra[key] = value
+        if extra:
+            kwargs["extra"] = extra
+        for name, spec in by_attr:
+            if spec.absent_none and spec.wire not in d:
+                kwargs[name] = None
+        with _checks.lenient():
+            return cls(**kwargs)
+
+    def to_api(self) -> dict[str, Any]:
+        """The server's JSON for this value: ``None`` fields omitted, ``extra`` merged in."""
+        _, by_attr = _table(type(self))
+        out: dict[str, Any] = {}
+        for name, spec in by_attr:
+            value = getattr(self, name)
+            if value is None:
+                if spec.none_wire is not _UNSET:
+                    out[spec.wire] = spec.none_wire
+                continue
+            if spec.omit_zero and not value:
+                continue
+            out[spec.wire] = _encode(spec, value)
+        for key, value in self.extra.items():  # type: ignore[attr-defined]
+            out.setdefault(key, value)
+        return out
+
+    def _match_skip(self) -> frozenset[str]:
+        """Fields :func:`config_matches` skips because the server derives them."""
+        return frozenset()
+
+    def __repr__(self) -> str:
+        parts = []
+        for a in attrs.fields(type(self)):
+            value = getattr(self, a.name)
+            default = a.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = default.factory()  # type: ignore[union-attr]
+            if default is not attrs.NOTHING and value == default:
+                continue
+            if isinstance(value, enum.Enum):
+                parts.append(f"{a.name}={type(value).__name__}.{value.name}")
+            else:
+                parts.append(f"{a.name}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def is_zero(value: Any) -> bool:
+    """Whether ``value`` is what the server leaves out as empty (Go ``omitempty``).
+
+    That is ``False``, ``0``, ``""``, an empty collection, an enum's
+    ``"default"`` / ``"none"`` member, or a nested value whose fields are all
+    zero or unset.
+    """
+    if value is None:
+        return True
+    if isinstance(value, Wire):
+        if value.extra:  # type: ignore[attr-defined]
+            return False
+        return all(
+            is_zero(getattr(value, a.name)) for a in attrs.fields(type(value)) if a.name != "extra"
+        )
+    if isinstance(value, enum.Enum):
+        return value.value in ("default", "none")
+    if isinstance(value, datetime):
+        return False
+    return not value
+
+
+# --------------------------------------------------------------------------
+# The "config and keyword arguments" rule, and comparing configs.
+
+
+def merge_config(cls: type[T], config: T | None, fields: Mapping[str, Any]) -> T:
+    """Combine an optional config object with keyword fields.
+
+    Returns ``config`` when ``fields`` is empty, ``cls(**fields)`` when
+    ``config`` is ``None``, and otherwise ``config`` with ``fields``
+    replacing its values (``attrs.evolve``; checks run again).
+
+    Raises:
+        TypeError: ``fields`` names a field ``cls`` lacks, or ``config`` is
+            not a ``cls``.
+        ValueError: a field value fails its check.
+    """
+    names = {a.name for a in attrs.fields(cls) if a.init}  # type: ignore[arg-type]
+    unknown = sorted(set(fields) - names)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
+    if config is not None and not isinstance(config, cls):
+        raise TypeError(f"config must be a {cls.__name__}, got {type(config).__name__}")
+    if not fields:
+        return config if config is not None else cls()
+    if config is None:
+        return cls(**fields)
+    return attrs.evolve(config, **fields)  # type: ignore[misc]
+
+
+def _matches(want: Any, have: Any) -> bool:
+    if have is None:
+        return is_zero(want)
+    if isinstance(want, Wire):
+        return isinstance(have, type(want)) and config_matches(want, have)
+    if isinstance(want, tuple) and want and isinstance(want[0], Wire):
+        return (
+            isinstance(have, tuple)
+            and len(have) == len(want)
+            and all(_matches(w, h) for w, h in zip(want, have, strict=True))
+        )
+    return want == have
+
+
+def config_matches(requested: Any, actual: Any) -> bool:
+    """Whether the server's ``actual`` config honours every field of ``requested``.
+
+    Fields left ``None`` in ``requested`` are not compared (the server chose
+    them). Otherwise:
+
+    - nested configs (placement, sources...) compare by the same rule;
+    - ``metadata`` compares without the server's ``_nats.*`` keys;
+    - a zero value requested (``False``, ``0``, ``""``, empty) also matches a
+      field the server left out, since the server omits zero values;
+    - server normalisations a class declares are applied to both sides (a
+      stream's ``max_msgs=0`` is stored as ``-1``, ``num_replicas=0`` as 1,
+      a zero ``duplicate_window`` or ``ack_wait`` picks the server default);
+    - fields the server derives from others are skipped (a consumer's
+      ``ack_wait`` when ``backoff`` is set, a mirror's ``mirror_direct``);
+    - keys in ``requested.extra`` must be equal in ``actual.to_api()``.
+    """
+    cls = type(requested)
+    if not isinstance(actual, cls):
+        return False
+    normalize: Mapping[str, Callable[[Any], Any]] = getattr(cls, "_MATCH_NORMALIZE", {})
+    skip = requested._match_skip()
+    for a in attrs.fields(cls):
+        want = getattr(requested, a.name)
+        if a.name == "extra":
+            wire = actual.to_api() if want else {}
+            if any(wire.get(k, _UNSET) != v for k, v in want.items()):
+                return False
+            continue
+        if want is None or a.name in skip:
+            continue
+        have = getattr(actual, a.name)
+        if a.name == "metadata":
+            want, have = strip_nats(want), strip_nats(have)
+        norm = normalize.get(a.name)
+        if norm is not None:
+            want, have = norm(want), norm(have)
+            if want is _ANY:
+                continue
+        if not _matches(want, have):
+            return False
+    return True
+
+
+_ANY = object()
+
+
+def unlimited(value: Any) -> Any:
+    """Normalise a limit where 0 and negatives mean "unlimited" (-1)."""
+    return -1 if value is not None and value <= 0 else value
+
+
+def default_if_zero(value: Any) -> Any:
+    """A requested zero means "server default": anything matches."""
+    return _ANY if value is not None and value == 0 else value

@@ -1,0 +1,385 @@
+"""``JetStreamContext``: publishing, stream management and account info."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._deadline import Deadline, check_timeout
+from .._nuid import NUID
+from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
+from ..headers import Headers
+from . import _api
+from ._codec import merge_config
+from .info import AccountInfo, PubAck, StreamInfo
+from .publish import RETRY_WAIT, AsyncPublisher, PubAckFuture, parse_pub_ack, publish_headers
+from .stream import Stream, check_stream_name
+from .stream_config import StreamConfig
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+HeadersIn = Mapping[str, str | Sequence[str]]
+BatchMessage = tuple[str, bytes | str] | tuple[str, bytes | str, HeadersIn | None]
+
+MAX_ATOMIC_BATCH = 1000
+_BATCH_ID = "Nats-Batch-Id"
+_BATCH_SEQ = "Nats-Batch-Sequence"
+_BATCH_COMMIT = "Nats-Batch-Commit"
+
+
+def stream_api_level(config: StreamConfig) -> int:
+    """The JetStream API level a stream config needs (0 when any server will do)."""
+    level = 0
+    if config.allow_msg_ttl or config.subject_delete_marker_ttl:
+        level = 1
+    if config.allow_atomic or config.allow_msg_counter or config.allow_msg_schedules:
+        level = 2
+    if config.persist_mode is not None and config.persist_mode != "default":
+        level = 2
+    return level
+
+
+class _Budget:
+    """One timeout spread over the server round trips of a lazy listing."""
+
+    def __init__(self, timeout: float) -> None:
+        self.left = timeout
+
+    def run(self, fn: Callable[[Deadline], Any]) -> Any:
+        deadline = Deadline(self.left)
+        try:
+            return fn(deadline)
+        finally:
+            self.left = max(deadline.remaining(), 0.0)
+
+
+class JetStreamContext:
+    """The entry point to JetStream, made with :meth:`Client.jetstream`.
+
+    Args:
+        client: the connection.
+        prefix: a custom API prefix (e.g. for an imported JetStream).
+        domain: a JetStream domain (``$JS.<domain>.API``); not with ``prefix``.
+        timeout: the default timeout of every call, in seconds.
+        max_ack_inflight: the most async publishes waiting for their ack.
+        backpressure_on_inflight: block when the window is full (else raise
+            :class:`TooManyPendingAcksError`).
+        ack_timeout: seconds before an async publish without ack fails with
+            :class:`TimeoutError`.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        prefix: str | None = None,
+        domain: str | None = None,
+        timeout: float = 5.0,
+        max_ack_inflight: int = 5000,
+        backpressure_on_inflight: bool = True,
+        ack_timeout: float = 30.0,
+    ) -> None:
+        if max_ack_inflight < 1:
+            raise ValueError("max_ack_inflight must be at least 1")
+        self.client = client
+        self.timeout = check_timeout("timeout", timeout)
+        self._api = _api.JsApi(client, _api.api_prefix(prefix, domain))
+        self._async = AsyncPublisher(
+            client,
+            max_ack_inflight,
+            backpressure_on_inflight,
+            check_timeout("ack_timeout", ack_timeout),
+        )
+
+    def _deadline(self, timeout: float | None) -> Deadline:
+        return Deadline(check_timeout("timeout", timeout, self.timeout))
+
+    # ---------------------------------------------------------------- publishing
+
+    def publish(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        *,
+        headers: HeadersIn | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        ttl: float | str | None = None,
+        timeout: float | None = None,
+        retry_attempts: int = 2,
+    ) -> PubAck:
+        """Publish to a stream and block until it is stored (or refused).
+
+        Args:
+            subject: a subject some stream captures.
+            data: the payload (``str`` is UTF-8 encoded).
+            headers: extra headers.
+            msg_id: the id the stream de-duplicates on (``Nats-Msg-Id``).
+            expected_stream: fail unless this stream stores the message.
+            expected_last_seq: fail unless the stream's last sequence is this.
+            expected_last_subject_seq: fail unless the last sequence on this
+                subject is this (0: no message on the subject yet).
+            expected_last_msg_id: fail unless the last message id is this.
+            ttl: a per-message TTL in seconds, or ``"never"`` (stream needs
+                ``allow_msg_ttl``; server 2.11+).
+            timeout: seconds for the whole call, retries included.
+            retry_attempts: retries after no-responders (JetStream not ready),
+                250 ms apart, within the timeout.
+
+        Returns:
+            The PubAck: stream, sequence, whether it was a duplicate.
+
+        Raises:
+            NoRespondersError: no stream listens on ``subject`` (after the retries).
+            WrongLastSequenceError, WrongLastMsgIdError, StreamWrongExpectedError:
+                an expectation failed.
+            TimeoutError: no PubAck in time; the message may still have been stored.
+            BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad
+                input, raised before anything is sent.
+        """
+        deadline = self._deadline(timeout)
+        hdrs = publish_headers(
+            headers, msg_id, expected_stream, expected_last_seq,
+            expected_last_subject_seq, expected_last_msg_id, ttl,
+        )  # fmt: skip
+        attempt = 0
+        while True:
+            left = deadline.remaining()
+            if left <= 0:
+                raise TimeoutError(f"no PubAck for {subject!r} in time")
+            try:
+                reply = self.client.request(subject, data, timeout=left, headers=hdrs)
+                return parse_pub_ack(reply)
+            except NoRespondersError:
+                attempt += 1
+                if attempt > retry_attempts or deadline.remaining() <= RETRY_WAIT:
+                    raise
+            time.sleep(RETRY_WAIT)  # back-off before retrying: JetStream may be starting
+
+    def publish_async(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        *,
+        headers: HeadersIn | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        ttl: float | str | None = None,
+        timeout: float | None = None,
+    ) -> PubAckFuture:
+        """Publish without waiting for the ack; return a future of the ``PubAck``.
+
+        At most ``max_ack_inflight`` acks are pending at once across every
+        thread; when the window is full this blocks (up to ``timeout``) or,
+        with ``backpressure_on_inflight=False``, raises
+        :class:`TooManyPendingAcksError`. The future fails with
+        :class:`TimeoutError` when no ack comes within ``ack_timeout``, and
+        with :class:`ConnectionLostError` when the connection drops before it.
+
+        Raises:
+            BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad input.
+            TooManyPendingAcksError: the window is full and backpressure is off.
+            TimeoutError: the window stayed full for ``timeout`` seconds.
+        """
+        hdrs = publish_headers(
+            headers, msg_id, expected_stream, expected_last_seq,
+            expected_last_subject_seq, expected_last_msg_id, ttl,
+        )  # fmt: skip
+        wait = check_timeout("timeout", timeout, self.timeout)
+        return self._async.publish(subject, data, hdrs, wait)
+
+    def publish_async_pending(self) -> int:
+        """How many async publishes are still waiting for their ack."""
+        return self._async.pending()
+
+    def publish_async_completed(self, timeout: float | None = None) -> None:
+        """Block until every async publish got its ack (or failed).
+
+        Raises:
+            TimeoutError: acks were still pending after ``timeout``.
+        """
+        self._async.wait_completed(check_timeout("timeout", timeout, self.timeout))
+
+    def publish_batch(
+        self, messages: Sequence[BatchMessage], timeout: float | None = None
+    ) -> PubAck:
+        """Publish up to 1000 messages as one atomic batch: all are stored or none.
+
+        Each item is ``(subject, data)`` or ``(subject, data, headers)``. The
+        stream needs ``allow_atomic`` (server 2.12+). Every message is checked
+        before the first one is sent.
+
+        Returns:
+            The PubAck of the commit: the last message's sequence; ``batch_id``
+            and ``batch_size`` say which batch and how many messages.
+
+        Raises:
+            ValueError: no messages, or more than 1000.
+            APIError: the server refused the batch (e.g. atomic publish
+                disabled on the stream, or the batch was incomplete).
+        """
+        if not messages:
+            raise ValueError("publish_batch needs at least one message")
+        if len(messages) > MAX_ATOMIC_BATCH:
+            raise ValueError(f"an atomic batch holds at most {MAX_ATOMIC_BATCH} messages")
+        deadline = self._deadline(timeout)
+        batch_id = NUID.next()
+        last = len(messages)
+        prepared = []
+        for seq, item in enumerate(messages, start=1):
+            subject, data = item[0], item[1]
+            headers = publish_headers(item[2] if len(item) > 2 else None) or Headers()
+            pairs = [*headers.pairs(), (_BATCH_ID, batch_id), (_BATCH_SEQ, str(seq))]
+            if seq == last:
+                pairs.append((_BATCH_COMMIT, "1"))
+            headers = Headers.from_pairs(pairs)
+            self.client.validate_publish(subject, data, headers=headers)
+            prepared.append((subject, data, headers))
+        for subject, data, headers in prepared[:-1]:
+            self.client.publish(subject, data, headers=headers)
+        subject, data, headers = prepared[-1]
+        left = deadline.remaining()
+        if left <= 0:
+            raise TimeoutError("publish_batch timed out")
+        return parse_pub_ack(self.client.request(subject, data, timeout=left, headers=headers))
+
+    # ---------------------------------------------------------------- account
+
+    def account_info(self, timeout: float | None = None) -> AccountInfo:
+        """Usage and limits of this account's JetStream, including the API level.
+
+        Raises:
+            JetStreamNotEnabledError: JetStream is off for this account or server.
+        """
+        reply = self._api.request_json(_api.ACCOUNT_INFO, None, self._deadline(timeout))
+        return AccountInfo.from_api(reply)
+
+    # ---------------------------------------------------------------- streams
+
+    def _stream_call(
+        self, template: str, config: StreamConfig | None, fields: dict, timeout: float | None
+    ) -> Stream:
+        cfg = merge_config(StreamConfig, config, fields)
+        check_stream_name(cfg.name or "")
+        reply = self._api.request_json(
+            template, cfg.to_api(), self._deadline(timeout), stream_api_level(cfg), stream=cfg.name
+        )
+        info = StreamInfo.from_api(reply)
+        return Stream(self, info.config.name, info)
+
+    def create_stream(
+        self, config: StreamConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> Stream:
+        """Create a stream from a :class:`StreamConfig` and/or its fields.
+
+        Creating a stream that exists with the same config succeeds.
+
+        Raises:
+            StreamNameInUseError: a stream of that name exists with another config.
+            ValueError, TypeError: a bad config, raised before sending.
+            RequiredApiLevelError: the config needs a newer server.
+        """
+        return self._stream_call(_api.STREAM_CREATE, config, fields, timeout)
+
+    def update_stream(
+        self, config: StreamConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> Stream:
+        """Change an existing stream's config.
+
+        Raises:
+            StreamNotFoundError: the stream does not exist.
+            APIError: the server refused the change (e.g. a field that cannot change).
+        """
+        return self._stream_call(_api.STREAM_UPDATE, config, fields, timeout)
+
+    def create_or_update_stream(
+        self, config: StreamConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> Stream:
+        """Update the stream, or create it when it does not exist."""
+        cfg = merge_config(StreamConfig, config, fields)
+        deadline = self._deadline(timeout)
+        try:
+            return self.update_stream(cfg, timeout=deadline.remaining() or 0.001)
+        except StreamNotFoundError:
+            return self.create_stream(cfg, timeout=deadline.remaining() or 0.001)
+
+    def stream(self, name: str, timeout: float | None = None) -> Stream:
+        """A handle on an existing stream, with its info fetched.
+
+        Raises:
+            StreamNotFoundError: no such stream.
+        """
+        stream = Stream(self, check_stream_name(name))
+        stream.info(timeout=timeout)
+        return stream
+
+    def stream_no_info(self, name: str) -> Stream:
+        """A handle on a stream, without asking the server anything."""
+        return Stream(self, check_stream_name(name))
+
+    def delete_stream(self, name: str, timeout: float | None = None) -> bool:
+        """Delete a stream and every message in it.
+
+        Raises:
+            StreamNotFoundError: no such stream.
+        """
+        reply = self._api.request_json(
+            _api.STREAM_DELETE, None, self._deadline(timeout), stream=check_stream_name(name)
+        )
+        return bool(reply.get("success"))
+
+    def _pages(
+        self, template: str, key: str, subject: str | None, timeout: float | None, **parts: str
+    ) -> Iterator[Any]:
+        """Yield the items of a paged listing, fetching pages as they are needed.
+
+        ``timeout`` bounds the time spent waiting for the server over all pages.
+        """
+        budget = _Budget(check_timeout("timeout", timeout, self.timeout))
+        offset = 0
+        while True:
+            body: dict[str, Any] = {"offset": offset}
+            if subject:
+                body["subject"] = subject
+            page = budget.run(lambda d, b=body: self._api.request_json(template, b, d, **parts))
+            items = page.get(key) or []
+            yield from items
+            offset += len(items)
+            if not items or offset >= int(page.get("total", 0)):
+                return
+
+    def stream_names(
+        self, subject: str | None = None, timeout: float | None = None
+    ) -> Iterator[str]:
+        """The names of every stream (or of those capturing ``subject``), paged lazily."""
+        return self._pages(_api.STREAM_NAMES, "streams", subject, timeout)
+
+    def streams(
+        self, subject: str | None = None, timeout: float | None = None
+    ) -> Iterator[StreamInfo]:
+        """The info of every stream (or of those capturing ``subject``), paged lazily."""
+        return (
+            StreamInfo.from_api(item)
+            for item in self._pages(_api.STREAM_LIST, "streams", subject, timeout)
+        )
+
+    def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
+        """The name of the stream that captures ``subject``.
+
+        Raises:
+            StreamNotFoundError: no stream captures it.
+        """
+        reply = self._api.request_json(
+            _api.STREAM_NAMES, {"subject": subject}, self._deadline(timeout)
+        )
+        names = reply.get("streams") or []
+        if not names:
+            raise StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
+        return names[0]

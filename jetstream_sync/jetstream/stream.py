@@ -1,0 +1,300 @@
+"""The ``Stream`` handle: info, purge, message get/delete, batched direct get."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .._deadline import Deadline, check_timeout
+from ..errors import MessageNotFoundError, NatsError, TimeoutError, api_error
+from ..headers import Headers
+from . import _api
+from ._checks import asset_name
+from ._timefmt import format_rfc3339, parse_rfc3339
+from .info import RawStreamMsg, StreamInfo
+
+if TYPE_CHECKING:
+    from ..msg import Msg
+    from .context import JetStreamContext
+
+# Headers a direct-get reply adds to the stored message's own.
+_STREAM = "Nats-Stream"
+_SEQUENCE = "Nats-Sequence"
+_TIMESTAMP = "Nats-Time-Stamp"
+_SUBJECT = "Nats-Subject"
+_DIRECT_GET_HEADERS = frozenset(
+    (_STREAM, _SEQUENCE, _TIMESTAMP, _SUBJECT, "Nats-Num-Pending", "Nats-Last-Sequence",
+     "Nats-UpTo-Sequence")
+)  # fmt: skip
+_BATCHED_GET_LEVEL = 1
+
+
+def check_stream_name(name: str) -> str:
+    """Validate a stream name before it goes into a subject.
+
+    Raises:
+        ValueError: empty, or holds whitespace, ``.``, ``*``, ``>``, ``/`` or ``\\``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"stream name must be a str, not {type(name).__name__}")
+    asset_name(name, "stream name")
+    return name
+
+
+def _raw_from_direct(msg: Msg) -> RawStreamMsg:
+    """A message from a direct-get reply (payload as is, metadata in headers)."""
+    status = msg.status
+    if status is not None:
+        if status == 404:
+            raise MessageNotFoundError(404, 10037, msg.description or "no message found")
+        raise api_error(status, 0, msg.description or f"direct get failed with status {status}")
+    h = msg.headers
+    stored = Headers.from_pairs((k, v) for k, v in h.pairs() if k not in _DIRECT_GET_HEADERS)
+    return RawStreamMsg(
+        subject=h[_SUBJECT],
+        seq=int(h[_SEQUENCE]),
+        data=msg.data,
+        headers=stored if len(stored) else None,
+        time=parse_rfc3339(h[_TIMESTAMP]),
+        stream=h.get(_STREAM),
+    )
+
+
+class Stream:
+    """A handle on one stream. Made by :meth:`JetStreamContext.stream` and friends.
+
+    Attributes:
+        name: the stream's name.
+    """
+
+    def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None):
+        self._ctx = ctx
+        self._api = ctx._api
+        self.name = name
+        self._info = info
+
+    @property
+    def cached_info(self) -> StreamInfo | None:
+        """The info from the last :meth:`info` call (or from creation); no request."""
+        return self._info
+
+    def _deadline(self, timeout: float | None) -> Deadline:
+        return Deadline(check_timeout("timeout", timeout, self._ctx.timeout))
+
+    def info(
+        self,
+        subjects_filter: str | None = None,
+        deleted_details: bool = False,
+        timeout: float | None = None,
+    ) -> StreamInfo:
+        """Fetch the stream's current info.
+
+        Args:
+            subjects_filter: also return per-subject message counts for the
+                subjects matching this filter (all pages are fetched).
+            deleted_details: also return the sequences of deleted messages.
+            timeout: seconds for the whole call, across pages.
+
+        Raises:
+            StreamNotFoundError: the stream does not exist.
+        """
+        deadline = self._deadline(timeout)
+        subjects: dict[str, int] = {}
+        offset = 0
+        while True:
+            body: dict[str, Any] = {}
+            if subjects_filter:
+                body["subjects_filter"] = subjects_filter
+            if deleted_details:
+                body["deleted_details"] = True
+            if offset:
+                body["offset"] = offset
+            reply = self._api.request_json(
+                _api.STREAM_INFO, body or None, deadline, stream=self.name
+            )
+            page = reply.get("state", {}).get("subjects") or {}
+            subjects.update(page)
+            total = int(reply.get("total", 0))
+            if not subjects_filter or not page or len(subjects) >= total:
+                break
+            offset = len(subjects)
+        if subjects_filter:
+            reply.setdefault("state", {})["subjects"] = subjects
+        self._info = StreamInfo.from_api(reply)
+        return self._info
+
+    def purge(
+        self,
+        subject: str | None = None,
+        seq: int | None = None,
+        keep: int | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Remove messages; return how many were removed.
+
+        Args:
+            subject: only messages on this subject (wildcards allowed).
+            seq: only messages below this sequence (not with ``keep``).
+            keep: keep this many of the newest messages (not with ``seq``).
+
+        Raises:
+            ValueError: both ``seq`` and ``keep`` were given.
+        """
+        if seq is not None and keep is not None:
+            raise ValueError("purge takes seq or keep, not both")
+        body: dict[str, Any] = {}
+        if subject:
+            body["filter"] = subject
+        if seq is not None:
+            body["seq"] = int(seq)
+        if keep is not None:
+            body["keep"] = int(keep)
+        reply = self._api.request_json(
+            _api.STREAM_PURGE, body or None, self._deadline(timeout), stream=self.name
+        )
+        return int(reply.get("purged", 0))
+
+    def get_msg(self, seq: int, timeout: float | None = None) -> RawStreamMsg:
+        """The stored message at ``seq`` (through the stream leader).
+
+        Raises:
+            MessageNotFoundError: no message at that sequence.
+        """
+        return self._get({"seq": int(seq)}, timeout)
+
+    def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
+        """The newest stored message on ``subject``.
+
+        Raises:
+            MessageNotFoundError: no message on that subject.
+        """
+        return self._get({"last_by_subj": subject}, timeout)
+
+    def _get(self, body: dict[str, Any], timeout: float | None) -> RawStreamMsg:
+        reply = self._api.request_json(
+            _api.STREAM_MSG_GET, body, self._deadline(timeout), stream=self.name
+        )
+        return RawStreamMsg.from_api(reply["message"])
+
+    def direct_get(self, seq: int, timeout: float | None = None) -> RawStreamMsg:
+        """The message at ``seq``, answered by any replica (stream ``allow_direct``).
+
+        Raises:
+            MessageNotFoundError: no message at that sequence.
+        """
+        return self._direct(_api.DIRECT_GET, {"seq": int(seq)}, timeout)
+
+    def direct_get_last_for_subject(
+        self, subject: str, timeout: float | None = None
+    ) -> RawStreamMsg:
+        """The newest message on ``subject``, answered by any replica."""
+        return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
+
+    def _direct(
+        self, template: str, body: dict | None, timeout: float | None, **parts: str
+    ) -> RawStreamMsg:
+        deadline = self._deadline(timeout)
+        subject = self._api.subject(template, stream=self.name, **parts)
+        payload = b"" if body is None else json.dumps(body).encode()
+        return _raw_from_direct(self._api.request(subject, payload, deadline))
+
+    def get_msgs(
+        self,
+        start_seq: int | None = None,
+        batch: int = 100,
+        subject: str | None = None,
+        max_bytes: int | None = None,
+        start_time: datetime | None = None,
+        timeout: float | None = None,
+    ) -> list[RawStreamMsg]:
+        """Up to ``batch`` messages from ``start_seq`` (or ``start_time``), in one batched
+        direct get (server 2.11+, stream ``allow_direct``).
+
+        Args:
+            start_seq: the first sequence to look at (default 1 unless ``start_time``).
+            batch: the most messages to return.
+            subject: only messages on this subject (wildcards allowed).
+            max_bytes: stop once this many bytes were returned.
+            start_time: start at the first message stored at or after this time.
+
+        Returns:
+            The messages in sequence order; an empty list when none match.
+        """
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        body: dict[str, Any] = {"batch": int(batch)}
+        if start_time is not None:
+            body["start_time"] = format_rfc3339(start_time)
+        else:
+            body["seq"] = int(start_seq or 1)
+        if subject:
+            body["next_by_subj"] = subject
+        if max_bytes:
+            body["max_bytes"] = int(max_bytes)
+        return self._batched_direct(body, timeout)
+
+    def get_last_msgs_for(
+        self,
+        subjects: Iterable[str],
+        up_to_seq: int | None = None,
+        timeout: float | None = None,
+    ) -> list[RawStreamMsg]:
+        """The newest message of each subject in ``subjects`` (wildcards allowed), as of
+        ``up_to_seq`` when given — a consistent snapshot (server 2.11+)."""
+        body: dict[str, Any] = {"multi_last": list(subjects)}
+        if not body["multi_last"]:
+            raise ValueError("subjects must name at least one subject")
+        if up_to_seq is not None:
+            body["up_to_seq"] = int(up_to_seq)
+        return self._batched_direct(body, timeout)
+
+    def _batched_direct(self, body: dict[str, Any], timeout: float | None) -> list[RawStreamMsg]:
+        """Send one batched direct get; collect replies until the ``204 EOB`` status."""
+        deadline = self._deadline(timeout)
+        client = self._api.client
+        level = int(client.server_info.get("api_lvl", 0))
+        if level < _BATCHED_GET_LEVEL:
+            raise _api.RequiredApiLevelError(
+                412, 10185, "batched direct get needs nats-server 2.11 or newer"
+            )
+        inbox = client.new_inbox()
+        out: list[RawStreamMsg] = []
+        with client.subscribe(inbox) as sub:
+            subject = self._api.subject(_api.DIRECT_GET, stream=self.name)
+            client.publish(subject, json.dumps(body).encode(), reply=inbox)
+            while True:
+                left = deadline.remaining()
+                if left <= 0:
+                    raise TimeoutError(f"batched direct get on {self.name!r} timed out")
+                msg = sub.next_msg(timeout=left)
+                status = msg.status
+                if status == 204:
+                    return out
+                if status == 404 and not out:
+                    return out
+                if status == 503:
+                    raise NatsError(f"direct get is not enabled on stream {self.name!r}")
+                out.append(_raw_from_direct(msg))
+
+    def delete_msg(self, seq: int, erase: bool = False, timeout: float | None = None) -> bool:
+        """Delete the message at ``seq``.
+
+        Args:
+            erase: overwrite its bytes on disk too (slower); by default the
+                message is only marked deleted.
+
+        Raises:
+            MessageNotFoundError: no message at that sequence.
+        """
+        body = {"seq": int(seq)}
+        if not erase:
+            body["no_erase"] = True
+        reply = self._api.request_json(
+            _api.STREAM_MSG_DELETE, body, self._deadline(timeout), stream=self.name
+        )
+        return bool(reply.get("success"))
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name!r}>"
