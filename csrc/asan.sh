@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Build jetstream_sync._ffi with AddressSanitizer + UndefinedBehaviorSanitizer
+# into a temporary directory (the normal in-place build is left alone) and run
+# the protocol tests against that build. Exits non-zero on any test failure or
+# sanitizer report.
+#
+#   bash csrc/asan.sh               # uses .venv/bin/python
+#   PYTHON=python3.11 bash csrc/asan.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-.venv/bin/python}"
+case "$PYTHON" in
+    /*) ;;
+    */*) PYTHON="$ROOT/$PYTHON" ;;
+    *) PYTHON="$(command -v "$PYTHON")" ;;
+esac
+
+TESTS=(tests/test_protocol.py tests/test_protocol_c_functions.py tests/test_protocol_fuzz.py)
+SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
+LIBASAN="$(gcc -print-file-name=libasan.so)"
+LIBUBSAN="$(gcc -print-file-name=libubsan.so)"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/jss-asan.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+RUN="$WORK/run"
+
+echo "== building the sanitized extension in $WORK/build"
+(cd "$ROOT" && JETSTREAM_SYNC_CFLAGS="$SANITIZE" "$PYTHON" jetstream_sync/_build_ffi.py "$WORK/build") \
+    > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+SO="$(ls "$WORK"/build/jetstream_sync/_ffi*.so)"
+
+echo "== copying the package and tests to $RUN (without the normal build)"
+mkdir -p "$RUN"
+cp -r "$ROOT/jetstream_sync" "$ROOT/tests" "$ROOT/pyproject.toml" "$RUN/"
+find "$RUN" \( -name '*.so' -o -name '__pycache__' -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+cp "$SO" "$RUN/jetstream_sync/"
+
+cd "$RUN"
+export LD_PRELOAD="$LIBASAN $LIBUBSAN"
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export PYTHONMALLOC=malloc  # route Python's allocations through ASan's malloc
+export PYTHONPATH="$RUN"
+export PYTHONDONTWRITEBYTECODE=1
+export JETSTREAM_SYNC_IMPL=c
+
+echo "== checking that the sanitized build is the one imported"
+LOADED="$("$PYTHON" -c 'import jetstream_sync._ffi as f; print(f.__file__)')"
+echo "jetstream_sync._ffi.__file__ = $LOADED"
+if [[ "$LOADED" != "$RUN/jetstream_sync/"* ]]; then
+    echo "error: imported $LOADED instead of the sanitized build" >&2
+    exit 1
+fi
+echo "sanitizer symbols in it: asan=$(nm -D "$LOADED" | grep -c __asan_) ubsan=$(nm -D "$LOADED" | grep -c __ubsan_)"
+
+echo "== canary: a deliberate 1-byte over-read must be reported"
+CANARY='from jetstream_sync._ffi import ffi, lib
+buf = ffi.new("char[2]", b"ab")
+lib.jss_valid_subject(buf, 3, 0)'
+if ("$PYTHON" -c "$CANARY") > "$WORK/canary.log" 2>&1; then
+    echo "error: ASan did not catch the canary over-read" >&2
+    exit 1
+fi
+grep -m1 "ERROR: AddressSanitizer: heap-buffer-overflow" "$WORK/canary.log"
+
+echo "== running the protocol tests against the sanitized build"
+status=0
+"$PYTHON" -m pytest -p no:cacheprovider -q "${TESTS[@]}" 2>&1 | tee "$WORK/tests.log" || status=$?
+if grep -qE "ERROR: AddressSanitizer|runtime error:|SUMMARY: UndefinedBehaviorSanitizer" "$WORK/tests.log"; then
+    echo "error: sanitizer report above" >&2
+    exit 1
+fi
+if [[ $status -ne 0 ]]; then
+    echo "error: tests failed under the sanitizers (exit $status)" >&2
+    exit "$status"
+fi
+echo "== sanitized run passed (build: $LOADED)"

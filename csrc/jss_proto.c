@@ -1,0 +1,719 @@
+/*
+ * jss_proto.c - the NATS protocol core of jetstream_sync (see jss_proto.h).
+ *
+ * C99, no allocation, no mutable globals. Every read is bounds-checked
+ * against the length the caller gave; the pure-Python twin in
+ * jetstream_sync/_protocol/_py.py mirrors this file check for check, so keep
+ * the order of checks identical when changing either.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "jss_proto.h"
+
+#define NEED_MORE 1
+#define COMPLETE 0
+
+typedef struct {
+    size_t off;
+    size_t len;
+} span;
+
+typedef struct {
+    int64_t kind;
+    span a;
+    int64_t sid;
+    span r;
+    span h;
+    span p;
+    size_t next; /* index just past the op */
+    size_t need; /* when incomplete: bytes from the op's start to its end */
+} op_t;
+
+static const span NO_SPAN = {0, 0};
+
+static int is_blank(uint8_t c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static int is_digit(uint8_t c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static uint8_t ascii_lower(uint8_t c)
+{
+    return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + ('a' - 'A')) : c;
+}
+
+static span make_span(size_t from, size_t to)
+{
+    span s;
+    s.off = from;
+    s.len = to - from;
+    return s;
+}
+
+/* Trim blanks (and single quotes when quotes != 0) from both ends of [from, to). */
+static span trim(const uint8_t *b, size_t from, size_t to, int quotes)
+{
+    while (from < to && (is_blank(b[from]) || (quotes && b[from] == '\''))) {
+        from++;
+    }
+    while (to > from && (is_blank(b[to - 1]) || (quotes && b[to - 1] == '\''))) {
+        to--;
+    }
+    return make_span(from, to);
+}
+
+/* Unsigned decimal that fits an int64; no sign, not empty. */
+static int parse_uint(const uint8_t *b, span s, int64_t *out)
+{
+    uint64_t v = 0;
+    size_t i;
+
+    if (s.len == 0) {
+        return 0;
+    }
+    for (i = s.off; i < s.off + s.len; i++) {
+        uint64_t d;
+        if (!is_digit(b[i])) {
+            return 0;
+        }
+        d = (uint64_t)(b[i] - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10) {
+            return 0;
+        }
+        v = v * 10 + d;
+    }
+    *out = (int64_t)v;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* jss_parse                                                                */
+
+/*
+ * Match the op name at b[0..avail). Returns JSS_ERR_OP when the bytes can
+ * never start an op, NEED_MORE when too few bytes are there to tell, else
+ * COMPLETE with the kind and the name's length set. A whole name must be
+ * followed by a blank or CR.
+ */
+static int match_op(const uint8_t *b, size_t avail, int64_t *kind, size_t *name_len)
+{
+    const char *name;
+    size_t n, k, i;
+
+    switch (ascii_lower(b[0])) {
+    case 'm': *kind = JSS_OP_MSG; name = "msg"; break;
+    case 'h': *kind = JSS_OP_HMSG; name = "hmsg"; break;
+    case '+': *kind = JSS_OP_OK; name = "+ok"; break;
+    case '-': *kind = JSS_OP_ERR; name = "-err"; break;
+    case 'i': *kind = JSS_OP_INFO; name = "info"; break;
+    case 'p':
+        if (avail < 2) {
+            return NEED_MORE;
+        }
+        switch (ascii_lower(b[1])) {
+        case 'i': *kind = JSS_OP_PING; name = "ping"; break;
+        case 'o': *kind = JSS_OP_PONG; name = "pong"; break;
+        default: return JSS_ERR_OP;
+        }
+        break;
+    default:
+        return JSS_ERR_OP;
+    }
+    n = strlen(name);
+    k = avail < n ? avail : n;
+    for (i = 0; i < k; i++) {
+        if (ascii_lower(b[i]) != (uint8_t)name[i]) {
+            return JSS_ERR_OP;
+        }
+    }
+    if (avail <= n) {
+        return NEED_MORE;
+    }
+    if (!is_blank(b[n]) && b[n] != '\r') {
+        return JSS_ERR_OP;
+    }
+    *name_len = n;
+    return COMPLETE;
+}
+
+/* End of the token starting at i: the next blank, or to. */
+static size_t token_end(const uint8_t *b, size_t i, size_t to, int has_tab)
+{
+    const uint8_t *space;
+
+    if (has_tab) {
+        while (i < to && !is_blank(b[i])) {
+            i++;
+        }
+        return i;
+    }
+    /* the common case: memchr is much faster than a byte loop */
+    space = memchr(b + i, ' ', to - i);
+    return space ? (size_t)(space - b) : to;
+}
+
+/* Split [from, to) on runs of blanks; stores up to max_tok spans, returns the count
+   (stops counting once it exceeds max_tok). */
+static size_t split_args(const uint8_t *b, size_t from, size_t to, span *tok, size_t max_tok)
+{
+    int has_tab = memchr(b + from, '\t', to - from) != NULL;
+    size_t count = 0;
+    size_t i = from;
+
+    for (;;) {
+        size_t s;
+        while (i < to && is_blank(b[i])) {
+            i++;
+        }
+        if (i >= to || count == max_tok + 1) {
+            return count;
+        }
+        s = i;
+        i = token_end(b, i, to, has_tab);
+        if (count < max_tok) {
+            tok[count] = make_span(s, i);
+        }
+        count++;
+    }
+}
+
+/* MSG <subject> <sid> [reply] <size> / HMSG <subject> <sid> [reply] <hdr> <total>. */
+static int parse_msg_args(const uint8_t *b, size_t from, size_t to, op_t *op)
+{
+    span tok[5];
+    int64_t hdr = 0, total = 0;
+    int headers = op->kind == JSS_OP_HMSG;
+    size_t min_tok = headers ? 4 : 3;
+    size_t ntok = split_args(b, from, to, tok, 5);
+
+    if (ntok != min_tok && ntok != min_tok + 1) {
+        return JSS_ERR_ARGS;
+    }
+    op->a = tok[0];
+    op->r = ntok == min_tok + 1 ? tok[2] : NO_SPAN;
+    if (!parse_uint(b, tok[1], &op->sid)) {
+        return JSS_ERR_NUMBER;
+    }
+    if (headers && !parse_uint(b, tok[ntok - 2], &hdr)) {
+        return JSS_ERR_NUMBER;
+    }
+    if (!parse_uint(b, tok[ntok - 1], &total)) {
+        return JSS_ERR_NUMBER;
+    }
+    if (total > JSS_MAX_PAYLOAD) {
+        return JSS_ERR_SIZE;
+    }
+    if (headers && (hdr > total || hdr < JSS_MIN_HEADER_BLOCK)) {
+        return JSS_ERR_HDR_SIZE;
+    }
+    /* only the sizes are known here; parse_body sets the offsets */
+    op->h = make_span(0, (size_t)hdr);
+    op->p = make_span(0, (size_t)total);
+    return COMPLETE;
+}
+
+/* Check the payload that follows the control line ending at body; fills h and p. */
+static int parse_body(const uint8_t *b, size_t pos, size_t body, size_t end, op_t *op)
+{
+    size_t hdr = op->h.len;
+    size_t total = op->p.len;
+    size_t stop = body + total;
+
+    if (end - body < total + 2) {
+        op->need = stop + 2 - pos;
+        return NEED_MORE;
+    }
+    if (b[stop] != '\r' || b[stop + 1] != '\n') {
+        return JSS_ERR_PAYLOAD_END;
+    }
+    if (op->kind == JSS_OP_HMSG) {
+        if (memcmp(b + body, "NATS/1.0", 8) != 0 || memcmp(b + body + hdr - 4, "\r\n\r\n", 4) != 0) {
+            return JSS_ERR_HDR_BLOCK;
+        }
+        op->h = make_span(body, body + hdr);
+    } else {
+        op->h = NO_SPAN;
+    }
+    op->p = make_span(body + hdr, stop);
+    op->next = stop + 2;
+    return COMPLETE;
+}
+
+/* Arguments of the ops without a payload. */
+static int parse_simple_args(const uint8_t *b, size_t from, size_t to, op_t *op)
+{
+    span text;
+
+    switch (op->kind) {
+    case JSS_OP_ERR:
+        text = trim(b, from, to, 1);
+        op->a = text.len ? text : NO_SPAN;
+        return COMPLETE;
+    case JSS_OP_INFO:
+        text = trim(b, from, to, 0);
+        if (text.len == 0) {
+            return JSS_ERR_ARGS;
+        }
+        op->a = text;
+        return COMPLETE;
+    default: /* PING, PONG, +OK take no arguments */
+        return trim(b, from, to, 0).len ? JSS_ERR_ARGS : COMPLETE;
+    }
+}
+
+/* Parse the op starting at pos. Returns COMPLETE, NEED_MORE or a JSS_ERR_* code. */
+static int parse_one(const uint8_t *b, size_t pos, size_t end, op_t *op)
+{
+    size_t avail = end - pos;
+    size_t name_len = 0, limit, lf, from, to;
+    const uint8_t *nl;
+    int rc;
+
+    memset(op, 0, sizeof(*op));
+    rc = match_op(b + pos, avail, &op->kind, &name_len);
+    if (rc != COMPLETE) {
+        return rc;
+    }
+    limit = avail > JSS_MAX_CONTROL_LINE ? pos + JSS_MAX_CONTROL_LINE + 1 : end;
+    from = pos + name_len;
+    nl = memchr(b + from, '\n', limit - from);
+    if (nl == NULL) {
+        return avail > JSS_MAX_CONTROL_LINE ? JSS_ERR_LINE_TOO_LONG : NEED_MORE;
+    }
+    lf = (size_t)(nl - b);
+    if (b[lf - 1] != '\r') {
+        return JSS_ERR_BARE_LF;
+    }
+    to = lf - 1;
+    if (memchr(b + from, '\r', to - from) != NULL) {
+        return JSS_ERR_STRAY_CR;
+    }
+    if (op->kind != JSS_OP_MSG && op->kind != JSS_OP_HMSG) {
+        op->next = lf + 1;
+        return parse_simple_args(b, from, to, op);
+    }
+    rc = parse_msg_args(b, from, to, op);
+    if (rc != COMPLETE) {
+        return rc;
+    }
+    return parse_body(b, pos, lf + 1, end, op);
+}
+
+static void store_op(int64_t *out, const op_t *op)
+{
+    out[0] = op->kind;
+    out[1] = (int64_t)op->a.off;
+    out[2] = (int64_t)op->a.len;
+    out[3] = op->sid;
+    out[4] = (int64_t)op->r.off;
+    out[5] = (int64_t)op->r.len;
+    out[6] = (int64_t)op->h.off;
+    out[7] = (int64_t)op->h.len;
+    out[8] = (int64_t)op->p.off;
+    out[9] = (int64_t)op->p.len;
+}
+
+int64_t jss_parse(const char *buf, size_t start, size_t end,
+                  int64_t *ops, size_t max_ops, int64_t *state)
+{
+    const uint8_t *b = (const uint8_t *)buf;
+    size_t pos = start;
+    size_t n = 0;
+
+    state[0] = (int64_t)start;
+    state[1] = 0;
+    state[2] = (int64_t)start;
+    if (start > end) {
+        return JSS_ERR_RANGE;
+    }
+    while (n < max_ops && pos < end) {
+        op_t op;
+        int rc = parse_one(b, pos, end, &op);
+        if (rc == NEED_MORE) {
+            state[1] = (int64_t)op.need;
+            break;
+        }
+        if (rc != COMPLETE) {
+            state[0] = (int64_t)pos;
+            state[2] = (int64_t)pos;
+            return rc;
+        }
+        store_op(ops + n * JSS_OP_FIELDS, &op);
+        n++;
+        pos = op.next;
+    }
+    state[0] = (int64_t)pos;
+    return (int64_t)n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* jss_parse_headers                                                        */
+
+/* "NATS/1.0[ <3 digits>[ description]]" in [from, to). */
+static int parse_status_line(const uint8_t *b, size_t from, size_t to, int64_t *meta)
+{
+    size_t i = from + 8;
+    size_t code_start;
+    span desc;
+
+    if (i == to) {
+        return COMPLETE;
+    }
+    if (!is_blank(b[i])) {
+        return JSS_ERR_HDR_PREFIX;
+    }
+    while (i < to && is_blank(b[i])) {
+        i++;
+    }
+    if (i == to) {
+        return COMPLETE;
+    }
+    code_start = i;
+    while (i < to && !is_blank(b[i])) {
+        i++;
+    }
+    if (i - code_start != 3 || !is_digit(b[code_start]) || !is_digit(b[code_start + 1])
+        || !is_digit(b[code_start + 2])) {
+        return JSS_ERR_HDR_STATUS;
+    }
+    meta[0] = (b[code_start] - '0') * 100 + (b[code_start + 1] - '0') * 10
+              + (b[code_start + 2] - '0');
+    desc = trim(b, i, to, 0);
+    meta[1] = (int64_t)desc.off;
+    meta[2] = (int64_t)desc.len;
+    return COMPLETE;
+}
+
+/*
+ * End of the line starting at from within [from, body_end): sets *next to the
+ * start of the following line, or to body_end + 1 when this is the last line.
+ * Returns 0 on a CR or LF that is not a CRLF pair.
+ */
+static int find_line_end(const uint8_t *b, size_t from, size_t body_end, size_t *line_end,
+                         size_t *next)
+{
+    size_t i;
+
+    for (i = from; i < body_end; i++) {
+        if (b[i] == '\r' && i + 1 < body_end && b[i + 1] == '\n') {
+            *line_end = i;
+            *next = i + 2;
+            return 1;
+        }
+        if (b[i] == '\r' || b[i] == '\n') {
+            return 0;
+        }
+    }
+    *line_end = body_end;
+    *next = body_end + 1;
+    return 1;
+}
+
+int64_t jss_parse_headers(const char *block, size_t len,
+                          int64_t *pairs, size_t max_pairs, int64_t *meta)
+{
+    const uint8_t *b = (const uint8_t *)block;
+    size_t body_end, line, line_end, next;
+    int64_t count = 0;
+    int rc;
+
+    meta[0] = -1;
+    meta[1] = 0;
+    meta[2] = 0;
+    meta[3] = 0;
+    if (len < 8 || memcmp(b, "NATS/1.0", 8) != 0) {
+        return JSS_ERR_HDR_PREFIX;
+    }
+    if (len < JSS_MIN_HEADER_BLOCK || memcmp(b + len - 4, "\r\n\r\n", 4) != 0) {
+        return JSS_ERR_HDR_END;
+    }
+    body_end = len - 4;
+    for (line = 0; line <= body_end; line = next) {
+        const uint8_t *colon;
+        span value;
+
+        meta[3] = (int64_t)line;
+        if (!find_line_end(b, line, body_end, &line_end, &next)) {
+            return JSS_ERR_HDR_CRLF;
+        }
+        if (line == 0) {
+            rc = parse_status_line(b, line, line_end, meta);
+            if (rc != COMPLETE) {
+                return rc;
+            }
+            continue;
+        }
+        colon = memchr(b + line, ':', line_end - line);
+        if (colon == NULL) {
+            return JSS_ERR_HDR_LINE;
+        }
+        if ((size_t)(colon - b) == line) {
+            return JSS_ERR_HDR_KEY;
+        }
+        value = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+        if ((size_t)count < max_pairs) {
+            int64_t *out = pairs + (size_t)count * JSS_HDR_FIELDS;
+            out[0] = (int64_t)line;
+            out[1] = (int64_t)((size_t)(colon - b) - line);
+            out[2] = (int64_t)value.off;
+            out[3] = (int64_t)value.len;
+        }
+        count++;
+    }
+    meta[3] = 0;
+    return count;
+}
+
+/* ------------------------------------------------------------------------ */
+/* jss_valid_subject                                                        */
+
+int jss_valid_subject(const char *subject, size_t len, int wildcards)
+{
+    const uint8_t *s = (const uint8_t *)subject;
+    size_t i, token = 0;
+
+    if (len == 0) {
+        return 0;
+    }
+    for (i = 0; i <= len; i++) {
+        if (i == len || s[i] == '.') {
+            if (i == token) {
+                return 0;
+            }
+            if (i - token == 1) {
+                if (s[token] == '>' && (!wildcards || i != len)) {
+                    return 0;
+                }
+                if (s[token] == '*' && !wildcards) {
+                    return 0;
+                }
+            }
+            token = i + 1;
+        } else if (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n' || s[i] == 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* jss_parse_puback: a strict JSON subset; anything unusual returns 0.      */
+
+typedef struct {
+    const uint8_t *b;
+    size_t i;
+    size_t n;
+} cursor;
+
+enum { J_STRING, J_UINT, J_NUMBER, J_TRUE, J_FALSE, J_NULL };
+
+typedef struct {
+    int type;
+    span str;
+    int64_t uint;
+} jvalue;
+
+static void skip_ws(cursor *c)
+{
+    while (c->i < c->n) {
+        uint8_t ch = c->b[c->i];
+        if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') {
+            return;
+        }
+        c->i++;
+    }
+}
+
+static int eat(cursor *c, uint8_t ch)
+{
+    if (c->i < c->n && c->b[c->i] == ch) {
+        c->i++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A string without escapes, control characters or non-ASCII bytes. */
+static int read_string(cursor *c, span *out)
+{
+    size_t start;
+
+    if (!eat(c, '"')) {
+        return 0;
+    }
+    start = c->i;
+    while (c->i < c->n) {
+        uint8_t ch = c->b[c->i];
+        if (ch == '"') {
+            *out = make_span(start, c->i);
+            c->i++;
+            return 1;
+        }
+        if (ch < 0x20 || ch == '\\' || ch >= 0x80) {
+            return 0;
+        }
+        c->i++;
+    }
+    return 0;
+}
+
+static size_t skip_digits(cursor *c)
+{
+    size_t start = c->i;
+    while (c->i < c->n && is_digit(c->b[c->i])) {
+        c->i++;
+    }
+    return c->i - start;
+}
+
+/* A JSON number; J_UINT when it is a plain non-negative integer that fits an int64. */
+static int read_number(cursor *c, jvalue *v)
+{
+    int negative = eat(c, '-');
+    size_t int_start = c->i;
+    span digits;
+
+    if (c->i >= c->n || !is_digit(c->b[c->i])) {
+        return 0;
+    }
+    if (c->b[c->i] == '0') {
+        c->i++;
+    } else {
+        skip_digits(c);
+    }
+    digits = make_span(int_start, c->i);
+    v->type = (!negative && parse_uint(c->b, digits, &v->uint)) ? J_UINT : J_NUMBER;
+    if (eat(c, '.')) {
+        v->type = J_NUMBER;
+        if (skip_digits(c) == 0) {
+            return 0;
+        }
+    }
+    if (eat(c, 'e') || eat(c, 'E')) {
+        v->type = J_NUMBER;
+        if (!eat(c, '+')) {
+            eat(c, '-');
+        }
+        if (skip_digits(c) == 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int eat_word(cursor *c, const char *word)
+{
+    size_t n = strlen(word);
+    if (c->n - c->i < n || memcmp(c->b + c->i, word, n) != 0) {
+        return 0;
+    }
+    c->i += n;
+    return 1;
+}
+
+/* A string, number, true, false or null (objects and arrays are refused). */
+static int read_value(cursor *c, jvalue *v)
+{
+    if (c->i >= c->n) {
+        return 0;
+    }
+    switch (c->b[c->i]) {
+    case '"': v->type = J_STRING; return read_string(c, &v->str);
+    case 't': v->type = J_TRUE; return eat_word(c, "true");
+    case 'f': v->type = J_FALSE; return eat_word(c, "false");
+    case 'n': v->type = J_NULL; return eat_word(c, "null");
+    default: return read_number(c, v);
+    }
+}
+
+static int key_is(const cursor *c, span key, const char *name)
+{
+    size_t n = strlen(name);
+    return key.len == n && memcmp(c->b + key.off, name, n) == 0;
+}
+
+/* Record one member; 0 when it makes the body unsuitable for the fast path. */
+static int take_member(const cursor *c, span key, const jvalue *v, int *seen, int64_t *out)
+{
+    if (key_is(c, key, "error")) {
+        return 0;
+    }
+    if (key_is(c, key, "stream")) {
+        if ((*seen & 1) || v->type != J_STRING) {
+            return 0;
+        }
+        *seen |= 1;
+        out[0] = (int64_t)v->str.off;
+        out[1] = (int64_t)v->str.len;
+    } else if (key_is(c, key, "seq")) {
+        if ((*seen & 2) || v->type != J_UINT) {
+            return 0;
+        }
+        *seen |= 2;
+        out[2] = v->uint;
+    } else if (key_is(c, key, "duplicate")) {
+        if ((*seen & 4) || (v->type != J_TRUE && v->type != J_FALSE)) {
+            return 0;
+        }
+        *seen |= 4;
+        out[3] = v->type == J_TRUE;
+    } else if (key_is(c, key, "domain")) {
+        if ((*seen & 8) || v->type != J_STRING) {
+            return 0;
+        }
+        *seen |= 8;
+        out[4] = (int64_t)v->str.off;
+        out[5] = (int64_t)v->str.len;
+    }
+    return 1;
+}
+
+int jss_parse_puback(const char *data, size_t len, int64_t *out)
+{
+    cursor c;
+    int seen = 0;
+
+    c.b = (const uint8_t *)data;
+    c.i = 0;
+    c.n = len;
+    out[0] = out[1] = out[2] = out[3] = out[4] = 0;
+    out[5] = -1;
+    skip_ws(&c);
+    if (!eat(&c, '{')) {
+        return 0;
+    }
+    skip_ws(&c);
+    if (!eat(&c, '}')) {
+        for (;;) {
+            span key;
+            jvalue v;
+            skip_ws(&c);
+            if (!read_string(&c, &key)) {
+                return 0;
+            }
+            skip_ws(&c);
+            if (!eat(&c, ':')) {
+                return 0;
+            }
+            skip_ws(&c);
+            if (!read_value(&c, &v) || !take_member(&c, key, &v, &seen, out)) {
+                return 0;
+            }
+            skip_ws(&c);
+            if (eat(&c, '}')) {
+                break;
+            }
+            if (!eat(&c, ',')) {
+                return 0;
+            }
+        }
+    }
+    skip_ws(&c);
+    return c.i == c.n && (seen & 3) == 3;
+}

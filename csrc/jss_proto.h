@@ -1,0 +1,95 @@
+/*
+ * jss_proto.h - the NATS protocol core of jetstream_sync.
+ *
+ * Sans-IO: every function reads only the bytes it is given (never past the
+ * stated length), writes only into caller-provided arrays, allocates nothing
+ * and keeps no state between calls, so any number of threads may call it.
+ *
+ * This file is also read by cffi's cdef (jetstream_sync/_build_ffi.py drops
+ * every line starting with '#'), so outside the include guard it holds only
+ * declarations that cdef understands: no macros, no includes. The .c file
+ * includes <stddef.h> and <stdint.h> before this header.
+ */
+#ifndef JSS_PROTO_H
+#define JSS_PROTO_H
+
+/* Op kinds and limits. */
+enum {
+    JSS_OP_MSG = 1,
+    JSS_OP_HMSG = 2,
+    JSS_OP_PING = 3,
+    JSS_OP_PONG = 4,
+    JSS_OP_OK = 5,
+    JSS_OP_ERR = 6,
+    JSS_OP_INFO = 7,
+    /* int64 slots per op: kind, a_off, a_len, sid, r_off, r_len,
+       h_off, h_len, p_off, p_len */
+    JSS_OP_FIELDS = 10,
+    /* int64 slots per header pair: key_off, key_len, value_off, value_len */
+    JSS_HDR_FIELDS = 4,
+    /* int64 slots of jss_parse_headers' meta: status, desc_off, desc_len, err_pos */
+    JSS_HDR_META_FIELDS = 4,
+    /* int64 slots of jss_parse's state: consumed, need, err_pos */
+    JSS_STATE_FIELDS = 3,
+    /* int64 slots of jss_parse_puback's out: stream_off, stream_len, seq,
+       duplicate, domain_off, domain_len (-1 when absent) */
+    JSS_PUBACK_FIELDS = 6,
+    JSS_MAX_PAYLOAD = 67108864,
+    JSS_MAX_CONTROL_LINE = 1048576,
+    /* "NATS/1.0\r\n\r\n" */
+    JSS_MIN_HEADER_BLOCK = 12
+};
+
+/* Errors (always negative). */
+enum {
+    JSS_ERR_RANGE = -1,         /* start > end */
+    JSS_ERR_OP = -2,            /* bytes that cannot start any op name */
+    JSS_ERR_LINE_TOO_LONG = -3, /* control line longer than JSS_MAX_CONTROL_LINE */
+    JSS_ERR_BARE_LF = -4,       /* LF not preceded by CR ending a control line */
+    JSS_ERR_STRAY_CR = -5,      /* CR inside a control line */
+    JSS_ERR_ARGS = -6,          /* wrong number or shape of arguments */
+    JSS_ERR_NUMBER = -7,        /* sid or size not an unsigned int64 decimal */
+    JSS_ERR_SIZE = -8,          /* payload larger than JSS_MAX_PAYLOAD */
+    JSS_ERR_HDR_SIZE = -9,      /* header size > total size or < JSS_MIN_HEADER_BLOCK */
+    JSS_ERR_PAYLOAD_END = -10,  /* payload not followed by CRLF */
+    JSS_ERR_HDR_BLOCK = -11,    /* HMSG header block not framed by NATS/1.0 ... CRLFCRLF */
+    JSS_ERR_HDR_PREFIX = -12,   /* header block does not start with the NATS/1.0 line */
+    JSS_ERR_HDR_END = -13,      /* header block does not end with a blank line */
+    JSS_ERR_HDR_STATUS = -14,   /* status code is not three digits */
+    JSS_ERR_HDR_LINE = -15,     /* header line without ':' */
+    JSS_ERR_HDR_KEY = -16,      /* header line with an empty key */
+    JSS_ERR_HDR_CRLF = -17      /* CR or LF inside a header line */
+};
+
+/*
+ * Parse every whole op in buf[start:end], up to max_ops of them.
+ * Writes JSS_OP_FIELDS int64s per op into ops (offsets absolute into buf) and
+ * state[0] = consumed (index just past the last whole op), state[1] = need
+ * (bytes counted from consumed that the next, incomplete op occupies when its
+ * control line is complete, else 0), state[2] = offset of the op in error.
+ * Returns the number of ops written, or a JSS_ERR_* code.
+ */
+int64_t jss_parse(const char *buf, size_t start, size_t end,
+                  int64_t *ops, size_t max_ops, int64_t *state);
+
+/*
+ * Validate a header block and locate its parts. Writes up to max_pairs pairs
+ * (JSS_HDR_FIELDS int64s each) and meta: status (-1 when none), description
+ * offset and length, offset of the line in error. Returns the total number of
+ * pairs (which may exceed max_pairs: call again with room for all of them),
+ * or a JSS_ERR_HDR_* code.
+ */
+int64_t jss_parse_headers(const char *block, size_t len,
+                          int64_t *pairs, size_t max_pairs, int64_t *meta);
+
+/* 1 when subject is a valid subject (wildcards allowed when wildcards != 0), else 0. */
+int jss_valid_subject(const char *subject, size_t len, int wildcards);
+
+/*
+ * Fast path for a JetStream PubAck body. Returns 1 and fills out (see
+ * JSS_PUBACK_FIELDS) when data is a flat JSON object of the accepted shape,
+ * else 0 (the caller falls back to a full JSON parser).
+ */
+int jss_parse_puback(const char *data, size_t len, int64_t *out);
+
+#endif

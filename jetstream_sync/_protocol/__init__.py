@@ -1,0 +1,100 @@
+"""The NATS protocol core: parser and encoders, in C or in pure Python.
+
+The environment variable ``JETSTREAM_SYNC_IMPL`` picks the implementation
+when this package is first imported:
+
+- unset (or empty): the C core if ``jetstream_sync._ffi`` imports, else Python;
+- ``c``: the C core, and ImportError when it is not built;
+- ``python``: the pure-Python twin.
+
+:data:`IMPL` (also ``__impl__``) says which one was chosen; every other name
+comes from the chosen module (see :mod:`._py` for the documentation).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+__all__ = [
+    "IMPL",
+    "MAX_CONTROL_LINE",
+    "MAX_PAYLOAD",
+    "OP_ERR",
+    "OP_FIELDS",
+    "OP_HMSG",
+    "OP_INFO",
+    "OP_MSG",
+    "OP_OK",
+    "OP_PING",
+    "OP_PONG",
+    "encode_headers",
+    "encode_hpub",
+    "encode_pub",
+    "parse",
+    "parse_headers",
+    "parse_puback",
+    "valid_subject",
+]
+
+ENV_VAR = "JETSTREAM_SYNC_IMPL"
+CHOICES = ("c", "python")
+
+
+def select(choice: str | None) -> ModuleType:
+    """Return the implementation module for a ``JETSTREAM_SYNC_IMPL`` value.
+
+    Args:
+        choice: ``"c"``, ``"python"``, or None/``""`` for "C when built, else Python".
+
+    Returns:
+        :mod:`._c` or :mod:`._py`.
+
+    Raises:
+        ImportError: ``choice`` is ``"c"`` and the C extension cannot be
+            imported, or ``choice`` is not one of the allowed values.
+    """
+    if choice == "python":
+        return importlib.import_module("._py", __name__)
+    if choice == "c":
+        try:
+            importlib.import_module("jetstream_sync._ffi")
+        except ImportError as exc:
+            raise ImportError(
+                f"{ENV_VAR}=c but the C extension jetstream_sync._ffi cannot be imported "
+                f"({exc}); build it with `pip install -e .` or "
+                "`python setup.py build_ext --inplace`, or set "
+                f"{ENV_VAR}=python"
+            ) from exc
+        return importlib.import_module("._c", __name__)
+    if choice:
+        raise ImportError(f"{ENV_VAR}={choice!r} is not one of {', '.join(CHOICES)} (or unset)")
+    try:
+        importlib.import_module("jetstream_sync._ffi")
+    except ImportError:
+        return importlib.import_module("._py", __name__)
+    return importlib.import_module("._c", __name__)
+
+
+_impl = select(os.environ.get(ENV_VAR))
+
+IMPL: str = _impl.IMPL
+__impl__ = IMPL
+MAX_CONTROL_LINE = _impl.MAX_CONTROL_LINE
+MAX_PAYLOAD = _impl.MAX_PAYLOAD
+OP_MSG = _impl.OP_MSG
+OP_HMSG = _impl.OP_HMSG
+OP_PING = _impl.OP_PING
+OP_PONG = _impl.OP_PONG
+OP_OK = _impl.OP_OK
+OP_ERR = _impl.OP_ERR
+OP_INFO = _impl.OP_INFO
+OP_FIELDS = _impl.OP_FIELDS
+parse = _impl.parse
+parse_headers = _impl.parse_headers
+parse_puback = _impl.parse_puback
+encode_headers = _impl.encode_headers
+encode_pub = _impl.encode_pub
+encode_hpub = _impl.encode_hpub
+valid_subject = _impl.valid_subject

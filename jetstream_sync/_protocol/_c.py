@@ -1,0 +1,216 @@
+"""C-backed protocol core: a thin typed wrapper around ``jetstream_sync._ffi``.
+
+Same interface and results as :mod:`jetstream_sync._protocol._py`. Each
+function makes one C call per buffer (cffi releases the GIL during it) and
+turns the C side's int64 output array into Python ints with one
+``ffi.unpack``. The scratch arrays are per thread, so several reader threads
+may parse at once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from jetstream_sync._ffi import ffi, lib
+from jetstream_sync._protocol._py import (
+    MAX_CONTROL_LINE,
+    MAX_PAYLOAD,
+    OP_ERR,
+    OP_FIELDS,
+    OP_HMSG,
+    OP_INFO,
+    OP_MSG,
+    OP_OK,
+    OP_PING,
+    OP_PONG,
+    check_range,
+    encode_headers,
+    encode_hpub,
+    encode_pub,
+    protocol_error,
+)
+
+__all__ = [
+    "IMPL",
+    "MAX_CONTROL_LINE",
+    "MAX_PAYLOAD",
+    "OP_ERR",
+    "OP_FIELDS",
+    "OP_HMSG",
+    "OP_INFO",
+    "OP_MSG",
+    "OP_OK",
+    "OP_PING",
+    "OP_PONG",
+    "encode_headers",
+    "encode_hpub",
+    "encode_pub",
+    "parse",
+    "parse_headers",
+    "parse_puback",
+    "valid_subject",
+]
+
+IMPL = "c"
+
+CHUNK_OPS = 1024  # ops per C call; parse loops until the buffer is done
+HEADER_PAIRS = 64  # header pairs that fit the per-thread array (more: one-off array)
+_HDR_FIELDS = lib.JSS_HDR_FIELDS
+_PUBACK_FIELDS = lib.JSS_PUBACK_FIELDS
+
+_scratch = threading.local()
+
+
+class _Arrays:
+    """One thread's output arrays for the C functions."""
+
+    __slots__ = ("ops", "state", "pairs", "meta", "puback")
+
+    def __init__(self) -> None:
+        self.ops = ffi.new("int64_t[]", CHUNK_OPS * OP_FIELDS)
+        self.state = ffi.new("int64_t[]", lib.JSS_STATE_FIELDS)
+        self.pairs = ffi.new("int64_t[]", HEADER_PAIRS * _HDR_FIELDS)
+        self.meta = ffi.new("int64_t[]", lib.JSS_HDR_META_FIELDS)
+        self.puback = ffi.new("int64_t[]", _PUBACK_FIELDS)
+
+
+def _arrays() -> _Arrays:
+    """This thread's arrays, made on first use."""
+    try:
+        return _scratch.arrays
+    except AttributeError:
+        arrays = _scratch.arrays = _Arrays()
+        return arrays
+
+
+def _to_list(array, count: int) -> list[int]:
+    # memoryview.tolist() makes ints ~30% faster than ffi.unpack but costs
+    # more to set up; it wins from about 128 ints (a dozen ops) on.
+    if count < 128:
+        return ffi.unpack(array, count)
+    return memoryview(ffi.buffer(array, count * 8)).cast("q").tolist()
+
+
+def parse(buf, start: int, end: int) -> tuple[list[int], int, int]:
+    """Parse every complete op in ``buf[start:end]``.
+
+    Args:
+        buf: bytes, bytearray or memoryview holding the received bytes.
+        start: index of the first unparsed byte.
+        end: index just past the last received byte.
+
+    Returns:
+        ``(ops, consumed, need)``: ``OP_FIELDS`` ints per op
+        (``kind, a_off, a_len, sid, r_off, r_len, h_off, h_len, p_off, p_len``,
+        offsets absolute into ``buf``); the index just past the last whole op;
+        and, when the next op's control line is complete but its payload is
+        not, the number of bytes from ``consumed`` that op occupies (else 0).
+
+    Raises:
+        ProtocolError: the bytes can never become valid protocol.
+        ValueError: the window does not fit the buffer.
+    """
+    arrays = _arrays()
+    ops_out, state = arrays.ops, arrays.state
+    # Release the buffer export on return, even on error: a bytearray that is
+    # still exported cannot be resized by the reader.
+    with ffi.from_buffer(buf) as cbuf:
+        check_range(len(cbuf), start, end)
+        n = lib.jss_parse(cbuf, start, end, ops_out, CHUNK_OPS, state)
+        if n < 0:
+            raise protocol_error(n, ffi.buffer(cbuf), state[2])
+        ops = _to_list(ops_out, n * OP_FIELDS)
+        while n == CHUNK_OPS:
+            n = lib.jss_parse(cbuf, state[0], end, ops_out, CHUNK_OPS, state)
+            if n < 0:
+                raise protocol_error(n, ffi.buffer(cbuf), state[2])
+            ops += _to_list(ops_out, n * OP_FIELDS)
+    return ops, state[0], state[1]
+
+
+def parse_headers(block) -> tuple[int | None, str, list[tuple[str, str]]]:
+    """Parse a header block as located by ``parse``'s h fields.
+
+    Args:
+        block: the raw bytes from ``NATS/1.0`` up to and including the blank line.
+
+    Returns:
+        ``(status, description, pairs)``: the 3-digit status code or None, the
+        text after it ("" if none), and every ``(key, value)`` in wire order
+        (values stripped of spaces and tabs), decoded as UTF-8 with
+        ``surrogateescape``.
+
+    Raises:
+        ProtocolError: the block is not a valid NATS header block.
+    """
+    data = bytes(block)
+    arrays = _arrays()
+    pairs_out, meta = arrays.pairs, arrays.meta
+    count = lib.jss_parse_headers(data, len(data), pairs_out, HEADER_PAIRS, meta)
+    if count > HEADER_PAIRS:
+        pairs_out = ffi.new("int64_t[]", count * _HDR_FIELDS)
+        count = lib.jss_parse_headers(data, len(data), pairs_out, count, meta)
+    if count < 0:
+        raise protocol_error(count, data, meta[3])
+    status, desc_off, desc_len = meta[0], meta[1], meta[2]
+    flat = ffi.unpack(pairs_out, count * _HDR_FIELDS)
+    # ASCII (the usual case) decodes once and slices the str: byte and
+    # character offsets are the same.
+    text = data.decode("ascii") if data.isascii() else _SurrogateEscaped(data)
+    pairs = [
+        (text[flat[i] : flat[i] + flat[i + 1]], text[flat[i + 2] : flat[i + 2] + flat[i + 3]])
+        for i in range(0, len(flat), _HDR_FIELDS)
+    ]
+    if status < 0:
+        return None, "", pairs
+    return status, text[desc_off : desc_off + desc_len], pairs
+
+
+class _SurrogateEscaped:
+    """Byte-offset slicing of non-ASCII bytes, each slice decoded on its own."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __getitem__(self, span: slice) -> str:
+        return self.data[span].decode("utf-8", "surrogateescape")
+
+
+def valid_subject(subject: bytes, wildcards: bool) -> bool:
+    """Tell whether ``subject`` is a valid subject.
+
+    Args:
+        subject: the subject bytes.
+        wildcards: allow ``*`` tokens and a final ``>`` token (subscriptions).
+
+    Returns:
+        True for non-empty dot-separated non-empty tokens without space, tab,
+        CR, LF or NUL, where ``*``/``>`` tokens obey ``wildcards``.
+    """
+    if type(subject) is not bytes:
+        subject = bytes(subject)
+    return lib.jss_valid_subject(subject, len(subject), bool(wildcards)) == 1
+
+
+def parse_puback(data) -> tuple[str, int, bool, str | None] | None:
+    """Read a JetStream PubAck body the fast way, or decline.
+
+    Args:
+        data: the reply payload (bytes-like).
+
+    Returns:
+        ``(stream, seq, duplicate, domain)`` for a flat JSON object with a
+        plain-string ``stream`` and a non-negative integer ``seq``; None for
+        anything else (an ``error`` key, nesting, escapes, non-ASCII,
+        duplicate keys, malformed JSON...), meaning "use json.loads".
+    """
+    raw = data if type(data) is bytes else bytes(data)
+    out = _arrays().puback
+    if not lib.jss_parse_puback(raw, len(raw), out):
+        return None
+    stream_off, stream_len, seq, duplicate, domain_off, domain_len = ffi.unpack(out, _PUBACK_FIELDS)
+    stream = raw[stream_off : stream_off + stream_len].decode("ascii")
+    domain = None if domain_len < 0 else raw[domain_off : domain_off + domain_len].decode("ascii")
+    return stream, seq, bool(duplicate), domain

@@ -1,0 +1,591 @@
+"""Pure-Python twin of the C protocol core (``csrc/jss_proto.c``).
+
+Same interface and same results as :mod:`jetstream_sync._protocol._c`,
+including the same exceptions; it mirrors the C code check for check, so keep
+both in step (a regex fast path takes well-formed MSG/HMSG lines and leaves
+anything unusual to the mirrored path). The encoders are plain Python in both
+implementations (a cffi call cannot beat ``%``-formatting), so ``_c`` imports
+them from here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+from jetstream_sync.errors import BadHeaderError, ProtocolError
+
+__all__ = [
+    "IMPL",
+    "MAX_CONTROL_LINE",
+    "MAX_PAYLOAD",
+    "OP_ERR",
+    "OP_FIELDS",
+    "OP_HMSG",
+    "OP_INFO",
+    "OP_MSG",
+    "OP_OK",
+    "OP_PING",
+    "OP_PONG",
+    "encode_headers",
+    "encode_hpub",
+    "encode_pub",
+    "parse",
+    "parse_headers",
+    "parse_puback",
+    "valid_subject",
+]
+
+IMPL = "python"
+
+OP_MSG = 1
+OP_HMSG = 2
+OP_PING = 3
+OP_PONG = 4
+OP_OK = 5
+OP_ERR = 6
+OP_INFO = 7
+OP_FIELDS = 10
+
+MAX_PAYLOAD = 64 * 1024 * 1024
+MAX_CONTROL_LINE = 1024 * 1024
+MIN_HEADER_BLOCK = len(b"NATS/1.0\r\n\r\n")
+_INT64_MAX = 2**63 - 1
+
+# Error codes, equal to the JSS_ERR_* values of jss_proto.h.
+ERR_RANGE = -1
+ERR_OP = -2
+ERR_LINE_TOO_LONG = -3
+ERR_BARE_LF = -4
+ERR_STRAY_CR = -5
+ERR_ARGS = -6
+ERR_NUMBER = -7
+ERR_SIZE = -8
+ERR_HDR_SIZE = -9
+ERR_PAYLOAD_END = -10
+ERR_HDR_BLOCK = -11
+ERR_HDR_PREFIX = -12
+ERR_HDR_END = -13
+ERR_HDR_STATUS = -14
+ERR_HDR_LINE = -15
+ERR_HDR_KEY = -16
+ERR_HDR_CRLF = -17
+
+ERROR_MESSAGES = {
+    ERR_RANGE: "start is after end",
+    ERR_OP: "unknown protocol operation",
+    ERR_LINE_TOO_LONG: f"control line longer than {MAX_CONTROL_LINE} bytes",
+    ERR_BARE_LF: "control line ends with LF without CR",
+    ERR_STRAY_CR: "CR inside a control line",
+    ERR_ARGS: "wrong arguments for the operation",
+    ERR_NUMBER: "sid or size is not an unsigned 64-bit decimal",
+    ERR_SIZE: f"payload larger than {MAX_PAYLOAD} bytes",
+    ERR_HDR_SIZE: f"header size larger than total size or smaller than {MIN_HEADER_BLOCK}",
+    ERR_PAYLOAD_END: "payload not followed by CRLF",
+    ERR_HDR_BLOCK: "HMSG header block not framed by NATS/1.0 and a blank line",
+    ERR_HDR_PREFIX: "header block does not start with a NATS/1.0 line",
+    ERR_HDR_END: "header block does not end with a blank line",
+    ERR_HDR_STATUS: "header status is not a 3-digit code",
+    ERR_HDR_LINE: "header line without ':'",
+    ERR_HDR_KEY: "header line with an empty key",
+    ERR_HDR_CRLF: "CR or LF inside a header line",
+}
+
+
+def protocol_error(code: int, data, pos: int) -> ProtocolError:
+    """Build the ProtocolError both implementations raise for an error code.
+
+    Args:
+        code: one of the ``ERR_*`` codes.
+        data: the bytes being parsed (a short excerpt goes into the message).
+        pos: the offset of the op or header line in error.
+
+    Returns:
+        The exception, with the reason, the offset and up to 32 bytes from there.
+    """
+    excerpt = bytes(data[pos : pos + 32])
+    return ProtocolError(f"{ERROR_MESSAGES[code]} at offset {pos}: {excerpt!r}")
+
+
+def check_range(size: int, start: int, end: int) -> None:
+    """Reject a ``[start, end)`` window that does not fit a buffer of ``size`` bytes.
+
+    Args:
+        size: the buffer's length in bytes.
+        start: first index of the window.
+        end: index just past the window.
+
+    Raises:
+        ValueError: unless ``0 <= start <= end <= size``.
+    """
+    if not 0 <= start <= end <= size:
+        raise ValueError(f"bad window [{start}, {end}) of a {size}-byte buffer")
+
+
+# ---------------------------------------------------------------------------
+# parse
+
+_NAME_BY_FIRST = {
+    b"m": (OP_MSG, b"msg"),
+    b"h": (OP_HMSG, b"hmsg"),
+    b"+": (OP_OK, b"+ok"),
+    b"-": (OP_ERR, b"-err"),
+    b"i": (OP_INFO, b"info"),
+}
+_NAME_BY_SECOND = {b"i": (OP_PING, b"ping"), b"o": (OP_PONG, b"pong")}
+_NAME_END = frozenset(b" \t\r")
+_TOKEN = re.compile(rb"[^ \t]+")
+
+
+class _NeedMore(Exception):
+    """Internal: the op at the position is incomplete (``need`` as in ``parse``)."""
+
+    def __init__(self, need: int = 0) -> None:
+        super().__init__(need)
+        self.need = need
+
+
+class _Fail(Exception):
+    """Internal: an error code, turned into a ProtocolError by ``parse``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def parse(buf, start: int, end: int) -> tuple[list[int], int, int]:
+    """Parse every complete op in ``buf[start:end]``.
+
+    Args:
+        buf: bytes, bytearray or memoryview holding the received bytes.
+        start: index of the first unparsed byte.
+        end: index just past the last received byte.
+
+    Returns:
+        ``(ops, consumed, need)``: ``OP_FIELDS`` ints per op
+        (``kind, a_off, a_len, sid, r_off, r_len, h_off, h_len, p_off, p_len``,
+        offsets absolute into ``buf``); the index just past the last whole op;
+        and, when the next op's control line is complete but its payload is
+        not, the number of bytes from ``consumed`` that op occupies (else 0).
+
+    Raises:
+        ProtocolError: the bytes can never become valid protocol.
+        ValueError: the window does not fit the buffer.
+    """
+    data = buf if isinstance(buf, bytes | bytearray) else bytes(memoryview(buf))
+    check_range(len(data), start, end)
+    ops: list[int] = []
+    pos = start
+    need = 0
+    while pos < end:
+        try:
+            fields, pos = _parse_one(data, pos, end)
+        except _NeedMore as more:
+            need = more.need
+            break
+        except _Fail as fail:
+            raise protocol_error(fail.code, data, pos) from None
+        ops += fields
+    return ops, pos, need
+
+
+def _match_op(data, pos: int, end: int) -> tuple[int, int]:
+    """Return ``(kind, name_len)`` of the op name at ``pos`` (see match_op in C)."""
+    head = bytes(data[pos : min(end, pos + 5)]).lower()
+    if head[:1] == b"p":
+        if len(head) < 2:
+            raise _NeedMore
+        kind_name = _NAME_BY_SECOND.get(head[1:2])
+    else:
+        kind_name = _NAME_BY_FIRST.get(head[:1])
+    if kind_name is None:
+        raise _Fail(ERR_OP)
+    kind, name = kind_name
+    n = len(name)
+    k = min(len(head), n)
+    if head[:k] != name[:k]:
+        raise _Fail(ERR_OP)
+    if len(head) <= n:
+        raise _NeedMore
+    if head[n] not in _NAME_END:
+        raise _Fail(ERR_OP)
+    return kind, n
+
+
+def _parse_one(data, pos: int, end: int) -> tuple[list[int], int]:
+    """Parse the op at ``pos``; return its fields and the index just past it."""
+    fast = _FAST_LINES.get(data[pos])
+    if fast is not None:
+        match = fast.match(data, pos, end)
+        if match is not None and match.end() - pos <= MAX_CONTROL_LINE + 1:
+            fields = _fast_msg(data, pos, end, match)
+            if fields is not None:
+                return fields
+    kind, name_len = _match_op(data, pos, end)
+    avail = end - pos
+    limit = pos + MAX_CONTROL_LINE + 1 if avail > MAX_CONTROL_LINE else end
+    start = pos + name_len
+    lf = data.find(b"\n", start, limit)
+    if lf < 0:
+        if avail > MAX_CONTROL_LINE:
+            raise _Fail(ERR_LINE_TOO_LONG)
+        raise _NeedMore
+    if data[lf - 1] != 0x0D:
+        raise _Fail(ERR_BARE_LF)
+    stop = lf - 1
+    if data.find(b"\r", start, stop) >= 0:
+        raise _Fail(ERR_STRAY_CR)
+    if kind == OP_MSG or kind == OP_HMSG:
+        return _parse_msg(data, pos, start, stop, end, kind)
+    return _simple_op(data, start, stop, kind), lf + 1
+
+
+# Fast path: a complete, well-formed MSG/HMSG control line whose numbers cannot
+# overflow. Anything it does not match goes through the general path, which
+# decides (and reports errors) exactly like the C code.
+_ARG = rb"[ \t]+([^ \t\r\n]+)"
+_SID = rb"[ \t]+([0-9]{1,18})"
+_SIZE = rb"[ \t]+([0-9]{1,8})"
+_MSG_LINE = re.compile(rb"(?i:msg)" + _ARG + _SID + b"(?:" + _ARG + b")?" + _SIZE + rb"[ \t]*\r\n")
+_HMSG_LINE = re.compile(
+    rb"(?i:hmsg)" + _ARG + _SID + b"(?:" + _ARG + b")?" + _SIZE + _SIZE + rb"[ \t]*\r\n"
+)
+_FAST_LINES = {ord("M"): _MSG_LINE, ord("m"): _MSG_LINE, ord("H"): _HMSG_LINE, ord("h"): _HMSG_LINE}
+
+
+def _fast_msg(data, pos: int, end: int, match: re.Match) -> tuple[list[int], int] | None:
+    """Fields of the MSG/HMSG whose control line ``match`` matched, or None to use the
+    general path (sizes it would refuse)."""
+    headers = match.re is _HMSG_LINE
+    total = int(match[5] if headers else match[4])
+    hdr = int(match[4]) if headers else 0
+    if total > MAX_PAYLOAD or (headers and (hdr > total or hdr < MIN_HEADER_BLOCK)):
+        return None
+    a_off, a_stop = match.span(1)
+    r_off, r_stop = match.span(3) if match.start(3) >= 0 else (0, 0)
+    head = [OP_HMSG if headers else OP_MSG, a_off, a_stop - a_off, int(match[2]), r_off]
+    head.append(r_stop - r_off)
+    body, after = _body(data, pos, match.end(), end, headers, hdr, total)
+    return head + body, after
+
+
+def _simple_op(data, start: int, stop: int, kind: int) -> list[int]:
+    """Fields of PING, PONG, +OK, -ERR or INFO with arguments in ``data[start:stop]``."""
+    if kind == OP_ERR:
+        a_off, a_len = _trim(data, start, stop, b" \t'")
+        if a_len == 0:
+            a_off = 0
+    elif kind == OP_INFO:
+        a_off, a_len = _trim(data, start, stop, b" \t")
+        if a_len == 0:
+            raise _Fail(ERR_ARGS)
+    else:
+        if _trim(data, start, stop, b" \t")[1]:
+            raise _Fail(ERR_ARGS)
+        a_off = a_len = 0
+    return [kind, a_off, a_len, 0, 0, 0, 0, 0, 0, 0]
+
+
+def _trim(data, start: int, stop: int, chars: bytes) -> tuple[int, int]:
+    """Return ``(offset, length)`` of ``data[start:stop]`` stripped of ``chars``."""
+    text = bytes(data[start:stop])
+    stripped = text.lstrip(chars)
+    off = start + len(text) - len(stripped)
+    return off, len(stripped.rstrip(chars))
+
+
+def _parse_msg(data, pos: int, start: int, stop: int, end: int, kind: int) -> tuple[list, int]:
+    """Parse MSG/HMSG arguments in ``data[start:stop]`` and the payload after them."""
+    tokens = [m.span() for m in _TOKEN.finditer(data, start, stop)]
+    headers = kind == OP_HMSG
+    min_tok = 4 if headers else 3
+    if len(tokens) not in (min_tok, min_tok + 1):
+        raise _Fail(ERR_ARGS)
+    a_off, a_stop = tokens[0]
+    r_off, r_stop = tokens[2] if len(tokens) == min_tok + 1 else (0, 0)
+    sid = _uint(data, tokens[1])
+    hdr = _uint(data, tokens[-2]) if headers else 0
+    total = _uint(data, tokens[-1])
+    if total > MAX_PAYLOAD:
+        raise _Fail(ERR_SIZE)
+    if headers and (hdr > total or hdr < MIN_HEADER_BLOCK):
+        raise _Fail(ERR_HDR_SIZE)
+    head = [kind, a_off, a_stop - a_off, sid, r_off, r_stop - r_off]
+    body, after = _body(data, pos, stop + 2, end, headers, hdr, total)
+    return head + body, after
+
+
+def _body(data, pos, body, end, headers, hdr, total) -> tuple[list[int], int]:
+    """Check the payload starting at ``body``; return ``[h_off, h_len, p_off, p_len]``
+    and the index just past the op."""
+    payload_end = body + total
+    if end - body < total + 2:
+        raise _NeedMore(payload_end + 2 - pos)
+    if data[payload_end : payload_end + 2] != b"\r\n":
+        raise _Fail(ERR_PAYLOAD_END)
+    if not headers:
+        return [0, 0, body, total], payload_end + 2
+    if data[body : body + 8] != b"NATS/1.0" or data[body + hdr - 4 : body + hdr] != b"\r\n\r\n":
+        raise _Fail(ERR_HDR_BLOCK)
+    return [body, hdr, body + hdr, total - hdr], payload_end + 2
+
+
+def _uint(data, span: tuple[int, int]) -> int:
+    """Unsigned decimal in ``data[span]`` that fits an int64."""
+    token = bytes(data[span[0] : span[1]])
+    if not token.isdigit():
+        raise _Fail(ERR_NUMBER)
+    significant = token.lstrip(b"0")
+    if len(significant) > 19 or (significant and int(significant) > _INT64_MAX):
+        raise _Fail(ERR_NUMBER)
+    return int(significant or b"0")
+
+
+# ---------------------------------------------------------------------------
+# parse_headers
+
+
+def parse_headers(block) -> tuple[int | None, str, list[tuple[str, str]]]:
+    """Parse a header block as located by ``parse``'s h fields.
+
+    Args:
+        block: the raw bytes from ``NATS/1.0`` up to and including the blank line.
+
+    Returns:
+        ``(status, description, pairs)``: the 3-digit status code or None, the
+        text after it ("" if none), and every ``(key, value)`` in wire order
+        (values stripped of spaces and tabs), decoded as UTF-8 with
+        ``surrogateescape``.
+
+    Raises:
+        ProtocolError: the block is not a valid NATS header block.
+    """
+    data = bytes(block)
+    if data[:8] != b"NATS/1.0":
+        raise protocol_error(ERR_HDR_PREFIX, data, 0)
+    if len(data) < MIN_HEADER_BLOCK or data[-4:] != b"\r\n\r\n":
+        raise protocol_error(ERR_HDR_END, data, 0)
+    status: int | None = None
+    description = ""
+    pairs: list[tuple[str, str]] = []
+    pos = 0
+    for index, line in enumerate(data[:-4].split(b"\r\n")):
+        if b"\r" in line or b"\n" in line:
+            raise protocol_error(ERR_HDR_CRLF, data, pos)
+        if index == 0:
+            status, description = _status_line(line, data, pos)
+        else:
+            pairs.append(_header_line(line, data, pos))
+        pos += len(line) + 2
+    return status, description, pairs
+
+
+_STATUS = re.compile(rb"[ \t]*([^ \t]*)(.*)", re.DOTALL)
+
+
+def _status_line(line: bytes, data: bytes, pos: int) -> tuple[int | None, str]:
+    """Status code and description of the ``NATS/1.0`` line."""
+    rest = line[8:]
+    if rest and rest[:1] not in (b" ", b"\t"):
+        raise protocol_error(ERR_HDR_PREFIX, data, pos)
+    code, description = _STATUS.match(rest).groups()
+    if not code:
+        return None, ""
+    if len(code) != 3 or not code.isdigit():
+        raise protocol_error(ERR_HDR_STATUS, data, pos)
+    return int(code), description.strip(b" \t").decode("utf-8", "surrogateescape")
+
+
+def _header_line(line: bytes, data: bytes, pos: int) -> tuple[str, str]:
+    """One ``Key: value`` pair."""
+    key, colon, value = line.partition(b":")
+    if not colon:
+        raise protocol_error(ERR_HDR_LINE, data, pos)
+    if not key:
+        raise protocol_error(ERR_HDR_KEY, data, pos)
+    return (
+        key.decode("utf-8", "surrogateescape"),
+        value.strip(b" \t").decode("utf-8", "surrogateescape"),
+    )
+
+
+# ---------------------------------------------------------------------------
+# encoders and subjects
+
+_BAD_KEY_BYTE = re.compile(rb"[\x00-\x20:\x7f]")
+
+
+def _header_bytes(text: str, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise TypeError(f"header {what} must be str, not {type(text).__name__}")
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise BadHeaderError(f"header {what} {text!r} cannot be encoded: {exc}") from None
+
+
+def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
+    """Encode header pairs as a NATS/1.0 header block.
+
+    Args:
+        pairs: ``(key, value)`` strings, in the order to send them.
+
+    Returns:
+        ``b"NATS/1.0\\r\\n" + b"Key: value\\r\\n"... + b"\\r\\n"``.
+
+    Raises:
+        BadHeaderError: a key is empty or holds CR, LF, ':', space, tab or any
+            byte below 0x21 or 0x7f, or a value holds CR or LF; nothing is encoded.
+        TypeError: a key or value is not a str.
+    """
+    parts = [b"NATS/1.0\r\n"]
+    for key, value in pairs:
+        raw_key = _header_bytes(key, "key")
+        raw_value = _header_bytes(value, "value")
+        if not raw_key or _BAD_KEY_BYTE.search(raw_key):
+            raise BadHeaderError(f"invalid header key {key!r}")
+        if b"\r" in raw_value or b"\n" in raw_value:
+            raise BadHeaderError(f"header {key!r} has CR or LF in its value")
+        parts.append(b"%s: %s\r\n" % (raw_key, raw_value))
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def encode_pub(subject: bytes, reply: bytes, payload) -> bytes:
+    """Encode a PUB frame: ``PUB <subject> [<reply> ]<len>\\r\\n<payload>\\r\\n``.
+
+    Args:
+        subject: the subject (already validated).
+        reply: the reply subject, or ``b""`` for none.
+        payload: any bytes-like object.
+
+    Returns:
+        The whole frame.
+    """
+    size = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
+    if reply:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, size, payload)
+    return b"PUB %s %d\r\n%s\r\n" % (subject, size, payload)
+
+
+def encode_hpub(subject: bytes, reply: bytes, header_block: bytes, payload) -> bytes:
+    """Encode an HPUB frame with a header block from :func:`encode_headers`.
+
+    Args:
+        subject: the subject (already validated).
+        reply: the reply subject, or ``b""`` for none.
+        header_block: the encoded headers.
+        payload: any bytes-like object.
+
+    Returns:
+        ``HPUB <subject> [<reply> ]<hdr_len> <total_len>\\r\\n<headers><payload>\\r\\n``.
+    """
+    hdr_len = len(header_block)
+    total = hdr_len + (len(payload) if type(payload) is bytes else memoryview(payload).nbytes)
+    if reply:
+        head = b"HPUB %s %s %d %d\r\n" % (subject, reply, hdr_len, total)
+    else:
+        head = b"HPUB %s %d %d\r\n" % (subject, hdr_len, total)
+    return b"%s%s%s\r\n" % (head, header_block, payload)
+
+
+_SUBJECT_BAD_BYTE = re.compile(rb"[ \t\r\n\x00]")
+
+
+def valid_subject(subject: bytes, wildcards: bool) -> bool:
+    """Tell whether ``subject`` is a valid subject.
+
+    Args:
+        subject: the subject bytes.
+        wildcards: allow ``*`` tokens and a final ``>`` token (subscriptions).
+
+    Returns:
+        True for non-empty dot-separated non-empty tokens without space, tab,
+        CR, LF or NUL, where ``*``/``>`` tokens obey ``wildcards``.
+    """
+    if type(subject) is not bytes:
+        subject = bytes(subject)
+    if not subject or _SUBJECT_BAD_BYTE.search(subject):
+        return False
+    tokens = subject.split(b".")
+    if b"" in tokens:
+        return False
+    if wildcards:
+        return b">" not in tokens[:-1]
+    return b"*" not in tokens and b">" not in tokens
+
+
+# ---------------------------------------------------------------------------
+# parse_puback
+
+
+class _Object(list):
+    """A JSON object as its list of pairs (so duplicate keys stay visible)."""
+
+
+class _IntText(str):
+    """A JSON integer kept as text (no int() digit limit, sign visible)."""
+
+
+class _FloatText(str):
+    """A JSON non-integer number kept as text."""
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+_PUBACK_KEYS = ("stream", "seq", "duplicate", "domain")
+
+
+def parse_puback(data) -> tuple[str, int, bool, str | None] | None:
+    """Read a JetStream PubAck body the fast way, or decline.
+
+    Args:
+        data: the reply payload (bytes-like).
+
+    Returns:
+        ``(stream, seq, duplicate, domain)`` for a flat JSON object with a
+        plain-string ``stream`` and a non-negative integer ``seq``; None for
+        anything else (an ``error`` key, nesting, escapes, non-ASCII,
+        duplicate keys, malformed JSON...), meaning "use json.loads".
+    """
+    raw = bytes(data)
+    if not raw.isascii() or b"\\" in raw:
+        return None
+    try:
+        obj = json.loads(
+            raw.decode("ascii"),
+            object_pairs_hook=_Object,
+            parse_int=_IntText,
+            parse_float=_FloatText,
+            parse_constant=_reject_constant,
+        )
+    except (ValueError, RecursionError):
+        return None
+    fields = _puback_fields(obj)
+    if fields is None:
+        return None
+    stream, seq = fields.get("stream"), fields.get("seq")
+    duplicate, domain = fields.get("duplicate", False), fields.get("domain")
+    if type(stream) is not str or type(seq) is not _IntText or seq.startswith("-"):
+        return None
+    if len(seq) > 19 or int(seq) > _INT64_MAX:
+        return None
+    if type(duplicate) is not bool or ("domain" in fields and type(domain) is not str):
+        return None
+    return stream, int(seq), duplicate, domain
+
+
+def _puback_fields(obj) -> dict | None:
+    """The PubAck members of a flat object, or None when it is not one."""
+    if type(obj) is not _Object:
+        return None
+    fields = {}
+    for key, value in obj:
+        if isinstance(value, list) or key == "error" or key in fields:
+            return None
+        if key in _PUBACK_KEYS:
+            fields[key] = value
+    return fields

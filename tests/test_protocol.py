@@ -1,0 +1,872 @@
+"""The protocol core's behaviour, for the C implementation and the pure-Python twin alike."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from jetstream_sync.errors import BadHeaderError, ProtocolError
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture(params=["c", "python"])
+def proto(request):
+    """The implementation module under test (the C one fails, never skips, when not built)."""
+    name = {"c": "_c", "python": "_py"}[request.param]
+    return importlib.import_module(f"jetstream_sync._protocol.{name}")
+
+
+def frames(proto, buf, start=0, end=None):
+    """Parse buf and return (ops as readable tuples, consumed, need)."""
+    end = len(buf) if end is None else end
+    ops, consumed, need = proto.parse(buf, start, end)
+    assert len(ops) % proto.OP_FIELDS == 0
+    out = []
+    for i in range(0, len(ops), proto.OP_FIELDS):
+        kind, a_off, a_len, sid, r_off, r_len, h_off, h_len, p_off, p_len = ops[i : i + 10]
+        out.append(
+            (
+                kind,
+                bytes(buf[a_off : a_off + a_len]),
+                sid,
+                bytes(buf[r_off : r_off + r_len]),
+                bytes(buf[h_off : h_off + h_len]),
+                bytes(buf[p_off : p_off + p_len]),
+            )
+        )
+    return out, consumed, need
+
+
+def feed(proto, data, cuts):
+    """Feed data split at cuts the way the reader does; return every op seen and the tail."""
+    buf = bytearray()
+    seen = []
+    last = 0
+    for cut in [*sorted(cuts), len(data)]:
+        buf += data[last:cut]
+        last = cut
+        ops, consumed, _ = frames(proto, buf)
+        seen += ops
+        del buf[:consumed]
+    return seen, bytes(buf)
+
+
+# --------------------------------------------------------------------------
+# parse: the ops
+
+
+def test_ops_constants_are_the_interface(proto):
+    """Op kinds and the field count have the documented values."""
+    assert (proto.OP_MSG, proto.OP_HMSG, proto.OP_PING, proto.OP_PONG) == (1, 2, 3, 4)
+    assert (proto.OP_OK, proto.OP_ERR, proto.OP_INFO, proto.OP_FIELDS) == (5, 6, 7, 10)
+    assert proto.IMPL == {"_c": "c", "_py": "python"}[proto.__name__.rsplit(".", 1)[1]]
+
+
+def test_msg_without_reply_gives_absolute_offsets(proto):
+    """MSG subject sid size: a = subject, r = 0,0, h = 0,0, p = payload."""
+    buf = b"MSG foo.bar 9 5\r\nhello\r\n"
+    ops, consumed, need = proto.parse(buf, 0, len(buf))
+    assert ops == [proto.OP_MSG, 4, 7, 9, 0, 0, 0, 0, 17, 5]
+    assert (consumed, need) == (len(buf), 0)
+
+
+def test_msg_with_reply(proto):
+    """MSG subject sid reply size: r locates the reply subject."""
+    buf = b"MSG foo 1 _INBOX.abc 3\r\nabc\r\n"
+    assert frames(proto, buf)[0] == [(proto.OP_MSG, b"foo", 1, b"_INBOX.abc", b"", b"abc")]
+
+
+def test_empty_payload(proto):
+    """A zero-size MSG has an empty payload."""
+    assert frames(proto, b"MSG a 2 0\r\n\r\n")[0] == [(proto.OP_MSG, b"a", 2, b"", b"", b"")]
+
+
+def test_hmsg_splits_header_block_and_payload(proto):
+    """HMSG: h is the header block including the blank line, p what follows."""
+    block = b"NATS/1.0\r\nA: b\r\n\r\n"
+    buf = b"HMSG s 7 r %d %d\r\n%shi\r\n" % (len(block), len(block) + 2, block)
+    ops, consumed, _ = proto.parse(buf, 0, len(buf))
+    body = buf.index(b"NATS")
+    assert ops == [proto.OP_HMSG, 5, 1, 7, 9, 1, body, len(block), body + len(block), 2]
+    assert consumed == len(buf)
+
+
+def test_hmsg_without_reply_and_without_payload(proto):
+    """HMSG with hdr_size == total_size has an empty payload."""
+    buf = b"HMSG s 3 12 12\r\nNATS/1.0\r\n\r\n\r\n"
+    assert frames(proto, buf)[0] == [(proto.OP_HMSG, b"s", 3, b"", b"NATS/1.0\r\n\r\n", b"")]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [(b"PING", 3), (b"PONG", 4), (b"+OK", 5), (b"ping", 3), (b"Pong", 4), (b"+ok", 5)],
+)
+def test_argumentless_ops(proto, line, kind):
+    """PING, PONG and +OK in any case, all fields but the kind zero."""
+    ops, consumed, need = proto.parse(line + b"\r\n", 0, len(line) + 2)
+    assert ops == [kind] + [0] * 9
+    assert (consumed, need) == (len(line) + 2, 0)
+
+
+def test_trailing_blanks_are_tolerated(proto):
+    """Spaces and tabs before CRLF are ignored for every op."""
+    buf = b"PING \t\r\nMSG a 1 1 \t \r\nx\r\n+OK  \r\n"
+    kinds = [op[0] for op in frames(proto, buf)[0]]
+    assert kinds == [proto.OP_PING, proto.OP_MSG, proto.OP_OK]
+
+
+@pytest.mark.parametrize(
+    ("line", "text"),
+    [
+        (b"-ERR 'Authorization Violation'", b"Authorization Violation"),
+        (b"-err  'Stale Connection' ", b"Stale Connection"),
+        (b"-ERR unquoted text", b"unquoted text"),
+        (
+            b"-ERR 'Permissions Violation for Publish to \"x\"'",
+            b'Permissions Violation for Publish to "x"',
+        ),
+    ],
+)
+def test_err_text_loses_quotes_and_blanks(proto, line, text):
+    """-ERR: a is the text without the surrounding quotes and blanks."""
+    assert frames(proto, line + b"\r\n")[0] == [(proto.OP_ERR, text, 0, b"", b"", b"")]
+
+
+@pytest.mark.parametrize("line", [b"-ERR", b"-ERR ", b"-ERR ''"])
+def test_err_without_text(proto, line):
+    """-ERR with no text gives a = 0,0."""
+    assert proto.parse(line + b"\r\n", 0, len(line) + 2)[0] == [proto.OP_ERR] + [0] * 9
+
+
+def test_info_json_is_trimmed(proto):
+    """INFO: a is the JSON after the op name, without surrounding blanks."""
+    buf = b'INFO  {"server_id":"X","max_payload":1048576} \t\r\n'
+    ops = frames(proto, buf)[0]
+    assert ops == [(proto.OP_INFO, b'{"server_id":"X","max_payload":1048576}', 0, b"", b"", b"")]
+
+
+@pytest.mark.parametrize("name", [b"MSG", b"msg", b"Msg", b"mSg"])
+def test_op_names_are_case_insensitive(proto, name):
+    """MSG in any case parses the same."""
+    assert frames(proto, name + b" a 1 1\r\nx\r\n")[0] == [(proto.OP_MSG, b"a", 1, b"", b"", b"x")]
+
+
+def test_hmsg_info_and_err_in_other_cases(proto):
+    """hmsg, Info and -eRr are recognised too."""
+    buf = b"hMsG a 1 12 12\r\nNATS/1.0\r\n\r\n\r\nInfo {}\r\n-eRr 'x'\r\n"
+    kinds = [op[0] for op in frames(proto, buf)[0]]
+    assert kinds == [proto.OP_HMSG, proto.OP_INFO, proto.OP_ERR]
+
+
+def test_arguments_split_on_runs_of_spaces_and_tabs(proto):
+    """One or more spaces or tabs separate arguments."""
+    buf = b"MSG\t a.b \t\t7  reply\t3\r\nabc\r\n"
+    assert frames(proto, buf)[0] == [(proto.OP_MSG, b"a.b", 7, b"reply", b"", b"abc")]
+
+
+def test_payload_may_hold_crlf_and_protocol_text(proto):
+    """The payload is taken by size, whatever bytes it holds."""
+    payload = b"\r\nMSG x 1 1\r\n\n\rPING\r\n"
+    buf = b"MSG a 1 %d\r\n%s\r\nPONG\r\n" % (len(payload), payload)
+    ops = frames(proto, buf)[0]
+    assert ops == [
+        (proto.OP_MSG, b"a", 1, b"", b"", payload),
+        (proto.OP_PONG, b"", 0, b"", b"", b""),
+    ]
+
+
+def test_pipelined_frames_all_come_out_in_one_call(proto):
+    """Every whole op in the buffer is returned by a single call."""
+    buf = b"PING\r\n" + b"MSG a 1 1\r\nx\r\n" * 3 + b"PONG\r\n"
+    ops, consumed, need = frames(proto, buf)
+    assert [op[0] for op in ops] == [3, 1, 1, 1, 4]
+    assert (consumed, need) == (len(buf), 0)
+
+
+def test_more_ops_than_one_c_chunk(proto):
+    """Thousands of ops in one buffer all come back (the C side works in chunks)."""
+    buf = b"MSG a 5 1\r\nx\r\n" * 2500 + b"PING\r\n" * 2600
+    ops, consumed, need = proto.parse(buf, 0, len(buf))
+    assert len(ops) == 5100 * proto.OP_FIELDS
+    assert ops[-10:] == [proto.OP_PING] + [0] * 9
+    assert ops[2499 * 10 : 2499 * 10 + 4] == [proto.OP_MSG, 2499 * 14 + 4, 1, 5]
+    assert (consumed, need) == (len(buf), 0)
+
+
+def test_start_and_end_window(proto):
+    """Only buf[start:end] is parsed, offsets stay absolute, bytes after end are ignored."""
+    buf = bytearray(b"garbage!" + b"MSG a 1 1\r\nx\r\n" + b"NOT PARSED")
+    ops, consumed, need = proto.parse(buf, 8, 22)
+    assert ops == [proto.OP_MSG, 12, 1, 1, 0, 0, 0, 0, 19, 1]
+    assert (consumed, need) == (22, 0)
+
+
+def test_empty_window(proto):
+    """Nothing to parse gives nothing and consumed == start."""
+    assert proto.parse(b"PING\r\n", 6, 6) == ([], 6, 0)
+    assert proto.parse(b"", 0, 0) == ([], 0, 0)
+
+
+@pytest.mark.parametrize(("start", "end"), [(-1, 3), (4, 3), (0, 7), (7, 7)])
+def test_bad_window_is_a_value_error(proto, start, end):
+    """start/end outside 0 <= start <= end <= len(buf) raise ValueError."""
+    with pytest.raises(ValueError):
+        proto.parse(b"PING\r\n", start, end)
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_buffer_types(proto, kind):
+    """bytes, bytearray and memoryview give identical results."""
+    data = b"MSG a 1 r 2\r\nhi\r\nPING\r\nMSG b"
+    assert proto.parse(kind(data), 0, len(data)) == proto.parse(data, 0, len(data))
+
+
+def test_bytearray_stays_resizable_after_an_error(proto):
+    """A failed parse does not keep the reader's bytearray exported."""
+    buf = bytearray(b"XYZ\r\n")
+    with pytest.raises(ProtocolError):
+        proto.parse(buf, 0, len(buf))
+    buf += b"more"
+    del buf[:3]
+
+
+def test_parallel_threads_get_their_own_results(proto):
+    """Concurrent parses from several threads do not mix their outputs."""
+    results = {}
+
+    def work(n):
+        buf = b"".join(b"MSG s%d %d 2\r\nab\r\n" % (n, i) for i in range(3000))
+        for _ in range(20):
+            ops, consumed, _ = proto.parse(buf, 0, len(buf))
+            assert consumed == len(buf)
+            assert ops[3::10] == list(range(3000))
+        results[n] = bytes(buf[ops[1] : ops[1] + ops[2]])
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {n: b"s%d" % n for n in range(4)}
+
+
+# --------------------------------------------------------------------------
+# parse: incomplete input
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"M",
+        b"ms",
+        b"MSG",
+        b"MSG ",
+        b"MSG a 1 5",
+        b"MSG a 1 5\r",
+        b"P",
+        b"PI",
+        b"PON",
+        b"+",
+        b"+O",
+        b"-ER",
+        b"-ERR 'x",
+        b"INFO {",
+        b"H",
+        b"HMSG a 1 12 14\r",
+    ],
+)
+def test_incomplete_control_line_needs_more_with_need_zero(proto, partial):
+    """An unterminated control line that may still become valid waits with need == 0."""
+    buf = b"PING\r\n" + partial
+    ops, consumed, need = proto.parse(buf, 0, len(buf))
+    assert (ops[:1], consumed, need) == ([proto.OP_PING], 6, 0)
+
+
+def test_incomplete_payload_reports_the_whole_frame_size(proto):
+    """Once the control line is complete, need is the op's full size counted from consumed."""
+    frame = b"MSG a 1 10\r\n0123456789\r\n"
+    buf = b"PONG\r\n" + frame
+    for cut in range(6 + len(b"MSG a 1 10\r\n"), len(buf)):
+        ops, consumed, need = proto.parse(buf, 0, cut)
+        assert (len(ops), consumed, need) == (10, 6, len(frame))
+
+
+def test_incomplete_hmsg_need(proto):
+    """HMSG need counts the control line, total size and trailing CRLF."""
+    line = b"HMSG a 1 12 20\r\n"
+    ops, consumed, need = proto.parse(line + b"NATS", 0, len(line) + 4)
+    assert (ops, consumed, need) == ([], 0, len(line) + 20 + 2)
+
+
+def test_need_for_a_64_mib_payload_without_having_it(proto):
+    """The largest payload is announced by need before any of it arrives."""
+    line = b"MSG big 1 %d\r\n" % (64 * MIB)
+    assert proto.parse(line, 0, len(line)) == ([], 0, len(line) + 64 * MIB + 2)
+
+
+def test_a_64_mib_payload_parses(proto):
+    """A payload of exactly 64 MiB is accepted."""
+    line = b"MSG big 1 %d\r\n" % (64 * MIB)
+    buf = bytearray(line) + bytearray(64 * MIB) + b"\r\n"
+    ops, consumed, need = proto.parse(buf, 0, len(buf))
+    assert ops[8:] == [len(line), 64 * MIB]
+    assert (consumed, need) == (len(buf), 0)
+
+
+def test_every_split_point_gives_the_same_ops(proto):
+    """Feeding a stream split at any byte yields exactly the ops of the whole stream."""
+    block = b"NATS/1.0 503\r\nX: y\r\n\r\n"
+    data = (
+        b'INFO {"a":1}\r\nMSG a.b 1 r 3\r\nx\r\n\r\nPING\r\n'
+        + b"HMSG h 2 %d %d\r\n%sPAY\r\n" % (len(block), len(block) + 3, block)
+        + b"-ERR 'boom'\r\n+OK\r\nPONG\r\n"
+    )
+    whole, _, _ = frames(proto, data)
+    assert len(whole) == 7
+    for cut in range(len(data) + 1):
+        assert feed(proto, data, [cut]) == (whole, b"")
+    for cut in range(0, len(data), 7):
+        assert feed(proto, data, [cut, cut + 3, cut + 5]) == (whole, b"")
+
+
+# --------------------------------------------------------------------------
+# parse: errors
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"X",
+        b"XYZ\r\n",
+        b"MSGX",
+        b"MSG\n",
+        b"PINGA",
+        b"PX",
+        b"PONGO\r\n",
+        b"+OKAY",
+        b"-ERRR",
+        b"INFOX",
+        b"HMS ",
+        b"\r\n",
+        b" PING\r\n",
+        b"\n",
+        b"HMSGX",
+    ],
+)
+def test_bytes_that_cannot_start_an_op_fail_at_once(proto, data):
+    """Unknown op names are a ProtocolError as soon as the first bytes decide it."""
+    with pytest.raises(ProtocolError):
+        proto.parse(data, 0, len(data))
+
+
+def test_error_after_good_ops_still_raises(proto):
+    """A bad op anywhere in the buffer raises, even after whole ops."""
+    buf = b"PING\r\n" * 3000 + b"BAD\r\n"
+    with pytest.raises(ProtocolError, match="offset 18000"):
+        proto.parse(buf, 0, len(buf))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"PING\n", b"MSG a 1 1\nx\r\n", b"+OK\n", b"-ERR 'x'\n", b"INFO {}\n", b"MSG a 1 1 \n"],
+)
+def test_bare_lf_ends_nothing(proto, data):
+    """A control line ended by LF without CR is a ProtocolError."""
+    with pytest.raises(ProtocolError):
+        proto.parse(data, 0, len(data))
+
+
+@pytest.mark.parametrize("data", [b"MSG a\r1 1\r\nx\r\n", b"PING\r\r\n", b"INFO {\r}\r\n"])
+def test_cr_inside_a_control_line(proto, data):
+    """A CR that does not end the line is a ProtocolError."""
+    with pytest.raises(ProtocolError):
+        proto.parse(data, 0, len(data))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"MSG a 1 3\r\nabcd\r\n",
+        b"MSG a 1 3\r\nab\r\n\r\n",
+        b"MSG a 1 0\r\nx\r\n",
+        b"MSG a 1 1\r\nx\n\r",
+        b"HMSG a 1 12 13\r\nNATS/1.0\r\n\r\nxx\r\n",
+    ],
+)
+def test_payload_must_end_with_crlf(proto, data):
+    """The bytes right after the payload must be CRLF."""
+    with pytest.raises(ProtocolError):
+        proto.parse(data, 0, len(data))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"MSG",
+        b"MSG a",
+        b"MSG a 1",
+        b"MSG a 1 r x 1",
+        b"HMSG a 1 12",
+        b"HMSG a 1 r x 12 12",
+        b"PING x",
+        b"PONG 1",
+        b"+OK fine",
+        b"INFO",
+        b"INFO  \t",
+    ],
+)
+def test_wrong_argument_counts(proto, line):
+    """MSG takes 3-4 args, HMSG 4-5, PING/PONG/+OK none, INFO some JSON."""
+    data = line + b"\r\n"
+    with pytest.raises(ProtocolError):
+        proto.parse(data, 0, len(data))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"MSG a x 1",
+        b"MSG a -1 1",
+        b"MSG a +1 1",
+        b"MSG a 1 -1",
+        b"MSG a 1 1x",
+        b"MSG a 1 0x10",
+        b"MSG a 9223372036854775808 1",
+        b"MSG a 99999999999999999999999 1",
+        b"HMSG a 1 1e2 200",
+        b"MSG a \xd9\xa1 1",
+    ],
+)
+def test_sid_and_sizes_are_unsigned_decimals(proto, line):
+    """Signs, letters, non-ASCII digits and int64 overflow are ProtocolErrors."""
+    data = line + b"\r\nx\r\n"
+    with pytest.raises(ProtocolError):
+        proto.parse(data, 0, len(data))
+
+
+def test_largest_sid_and_leading_zeros(proto):
+    """sid 2**63-1 and zero-padded numbers are accepted."""
+    data = b"MSG a 9223372036854775807 0001\r\nx\r\nMSG b %s1 1\r\ny\r\n" % (b"0" * 40)
+    sids = [op[2] for op in frames(proto, data)[0]]
+    assert sids == [2**63 - 1, 1]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"MSG a 1 67108865", b"HMSG a 1 12 67108865", b"MSG a 1 9223372036854775807"],
+)
+def test_sizes_above_64_mib_are_refused(proto, line):
+    """A payload above 64 MiB is a ProtocolError before any of it arrives."""
+    data = line + b"\r\n"
+    with pytest.raises(ProtocolError, match="larger than"):
+        proto.parse(data, 0, len(data))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"HMSG a 1 13 12\r\n",
+        b"HMSG a 1 11 11\r\n",
+        b"HMSG a 1 0 5\r\n",
+        b"HMSG a 1 12 12\r\nNATS/1.1\r\n\r\n\r\n",
+        b"HMSG a 1 12 12\r\nNATS/1.0\r\nX:\r\n\r\n",
+        b"HMSG a 1 14 14\r\nNATS/1.0\r\n\r\nab\r\n",
+    ],
+)
+def test_hmsg_header_sizes_and_framing(proto, data):
+    """hdr_size must be 12..total_size and frame a NATS/1.0 ... CRLFCRLF block."""
+    with pytest.raises(ProtocolError):
+        proto.parse(data, 0, len(data))
+
+
+def test_control_line_limit(proto):
+    """An unterminated control line fails once it exceeds 1 MiB; up to 1 MiB it waits."""
+    line = b"INFO " + b"x" * (MIB - 5)
+    assert proto.parse(line, 0, len(line)) == ([], 0, 0)
+    with pytest.raises(ProtocolError, match="longer than"):
+        proto.parse(line + b"x", 0, len(line) + 1)
+
+
+def test_terminated_control_line_limit(proto):
+    """A terminated control line counts its CR: 1 MiB before the LF is the most accepted."""
+    ok = b"INFO " + b"x" * (MIB - 6) + b"\r\n"
+    assert proto.parse(ok, 0, len(ok))[1] == len(ok)
+    too_long = b"INFO " + b"x" * (MIB - 5) + b"\r\n"
+    with pytest.raises(ProtocolError):
+        proto.parse(too_long, 0, len(too_long))
+
+
+def test_error_message_names_reason_and_offset(proto):
+    """ProtocolError says what is wrong, where, and shows the bytes there."""
+    with pytest.raises(ProtocolError, match=r"unknown protocol operation at offset 6: b'BOGUS"):
+        proto.parse(b"PING\r\nBOGUS\r\n", 0, 13)
+
+
+# --------------------------------------------------------------------------
+# parse_headers
+
+
+def test_minimal_header_block(proto):
+    """Just the version line: no status, no pairs."""
+    assert proto.parse_headers(b"NATS/1.0\r\n\r\n") == (None, "", [])
+
+
+@pytest.mark.parametrize(
+    ("block", "status", "description"),
+    [
+        (b"NATS/1.0 503\r\n\r\n", 503, ""),
+        (b"NATS/1.0 408 Request Timeout\r\n\r\n", 408, "Request Timeout"),
+        (b"NATS/1.0\t100  Idle Heartbeat \r\n\r\n", 100, "Idle Heartbeat"),
+        (b"NATS/1.0 404 No Messages\r\n\r\n", 404, "No Messages"),
+        (b"NATS/1.0   \r\n\r\n", None, ""),
+    ],
+)
+def test_status_line(proto, block, status, description):
+    """The 3-digit status and its description come from the first line."""
+    assert proto.parse_headers(block) == (status, description, [])
+
+
+def test_pairs_keep_order_repeats_case_and_inner_text(proto):
+    """Pairs come in wire order with keys as sent and values stripped at the ends only."""
+    block = (
+        b"NATS/1.0 100 FlowControl Request\r\nNats-Msg-Id: 1\r\nnats-msg-id:2\r\n"
+        b"X-Time: 12:30:00 UTC \t\r\nEmpty:\r\nSpaces:   \r\nNats-Msg-Id:  three  \r\n\r\n"
+    )
+    assert proto.parse_headers(block) == (
+        100,
+        "FlowControl Request",
+        [
+            ("Nats-Msg-Id", "1"),
+            ("nats-msg-id", "2"),
+            ("X-Time", "12:30:00 UTC"),
+            ("Empty", ""),
+            ("Spaces", ""),
+            ("Nats-Msg-Id", "three"),
+        ],
+    )
+
+
+def test_header_text_is_utf8_with_surrogateescape(proto):
+    """UTF-8 decodes; invalid bytes survive as surrogate escapes."""
+    block = "NATS/1.0 503 Ünïcode\r\nKëy: välue\r\n".encode() + b"Raw: \xff\xfe\r\n\r\n"
+    status, description, pairs = proto.parse_headers(block)
+    assert (status, description) == (503, "Ünïcode")
+    assert pairs == [("Këy", "välue"), ("Raw", "\udcff\udcfe")]
+    assert pairs[1][1].encode("utf-8", "surrogateescape") == b"\xff\xfe"
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_header_block_types(proto, kind):
+    """bytes, bytearray and memoryview blocks parse the same."""
+    assert proto.parse_headers(kind(b"NATS/1.0\r\nA: b\r\n\r\n")) == (None, "", [("A", "b")])
+
+
+def test_many_header_pairs(proto):
+    """More pairs than the C side's default array are all returned."""
+    pairs = [(f"K{i}", f"v{i}") for i in range(500)]
+    assert proto.parse_headers(proto.encode_headers(pairs)) == (None, "", pairs)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"",
+        b"NATS/1.",
+        b"HTTP/1.0\r\n\r\n",
+        b"nats/1.0\r\n\r\n",
+        b"NATS/1.1\r\n\r\n",
+        b"NATS/1.0X\r\n\r\n",
+        b"NATS/1.0",
+        b"NATS/1.0\r\n",
+        b"NATS/1.0\r\nA: b\r\n",
+        b"NATS/1.0\r\nA: b\r\n\r\nextra",
+        b"NATS/1.0 50\r\n\r\n",
+        b"NATS/1.0 5033\r\n\r\n",
+        b"NATS/1.0 abc\r\n\r\n",
+        b"NATS/1.0 5x3 Bad\r\n\r\n",
+        b"NATS/1.0\r\nno colon\r\n\r\n",
+        b"NATS/1.0\r\n: empty key\r\n\r\n",
+        b"NATS/1.0\r\nA: b\r\n\r\nC: d\r\n\r\n",
+        b"NATS/1.0\r\nA: b\nC: d\r\n\r\n",
+        b"NATS/1.0\r\nA: b\rC: d\r\n\r\n",
+        b"NATS/1.0\r\nA: b\r\r\n\r\n",
+        b"NATS/1.0\r\n\r\n\r\n",
+    ],
+)
+def test_invalid_header_blocks(proto, block):
+    """Bad prefix, status, lines, keys, stray CR/LF or a missing blank line raise ProtocolError."""
+    with pytest.raises(ProtocolError):
+        proto.parse_headers(block)
+
+
+# --------------------------------------------------------------------------
+# encoders
+
+
+def test_encode_headers(proto):
+    """Pairs become a NATS/1.0 block, UTF-8 encoded, in order."""
+    block = proto.encode_headers(
+        [("Nats-Msg-Id", "a b:c"), ("X", ""), ("Ключ", "знач"), ("X", "2")]
+    )
+    expected = "NATS/1.0\r\nNats-Msg-Id: a b:c\r\nX: \r\nКлюч: знач\r\nX: 2\r\n\r\n".encode()
+    assert block == expected
+
+
+def test_encode_no_headers(proto):
+    """No pairs still make a valid, minimal block."""
+    assert proto.encode_headers([]) == b"NATS/1.0\r\n\r\n"
+    assert proto.encode_headers(iter(())) == b"NATS/1.0\r\n\r\n"
+
+
+def test_encoded_headers_round_trip(proto):
+    """parse_headers(encode_headers(pairs)) gives the pairs back (values without edge blanks)."""
+    pairs = [("A", "1"), ("a", "two words"), ("K", "x:y"), ("Raw", "\udcff"), ("E", "")]
+    assert proto.parse_headers(proto.encode_headers(pairs)) == (None, "", pairs)
+
+
+@pytest.mark.parametrize(
+    "key", ["", "a b", "a:b", "a\r", "a\n", "a\tb", "\x00", "a\x7f", "\x1f", " ", "é\x20"]
+)
+def test_bad_header_keys(proto, key):
+    """Keys that would corrupt the block raise BadHeaderError (a ValueError)."""
+    with pytest.raises(BadHeaderError):
+        proto.encode_headers([("Good", "v"), (key, "v")])
+    with pytest.raises(ValueError):
+        proto.encode_headers([(key, "v")])
+
+
+@pytest.mark.parametrize("value", ["a\rb", "a\nb", "\r\n", "x\r"])
+def test_bad_header_values(proto, value):
+    """Values holding CR or LF raise BadHeaderError."""
+    with pytest.raises(BadHeaderError):
+        proto.encode_headers([("Key", value)])
+
+
+def test_unencodable_header_text(proto):
+    """A lone surrogate that UTF-8 cannot carry is a BadHeaderError."""
+    with pytest.raises(BadHeaderError):
+        proto.encode_headers([("Key", "\ud800")])
+
+
+def test_header_keys_and_values_must_be_str(proto):
+    """bytes keys or values are a TypeError."""
+    with pytest.raises(TypeError):
+        proto.encode_headers([(b"Key", "v")])
+    with pytest.raises(TypeError):
+        proto.encode_headers([("Key", b"v")])
+
+
+@pytest.mark.parametrize(
+    ("args", "frame"),
+    [
+        ((b"a.b", b"", b"hello"), b"PUB a.b 5\r\nhello\r\n"),
+        ((b"a", b"_INBOX.1", b""), b"PUB a _INBOX.1 0\r\n\r\n"),
+        ((b"a", b"", bytearray(b"\r\n")), b"PUB a 2\r\n\r\n\r\n"),
+        ((b"a", b"r", memoryview(b"xyz")), b"PUB a r 3\r\nxyz\r\n"),
+    ],
+)
+def test_encode_pub(proto, args, frame):
+    """PUB frames, with the reply only when given, for any bytes-like payload."""
+    assert proto.encode_pub(*args) == frame
+
+
+def test_encode_hpub(proto):
+    """HPUB frames carry header and total sizes."""
+    block = b"NATS/1.0\r\nA: b\r\n\r\n"
+    assert proto.encode_hpub(b"s", b"", block, b"hi") == b"HPUB s 18 20\r\n" + block + b"hi\r\n"
+    assert (
+        proto.encode_hpub(b"s", b"r", block, memoryview(b""))
+        == b"HPUB s r 18 18\r\n" + block + b"\r\n"
+    )
+
+
+def test_encoded_frames_parse_back_as_messages(proto):
+    """A PUB/HPUB frame turned into MSG/HMSG by the server parses to the same parts."""
+    block = proto.encode_headers([("K", "v")])
+    hpub = proto.encode_hpub(b"s", b"r", block, b"data")
+    hmsg = b"HMSG s 9 r" + hpub[len(b"HPUB s r") :]
+    assert frames(proto, hmsg)[0] == [(proto.OP_HMSG, b"s", 9, b"r", block, b"data")]
+
+
+# --------------------------------------------------------------------------
+# valid_subject
+
+
+@pytest.mark.parametrize(
+    ("subject", "plain", "wild"),
+    [
+        (b"a", True, True),
+        (b"orders.new.eu", True, True),
+        (b"_INBOX.abc.1", True, True),
+        (b"a*b.c>d", True, True),
+        (b"\xc3\xa9t\xc3\xa9", True, True),
+        (b"a.*", False, True),
+        (b"*.b", False, True),
+        (b"a.>", False, True),
+        (b">", False, True),
+        (b"*", False, True),
+        (b"a.>.b", False, False),
+        (b">.>", False, False),
+        (b"", False, False),
+        (b".", False, False),
+        (b"a.", False, False),
+        (b".a", False, False),
+        (b"a..b", False, False),
+        (b"a b", False, False),
+        (b"a\tb", False, False),
+        (b"a\rb", False, False),
+        (b"a\nb", False, False),
+        (b"a\x00b", False, False),
+        (b" a", False, False),
+    ],
+)
+def test_valid_subject(proto, subject, plain, wild):
+    """Tokens must be non-empty and blank-free; * and > tokens only with wildcards."""
+    assert proto.valid_subject(subject, False) is plain
+    assert proto.valid_subject(subject, True) is wild
+
+
+# --------------------------------------------------------------------------
+# parse_puback
+
+
+@pytest.mark.parametrize(
+    ("body", "result"),
+    [
+        (b'{"stream":"ORDERS","seq":12}', ("ORDERS", 12, False, None)),
+        (b'{"stream":"S","seq":3,"duplicate":true}', ("S", 3, True, None)),
+        (b'{"stream":"S","domain":"hub","seq":3}', ("S", 3, False, "hub")),
+        (b' {\n "seq" : 0 ,\t"stream" : "S" , "duplicate" : false }\r\n', ("S", 0, False, None)),
+        (b'{"stream":"S","seq":9223372036854775807}', ("S", 2**63 - 1, False, None)),
+        (
+            b'{"stream":"S","seq":5,"batch":"b1","count":3,"val":null,"x":-1.5e+3,"y":"z"}',
+            ("S", 5, False, None),
+        ),
+        (b'{"stream":"","seq":1}', ("", 1, False, None)),
+    ],
+)
+def test_puback_fast_path(proto, body, result):
+    """Flat PubAck bodies are read without json.loads."""
+    assert proto.parse_puback(body) == result
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"}}',
+        b'{"stream":"S","seq":1,"error":"x"}',
+        b'{"stream":"S\\u0041","seq":1}',
+        b'{"stream":"S","seq":1,"nested":{"a":1}}',
+        b'{"stream":"S","seq":1,"list":[1]}',
+        b'{"stream":"S"}',
+        b'{"seq":1}',
+        b"{}",
+        b"",
+        b"[]",
+        b'{"stream":"S","seq":1',
+        b'{"stream":"S","seq":1,}',
+        b'{"stream":"S","seq":1}x',
+        b'{"stream":"S","seq":-1}',
+        b'{"stream":"S","seq":-0}',
+        b'{"stream":"S","seq":1.0}',
+        b'{"stream":"S","seq":1e3}',
+        b'{"stream":"S","seq":01}',
+        b'{"stream":"S","seq":"1"}',
+        b'{"stream":"S","seq":9223372036854775808}',
+        b'{"stream":1,"seq":1}',
+        b'{"stream":null,"seq":1}',
+        b'{"stream":"S","seq":1,"duplicate":1}',
+        b'{"stream":"S","seq":1,"duplicate":null}',
+        b'{"stream":"S","seq":1,"domain":null}',
+        b'{"stream":"S","stream":"T","seq":1}',
+        b'{"stream":"S","seq":1,"seq":2}',
+        b'{"stream":"S","seq":1,"x":NaN}',
+        b'{"stream":"S","seq":1,"x":tru}',
+        b'{"stream":"\xc3\xa9","seq":1}',
+        b'{"stream":"a\tb","seq":1}',
+        b"{'stream':'S','seq':1}",
+        b'{"stream":"S","seq":1,"x":.5}',
+        b'{"stream":"S","seq":1,"x":1.}',
+    ],
+)
+def test_puback_declines_everything_else(proto, body):
+    """Errors, nesting, escapes, bad or duplicate fields and malformed JSON return None."""
+    assert proto.parse_puback(body) is None
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_puback_buffer_types(proto, kind):
+    """Any bytes-like body works."""
+    assert proto.parse_puback(kind(b'{"stream":"S","seq":2}')) == ("S", 2, False, None)
+
+
+# --------------------------------------------------------------------------
+# implementation selection
+
+
+def test_select_python():
+    """JETSTREAM_SYNC_IMPL=python picks the pure-Python twin."""
+    from jetstream_sync import _protocol
+
+    assert _protocol.select("python").IMPL == "python"
+
+
+def test_select_c_when_built():
+    """JETSTREAM_SYNC_IMPL=c picks the C core, and so does leaving it unset."""
+    from jetstream_sync import _protocol
+
+    assert _protocol.select("c").IMPL == "c"
+    assert _protocol.select(None).IMPL == "c"
+    assert _protocol.select("").IMPL == "c"
+
+
+def test_select_without_the_extension(monkeypatch):
+    """Without _ffi: unset falls back to Python, c fails loudly."""
+    from jetstream_sync import _protocol
+
+    monkeypatch.setitem(sys.modules, "jetstream_sync._ffi", None)
+    assert _protocol.select(None).IMPL == "python"
+    with pytest.raises(ImportError, match="JETSTREAM_SYNC_IMPL=c but the C extension"):
+        _protocol.select("c")
+
+
+@pytest.mark.parametrize("value", ["C", "cffi", "py", "auto"])
+def test_select_rejects_other_values(value):
+    """Any other value is an ImportError naming the allowed ones."""
+    from jetstream_sync import _protocol
+
+    with pytest.raises(ImportError, match="c, python"):
+        _protocol.select(value)
+
+
+@pytest.mark.parametrize(("value", "impl"), [("c", "c"), ("python", "python"), (None, "c")])
+def test_environment_variable_picks_at_import(value, impl):
+    """The package reads JETSTREAM_SYNC_IMPL once, at import, and says what it chose."""
+    env = {k: v for k, v in os.environ.items() if k != "JETSTREAM_SYNC_IMPL"}
+    if value is not None:
+        env["JETSTREAM_SYNC_IMPL"] = value
+    code = "import jetstream_sync._protocol as p; print(p.IMPL, p.__impl__, p.parse.__module__)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    module = {"c": "jetstream_sync._protocol._c", "python": "jetstream_sync._protocol._py"}[impl]
+    assert out == [impl, impl, module]
+
+
+def test_bad_environment_variable_fails_the_import():
+    """An unknown JETSTREAM_SYNC_IMPL makes importing the package fail loudly."""
+    env = dict(os.environ, JETSTREAM_SYNC_IMPL="fast")
+    result = subprocess.run(
+        [sys.executable, "-c", "import jetstream_sync._protocol"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "JETSTREAM_SYNC_IMPL='fast' is not one of c, python" in result.stderr

@@ -1,0 +1,278 @@
+"""Each exported C function, called directly through cffi on exactly-sized buffers.
+
+The inputs are copied into ``char[len]`` arrays with nothing after them, so
+the ASan build (``csrc/asan.sh``) catches any read past the stated length.
+"""
+
+from __future__ import annotations
+
+import pytest
+from jetstream_sync._ffi import ffi, lib
+
+from jetstream_sync._protocol import _py
+
+GUARD = -12345  # sentinel value that output slots past the written ones must keep
+
+
+def exact(data: bytes):
+    """A cdata char array holding exactly data, no terminator."""
+    array = ffi.new(f"char[{max(len(data), 1)}]")
+    ffi.memmove(array, data, len(data))
+    return array
+
+
+def guarded(count: int):
+    """An int64 array of count slots, all set to GUARD."""
+    array = ffi.new(f"int64_t[{count}]")
+    for i in range(count):
+        array[i] = GUARD
+    return array
+
+
+def c_parse(data: bytes, start=0, end=None, max_ops=64):
+    """Call jss_parse; return (rc, ops list, consumed, need, err_pos, ops array)."""
+    end = len(data) if end is None else end
+    ops = guarded(max_ops * lib.JSS_OP_FIELDS + lib.JSS_OP_FIELDS)
+    state = guarded(lib.JSS_STATE_FIELDS)
+    rc = lib.jss_parse(exact(data), start, end, ops, max_ops, state)
+    flat = list(ffi.unpack(ops, max(rc, 0) * lib.JSS_OP_FIELDS))
+    return rc, flat, state[0], state[1], state[2], ops
+
+
+# --------------------------------------------------------------------------
+# constants
+
+
+def test_constants_match_the_python_twin():
+    """Op kinds, limits and error codes in the header equal the Python module's."""
+    assert (lib.JSS_OP_MSG, lib.JSS_OP_HMSG, lib.JSS_OP_PING, lib.JSS_OP_PONG) == (1, 2, 3, 4)
+    assert (lib.JSS_OP_OK, lib.JSS_OP_ERR, lib.JSS_OP_INFO) == (5, 6, 7)
+    assert lib.JSS_OP_FIELDS == _py.OP_FIELDS
+    assert lib.JSS_MAX_PAYLOAD == _py.MAX_PAYLOAD
+    assert lib.JSS_MAX_CONTROL_LINE == _py.MAX_CONTROL_LINE
+    assert lib.JSS_MIN_HEADER_BLOCK == _py.MIN_HEADER_BLOCK
+    c_errors = {
+        name[len("JSS_ERR_") :]: getattr(lib, name)
+        for name in dir(lib)
+        if name.startswith("JSS_ERR_")
+    }
+    py_errors = {
+        name[len("ERR_") :]: getattr(_py, name) for name in dir(_py) if name.startswith("ERR_")
+    }
+    assert c_errors == py_errors
+    assert set(_py.ERROR_MESSAGES) == set(c_errors.values())
+
+
+# --------------------------------------------------------------------------
+# jss_parse
+
+
+def test_jss_parse_writes_ops_and_state():
+    """Whole ops go to ops, consumed/need/err_pos to state; nothing past them is touched."""
+    data = b"MSG a 1 r 2\r\nhi\r\nPING\r\nMSG b 2 5\r\nab"
+    rc, flat, consumed, need, _, ops = c_parse(data)
+    assert rc == 2
+    msg = [lib.JSS_OP_MSG, 4, 1, 1, 8, 1, 0, 0, 13, 2]
+    assert flat == msg + [lib.JSS_OP_PING] + [0] * 9
+    assert (consumed, need) == (23, len(b"MSG b 2 5\r\n") + 5 + 2)
+    assert ops[2 * lib.JSS_OP_FIELDS] == GUARD
+
+
+def test_jss_parse_stops_at_max_ops():
+    """With max_ops reached it returns max_ops and consumed points at the next op."""
+    data = b"PING\r\n" * 5
+    rc, flat, consumed, need, _, ops = c_parse(data, max_ops=3)
+    assert (rc, consumed, need) == (3, 18, 0)
+    assert ops[3 * lib.JSS_OP_FIELDS] == GUARD
+    rc, _, consumed, _, _, _ = c_parse(data, start=18, max_ops=3)
+    assert (rc, consumed) == (2, 30)
+
+
+def test_jss_parse_window_and_absolute_offsets():
+    """Parsing starts at start, stops at end, and offsets index the whole buffer."""
+    data = b"xxMSG s 4 1\r\nz\r\nyy"
+    rc, flat, consumed, need, _, _ = c_parse(data, start=2, end=len(data) - 2)
+    assert rc == 1
+    assert flat == [lib.JSS_OP_MSG, 6, 1, 4, 0, 0, 0, 0, 13, 1]
+    assert (consumed, need) == (len(data) - 2, 0)
+
+
+def test_jss_parse_hmsg_fields():
+    """HMSG: h covers the header block, p the rest of total_size."""
+    data = b"HMSG s 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    rc, flat, consumed, _, _, _ = c_parse(data)
+    assert rc == 1
+    assert flat == [lib.JSS_OP_HMSG, 5, 1, 1, 0, 0, 16, 12, 28, 2]
+    assert consumed == len(data)
+
+
+def test_jss_parse_start_after_end_is_an_error():
+    """start > end returns JSS_ERR_RANGE without reading anything."""
+    rc, _, consumed, need, _, _ = c_parse(b"PING\r\n", start=5, end=2)
+    assert (rc, consumed, need) == (lib.JSS_ERR_RANGE, 5, 0)
+
+
+def test_jss_parse_empty_window():
+    """start == end returns 0 ops."""
+    assert c_parse(b"PING\r\n", start=6)[:4] == (0, [], 6, 0)
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"XYZ", lib.JSS_ERR_OP),
+        (b"PINGX", lib.JSS_ERR_OP),
+        (b"PING\n", lib.JSS_ERR_OP),
+        (b"PING \n", lib.JSS_ERR_BARE_LF),
+        (b"MSG a\r 1 1\r\n", lib.JSS_ERR_STRAY_CR),
+        (b"MSG a 1\r\n", lib.JSS_ERR_ARGS),
+        (b"MSG a b 1\r\n", lib.JSS_ERR_NUMBER),
+        (b"MSG a 1 67108865\r\n", lib.JSS_ERR_SIZE),
+        (b"HMSG a 1 11 20\r\n", lib.JSS_ERR_HDR_SIZE),
+        (b"MSG a 1 1\r\nxyz", lib.JSS_ERR_PAYLOAD_END),
+        (b"HMSG a 1 12 12\r\nNATS/1.0\r\n\r\r\r\n", lib.JSS_ERR_HDR_BLOCK),
+        (b"INFO " + b"x" * lib.JSS_MAX_CONTROL_LINE, lib.JSS_ERR_LINE_TOO_LONG),
+    ],
+)
+def test_jss_parse_error_codes(data, code):
+    """Each kind of bad input has its code; state[0] and state[2] point at the bad op."""
+    rc, _, consumed, _, err_pos, _ = c_parse(b"+OK\r\n" + data)
+    assert (rc, consumed, err_pos) == (code, 5, 5)
+
+
+@pytest.mark.parametrize("cut", range(len(b"HMSG a 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")))
+def test_jss_parse_reads_nothing_past_end(cut):
+    """Every prefix of a frame is 'need more' (the buffer ends exactly at end)."""
+    data = b"HMSG a 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"[:cut]
+    rc, _, consumed, _, _, _ = c_parse(data)
+    assert (rc, consumed) == (0, 0)
+
+
+# --------------------------------------------------------------------------
+# jss_parse_headers
+
+
+def c_headers(block: bytes, max_pairs=8):
+    """Call jss_parse_headers; return (rc, pairs as bytes, meta list, pairs array)."""
+    pairs = guarded(max_pairs * lib.JSS_HDR_FIELDS + lib.JSS_HDR_FIELDS)
+    meta = guarded(lib.JSS_HDR_META_FIELDS)
+    rc = lib.jss_parse_headers(exact(block), len(block), pairs, max_pairs, meta)
+    found = []
+    for i in range(min(max(rc, 0), max_pairs)):
+        k, k_len, v, v_len = pairs[4 * i : 4 * i + 4]
+        found.append((block[k : k + k_len], block[v : v + v_len]))
+    return rc, found, list(meta), pairs
+
+
+def test_jss_parse_headers_pairs_and_status():
+    """Returns the pair count, offsets of keys/values, and the status in meta."""
+    block = b"NATS/1.0 408 Request Timeout\r\nA: 1\r\nB:two  \r\n\r\n"
+    rc, found, meta, _ = c_headers(block)
+    assert rc == 2
+    assert found == [(b"A", b"1"), (b"B", b"two")]
+    assert meta[0] == 408
+    assert block[meta[1] : meta[1] + meta[2]] == b"Request Timeout"
+
+
+def test_jss_parse_headers_without_status():
+    """meta[0] is -1 when the first line has no status."""
+    rc, found, meta, _ = c_headers(b"NATS/1.0\r\n\r\n")
+    assert (rc, found, meta[0]) == (0, [], -1)
+
+
+def test_jss_parse_headers_counts_beyond_max_pairs():
+    """With too little room it still returns the total and writes only max_pairs."""
+    block = b"NATS/1.0\r\n" + b"".join(b"K%d: v\r\n" % i for i in range(5)) + b"\r\n"
+    rc, found, _, pairs = c_headers(block, max_pairs=2)
+    assert rc == 5
+    assert found == [(b"K0", b"v"), (b"K1", b"v")]
+    assert pairs[2 * lib.JSS_HDR_FIELDS] == GUARD
+
+
+@pytest.mark.parametrize(
+    ("block", "code", "line"),
+    [
+        (b"NATS/1.", lib.JSS_ERR_HDR_PREFIX, 0),
+        (b"NATS/1.0\r\n", lib.JSS_ERR_HDR_END, 0),
+        (b"NATS/1.0x\r\n\r\n", lib.JSS_ERR_HDR_PREFIX, 0),
+        (b"NATS/1.0 99\r\n\r\n", lib.JSS_ERR_HDR_STATUS, 0),
+        (b"NATS/1.0\r\nA: b\r\nnope\r\n\r\n", lib.JSS_ERR_HDR_LINE, 16),
+        (b"NATS/1.0\r\n:v\r\n\r\n", lib.JSS_ERR_HDR_KEY, 10),
+        (b"NATS/1.0\r\nA: b\nc\r\n\r\n", lib.JSS_ERR_HDR_CRLF, 10),
+    ],
+)
+def test_jss_parse_headers_errors(block, code, line):
+    """Each defect has its code; meta[3] is the offset of the line in error."""
+    rc, _, meta, _ = c_headers(block)
+    assert (rc, meta[3]) == (code, line)
+
+
+# --------------------------------------------------------------------------
+# jss_valid_subject
+
+
+@pytest.mark.parametrize(
+    ("subject", "wildcards", "valid"),
+    [
+        (b"a.b", 0, 1),
+        (b"a.*", 0, 0),
+        (b"a.*", 1, 1),
+        (b"a.>", 1, 1),
+        (b">.a", 1, 0),
+        (b"a..b", 1, 0),
+        (b"", 1, 0),
+        (b"a\x00", 0, 0),
+        (b"a.b.", 0, 0),
+    ],
+)
+def test_jss_valid_subject(subject, wildcards, valid):
+    """1 for valid subjects, 0 otherwise, reading exactly len bytes."""
+    assert lib.jss_valid_subject(exact(subject), len(subject), wildcards) == valid
+
+
+def test_jss_valid_subject_respects_len():
+    """Bytes after len are not part of the subject."""
+    assert lib.jss_valid_subject(exact(b"a.b c"), 3, 0) == 1
+    assert lib.jss_valid_subject(exact(b"a.b"), 2, 0) == 0
+
+
+# --------------------------------------------------------------------------
+# jss_parse_puback
+
+
+def c_puback(body: bytes):
+    """Call jss_parse_puback; return (rc, out list)."""
+    out = guarded(lib.JSS_PUBACK_FIELDS)
+    rc = lib.jss_parse_puback(exact(body), len(body), out)
+    return rc, list(out)
+
+
+def test_jss_parse_puback_fields():
+    """Stream and domain come back as offsets, seq as a number, duplicate as 0/1."""
+    body = b'{"stream":"ORDERS","domain":"hub","seq":42,"duplicate":true}'
+    rc, out = c_puback(body)
+    assert rc == 1
+    assert body[out[0] : out[0] + out[1]] == b"ORDERS"
+    assert out[2:4] == [42, 1]
+    assert body[out[4] : out[4] + out[5]] == b"hub"
+
+
+def test_jss_parse_puback_absent_domain():
+    """domain_len is -1 when there is no domain."""
+    rc, out = c_puback(b'{"seq":1,"stream":"S"}')
+    assert rc == 1
+    assert out[2:] == [1, 0, 0, -1]
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"{", b'{"stream":"S","seq":1', b'{"error":1}', b'{"stream":"S","seq":1} ,']
+)
+def test_jss_parse_puback_declines(body):
+    """0 for anything outside the fast path, including truncated bodies."""
+    assert c_puback(body)[0] == 0
+
+
+@pytest.mark.parametrize("cut", range(len(b'{"stream":"S","seq":12,"duplicate":false}')))
+def test_jss_parse_puback_truncations(cut):
+    """Every truncation of a good body is declined without reading past it."""
+    assert c_puback(b'{"stream":"S","seq":12,"duplicate":false}'[:cut])[0] == 0

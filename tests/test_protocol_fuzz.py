@@ -1,0 +1,637 @@
+"""Differential fuzzing: the C core and the Python twin agree on every input.
+
+Valid frame streams are checked against what was generated, split at random
+points and fed the way the reader feeds them; mutated streams and protocol-ish
+garbage only need both implementations to agree, step by step, on the ops or
+on the ProtocolError. Each Hypothesis example carries many inputs (streams,
+split plans, blocks, subjects...); ``test_zz_enough_inputs`` checks that one
+run of this file generated at least 100,000 of them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jetstream_sync._ffi import ffi, lib
+
+from jetstream_sync._protocol import _c, _py
+from jetstream_sync.errors import BadHeaderError, ProtocolError
+
+IMPLS = (_c, _py)
+INPUTS: Counter[str] = Counter()  # inputs generated per test, summed by test_zz_enough_inputs
+REQUIRED_INPUTS = 100_000
+
+
+def fuzz_settings(examples: int):
+    """Hypothesis settings of this file: no deadline, fresh randomness every run."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+# --------------------------------------------------------------------------
+# running both implementations
+
+
+def outcome(func, *args):
+    """func(*args), or the exception's type and message when it raises one of ours."""
+    try:
+        return ("ok", func(*args))
+    except (ProtocolError, BadHeaderError, ValueError) as exc:
+        return ("raised", type(exc), str(exc))
+
+
+def materialize(buf, ops):
+    """The ops as (kind, a, sid, r, h, p) tuples of bytes."""
+    out = []
+    for i in range(0, len(ops), 10):
+        kind, a_off, a_len, sid, r_off, r_len, h_off, h_len, p_off, p_len = ops[i : i + 10]
+        out.append(
+            (
+                kind,
+                bytes(buf[a_off : a_off + a_len]),
+                sid,
+                bytes(buf[r_off : r_off + r_len]),
+                bytes(buf[h_off : h_off + h_len]),
+                bytes(buf[p_off : p_off + p_len]),
+            )
+        )
+    return out
+
+
+def feed_both(data: bytes, cuts, compact=True, junk=b""):
+    """Feed data in pieces to both implementations as the reader would, in lockstep.
+
+    Each step appends the next piece, parses ``buf[start:end]`` with ``junk``
+    lying after ``end`` (it must not matter), then either drops the consumed
+    bytes (compact) or keeps them and starts the next parse at ``consumed``.
+    Both implementations must give equal results, or raise the same error at
+    the same step. Returns (ops seen, unconsumed tail, error or None, steps).
+    """
+    buf = bytearray()
+    start = 0
+    seen = []
+    last = 0
+    steps = 0
+    for cut in [*sorted(cuts), len(data)]:
+        buf += data[last:cut]
+        last = cut
+        window = bytes(buf) + junk
+        results = [outcome(impl.parse, window, start, len(buf)) for impl in IMPLS]
+        steps += 1
+        assert results[0] == results[1], (data, cuts, start)
+        if results[0][0] == "raised":
+            return seen, bytes(buf[start:]), results[0], steps
+        ops, consumed, need = results[0][1]
+        assert start <= consumed <= len(buf)
+        assert need == 0 or consumed + need > len(buf)
+        seen += materialize(window, ops)
+        if compact:
+            del buf[:consumed]
+            start = 0
+        else:
+            start = consumed
+    return seen, bytes(buf[start:]), None, steps
+
+
+def c_parse_exact(data: bytes) -> int:
+    """jss_parse on an exactly-sized copy (ASan sees any over-read); returns ops or error code."""
+    array = ffi.new(f"char[{max(len(data), 1)}]")
+    ffi.memmove(array, data, len(data))
+    ops = ffi.new("int64_t[]", 64 * lib.JSS_OP_FIELDS)
+    state = ffi.new("int64_t[]", lib.JSS_STATE_FIELDS)
+    return lib.jss_parse(array, 0, len(data), ops, 64, state)
+
+
+# --------------------------------------------------------------------------
+# strategies for valid frames
+
+
+def latin1(alphabet: str, min_size=0, max_size=10):
+    """Bytes drawn from the given byte values (as latin-1 characters)."""
+    return st.text(alphabet=alphabet, min_size=min_size, max_size=max_size).map(
+        lambda s: s.encode("latin-1")
+    )
+
+
+NON_BLANK = "".join(chr(b) for b in range(256) if chr(b) not in " \t\r\n")
+NO_CRLF = "".join(chr(b) for b in range(256) if chr(b) not in "\r\n")
+KEY_CHARS = "".join(chr(b) for b in range(0x21, 0x7F) if chr(b) != ":")
+
+blanks = latin1(" \t", 1, 3)
+trailing = latin1(" \t", 0, 2)
+tokens = st.one_of(
+    st.sampled_from([b"a", b"orders.new", b"_INBOX.x1y2.3", b"$JS.ACK.S.C.1.2.3.4.5"]),
+    latin1(NON_BLANK, 1, 12),
+)
+sids = st.integers(0, 2**63 - 1)
+payloads = st.one_of(
+    st.binary(max_size=40),
+    st.lists(
+        st.sampled_from([b"\r", b"\n", b"\r\n", b"MSG a 1 1\r\n", b"PING", b"x", b"\x00", b" "]),
+        max_size=8,
+    ).map(b"".join),
+)
+
+
+@st.composite
+def op_names(draw, name: bytes) -> bytes:
+    """name with a random case per letter."""
+    mask = draw(st.integers(0, 15))
+    return bytes(c ^ 0x20 if c >= 0x41 and mask >> i & 1 else c for i, c in enumerate(name))
+
+
+@st.composite
+def numbers(draw, value: int) -> bytes:
+    """value in decimal, sometimes zero-padded."""
+    return b"0" * draw(st.integers(0, 2)) + b"%d" % value
+
+
+@st.composite
+def header_blocks(draw):
+    """A valid header block and the parse_headers result it must give."""
+    status, description, status_part = None, "", b""
+    if draw(st.booleans()):
+        status = draw(st.integers(100, 999))
+        text = draw(latin1(NO_CRLF, 0, 12))
+        status_part = draw(blanks) + b"%d" % status
+        if text.strip(b" \t"):
+            status_part += draw(blanks) + text
+            description = text.strip(b" \t").decode("utf-8", "surrogateescape")
+        status_part += draw(trailing)
+    lines, pairs = [], []
+    for _ in range(draw(st.integers(0, 4))):
+        key = draw(latin1(KEY_CHARS, 1, 8))
+        value = draw(latin1(NO_CRLF, 0, 10))
+        lines.append(key + b":" + draw(trailing) + value)
+        decode = lambda b: b.decode("utf-8", "surrogateescape")  # noqa: E731
+        pairs.append((decode(key), decode(value.strip(b" \t"))))
+    block = b"NATS/1.0" + status_part + b"\r\n" + b"".join(line + b"\r\n" for line in lines)
+    return block + b"\r\n", (status, description, pairs)
+
+
+@st.composite
+def msg_frames(draw):
+    """A MSG or HMSG frame and its expected op."""
+    headers = draw(st.booleans())
+    subject, sid, payload = draw(tokens), draw(sids), draw(payloads)
+    reply = draw(st.one_of(st.just(b""), tokens))
+    args = [subject, draw(numbers(sid))] + ([reply] if reply else [])
+    block = b""
+    if headers:
+        block = draw(header_blocks())[0]
+        args.append(draw(numbers(len(block))))
+    args.append(draw(numbers(len(block) + len(payload))))
+    line = draw(op_names(b"HMSG" if headers else b"MSG"))
+    for arg in args:
+        line += draw(blanks) + arg
+    wire = line + draw(trailing) + b"\r\n" + block + payload + b"\r\n"
+    return wire, (2 if headers else 1, subject, sid, reply, block, payload)
+
+
+@st.composite
+def other_frames(draw):
+    """A PING, PONG, +OK, -ERR or INFO frame and its expected op."""
+    kind = draw(st.sampled_from([3, 4, 5, 6, 7]))
+    name = {3: b"PING", 4: b"PONG", 5: b"+OK", 6: b"-ERR", 7: b"INFO"}[kind]
+    line = draw(op_names(name))
+    text = b""
+    if kind == 6:
+        raw = draw(latin1(NO_CRLF, 0, 16))
+        quoted = b"'" + raw + b"'" if draw(st.booleans()) else raw
+        line += draw(blanks) + quoted if quoted else b""
+        text = quoted.strip(b" \t'")
+    elif kind == 7:
+        text = draw(latin1(NO_CRLF, 1, 24)).strip(b" \t") or b"{}"
+        line += draw(blanks) + text
+    return line + draw(trailing) + b"\r\n", (kind, text, 0, b"", b"", b"")
+
+
+frame_lists = st.lists(st.one_of(msg_frames(), other_frames()), min_size=1, max_size=10)
+
+
+@st.composite
+def cut_plans(draw, length: int):
+    """Up to 8 split points in [0, length]."""
+    return draw(st.lists(st.integers(0, length), max_size=8))
+
+
+# --------------------------------------------------------------------------
+# parse
+
+
+@fuzz_settings(700)
+@given(data=st.data(), stream=frame_lists)
+def test_valid_streams_come_out_whole_at_any_split(data, stream):
+    """Generated frames come back exactly, whatever the split points, from both cores."""
+    wire = b"".join(w for w, _ in stream)
+    expected = [e for _, e in stream]
+    for _ in range(4):
+        cuts = data.draw(cut_plans(len(wire)))
+        compact = data.draw(st.booleans())
+        junk = data.draw(st.sampled_from([b"", b"\r\nMSG", b"X"]))
+        seen, tail, error, steps = feed_both(wire, cuts, compact, junk)
+        INPUTS["valid streams"] += steps
+        assert error is None
+        assert (seen, tail) == (expected, b"")
+
+
+def test_valid_header_blocks_parse_to_what_was_generated():
+    """The generated header blocks parse to their expected triples in both cores."""
+
+    @fuzz_settings(300)
+    @given(st.lists(header_blocks(), min_size=1, max_size=8))
+    def check(blocks):
+        for block, expected in blocks:
+            INPUTS["valid header blocks"] += 1
+            assert _c.parse_headers(block) == _py.parse_headers(block) == expected
+
+    check()
+
+
+MUTATION_BYTES = b" \t\r\n0123456789:MSGHPINOKERFmsgh+-'\x00\xff.{}"
+
+
+def mutate(rng: random.Random, data: bytes) -> bytes:
+    """data with 1-3 random byte edits (replace, insert, delete, duplicate, truncate)."""
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 3)):
+        if not buf:
+            buf.append(rng.choice(MUTATION_BYTES))
+            continue
+        i = rng.randrange(len(buf))
+        action = rng.randrange(5)
+        if action == 0:
+            buf[i] = rng.choice(MUTATION_BYTES) if rng.random() < 0.8 else rng.randrange(256)
+        elif action == 1:
+            buf.insert(i, rng.choice(MUTATION_BYTES))
+        elif action == 2:
+            del buf[i]
+        elif action == 3:
+            j = rng.randrange(i, min(len(buf), i + 16) + 1)
+            buf[i:i] = buf[i:j]
+        else:
+            del buf[i:]
+    return bytes(buf)
+
+
+def random_cuts(rng: random.Random, length: int) -> list[int]:
+    """0-4 random split points in [0, length]."""
+    return [rng.randint(0, length) for _ in range(rng.randint(0, 4))]
+
+
+@fuzz_settings(500)
+@given(stream=frame_lists, rng=st.randoms(use_true_random=True))
+def test_mutated_streams_agree(stream, rng):
+    """Mutants of valid streams give identical results or identical errors, step by step."""
+    wire = b"".join(w for w, _ in stream)
+    for _ in range(16):
+        mutant = mutate(rng, wire)
+        assert outcome(_c.parse, mutant, 0, len(mutant)) == outcome(
+            _py.parse, mutant, 0, len(mutant)
+        )
+        *_, steps = feed_both(mutant, random_cuts(rng, len(mutant)), rng.random() < 0.5)
+        INPUTS["mutated streams"] += 1 + steps
+        c_parse_exact(mutant)
+
+
+OP_NAMES = [b"MSG", b"HMSG", b"PING", b"PONG", b"+OK", b"-ERR", b"INFO"]
+WORDS = [b"a", b"a.b", b"_INBOX.1", b"'quoted'", b"{}", b"\x00", b"\xff", b"\x0b", b"x1"]
+NUMBERS = [
+    b"0",
+    b"1",
+    b"2",
+    b"5",
+    b"11",
+    b"12",
+    b"14",
+    b"20",
+    b"007",
+    b"-1",
+    b"+1",
+    b"1x",
+    b"",
+    b"99999999999999999999",
+    b"9223372036854775807",
+    b"9223372036854775808",
+    b"67108864",
+    b"67108865",
+]
+BLOCKS = [
+    b"NATS/1.0\r\n\r\n",
+    b"NATS/1.0 503\r\n\r\n",
+    b"NATS/1.0\r\nA: b\r\n\r\n",
+    b"NATS/1.1\r\n\r\n",
+]
+
+
+def random_case(rng: random.Random, name: bytes) -> bytes:
+    """name with each letter's case flipped at random."""
+    return bytes(c ^ 0x20 if c >= 0x41 and rng.random() < 0.3 else c for c in name)
+
+
+def garbage_args(rng: random.Random, name: bytes) -> list[bytes]:
+    """Arguments shaped for the op most of the time, random ones otherwise."""
+    if rng.random() < 0.1:
+        return [rng.choice(WORDS + NUMBERS) for _ in range(rng.randint(0, 6))]
+    if name == b"MSG":
+        return (
+            [rng.choice(WORDS), rng.choice(NUMBERS)]
+            + [rng.choice(WORDS)] * rng.randint(0, 1)
+            + [rng.choice(NUMBERS)]
+        )
+    if name == b"HMSG":
+        return (
+            [rng.choice(WORDS), rng.choice(NUMBERS)]
+            + [rng.choice(WORDS)] * rng.randint(0, 1)
+            + [rng.choice(NUMBERS), rng.choice(NUMBERS)]
+        )
+    if name in (b"-ERR", b"INFO"):
+        return [rng.choice(WORDS) for _ in range(rng.randint(0, 3))]
+    return []
+
+
+def garbage_frame(rng: random.Random) -> bytes:
+    """A frame-like sequence: a (usually) real op name, (usually) fitting arguments, a body
+    sized (usually) by the last argument, and perturbed separators and endings."""
+    upper = rng.choice(OP_NAMES)
+    name = random_case(rng, upper)
+    if rng.random() < 0.05:
+        name = name[: rng.randrange(len(name))] + bytes([rng.choice(MUTATION_BYTES)])
+    args = garbage_args(rng, upper)
+    line = name + b"".join(rng.choice([b" ", b" ", b"\t", b"  ", b" \t"]) + a for a in args)
+    line += rng.choice([b"", b"", b" ", b"\t"]) + rng.choice([b"\r\n"] * 12 + [b"\n", b"\r", b""])
+    if upper not in (b"MSG", b"HMSG") or not args:
+        return line
+    size = int(args[-1]) if args[-1].isdigit() and int(args[-1]) < 64 else rng.randint(0, 30)
+    body = rng.choice(BLOCKS) if upper == b"HMSG" else b""
+    body += bytes(rng.choice(b"ab\r\n") for _ in range(max(0, size - len(body))))
+    body = body[: max(0, size + rng.choice([0, 0, 0, 0, -1, 1]))]
+    return line + body + rng.choice([b"\r\n"] * 6 + [b"\n", b"", b"\r", b"\r\r"])
+
+
+def garbage(rng: random.Random) -> bytes:
+    """A buffer of 1-4 frame-like sequences, sometimes with stray bytes between them."""
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        parts.append(garbage_frame(rng))
+        if rng.random() < 0.05:
+            parts.append(bytes([rng.randrange(256)]))
+    return b"".join(parts)
+
+
+@fuzz_settings(1500)
+@given(rng=st.randoms(use_true_random=True))
+def test_garbage_agrees(rng):
+    """Protocol-ish garbage: both cores agree on ops, need, or the error, at any split."""
+    for _ in range(30):
+        data = garbage(rng)
+        assert outcome(_c.parse, data, 0, len(data)) == outcome(_py.parse, data, 0, len(data))
+        *_, steps = feed_both(data, random_cuts(rng, len(data)), rng.random() < 0.5)
+        INPUTS["garbage"] += 1 + steps
+        c_parse_exact(data)
+
+
+# --------------------------------------------------------------------------
+# parse_headers
+
+
+HEADER_PIECES = [
+    b"NATS/1.0",
+    b"NATS/1.0",
+    b" ",
+    b"\t",
+    b"\r\n",
+    b"\r\n",
+    b"\r",
+    b"\n",
+    b"503",
+    b"100",
+    b"5",
+    b"Idle Heartbeat",
+    b"Key",
+    b"k",
+    b":",
+    b": ",
+    b"v",
+    b"a:b",
+    b"\xff",
+    b"\xc3\xa9",
+]
+
+
+def header_garbage(rng: random.Random) -> bytes:
+    """A header-block-like sequence, usually starting right."""
+    parts = [b"NATS/1.0"] if rng.random() < 0.8 else []
+    parts += [rng.choice(HEADER_PIECES) for _ in range(rng.randint(0, 12))]
+    if rng.random() < 0.7:
+        parts.append(b"\r\n\r\n")
+    return b"".join(parts)
+
+
+@fuzz_settings(1000)
+@given(rng=st.randoms(use_true_random=True))
+def test_parse_headers_agrees(rng):
+    """Header blocks, good or bad: identical triples or identical ProtocolErrors."""
+    for _ in range(25):
+        block = header_garbage(rng)
+        if rng.random() < 0.3:
+            block = mutate(rng, block)
+        INPUTS["header blocks"] += 1
+        assert outcome(_c.parse_headers, block) == outcome(_py.parse_headers, block)
+        array = ffi.new(f"char[{max(len(block), 1)}]")
+        ffi.memmove(array, block, len(block))
+        pairs = ffi.new("int64_t[]", 4 * lib.JSS_HDR_FIELDS)
+        meta = ffi.new("int64_t[]", lib.JSS_HDR_META_FIELDS)
+        lib.jss_parse_headers(array, len(block), pairs, 4, meta)
+
+
+# --------------------------------------------------------------------------
+# encoders
+
+
+header_text = st.text(
+    alphabet=st.one_of(
+        st.sampled_from("Ab-_:. \t\r\n\x00\x7f\x1féК"),
+        st.characters(codec="utf-8"),
+        st.sampled_from(["\udcff", "\ud800"]),
+    ),
+    max_size=8,
+)
+
+
+def expected_header_error(key: str, value: str) -> bool:
+    """Whether encode_headers must refuse this pair."""
+    try:
+        raw_key = key.encode("utf-8", "surrogateescape")
+        raw_value = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return True
+    bad_key = not raw_key or any(b < 0x21 or b in (0x3A, 0x7F) for b in raw_key)
+    return bad_key or b"\r" in raw_value or b"\n" in raw_value
+
+
+@fuzz_settings(500)
+@given(st.lists(st.lists(st.tuples(header_text, header_text), max_size=4), min_size=1, max_size=10))
+def test_encode_headers_agrees_and_round_trips(pair_lists):
+    """Both encoders give the same block, which parses back, or both refuse."""
+    for pairs in pair_lists:
+        INPUTS["encode_headers"] += 1
+        results = [outcome(impl.encode_headers, pairs) for impl in IMPLS]
+        assert results[0] == results[1]
+        if any(expected_header_error(k, v) for k, v in pairs):
+            assert results[0][:2] == ("raised", BadHeaderError)
+            continue
+        block = results[0][1]
+        stripped = [(k, v.strip(" \t")) for k, v in pairs]
+        for impl in IMPLS:
+            assert impl.parse_headers(block) == (None, "", stripped)
+
+
+@fuzz_settings(300)
+@given(
+    st.lists(
+        st.tuples(tokens, st.one_of(st.just(b""), tokens), payloads, st.booleans()),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_encode_pub_and_hpub_agree_and_parse_back(frames):
+    """PUB/HPUB frames are identical from both cores and parse back as MSG/HMSG."""
+    block = _py.encode_headers([("K", "v")])
+    for subject, reply, payload, headers in frames:
+        INPUTS["encode_pub/hpub"] += 1
+        if headers:
+            encoded = [impl.encode_hpub(subject, reply, block, payload) for impl in IMPLS]
+        else:
+            encoded = [impl.encode_pub(subject, reply, payload) for impl in IMPLS]
+        assert encoded[0] == encoded[1]
+        name = b"HPUB " if headers else b"PUB "
+        as_msg = b"H" * headers + b"MSG " + subject + b" 5" + encoded[0][len(name + subject) :]
+        expected = (2 if headers else 1, subject, 5, reply, block if headers else b"", payload)
+        for impl in IMPLS:
+            ops, consumed, need = impl.parse(as_msg, 0, len(as_msg))
+            assert materialize(as_msg, ops) == [expected]
+            assert (consumed, need) == (len(as_msg), 0)
+
+
+# --------------------------------------------------------------------------
+# valid_subject
+
+
+def reference_valid_subject(subject: bytes, wildcards: bool) -> bool:
+    """The rule, written the obvious way."""
+    if not subject or any(b in b" \t\r\n\x00" for b in subject):
+        return False
+    tokens = subject.split(b".")
+    if not all(tokens):
+        return False
+    for i, token in enumerate(tokens):
+        if token == b"*" and not wildcards:
+            return False
+        if token == b">" and (not wildcards or i != len(tokens) - 1):
+            return False
+    return True
+
+
+SUBJECT_BYTES = b"ab.*>. \t\r\n\x00\xc3"
+
+
+@fuzz_settings(500)
+@given(rng=st.randoms(use_true_random=True))
+def test_valid_subject_agrees_with_the_rule(rng):
+    """Both cores follow the reference rule on random subjects, with and without wildcards."""
+    for _ in range(100):
+        subject = bytes(rng.choice(SUBJECT_BYTES) for _ in range(rng.randint(0, 8)))
+        wildcards = rng.random() < 0.5
+        INPUTS["valid_subject"] += 1
+        expected = reference_valid_subject(subject, wildcards)
+        assert _c.valid_subject(subject, wildcards) is _py.valid_subject(subject, wildcards)
+        assert _c.valid_subject(subject, wildcards) is expected
+
+
+# --------------------------------------------------------------------------
+# parse_puback
+
+JSON_WS = ["", "", " ", "\n", "\t ", "\r\n"]
+
+
+def puback_body(rng: random.Random) -> bytes:
+    """A PubAck-like JSON object with random key order, spacing and extra members."""
+    members = [
+        ("stream", json.dumps(rng.choice(["ORDERS", "S", "", "a b"]))),
+        ("seq", str(rng.choice([0, 1, 42, 2**63 - 1, 2**63, -1]))),
+    ]
+    optional = [
+        ("duplicate", rng.choice(["true", "false", "null", "1"])),
+        ("domain", rng.choice(['"hub"', '""', "null", "3"])),
+        ("batch", '"b1"'),
+        ("count", rng.choice(["3", "-0", "1.5", "2e10", "-7"])),
+        ("val", rng.choice(["null", "true", '"x"'])),
+        ("error", '{"code":503}'),
+        ("nested", rng.choice(["{}", "[1]"])),
+    ]
+    members += rng.sample(optional, rng.randint(0, 3))
+    rng.shuffle(members)
+
+    def ws() -> str:
+        return rng.choice(JSON_WS)
+
+    inner = ",".join(f'{ws()}"{k}"{ws()}:{ws()}{v}{ws()}' for k, v in members)
+    return (ws() + "{" + inner + "}" + ws()).encode()
+
+
+def json_oracle(body: bytes):
+    """What json.loads says the PubAck fields are, or None when it fails."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None
+    return obj.get("stream"), obj.get("seq"), obj.get("duplicate", False), obj.get("domain")
+
+
+@fuzz_settings(1000)
+@given(rng=st.randoms(use_true_random=True))
+def test_parse_puback_agrees_and_is_never_wrong(rng):
+    """Both cores agree, and any answer they give matches json.loads."""
+    for _ in range(25):
+        body = puback_body(rng)
+        if rng.random() < 0.4:
+            body = mutate(rng, body)
+        INPUTS["parse_puback"] += 1
+        result = _c.parse_puback(body)
+        assert result == _py.parse_puback(body)
+        if result is not None:
+            assert result == json_oracle(body)
+            assert isinstance(result[1], int) and isinstance(result[2], bool)
+
+
+# --------------------------------------------------------------------------
+
+
+def test_zz_enough_inputs():
+    """One run of this file generated at least 100,000 inputs."""
+    counted = {
+        "valid streams",
+        "valid header blocks",
+        "mutated streams",
+        "garbage",
+        "header blocks",
+        "encode_headers",
+        "encode_pub/hpub",
+        "valid_subject",
+        "parse_puback",
+    }
+    if set(INPUTS) != counted:
+        pytest.skip(f"only part of the file ran: {sorted(INPUTS)}")
+    total = sum(INPUTS.values())
+    print(f"\nfuzz inputs: {total} {dict(INPUTS)}")
+    assert total >= REQUIRED_INPUTS, dict(INPUTS)
