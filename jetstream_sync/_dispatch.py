@@ -75,6 +75,38 @@ class MsgQueue:
             self.pending_bytes -= len(msg.data)
             return msg
 
+    def get_batch(self, max_count: int, deadline: Deadline | None) -> list[Msg]:
+        """Take up to ``max_count`` messages at once, waiting until ``deadline`` for the first.
+
+        Returns an empty list when the queue is closed and empty.
+
+        Raises:
+            TimeoutError: nothing arrived before the deadline.
+            ConnectionClosedError: the queue was closed because the client closed.
+        """
+        with self._cond:
+            items = self._items
+            while not items:
+                if self._closed:
+                    if self._close_reason is not None:
+                        raise self._close_reason
+                    return []
+                if deadline is None:
+                    self._cond.wait(0.5)
+                    continue
+                if deadline.expired():
+                    raise TimeoutError("timed out waiting for a message")
+                self._cond.wait(deadline.slice())
+            if len(items) <= max_count:
+                taken = list(items)
+                items.clear()
+                self.pending_bytes = 0
+            else:
+                popleft = items.popleft
+                taken = [popleft() for _ in range(max_count)]
+                self.pending_bytes -= sum(len(m.data) for m in taken)
+            return taken
+
     def close(self, discard: bool = False, reason: BaseException | None = None) -> None:
         """Accept no more messages; wake every waiter.
 

@@ -52,6 +52,7 @@ class Writer:
         self._buf = bytearray()
         self._transport = None
         self._sending = False
+        self._kicked = False  # the flusher was notified and has not woken yet
         self._closed = False
         self.bytes_out = 0
         self.msgs_out = 0
@@ -72,17 +73,12 @@ class Writer:
             if self._sending or self._transport is None:
                 return
             if not urgent:
-                self._wake.notify()
+                if not self._kicked:  # one wake-up per burst, not one per frame
+                    self._kicked = True
+                    self._wake.notify()
                 return
             self._sending = True
         self._send_until_empty()
-
-    def write_many(self, frames: list[bytes], msgs: int = 0) -> None:
-        """Queue several frames at once (one lock, one wake-up)."""
-        with self._lock:
-            self._append(b"".join(frames), msgs)
-            if not self._sending and self._transport is not None:
-                self._wake.notify()
 
     def _append(self, frame: bytes, msgs: int) -> None:
         if self._closed:
@@ -138,7 +134,9 @@ class Writer:
                 while not self._closed and (
                     self._sending or not self._buf or self._transport is None
                 ):
+                    self._kicked = False
                     self._wake.wait()
+                self._kicked = False
                 if self._closed:
                     return
                 self._sending = True
@@ -156,6 +154,7 @@ class Writer:
                 self._buf[:0] = preamble
             self._buf += postamble
             self._transport = transport
+            self._kicked = True
             self._wake.notify()
 
     def detach(self) -> None:

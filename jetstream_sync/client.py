@@ -313,8 +313,10 @@ class Client:
 
     # ------------------------------------------------------------------ publish
 
-    def _subject_bytes(self, subject: str, what: str = "subject", wildcards: bool = False) -> bytes:
-        cached = self._subject_cache.get(subject) if not wildcards else None
+    def _subject_bytes(
+        self, subject: str, what: str = "subject", wildcards: bool = False, cache: bool = True
+    ) -> bytes:
+        cached = self._subject_cache.get(subject) if cache and not wildcards else None
         if cached is not None:
             return cached
         if not isinstance(subject, str):
@@ -322,7 +324,7 @@ class Client:
         raw = subject.encode()
         if not _protocol.valid_subject(raw, wildcards):
             raise BadSubjectError(f"invalid {what}: {subject!r}")
-        if not wildcards:
+        if cache and not wildcards:
             if len(self._subject_cache) >= _SUBJECT_CACHE_MAX:
                 self._subject_cache.clear()
             self._subject_cache[subject] = raw
@@ -330,7 +332,8 @@ class Client:
 
     def _encode_publish(self, subject: str, data, reply: str | None, headers: HeadersIn | None):
         subject_b = self._subject_bytes(subject)
-        reply_b = b"" if not reply else self._subject_bytes(reply, "reply subject")
+        # Replies are mostly one-off inboxes: caching them would evict the subjects.
+        reply_b = b"" if not reply else self._subject_bytes(reply, "reply subject", cache=False)
         if isinstance(data, str):
             data = data.encode()
         if headers:

@@ -89,6 +89,30 @@ class Subscription:
             raise NatsError(f"subscription to {self.subject!r} has ended")
         return msg
 
+    def next_msgs(self, max_msgs: int = 1000, timeout: float | None = 1.0) -> list[Msg]:
+        """Block until a message is pending, then take up to ``max_msgs`` at once.
+
+        Cheaper per message than :meth:`next_msg` when messages come in bursts.
+
+        Args:
+            max_msgs: the most messages to return.
+            timeout: seconds to wait for the first; ``None`` waits forever.
+
+        Returns:
+            The messages in arrival order; an empty list once the subscription
+            has ended and nothing is left.
+
+        Raises:
+            TimeoutError: nothing arrived in time.
+            ConnectionClosedError: the client was closed.
+        """
+        if self._worker is not None:
+            raise NatsError("next_msgs() is not available on a subscription with a callback")
+        if max_msgs < 1:
+            raise ValueError("max_msgs must be at least 1")
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        return self._queue.get_batch(max_msgs, deadline)
+
     def __iter__(self) -> Iterator[Msg]:
         """Yield messages as they arrive, until the subscription ends."""
         if self._worker is not None:

@@ -17,6 +17,7 @@ from .._deadline import Deadline, check_timeout
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
+    NatsError,
     NoRespondersError,
     TimeoutError,
     TooManyPendingAcksError,
@@ -84,6 +85,53 @@ def publish_headers(
     return Headers.from_pairs(pairs) if pairs else None
 
 
+class _AckPrefixes:
+    """Recognises the server's usual PubAck quickly.
+
+    A stream answers every stored message with the same prefix
+    (``{"stream":"S","seq":`` or with a domain) then the sequence and ``}``.
+    The first ack of each prefix is checked by the protocol core's parser;
+    afterwards a match on the prefix is enough.
+    """
+
+    _MAX = 256
+
+    def __init__(self) -> None:
+        self._known: dict[bytes, tuple[str, str | None]] = {}
+
+    def parse(self, data: bytes) -> tuple[str, int, bool, str | None] | None:
+        """``(stream, seq, duplicate, domain)``, or None when the body needs full JSON."""
+        cut = data.rfind(b":") + 1
+        digits = data[cut:-1]
+        if cut and data[-1:] == b"}" and digits.isdigit():
+            known = self._known.get(data[:cut])
+            if known is not None:
+                return known[0], int(digits), False, known[1]
+        if b'"batch"' in data or b'"val"' in data:
+            return None  # batch acks and counter values need every key
+        parsed = _protocol.parse_puback(data)
+        if parsed is not None and not parsed[2] and digits.isdigit():
+            if len(self._known) >= self._MAX:
+                self._known.clear()
+            self._known[data[:cut]] = (parsed[0], parsed[3])
+        return parsed
+
+
+_ACK_PREFIXES = _AckPrefixes()
+
+
+def _fast_ack(msg: Msg) -> tuple[str, int, bool, str | None] | None:
+    """The PubAck fields of a plain success reply, or None (status, error, batch...)."""
+    if msg._raw_headers is not None:
+        return None
+    return _ACK_PREFIXES.parse(msg.data)
+
+
+def _pub_ack(fields: tuple[str, int, bool, str | None]) -> PubAck:
+    stream, seq, duplicate, domain = fields
+    return PubAck(stream=stream, seq=seq, duplicate=duplicate, domain=domain)
+
+
 def parse_pub_ack(msg: Msg) -> PubAck:
     """Turn a PubAck reply into a :class:`PubAck`, or raise its error.
 
@@ -94,16 +142,12 @@ def parse_pub_ack(msg: Msg) -> PubAck:
         NoRespondersError: no stream listens on the subject (status 503).
         APIError (a subclass by err_code): the stream refused the message.
     """
+    fast = _fast_ack(msg)
+    if fast is not None:
+        return _pub_ack(fast)
     if msg.status == 503:
         raise NoRespondersError(f"no stream is listening on {msg.subject!r}")
-    data = msg.data
-    # The fast parser keeps stream/seq/duplicate/domain only: batch acks and
-    # counter values take the full JSON path.
-    fast = None if b'"batch"' in data or b'"val"' in data else _protocol.parse_puback(data)
-    if fast is not None:
-        stream, seq, duplicate, domain = fast
-        return PubAck(stream=stream, seq=seq, duplicate=duplicate, domain=domain)
-    body: dict[str, Any] = json.loads(data)
+    body: dict[str, Any] = json.loads(msg.data)
     error = body.get("error")
     if error:
         raise api_error(
@@ -112,27 +156,73 @@ def parse_pub_ack(msg: Msg) -> PubAck:
     return PubAck.from_api(body)
 
 
-def _resolve(future: concurrent.futures.Future, result=None, error=None) -> None:
-    """Complete ``future`` unless the user already cancelled it."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass
+_LAZY = threading.Lock()
+_PENDING = concurrent.futures._base.PENDING
+_FINISHED = concurrent.futures._base.FINISHED
 
 
 class PubAckFuture(concurrent.futures.Future):
     """The future of one :meth:`JetStreamContext.publish_async`: a ``PubAck`` or an error.
 
+    A full ``concurrent.futures.Future``. To keep async publishing cheap, its
+    condition variable is only made when someone waits on it or adds a
+    callback, and the ``PubAck`` object is only built when the result is read.
+
     Attributes:
         subject: where the message was published.
     """
 
-    def __init__(self, subject: str) -> None:
-        super().__init__()
+    def __init__(self, subject: str) -> None:  # noqa: D107 - Future.__init__ is replaced
+        # Future.__init__ would make a Condition and two lists per message; they
+        # are made by _condition on first use instead (every Future method that
+        # touches them goes through _condition first).
+        self._cond: threading.Condition | None = None
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
         self.subject = subject
+
+    @property
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _LAZY:
+                cond = self._cond
+                if cond is None:
+                    self._waiters = []
+                    self._done_callbacks = []
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    def _complete(self, result=None, error: BaseException | None = None) -> None:
+        """Resolve from the ack thread; quiet if the user cancelled first."""
+        with _LAZY:
+            if self._cond is None:
+                # Nobody waits or listens yet (that would have made the condition).
+                if self._state == _PENDING:
+                    self._result, self._exception = result, error
+                    self._state = _FINISHED
+                return
+        try:
+            if error is not None:
+                self.set_exception(error)
+            else:
+                self.set_result(result)
+        except concurrent.futures.InvalidStateError:
+            pass
+
+    def result(self, timeout: float | None = None) -> PubAck:
+        """The ``PubAck``, waiting up to ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: not resolved in time (the builtin ``TimeoutError``).
+            The publish's error: ``WrongLastSequenceError``, ``NoRespondersError``,
+                ``ConnectionLostError``, ``TimeoutError`` (no ack in ``ack_timeout``)...
+        """
+        value = super().result(timeout)
+        if type(value) is tuple:
+            value = self._result = _pub_ack(value)
+        return value
 
 
 class AsyncPublisher:
@@ -140,33 +230,51 @@ class AsyncPublisher:
 
     One wildcard reply subscription (``<inbox>.*``) receives every ack; each
     message gets a token. The in-flight count lives under one condition, so
-    any number of publishing threads together never exceed the window.
-    Acks not back within ``ack_timeout`` fail their futures with
-    :class:`TimeoutError`; when the connection drops, every pending future
-    fails with :class:`ConnectionLostError` (its ack was addressed to the old
+    any number of publishing threads together never exceed the window. One
+    ack thread takes acks off the subscription in batches and resolves their
+    futures; a publisher waiting for room is woken once the window has
+    drained to three quarters, not once per ack. Acks not back within
+    ``ack_timeout`` fail their futures with :class:`TimeoutError`; when the
+    connection drops, every pending future fails with
+    :class:`ConnectionLostError` (its ack was addressed to the old
     connection and cannot arrive).
     """
+
+    _ACK_BATCH = 1024
 
     def __init__(
         self, client: Client, max_inflight: int, backpressure: bool, ack_timeout: float
     ) -> None:
         self._client = client
         self._max_inflight = max_inflight
+        self._low_water = max_inflight * 3 // 4
         self._backpressure = backpressure
         self._ack_timeout = ack_timeout
         self._cond = threading.Condition(threading.Lock())
-        self._pending: dict[str, tuple[PubAckFuture, float]] = {}
+        self._waiting = 0  # threads blocked on the window or on completion
+        self._pending: dict[str, PubAckFuture] = {}
         self._expiry: collections.deque[tuple[float, str]] = collections.deque()
         self._tokens = itertools.count(1)
         self._prefix: str | None = None
+        self._ack_thread: threading.Thread | None = None
         self._timer: threading.Thread | None = None
 
     def _ensure_subscription(self) -> str:
+        prefix = self._prefix
+        if prefix is not None:
+            return prefix
         with self._cond:
             if self._prefix is None:
                 prefix = self._client.new_inbox() + "."
-                self._client.subscribe(prefix + "*", cb=self._on_ack)
+                sub = self._client.subscribe(prefix + "*")
                 self._client.add_status_listener(self._on_status)
+                self._ack_thread = threading.Thread(
+                    target=self._ack_loop,
+                    args=(sub, len(prefix)),
+                    name="jetstream_sync-acks",
+                    daemon=True,
+                )
+                self._ack_thread.start()
                 self._prefix = prefix
             return self._prefix
 
@@ -176,21 +284,12 @@ class AsyncPublisher:
         """Register a future, send the message with its reply token, return the future."""
         prefix = self._ensure_subscription()
         future = PubAckFuture(subject)
-        deadline = None
         with self._cond:
-            while len(self._pending) >= self._max_inflight:
-                if not self._backpressure:
-                    raise TooManyPendingAcksError(
-                        f"{len(self._pending)} acks pending (max_ack_inflight)"
-                    )
-                if deadline is None:
-                    deadline = Deadline(timeout)
-                if deadline.expired():
-                    raise TimeoutError("timed out waiting for room in the async publish window")
-                self._cond.wait(deadline.slice())
+            if len(self._pending) >= self._max_inflight:
+                self._wait_for_room(timeout)
             token = str(next(self._tokens))
             expires = time.monotonic() + self._ack_timeout
-            self._pending[token] = (future, expires)
+            self._pending[token] = future
             self._expiry.append((expires, token))
             if self._timer is None:
                 self._timer = threading.Thread(
@@ -200,26 +299,54 @@ class AsyncPublisher:
         try:
             self._client.publish(subject, data, reply=prefix + token, headers=headers)
         except BaseException:
-            self._settle(token)
+            with self._cond:
+                self._pending.pop(token, None)
             raise
         return future
 
-    def _settle(self, token: str) -> PubAckFuture | None:
-        with self._cond:
-            entry = self._pending.pop(token, None)
-            self._cond.notify_all()
-        return entry[0] if entry else None
-
-    def _on_ack(self, msg: Msg) -> None:
-        future = self._settle(msg.subject[len(self._prefix) :])
-        if future is None:
-            return  # a late ack for a future that already timed out
+    def _wait_for_room(self, timeout: float) -> None:
+        """Under the lock: block until the window has room (or raise)."""
+        if not self._backpressure:
+            raise TooManyPendingAcksError(f"{len(self._pending)} acks pending (max_ack_inflight)")
+        deadline = Deadline(timeout)
+        self._waiting += 1
         try:
-            ack = parse_pub_ack(msg)
-        except Exception as exc:
-            _resolve(future, error=exc)
-        else:
-            _resolve(future, result=ack)
+            while len(self._pending) >= self._max_inflight:
+                if deadline.expired():
+                    raise TimeoutError("timed out waiting for room in the async publish window")
+                self._cond.wait(deadline.slice())
+        finally:
+            self._waiting -= 1
+
+    def _ack_loop(self, sub, prefix_len: int) -> None:
+        """The ack thread: resolve futures batch by batch until the subscription ends."""
+        while True:
+            try:
+                msgs = sub.next_msgs(self._ACK_BATCH, timeout=None)
+            except NatsError:
+                return
+            if not msgs:
+                return
+            settled = []
+            with self._cond:
+                pending = self._pending
+                for msg in msgs:
+                    future = pending.pop(msg.subject[prefix_len:], None)
+                    if future is not None:  # else a late ack for a timed-out future
+                        settled.append((future, msg))
+                if self._waiting and len(pending) <= self._low_water:
+                    self._cond.notify_all()
+            for future, msg in settled:
+                fast = _fast_ack(msg)
+                if fast is not None:
+                    future._complete(fast)
+                    continue
+                try:
+                    ack = parse_pub_ack(msg)
+                except Exception as exc:
+                    future._complete(error=exc)
+                else:
+                    future._complete(ack)
 
     def _expire_loop(self) -> None:
         """Fail futures whose ack is overdue; ends when nothing is pending."""
@@ -231,9 +358,9 @@ class AsyncPublisher:
                     self._expiry[0][0] <= now or self._expiry[0][1] not in self._pending
                 ):
                     _, token = self._expiry.popleft()
-                    entry = self._pending.pop(token, None)
-                    if entry is not None:
-                        expired.append(entry[0])
+                    future = self._pending.pop(token, None)
+                    if future is not None:
+                        expired.append(future)
                 if expired:
                     self._cond.notify_all()
                 elif not self._expiry:
@@ -242,11 +369,10 @@ class AsyncPublisher:
                 else:
                     self._cond.wait(min(self._expiry[0][0] - now, 0.5))
             for future in expired:
-                _resolve(
-                    future,
+                future._complete(
                     error=TimeoutError(
                         f"no PubAck for {future.subject!r} within {self._ack_timeout} s"
-                    ),
+                    )
                 )
 
     def _on_status(self, status: str) -> None:
@@ -262,14 +388,15 @@ class AsyncPublisher:
                 "connection lost before the PubAck arrived; the message may or may not be "
                 "stored (republish with the same msg_id to be sure)"
             )
-        for future, _ in lost:
-            _resolve(future, error=error)
+        for future in lost:
+            future._complete(error=error)
         if status == "closed":
             with self._cond:
-                timer = self._timer
+                timer, ack_thread = self._timer, self._ack_thread
                 self._cond.notify_all()
-            if timer is not None:
-                timer.join()
+            for thread in (timer, ack_thread):
+                if thread is not None:
+                    thread.join()
 
     def pending(self) -> int:
         """Async publishes whose ack has not arrived yet."""
@@ -283,7 +410,13 @@ class AsyncPublisher:
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         with self._cond:
-            while self._pending:
-                if deadline.expired():
-                    raise TimeoutError(f"{len(self._pending)} acks still pending after {timeout} s")
-                self._cond.wait(deadline.slice())
+            self._waiting += 1
+            try:
+                while self._pending:
+                    if deadline.expired():
+                        raise TimeoutError(
+                            f"{len(self._pending)} acks still pending after {timeout} s"
+                        )
+                    self._cond.wait(deadline.slice())
+            finally:
+                self._waiting -= 1
