@@ -14,10 +14,15 @@ from .errors import (
     ConnectionClosedError,
     ConnectionLostError,
     ConsumerDeletedError,
+    ConsumerDoesNotExistError,
+    ConsumerExistsError,
+    ConsumerNameExistsError,
     ConsumerNotFoundError,
+    ConsumerPushBasedError,
     ForkedClientError,
     JetStreamError,
     JetStreamNotEnabledError,
+    LeadershipChangedError,
     MaxPayloadError,
     MessageNotFoundError,
     MsgAlreadyAckedError,
@@ -26,7 +31,12 @@ from .errors import (
     NoRespondersError,
     NoServersError,
     NotJetStreamMsgError,
+    PinIdMismatchError,
     ProtocolError,
+    PullBadRequestError,
+    PullRequestLimitError,
+    PullStatusError,
+    ServerShutdownError,
     SlowConsumerError,
     StreamNameInUseError,
     StreamNotFoundError,
@@ -37,7 +47,10 @@ from .errors import (
     WrongLastSequenceError,
 )
 from .headers import Headers
+from .jetstream._ack import MsgMetadata, SequencePair
 from .jetstream._api import RequiredApiLevelError
+from .jetstream._pull import IteratorClosedError, MessageIterator
+from .jetstream.compat import PullSubscription
 from .jetstream.config import (
     ConsumerConfig,
     ExternalStream,
@@ -49,6 +62,7 @@ from .jetstream.config import (
     StreamSource,
     SubjectTransform,
 )
+from .jetstream.consumer import ConsumeContext, Consumer, PauseResponse
 from .jetstream.context import JetStreamContext
 from .jetstream.enums import (
     AckPolicy,
@@ -73,7 +87,9 @@ from .jetstream.info import (
     StreamSourceInfo,
     StreamState,
 )
+from .jetstream.ordered import OrderedConsumer, OrderedConsumerResetError, OrderedMessageIterator
 from .jetstream.publish import PubAckFuture
+from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
 from .msg import Msg
 from .subscription import Subscription
@@ -92,41 +108,63 @@ __all__ = [
     "ClusterInfo",
     "ConnectionClosedError",
     "ConnectionLostError",
+    "ConsumeContext",
+    "Consumer",
     "ConsumerConfig",
     "ConsumerDeletedError",
+    "ConsumerDoesNotExistError",
+    "ConsumerExistsError",
     "ConsumerInfo",
+    "ConsumerNameExistsError",
     "ConsumerNotFoundError",
+    "ConsumerPushBasedError",
     "DeliverPolicy",
     "DiscardPolicy",
     "ExternalStream",
     "ForkedClientError",
     "Headers",
+    "IteratorClosedError",
     "JetStreamContext",
     "JetStreamError",
     "JetStreamNotEnabledError",
+    "JetStreamSubscription",
+    "LeadershipChangedError",
     "MaxPayloadError",
+    "MessageIterator",
     "MessageNotFoundError",
     "Msg",
     "MsgAlreadyAckedError",
+    "MsgMetadata",
     "NatsError",
     "NoHeartbeatError",
     "NoRespondersError",
     "NoServersError",
     "NotJetStreamMsgError",
+    "OrderedConsumer",
     "OrderedConsumerConfig",
+    "OrderedConsumerResetError",
+    "OrderedMessageIterator",
+    "PauseResponse",
     "PeerInfo",
     "PersistMode",
+    "PinIdMismatchError",
     "Placement",
     "PriorityPolicy",
     "ProtocolError",
     "PubAck",
     "PubAckFuture",
+    "PullBadRequestError",
+    "PullRequestLimitError",
+    "PullStatusError",
+    "PullSubscription",
     "RawStreamMsg",
     "ReplayPolicy",
     "Republish",
     "RequiredApiLevelError",
     "RetentionPolicy",
     "SequenceInfo",
+    "SequencePair",
+    "ServerShutdownError",
     "SlowConsumerError",
     "StorageType",
     "StoreCompression",
@@ -146,7 +184,7 @@ __all__ = [
     "TooManyPendingAcksError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
-    "connect",
     "__impl__",
     "__version__",
+    "connect",
 ]

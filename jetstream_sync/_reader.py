@@ -1,7 +1,7 @@
 """The reader thread: recv_into a reused buffer, parse whole buffers, hand ops on.
 
 The reader never runs user code. It gives every parsed buffer to
-``route(ops, view)`` (the client), which must copy what it keeps before
+``route(ops, view, consumed)`` (the client), which must copy what it keeps before
 returning: the buffer is reused for the next read. When the connection breaks
 it asks ``connection_lost(exc)`` for the next connection (the client
 reconnects, or returns ``None`` once it is closing) and carries on with it.
@@ -29,7 +29,7 @@ class Reader:
     Args:
         first: the connection to start with (an object with ``transport`` and
             ``leftover`` — bytes read during the handshake but not yet parsed).
-        route: called with ``(ops, view)`` for every buffer holding whole ops.
+        route: called with ``(ops, view, consumed)`` for every buffer holding whole ops.
         connection_lost: called with the error; returns the next connection or None.
         name: the thread's name.
     """
@@ -37,7 +37,7 @@ class Reader:
     def __init__(
         self,
         first,
-        route: Callable[[list[int], memoryview], None],
+        route: Callable[[list[int], memoryview, int], None],
         connection_lost: Callable[[BaseException], object | None],
         name: str,
     ) -> None:
@@ -68,7 +68,7 @@ class Reader:
                 except ProtocolError as exc:
                     return exc
                 if ops:
-                    route(ops, view)
+                    route(ops, view, consumed)
                 if consumed:
                     left = have - consumed
                     if left:

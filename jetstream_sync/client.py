@@ -50,6 +50,7 @@ _OP_HMSG = _protocol.OP_HMSG
 _FIELDS = _protocol.OP_FIELDS
 _CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, ConnectionError)
 _SUBJECT_CACHE_MAX = 4096
+_COPY_LIMIT = 4 << 20
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
@@ -289,7 +290,7 @@ class Client:
     def remove_status_listener(self, listener: Callable[[str], object]) -> None:
         """Stop calling a listener added with :meth:`add_status_listener`."""
         with self._state_lock:
-            self._listeners = [f for f in self._listeners if f is not listener]
+            self._listeners = [f for f in self._listeners if f != listener]
 
     def _status_changed(self, status: str) -> None:
         """Run the user's callback for ``status``, then the listeners (events thread)."""
@@ -572,8 +573,12 @@ class Client:
 
     # ------------------------------------------------------------------ reader side
 
-    def _route(self, ops: list[int], view: memoryview) -> None:
+    def _route(self, ops: list[int], view: memoryview, consumed: int) -> None:
         """Handle one parsed buffer (reader thread). Copies everything it keeps."""
+        # One copy of the parsed part makes every slice below a plain bytes
+        # object (cheaper than a memoryview slice each); very large buffers
+        # are sliced in place to avoid copying big payloads twice.
+        src = view[:consumed].tobytes() if consumed <= _COPY_LIMIT else view
         batches: dict[int, list[Msg]] = {}
         mux_sid = self._mux_sid
         n_msgs = 0
@@ -585,10 +590,10 @@ class Client:
                 n_msgs += 1
                 n_bytes += hl + pl
                 msg = Msg(
-                    str(view[so : so + sl], "utf-8"),
-                    str(view[ro : ro + rl], "utf-8") if rl else "",
-                    view[po : po + pl].tobytes(),
-                    view[ho : ho + hl].tobytes() if hl else None,
+                    str(src[so : so + sl], "utf-8"),
+                    str(src[ro : ro + rl], "utf-8") if rl else "",
+                    bytes(src[po : po + pl]),
+                    bytes(src[ho : ho + hl]) if hl else None,
                     self,
                     sid,
                 )
@@ -604,7 +609,7 @@ class Client:
                 if batches:  # what came before a PONG must be queued before it wakes anyone
                     self._deliver_batches(batches)
                     batches = {}
-                self._control(kind, ops, i, view)
+                self._control(kind, ops, i, src)
         self._in_msgs += n_msgs
         self._in_bytes += n_bytes
         if batches:
@@ -635,7 +640,7 @@ class Client:
         if sub._queue.put_batch(msgs):
             self._report_error(SlowConsumerError(sub.subject, sub.sid))
 
-    def _control(self, kind: int, ops: list[int], i: int, view: memoryview) -> None:
+    def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
         if kind == _protocol.OP_PING:
             self._writer.write(b"PONG\r\n")
         elif kind == _protocol.OP_PONG:
@@ -645,12 +650,12 @@ class Client:
             if waiter is not None:
                 waiter.deliver(None)
         elif kind == _protocol.OP_INFO:
-            info = json.loads(view[ops[i + 1] : ops[i + 1] + ops[i + 2]].tobytes())
+            info = json.loads(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
                 self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:
-            text = str(view[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
+            text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
             if "authoriz" in text.lower() or "authentic" in text.lower():
                 self._report_error(AuthorizationError(text))
             else:

@@ -170,3 +170,57 @@ class ConsumerDeletedError(JetStreamError):
 
 class NoHeartbeatError(JetStreamError):
     """The server's idle heartbeats stopped arriving."""
+
+
+class ConsumerExistsError(APIError, err_code=10148):
+    """``create_consumer`` found a consumer of that name with another config."""
+
+
+class ConsumerDoesNotExistError(APIError, err_code=10149):
+    """``update_consumer`` found no consumer of that name."""
+
+
+class ConsumerNameExistsError(APIError, err_code=10013):
+    """A consumer of that name already exists (older servers' refusal)."""
+
+
+class PullStatusError(JetStreamError):
+    """A pull request ended with a status the server sent instead of messages.
+
+    Attributes:
+        status: the status code (400, 409, 423, 503...).
+        description: the server's text, e.g. ``"Exceeded MaxWaiting"``.
+    """
+
+    def __init__(self, status: int = 0, description: str = "") -> None:
+        super().__init__(f"pull request failed: {status} {description}".rstrip())
+        self.status = status
+        self.description = description
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.description))
+
+
+class PullBadRequestError(PullStatusError):
+    """400: the server rejected the pull request (bad options, wrong priority group...)."""
+
+
+class ConsumerPushBasedError(PullStatusError):
+    """409 "Consumer is push based": pull requests were sent to a push consumer."""
+
+
+class PullRequestLimitError(PullStatusError):
+    """409 "Exceeded Max...": the request broke a consumer limit (max_waiting,
+    max_batch, max_expires, max_bytes). A warning for ``messages()``/``consume()``."""
+
+
+class LeadershipChangedError(PullStatusError):
+    """409 "Leadership Change": the consumer's leader moved; pending pulls were dropped."""
+
+
+class ServerShutdownError(PullStatusError):
+    """409 "Server Shutdown": the server holding the pull request is shutting down."""
+
+
+class PinIdMismatchError(PullStatusError):
+    """423: this client's pin in a PINNED_CLIENT priority group is no longer valid."""

@@ -6,13 +6,20 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from . import _protocol
-from .errors import NatsError
+from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
 from .headers import Headers
 
 if TYPE_CHECKING:
     from .client import Client
+    from .jetstream._ack import MsgMetadata
 
 _NO_HEADERS = Headers()
+_ACK_PREFIX = "$JS.ACK."
+# The JetStream acknowledgement bodies (server/consumer.go).
+_ACK = b"+ACK"
+_NAK = b"-NAK"
+_WPI = b"+WPI"
+_TERM = b"+TERM"
 
 
 class Msg:
@@ -25,7 +32,7 @@ class Msg:
         sid: the id of the subscription that received it.
     """
 
-    __slots__ = ("subject", "reply", "data", "sid", "_raw_headers", "_parsed", "_client")
+    __slots__ = ("subject", "reply", "data", "sid", "_raw_headers", "_parsed", "_client", "_ackd")
 
     def __init__(
         self,
@@ -43,6 +50,7 @@ class Msg:
         self._raw_headers = raw_headers
         self._parsed: tuple[int | None, str, Headers] | None = None
         self._client = client
+        self._ackd = False
 
     def _parse_headers(self) -> tuple[int | None, str, Headers]:
         parsed = self._parsed
@@ -85,6 +93,109 @@ class Msg:
         if not self.reply or self._client is None:
             raise NatsError("message has no reply subject to respond to")
         self._client._publish_now(self.reply, data, headers)
+
+    # ------------------------------------------------------------------ JetStream
+
+    @property
+    def metadata(self) -> MsgMetadata:
+        """What the ack subject says: stream, consumer, sequences, deliveries, time.
+
+        Both ack-subject layouts are understood (v1 with 9 tokens; v2 with a
+        domain and an account hash, 11 tokens or more).
+
+        Raises:
+            NotJetStreamMsgError: the message did not come from a JetStream consumer.
+        """
+        from .jetstream._ack import parse_metadata
+
+        return parse_metadata(self.reply)
+
+    @property
+    def is_acked(self) -> bool:
+        """True once :meth:`ack`, :meth:`nak` or :meth:`term` was sent for this message."""
+        return self._ackd
+
+    def _send_ack(self, body: bytes, final: bool) -> None:
+        reply = self.reply
+        if not reply.startswith(_ACK_PREFIX) or self._client is None:
+            raise NotJetStreamMsgError(f"not a JetStream message (reply {reply!r})")
+        if final:
+            if self._ackd:
+                raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
+            self._ackd = True
+        client = self._client
+        client._check_usable()
+        # The ack subject came from the server: one frame, no per-ack validation.
+        client._writer.write(b"PUB %s %d\r\n%s\r\n" % (reply.encode(), len(body), body), msgs=1)
+
+    def ack(self) -> None:
+        """Acknowledge the message (fire and forget; returns once buffered).
+
+        Raises:
+            MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
+            NotJetStreamMsgError: the message did not come from a JetStream consumer.
+            ConnectionClosedError: the client is closed.
+        """
+        self._send_ack(_ACK, True)
+
+    def ack_sync(self, timeout: float | None = None) -> None:
+        """Acknowledge and block until the server confirms it (a "double ack").
+
+        Args:
+            timeout: seconds to wait for the confirmation (default 5).
+
+        Raises:
+            TimeoutError: no confirmation in time; the ack may still have
+                been applied (the message then counts as acknowledged here).
+            MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
+            NotJetStreamMsgError: the message did not come from a JetStream consumer.
+        """
+        reply = self.reply
+        if not reply.startswith(_ACK_PREFIX) or self._client is None:
+            raise NotJetStreamMsgError(f"not a JetStream message (reply {reply!r})")
+        if self._ackd:
+            raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
+        self._ackd = True
+        self._client.request(reply, _ACK, timeout=5.0 if timeout is None else timeout)
+
+    double_ack = ack_sync
+
+    def nak(self, delay: float | None = None) -> None:
+        """Negatively acknowledge: ask for redelivery, at once or after ``delay`` seconds.
+
+        Raises:
+            MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
+            NotJetStreamMsgError: the message did not come from a JetStream consumer.
+            ValueError: ``delay`` is NaN or infinite.
+        """
+        if delay is None:
+            self._send_ack(_NAK, True)
+            return
+        from .jetstream._ack import nak_body
+
+        self._send_ack(nak_body(delay), True)
+
+    def in_progress(self) -> None:
+        """Tell the server the message is still being worked on (resets its ack wait).
+
+        May be sent any number of times before the final ack.
+
+        Raises:
+            MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
+            NotJetStreamMsgError: the message did not come from a JetStream consumer.
+        """
+        if self._ackd:
+            raise MsgAlreadyAckedError(f"message {self.reply!r} was already acknowledged")
+        self._send_ack(_WPI, False)
+
+    def term(self, reason: str | None = None) -> None:
+        """Tell the server never to redeliver the message (``reason`` goes to the advisory).
+
+        Raises:
+            MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
+            NotJetStreamMsgError: the message did not come from a JetStream consumer.
+        """
+        self._send_ack(_TERM + b" " + reason.encode() if reason else _TERM, True)
 
     def __repr__(self) -> str:
         return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}>"

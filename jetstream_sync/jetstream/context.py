@@ -12,6 +12,7 @@ from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
 from . import _api
 from ._codec import merge_config
+from .consumer_admin import ContextConsumersMixin
 from .info import AccountInfo, PubAck, StreamInfo
 from .publish import RETRY_WAIT, AsyncPublisher, PubAckFuture, parse_pub_ack, publish_headers
 from .stream import Stream, check_stream_name
@@ -55,7 +56,7 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext:
+class JetStreamContext(ContextConsumersMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -188,12 +189,19 @@ class JetStreamContext:
             TooManyPendingAcksError: the window is full and backpressure is off.
             TimeoutError: the window stayed full for ``timeout`` seconds.
         """
-        hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq,
-            expected_last_subject_seq, expected_last_msg_id, ttl,
-        )  # fmt: skip
-        wait = check_timeout("timeout", timeout, self.timeout)
-        return self._async.publish(subject, data, hdrs, wait)
+        hdrs = None
+        if (
+            headers or msg_id is not None or expected_stream is not None or ttl is not None
+            or expected_last_seq is not None or expected_last_subject_seq is not None
+            or expected_last_msg_id is not None
+        ):  # fmt: skip
+            hdrs = publish_headers(
+                headers, msg_id, expected_stream, expected_last_seq,
+                expected_last_subject_seq, expected_last_msg_id, ttl,
+            )  # fmt: skip
+        if timeout is not None:
+            check_timeout("timeout", timeout)
+        return self._async.publish(subject, data, hdrs, timeout or self.timeout)
 
     def publish_async_pending(self) -> int:
         """How many async publishes are still waiting for their ack."""

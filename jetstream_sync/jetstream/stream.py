@@ -13,6 +13,7 @@ from ..headers import Headers
 from . import _api
 from ._checks import asset_name
 from ._timefmt import format_rfc3339, parse_rfc3339
+from .consumer_admin import StreamConsumersMixin
 from .info import RawStreamMsg, StreamInfo
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _raw_from_direct(msg: Msg) -> RawStreamMsg:
     )
 
 
-class Stream:
+class Stream(StreamConsumersMixin):
     """A handle on one stream. Made by :meth:`JetStreamContext.stream` and friends.
 
     Attributes:

@@ -1,0 +1,120 @@
+"""The nats.py pull API: ``pull_subscribe``, ``pull_subscribe_bind`` and ``PullSubscription``.
+
+For code moving from nats.py: the same names and the same behaviour,
+including :meth:`PullSubscription.fetch` raising :class:`TimeoutError` when
+nothing arrives (the native :meth:`Consumer.fetch` returns ``[]`` instead).
+Unlike nats.py, every fetch uses its own inbox, so a late ``408`` from an
+earlier fetch never cuts a later one short.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
+from ..msg import Msg
+from ._codec import merge_config
+from .consumer import Consumer
+from .consumer_config import ConsumerConfig
+from .info import ConsumerInfo
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["PullSubscription", "pull_subscribe"]
+
+
+class PullSubscription:
+    """nats.py's ``PullSubscription``: fetch batches from a pull consumer.
+
+    Attributes:
+        consumer: the underlying :class:`Consumer` (its full API is there).
+    """
+
+    def __init__(self, consumer: Consumer, owned: bool) -> None:
+        self.consumer = consumer
+        self._owned = owned
+
+    def fetch(
+        self, batch: int = 1, timeout: float = 5.0, heartbeat: float | None = None
+    ) -> list[Msg]:
+        """Pull up to ``batch`` messages, waiting up to ``timeout`` seconds.
+
+        Returns as soon as ``batch`` messages came, or at the timeout with
+        what came by then.
+
+        Raises:
+            TimeoutError: no message at all within ``timeout`` (as nats.py).
+            ConsumerDeletedError, PullStatusError, NoHeartbeatError: see
+                :meth:`Consumer.fetch`.
+        """
+        msgs = self.consumer.fetch(batch, timeout, heartbeat)
+        if not msgs:
+            raise TimeoutError(f"no messages from {self.consumer.name!r} within {timeout} s")
+        return msgs
+
+    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+        """The consumer's current info.
+
+        Raises:
+            ConsumerNotFoundError: the consumer is gone.
+        """
+        return self.consumer.info(timeout)
+
+    def unsubscribe(self) -> None:
+        """Forget the subscription; an ephemeral consumer it created is deleted."""
+        if self._owned:
+            try:
+                self.consumer.delete()
+            except NatsError:
+                pass
+
+    def __enter__(self) -> PullSubscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unsubscribe()
+
+    def __repr__(self) -> str:
+        return f"<PullSubscription {self.consumer.stream_name}/{self.consumer.name}>"
+
+
+def pull_subscribe(
+    ctx: Any,
+    subject: str,
+    durable: str | None,
+    stream: str | None,
+    config: ConsumerConfig | None,
+    timeout: float | None,
+) -> PullSubscription:
+    """A pull consumer filtered on ``subject``, as nats.py's ``js.pull_subscribe``.
+
+    The stream is looked up by subject unless given. With ``durable`` an
+    existing consumer of that name is bound to, else created; without, an
+    ephemeral consumer is created (deleted by ``unsubscribe()``).
+
+    Raises:
+        StreamNotFoundError: no stream captures ``subject``.
+        ValueError: the durable is a push consumer.
+    """
+    if stream is None:
+        stream = ctx.stream_name_by_subject(subject, timeout=timeout)
+    durable = durable or (config.durable_name if config is not None else None)
+    if durable:
+        try:
+            cons = ctx.consumer(stream, durable, timeout)
+        except ConsumerNotFoundError:
+            cons = None
+        if cons is not None:
+            cfg = cons.cached_info.config if cons.cached_info is not None else None
+            if cfg is not None and cfg.deliver_subject:
+                raise ValueError(f"consumer {durable!r} is a push consumer")
+            return PullSubscription(cons, owned=False)
+    fields: dict[str, Any] = {}
+    if durable:
+        fields["durable_name"] = durable
+    if config is None or not (config.filter_subject or config.filter_subjects):
+        fields["filter_subject"] = subject
+    cfg = merge_config(ConsumerConfig, config, fields)
+    cons = ctx.create_consumer(stream, cfg, timeout=timeout)
+    return PullSubscription(cons, owned=not durable)

@@ -1,0 +1,448 @@
+"""The pull ``Consumer`` handle and ``ConsumeContext`` (callback consumption)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._deadline import Deadline, check_timeout
+from ..errors import ConnectionClosedError, NatsError, TimeoutError
+from ..msg import Msg
+from . import _api
+from ._pull import IteratorClosedError, MessageIterator, Priority, consumer_exists, fetch
+from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
+from .info import ConsumerInfo
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ._api import JsApi
+
+__all__ = ["ConsumeContext", "Consumer", "PauseResponse"]
+
+_DEFAULT_TIMEOUT = 5.0
+
+
+@attrs.frozen(kw_only=True)
+class PauseResponse:
+    """The server's answer to a pause or resume.
+
+    Attributes:
+        paused: whether the consumer is paused now.
+        pause_until: when the pause ends (``None`` when not paused).
+        pause_remaining: seconds left in the pause (``None`` when not paused).
+    """
+
+    paused: bool
+    pause_until: datetime | None = None
+    pause_remaining: float | None = None
+
+
+class ConsumeContext:
+    """A running :meth:`Consumer.consume`: one thread pulling and calling the callback.
+
+    The callback runs on this context's own thread (``jetstream_sync-consume-N``),
+    one message at a time, in order, outside every lock. Errors and warnings
+    (missed heartbeats, refused pulls, the consumer's deletion) go to
+    ``error_handler`` on that same thread.
+    """
+
+    _serial = 0
+    _serial_lock = threading.Lock()
+
+    def __init__(
+        self,
+        source: Any,
+        callback: Callable[[Msg], object],
+        error_handler: Callable[[BaseException], object] | None,
+    ) -> None:
+        self._source = source  # a MessageIterator or an ordered iterator
+        self._callback = callback
+        self._error_handler = error_handler
+        with ConsumeContext._serial_lock:
+            ConsumeContext._serial += 1
+            n = ConsumeContext._serial
+        self._thread = threading.Thread(
+            target=self._run, name=f"jetstream_sync-consume-{n}", daemon=True
+        )
+        self._thread.start()
+
+    def _report(self, exc: BaseException) -> None:
+        if self._error_handler is None:
+            return
+        try:
+            self._error_handler(exc)
+        except Exception:  # a broken handler must not kill the loop
+            pass
+
+    def _run(self) -> None:
+        source = self._source
+        callback = self._callback
+        while True:
+            try:
+                msg = source.next()
+            except (IteratorClosedError, ConnectionClosedError):
+                return
+            except NatsError as exc:  # terminal: consumer deleted, refused requests
+                self._report(exc)
+                return
+            try:
+                callback(msg)
+            except Exception as exc:  # the user's bug must not stop consumption
+                self._report(exc)
+
+    def _join(self, timeout: float | None) -> None:
+        if self._thread is threading.current_thread():
+            return
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError("the consume thread did not finish in time")
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop at once: discard buffered messages and join the thread.
+
+        Called from the callback, it returns without joining (the thread ends
+        after the callback returns).
+
+        Raises:
+            TimeoutError: the callback was still running after ``timeout``.
+        """
+        self._source.stop()
+        self._join(timeout)
+
+    def drain(self, timeout: float | None = 30.0) -> None:
+        """Stop pulling, hand every buffered message to the callback, then join.
+
+        Raises:
+            TimeoutError: the callback had not finished after ``timeout``.
+        """
+        self._source.drain()
+        self._join(timeout)
+
+    @property
+    def closed(self) -> bool:
+        """True once the consume thread has ended."""
+        return not self._thread.is_alive()
+
+    def __enter__(self) -> ConsumeContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _check_batch(batch: int) -> int:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    return batch
+
+
+class Consumer:
+    """A handle on a pull consumer; made by ``create_consumer``, ``consumer`` and friends.
+
+    Safe to share between threads; each :meth:`fetch` uses its own inbox.
+    Used as a context manager, an ephemeral consumer (one without a
+    ``durable_name``) is deleted on exit.
+
+    Attributes:
+        stream_name: the stream it reads.
+        name: the consumer's name.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        api: JsApi,
+        stream_name: str,
+        name: str,
+        info: ConsumerInfo | None = None,
+        timeout: float = _DEFAULT_TIMEOUT,
+    ) -> None:
+        self._client = client
+        self._api = api
+        self.stream_name = stream_name
+        self.name = name
+        self._info = info
+        self._timeout = timeout
+        self._next_subject = api.subject(_api.CONSUMER_NEXT, stream=stream_name, consumer=name)
+        self._priority: dict[str, Priority] = {}
+
+    @property
+    def cached_info(self) -> ConsumerInfo | None:
+        """The info from creation or the last :meth:`info` call; no request."""
+        return self._info
+
+    @property
+    def is_ephemeral(self) -> bool:
+        """True when the consumer has no durable name (the server removes it when idle)."""
+        cfg = self._info.config if self._info is not None else None
+        return cfg is not None and not cfg.durable_name
+
+    def _deadline(self, timeout: float | None) -> Deadline:
+        return Deadline(check_timeout("timeout", timeout, self._timeout))
+
+    def _group(
+        self,
+        group: str | None,
+        min_pending: int | None,
+        min_ack_pending: int | None,
+        priority: int | None,
+    ) -> Priority | None:
+        if group is None:
+            Priority(None, min_pending, min_ack_pending, priority)  # validates
+            return None
+        p = Priority(group, min_pending, min_ack_pending, priority)
+        known = self._priority.get(group)
+        if known is not None:
+            p.pin_id = known.pin_id
+        self._priority[group] = p
+        return p
+
+    # -- pulling ------------------------------------------------------------------
+
+    def fetch(
+        self,
+        batch: int = 1,
+        timeout: float = 5.0,
+        heartbeat: float | None = None,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> list[Msg]:
+        """Pull up to ``batch`` messages, blocking until they came or ``timeout`` passed.
+
+        One pull request on a fresh inbox. The server expires the request just
+        before ``timeout``; whatever arrived by then is returned. An empty
+        list is not an error. Calling this in a tight loop is slower than
+        :meth:`messages` (one round trip per call).
+
+        Args:
+            batch: the most messages to return.
+            timeout: seconds to wait for the batch to fill.
+            heartbeat: ask the server for idle heartbeats this often
+                (at most half the timeout); two missed raise.
+            group, min_pending, min_ack_pending, priority: priority-group
+                pull options (server 2.11+); a pin id is tracked per group.
+
+        Raises:
+            ConsumerDeletedError: the consumer was deleted.
+            NoHeartbeatError: the heartbeats stopped before any message came.
+            PullStatusError: the server refused the request (its subclasses:
+                ``PullRequestLimitError`` for max_waiting/max_batch/...,
+                ``PullBadRequestError``, ``ConsumerPushBasedError``,
+                ``PinIdMismatchError``...).
+            NoRespondersError: nothing serves the consumer (does it exist?).
+            ValueError: ``batch`` or ``timeout`` is not valid.
+        """
+        return fetch(
+            self._client, self._next_subject, _check_batch(batch),
+            check_timeout("timeout", timeout), heartbeat=heartbeat,
+            priority=self._group(group, min_pending, min_ack_pending, priority),
+        )  # fmt: skip
+
+    def fetch_bytes(
+        self,
+        max_bytes: int,
+        timeout: float = 5.0,
+        heartbeat: float | None = None,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> list[Msg]:
+        """Pull messages until about ``max_bytes`` (payloads plus headers and subjects).
+
+        Like :meth:`fetch`; the server stops before a message that would go
+        past the limit.
+        """
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        return fetch(
+            self._client, self._next_subject, 1_000_000, check_timeout("timeout", timeout),
+            max_bytes=max_bytes, heartbeat=heartbeat,
+            priority=self._group(group, min_pending, min_ack_pending, priority),
+        )  # fmt: skip
+
+    def fetch_no_wait(self, batch: int = 1, timeout: float | None = None) -> list[Msg]:
+        """Take up to ``batch`` messages that are available now; do not wait for more.
+
+        Args:
+            timeout: seconds to wait for the server's answer (default: the
+                context's timeout).
+        """
+        return fetch(
+            self._client, self._next_subject, _check_batch(batch),
+            check_timeout("timeout", timeout, self._timeout), no_wait=True,
+        )  # fmt: skip
+
+    def next(self, timeout: float = 5.0, heartbeat: float | None = None) -> Msg:
+        """Block for one message.
+
+        Raises:
+            TimeoutError: none arrived within ``timeout``.
+            ConsumerDeletedError, PullStatusError, NoHeartbeatError: as :meth:`fetch`.
+        """
+        msgs = self.fetch(1, timeout, heartbeat)
+        if not msgs:
+            raise TimeoutError(f"no message from consumer {self.name!r} within {timeout} s")
+        return msgs[0]
+
+    def messages(
+        self,
+        max_messages: int = 500,
+        max_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> MessageIterator:
+        """An iterator over the consumer's messages, pre-fetching in the background of pulls.
+
+        Keeps up to ``max_messages`` (or ``max_bytes``) requested and pulls
+        more when what is pending falls to the threshold (default: half).
+        Each request lives ``expires`` seconds; the server sends heartbeats
+        every ``heartbeat`` seconds (default: half of ``expires``, at most
+        30); after two missed ones, or a reconnect, it pulls again. Use it in
+        a ``with`` block or call ``stop()``.
+
+        Raises:
+            ValueError: bad limits (``expires`` under 1 s, ``heartbeat`` over
+                half of ``expires``...).
+        """
+        return MessageIterator(
+            self._client, self._next_subject,
+            max_messages=max_messages, max_bytes=max_bytes, expires=expires,
+            heartbeat=heartbeat, threshold_messages=threshold_messages,
+            threshold_bytes=threshold_bytes,
+            priority=self._group(group, min_pending, min_ack_pending, priority),
+            exists=consumer_exists(lambda: self.info(timeout=2.0)),
+        )  # fmt: skip
+
+    def consume(
+        self,
+        callback: Callable[[Msg], object],
+        *,
+        error_handler: Callable[[BaseException], object] | None = None,
+        max_messages: int = 500,
+        max_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> ConsumeContext:
+        """Call ``callback(msg)`` for every message on a thread of its own, in order.
+
+        Pulls like :meth:`messages`. ``error_handler(exc)`` hears about
+        warnings (missed heartbeats, refused pulls), exceptions the callback
+        raised, and the terminal error that ended consumption (e.g.
+        :class:`ConsumerDeletedError`). Stop with ``stop()`` or ``drain()``.
+        """
+        it = self.messages(
+            max_messages, max_bytes, expires, heartbeat, threshold_messages, threshold_bytes,
+            group=group, min_pending=min_pending, min_ack_pending=min_ack_pending,
+            priority=priority,
+        )  # fmt: skip
+        it._on_warning = error_handler
+        return ConsumeContext(it, callback, error_handler)
+
+    # -- management ---------------------------------------------------------------
+
+    def info(self, timeout: float | None = None) -> ConsumerInfo:
+        """Fetch the consumer's current info (and cache it).
+
+        Raises:
+            ConsumerNotFoundError: the consumer does not exist.
+        """
+        reply = self._api.request_json(
+            _api.CONSUMER_INFO, None, self._deadline(timeout),
+            stream=self.stream_name, consumer=self.name,
+        )  # fmt: skip
+        self._info = ConsumerInfo.from_api(reply)
+        return self._info
+
+    def pause(self, until: datetime, timeout: float | None = None) -> PauseResponse:
+        """Pause delivery until ``until`` (an aware datetime; server 2.11+).
+
+        Raises:
+            ConsumerNotFoundError: the consumer does not exist.
+        """
+        return _pause(self._api, self.stream_name, self.name, until, self._deadline(timeout))
+
+    def resume(self, timeout: float | None = None) -> PauseResponse:
+        """Resume a paused consumer now."""
+        return _pause(self._api, self.stream_name, self.name, None, self._deadline(timeout))
+
+    def unpin(self, group: str, timeout: float | None = None) -> None:
+        """Unpin the client pinned in priority group ``group`` (PINNED_CLIENT; 2.11+).
+
+        Raises:
+            ConsumerNotFoundError: the consumer does not exist.
+            APIError: the group is unknown.
+        """
+        _unpin(self._api, self.stream_name, self.name, group, self._deadline(timeout))
+
+    def pin_id(self, group: str) -> str | None:
+        """The pin id this handle holds in ``group`` (``None``: not pinned)."""
+        p = self._priority.get(group)
+        return p.pin_id if p is not None else None
+
+    def delete(self, timeout: float | None = None) -> bool:
+        """Delete the consumer on the server.
+
+        Raises:
+            ConsumerNotFoundError: it does not exist.
+        """
+        reply = self._api.request_json(
+            _api.CONSUMER_DELETE, None, self._deadline(timeout),
+            stream=self.stream_name, consumer=self.name,
+        )  # fmt: skip
+        return bool(reply.get("success"))
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.is_ephemeral and not self._client.is_closed:
+            try:
+                self.delete()
+            except NatsError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.stream_name}/{self.name}>"
+
+
+def _pause(
+    api: JsApi, stream: str, name: str, until: datetime | None, deadline: Deadline
+) -> PauseResponse:
+    body = {"pause_until": format_rfc3339(until)} if until is not None else None
+    reply = api.request_json(_api.CONSUMER_PAUSE, body, deadline, stream=stream, consumer=name)
+    until_s = reply.get("pause_until")
+    remaining = reply.get("pause_remaining")
+    paused = bool(reply.get("paused"))
+    return PauseResponse(
+        paused=paused,
+        pause_until=parse_rfc3339(until_s) if paused and until_s else None,
+        pause_remaining=ns_to_seconds(remaining) if paused and remaining else None,
+    )
+
+
+def _unpin(api: JsApi, stream: str, name: str, group: str, deadline: Deadline) -> None:
+    if not group:
+        raise ValueError("group must not be empty")
+    api.request_json(_api.CONSUMER_UNPIN, {"group": group}, deadline, stream=stream, consumer=name)

@@ -1,0 +1,419 @@
+"""The ordered consumer: every stream message in order, exactly once, recreating as needed.
+
+nats.go's recipe (``jetstream/ordered.go``): a chain of ephemeral pull
+consumers named ``<prefix>_<serial>`` (ack none, memory storage, R1). Each
+delivered message is checked: its consumer sequence must be the previous
+one plus one, and it must come from the current link. On a gap, missed
+heartbeats, ``409 Consumer Deleted``, no responders or a reconnect, the
+link is replaced by a new one starting at the last delivered stream
+sequence plus one; messages from an old link are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._deadline import Deadline, check_timeout
+from .._nuid import NUID
+from ..errors import (
+    ConnectionClosedError,
+    ConsumerDeletedError,
+    ConsumerNotFoundError,
+    JetStreamError,
+    NatsError,
+    NoHeartbeatError,
+    NoRespondersError,
+    TimeoutError,
+)
+from ..msg import Msg
+from . import _api
+from ._pull import RETRY_WAIT, IteratorClosedError, MessageIterator, _Reset, fetch
+from .consumer import ConsumeContext, Consumer
+from .consumer_config import OrderedConsumerConfig
+from .info import ConsumerInfo
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ._api import JsApi
+
+log = logging.getLogger("jetstream_sync")
+
+__all__ = ["OrderedConsumer", "OrderedMessageIterator"]
+
+_MAX_BACKOFF = 10.0
+
+
+class OrderedConsumerResetError(JetStreamError):
+    """The ordered consumer could not recreate its server-side consumer
+    ``max_reset_attempts`` times in a row."""
+
+
+class OrderedConsumer:
+    """Delivers a stream's messages (or a filtered part) in order, exactly once.
+
+    Made by ``stream.ordered_consumer()`` or ``ctx.ordered_consumer(stream)``.
+    Same pull surface as :class:`Consumer` (``fetch``, ``next``,
+    ``messages``, ``consume``); one of them at a time. Used as a context
+    manager, it deletes its current server-side consumer on exit.
+
+    Attributes:
+        stream_name: the stream it reads.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        api: JsApi,
+        stream_name: str,
+        config: OrderedConsumerConfig,
+        timeout: float = 5.0,
+    ) -> None:
+        self._client = client
+        self._api = api
+        self.stream_name = stream_name
+        self._config = config
+        self._timeout = timeout
+        self._prefix = config.name_prefix or NUID.next()
+        self._serial = 0
+        self._stream_seq = 0  # the last stream sequence handed out
+        self._consumer_seq = 0  # the last consumer sequence of the current link
+        self._current: Consumer | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._abort = threading.Event()  # cuts a reset's back-off short
+
+    # -- the chain ----------------------------------------------------------------
+
+    @property
+    def name(self) -> str | None:
+        """The current link's consumer name (``None`` before the first pull)."""
+        return self._current.name if self._current is not None else None
+
+    @property
+    def cached_info(self) -> ConsumerInfo | None:
+        """The current link's info as created (no request)."""
+        return self._current.cached_info if self._current is not None else None
+
+    def info(self, timeout: float | None = None) -> ConsumerInfo:
+        """Fetch the current link's info.
+
+        Raises:
+            ConsumerNotFoundError: no link exists right now.
+        """
+        current = self._current or self._reset(self._deadline(timeout))
+        return current.info(timeout=timeout)
+
+    def _deadline(self, timeout: float | None) -> Deadline:
+        return Deadline(check_timeout("timeout", timeout, self._timeout))
+
+    def _drop_current(self) -> None:
+        """Delete the current link without waiting (best effort)."""
+        current, self._current = self._current, None
+        if current is None or self._client.is_closed:
+            return
+        subject = self._api.subject(
+            _api.CONSUMER_DELETE, stream=self.stream_name, consumer=current.name
+        )
+        try:
+            self._client.publish(subject, b"")
+        except NatsError:
+            pass
+
+    def _reset(self, deadline: Deadline | None) -> Consumer:
+        """Replace the current link; retries with back-off until ``deadline``.
+
+        Raises:
+            TimeoutError: no link could be made before the deadline.
+            OrderedConsumerResetError: ``max_reset_attempts`` failed in a row.
+            StreamNotFoundError: the stream is gone.
+        """
+        from ..errors import StreamNotFoundError
+        from .consumer_admin import create_consumer
+
+        with self._lock:
+            self._drop_current()
+            attempts = 0
+            wait = RETRY_WAIT
+            while True:
+                if self._closed:
+                    raise IteratorClosedError("the ordered consumer was closed")
+                self._serial += 1
+                name = f"{self._prefix}_{self._serial}"
+                next_seq = self._stream_seq + 1 if self._stream_seq else None
+                cfg = self._config.consumer_config(name, next_seq)
+                left = self._timeout if deadline is None else deadline.remaining()
+                try:
+                    cons = create_consumer(
+                        self._client, self._api, self.stream_name, cfg, "create",
+                        Deadline(max(min(left, self._timeout), 0.001)), self._timeout,
+                    )  # fmt: skip
+                except (StreamNotFoundError, ConnectionClosedError):
+                    raise
+                except NatsError as exc:
+                    attempts += 1
+                    limit = self._config.max_reset_attempts
+                    if limit is not None and attempts >= limit:
+                        raise OrderedConsumerResetError(
+                            f"could not recreate the ordered consumer: {exc}"
+                        ) from exc
+                    if deadline is not None and deadline.remaining() <= wait:
+                        raise TimeoutError(
+                            f"could not recreate the ordered consumer: {exc}"
+                        ) from exc
+                    log.debug("jetstream_sync: ordered consumer reset failed: %s", exc)
+                    if self._abort.wait(wait):  # back-off, prompt on stop/close
+                        raise IteratorClosedError("the ordered consumer was stopped") from None
+                    if self._client.is_closed:
+                        raise ConnectionClosedError("the client was closed") from None
+                    wait = min(wait * 2, _MAX_BACKOFF)
+                    continue
+                self._current = cons
+                self._consumer_seq = 0
+                return cons
+
+    def _accept(self, msg: Msg, current: Consumer) -> bool | None:
+        """True: in order (cursor advanced); None: from an old link (drop); False: a gap."""
+        tokens = msg.reply.split(".")
+        n = len(tokens)
+        if n == 9:
+            consumer, sseq, cseq = tokens[3], tokens[5], tokens[6]
+        elif n >= 11:
+            consumer, sseq, cseq = tokens[5], tokens[7], tokens[8]
+        else:
+            return None
+        if consumer != current.name:
+            return None
+        c = int(cseq)
+        if c != self._consumer_seq + 1:
+            return False
+        self._consumer_seq = c
+        self._stream_seq = int(sseq)
+        return True
+
+    # -- pulling ------------------------------------------------------------------
+
+    def fetch(
+        self, batch: int = 1, timeout: float = 5.0, heartbeat: float | None = None
+    ) -> list[Msg]:
+        """Up to ``batch`` next messages in order; ``[]`` when none came within ``timeout``.
+
+        A gap or a lost server-side consumer recreates it; the messages in
+        order so far are returned (possibly fewer than available).
+
+        Raises:
+            ValueError: bad arguments.
+        """
+        timeout = check_timeout("timeout", timeout)
+        deadline = Deadline(timeout)
+        while True:
+            current = self._current or self._reset(deadline)
+            left = deadline.remaining()
+            if left <= 0:
+                return []
+            try:
+                got = fetch(self._client, current._next_subject, batch, left, heartbeat=heartbeat)
+            except (ConsumerDeletedError, NoRespondersError, NoHeartbeatError):
+                self._current = None
+                continue
+            out = []
+            for msg in got:
+                ok = self._accept(msg, current)
+                if ok:
+                    out.append(msg)
+                elif ok is False:
+                    self._current = None
+                    break
+            return out
+
+    def fetch_no_wait(self, batch: int = 1, timeout: float | None = None) -> list[Msg]:
+        """The next messages available now, in order, up to ``batch``."""
+        deadline = self._deadline(timeout)
+        current = self._current or self._reset(deadline)
+        try:
+            got = fetch(
+                self._client, current._next_subject, batch,
+                max(deadline.remaining(), 0.001), no_wait=True,
+            )  # fmt: skip
+        except (ConsumerDeletedError, NoRespondersError):
+            self._current = None
+            return []
+        out = []
+        for msg in got:
+            ok = self._accept(msg, current)
+            if ok:
+                out.append(msg)
+            elif ok is False:
+                self._current = None
+                break
+        return out
+
+    def next(self, timeout: float = 5.0) -> Msg:
+        """The next message in order.
+
+        Raises:
+            TimeoutError: none within ``timeout``.
+        """
+        msgs = self.fetch(1, timeout)
+        if not msgs:
+            raise TimeoutError(f"no message within {timeout} s")
+        return msgs[0]
+
+    def messages(
+        self,
+        max_messages: int = 500,
+        max_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+    ) -> OrderedMessageIterator:
+        """An iterator over the messages in order (see :meth:`Consumer.messages`).
+
+        Missed heartbeats, deletion of the server-side consumer, no
+        responders and reconnects recreate the link; iteration goes on.
+        """
+        opts = dict(
+            max_messages=max_messages, max_bytes=max_bytes, expires=expires,
+            heartbeat=heartbeat, threshold_messages=threshold_messages,
+            threshold_bytes=threshold_bytes,
+        )  # fmt: skip
+        return OrderedMessageIterator(self, opts)
+
+    def consume(
+        self,
+        callback: Callable[[Msg], object],
+        *,
+        error_handler: Callable[[BaseException], object] | None = None,
+        **options: Any,
+    ) -> ConsumeContext:
+        """Call ``callback(msg)`` for each message in order, on a thread of its own.
+
+        Options as :meth:`messages`; see :meth:`Consumer.consume`.
+        """
+        it = self.messages(**options)
+        it._on_warning = error_handler
+        return ConsumeContext(it, callback, error_handler)
+
+    def close(self) -> None:
+        """Delete the current server-side consumer (without waiting)."""
+        self._closed = True
+        self._abort.set()
+        self._drop_current()
+
+    def __enter__(self) -> OrderedConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<OrderedConsumer {self.stream_name}/{self._prefix}_{self._serial}>"
+
+
+class OrderedMessageIterator:
+    """Messages of an :class:`OrderedConsumer` in order; survives resets.
+
+    Iterate it or call :meth:`next`; :meth:`stop` ends it.
+    """
+
+    def __init__(self, consumer: OrderedConsumer, options: dict[str, Any]) -> None:
+        self._oc = consumer
+        self._options = options
+        self._on_warning: Callable[[BaseException], object] | None = None
+        self._inner: MessageIterator | None = None
+        self._stopped = False
+        self._draining = False
+        self._current: Consumer | None = None
+        consumer._abort.clear()
+        self._start(Deadline(consumer._timeout))
+
+    def _start(self, deadline: Deadline | None) -> None:
+        oc = self._oc
+        current = oc._current if oc._current is not None else oc._reset(deadline)
+        self._current = current
+        self._inner = MessageIterator(
+            oc._client, current._next_subject, ordered=True,
+            on_warning=self._warn, **self._options,
+        )  # fmt: skip
+        if self._stopped:
+            self._inner.stop()
+
+    def _warn(self, exc: BaseException) -> None:
+        if self._on_warning is not None:
+            self._on_warning(exc)
+
+    def _restart(self, reason: str) -> None:
+        log.debug("jetstream_sync: ordered consumer reset: %s", reason)
+        inner = self._inner
+        if inner is not None:
+            inner.stop()
+        self._inner = None
+        if self._stopped:
+            raise IteratorClosedError("the message iterator was stopped")
+        self._oc._current = None
+        self._start(None)
+
+    def next(self, timeout: float | None = None) -> Msg:
+        """Block until the next message in order.
+
+        Raises:
+            TimeoutError: none within ``timeout``.
+            IteratorClosedError: :meth:`stop` was called.
+            ConnectionClosedError: the client was closed.
+        """
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        while True:
+            if self._inner is None:
+                self._restart("no link")
+                continue
+            try:
+                left = None if deadline is None else max(deadline.remaining(), 1e-6)
+                msg = self._inner.next(left)
+            except _Reset as reset:
+                self._restart(reset.reason)
+                continue
+            except ConsumerNotFoundError:
+                self._restart("consumer not found")
+                continue
+            ok = self._oc._accept(msg, self._current)  # type: ignore[arg-type]
+            if ok:
+                return msg
+            if ok is False and not self._draining:
+                self._restart("sequence gap")
+
+    def stop(self) -> None:
+        """Stop; discard what is buffered. Safe from any thread."""
+        self._stopped = True
+        self._oc._abort.set()
+        if self._inner is not None:
+            self._inner.stop()
+
+    def drain(self) -> None:
+        """Stop pulling; deliver what was received, then end."""
+        self._stopped = True
+        self._draining = True
+        if self._inner is not None:
+            self._inner.drain()
+
+    @property
+    def closed(self) -> bool:
+        """True once stopped or drained."""
+        return self._stopped
+
+    def __iter__(self) -> OrderedMessageIterator:
+        return self
+
+    def __next__(self) -> Msg:
+        try:
+            return self.next()
+        except IteratorClosedError:
+            raise StopIteration from None
+
+    def __enter__(self) -> OrderedMessageIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,371 @@
+"""Push consumers: ``ctx.subscribe`` and ``ctx.subscribe_bind`` (nats.py's names).
+
+A push consumer sends its messages to a deliver subject; this module
+subscribes to it and handles the server's control messages there
+(``server/consumer.go``):
+
+- ``100 FlowControl Request`` with a reply subject: answered with an empty
+  message once every message before it was handed to the application (so
+  the server's window tracks what the application really took);
+- ``100 Idle Heartbeat``: proof of life; when it carries
+  ``Nats-Consumer-Stalled`` the flow-control reply is sent again to that
+  subject, unblocking a stalled consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._deadline import Deadline, check_timeout
+from ..errors import (
+    ConnectionClosedError,
+    ConsumerNotFoundError,
+    NatsError,
+    TimeoutError,
+)
+from ..msg import Msg
+from ._codec import merge_config
+from .consumer_config import ConsumerConfig, OrderedConsumerConfig
+from .enums import DeliverPolicy
+from .info import ConsumerInfo
+
+if TYPE_CHECKING:
+    from ..subscription import Subscription
+    from .consumer_admin import ContextConsumersMixin
+
+__all__ = ["JetStreamSubscription", "subscribe", "subscribe_bind"]
+
+STALLED = "Nats-Consumer-Stalled"
+
+
+class JetStreamSubscription:
+    """A subscription to a push consumer's deliver subject (nats.py's ``JetStreamSubscription``).
+
+    Take messages with :meth:`next_msg` or by iterating, unless it was made
+    with ``cb=``: the callback then runs on the subscription's own thread,
+    in order, and (unless ``manual_ack``) each message is acked after the
+    callback returns. Flow control and heartbeats are handled for you.
+    """
+
+    def __init__(
+        self,
+        ctx: ContextConsumersMixin,
+        stream: str,
+        consumer: str,
+        owned: bool,
+    ) -> None:
+        self._ctx = ctx
+        self._client = ctx.client
+        self.stream = stream
+        self.consumer = consumer
+        self._owned = owned
+        self._sub: Subscription | None = None
+        self._cb: Callable[[Msg], object] | None = None
+        self._auto_ack = False
+
+    def _start(
+        self,
+        deliver_subject: str,
+        queue: str | None,
+        cb: Callable[[Msg], object] | None,
+        auto_ack: bool,
+    ) -> None:
+        self._cb = cb
+        self._auto_ack = auto_ack
+        handler = self._handle if cb is not None else None
+        self._sub = self._client.subscribe(deliver_subject, queue=queue, cb=handler)
+
+    # -- control messages ---------------------------------------------------------
+
+    def _control(self, msg: Msg) -> None:
+        """Answer flow control; re-answer a stall a heartbeat reports."""
+        if msg.status != 100:
+            return
+        try:
+            if msg.reply:  # a flow-control request
+                self._client.publish(msg.reply, b"")
+                return
+            stalled = msg.headers.get(STALLED)
+            if stalled:
+                self._client.publish(stalled, b"")
+        except ConnectionClosedError:
+            pass
+
+    def _handle(self, msg: Msg) -> None:
+        """Callback mode (the subscription's thread): control, user callback, auto ack."""
+        if msg._raw_headers is not None and msg.status is not None:
+            self._control(msg)
+            return
+        self._cb(msg)  # type: ignore[misc]
+        if self._auto_ack and not msg._ackd and msg.reply:
+            msg.ack()
+
+    # -- taking messages ----------------------------------------------------------
+
+    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        """Block for the next message from the consumer (control messages are handled).
+
+        Raises:
+            TimeoutError: nothing arrived within ``timeout``.
+            NatsError: the subscription has a callback, or has ended.
+        """
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        sub = self._sub
+        while True:
+            left = None if deadline is None else deadline.remaining()
+            if left is not None and left <= 0:
+                raise TimeoutError("no message within the timeout")
+            msg = sub.next_msg(left)  # type: ignore[union-attr]
+            if msg._raw_headers is not None and msg.status is not None:
+                self._control(msg)
+                continue
+            return msg
+
+    def __iter__(self) -> Iterator[Msg]:
+        """Yield messages until the subscription ends."""
+        while True:
+            try:
+                yield self.next_msg(None)
+            except (NatsError, ConnectionClosedError):
+                return
+
+    @property
+    def pending_msgs(self) -> int:
+        """Messages received and not yet taken."""
+        return self._sub.pending_msgs  # type: ignore[union-attr]
+
+    @property
+    def delivered(self) -> int:
+        """Messages (control messages included) received so far."""
+        return self._sub.delivered  # type: ignore[union-attr]
+
+    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+        """The consumer's current info.
+
+        Raises:
+            ConsumerNotFoundError: the consumer is gone.
+        """
+        return self._ctx.consumer_info(self.stream, self.consumer, timeout)  # type: ignore[attr-defined]
+
+    def _delete_owned(self) -> None:
+        if self._owned and not self._client.is_closed:
+            try:
+                self._ctx.delete_consumer(self.stream, self.consumer)  # type: ignore[attr-defined]
+            except NatsError:
+                pass
+
+    def unsubscribe(self) -> None:
+        """Stop receiving; an ephemeral consumer this subscription created is deleted."""
+        sub = self._sub
+        if sub is not None and sub.is_active and not self._client.is_closed:
+            sub.unsubscribe()
+        self._delete_owned()
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Stop new messages, let the pending ones be handled, then delete an owned consumer.
+
+        Raises:
+            TimeoutError: the callback did not finish in time.
+        """
+        sub = self._sub
+        if sub is not None and sub.is_active:
+            sub.drain(timeout)
+        self._delete_owned()
+
+    def __enter__(self) -> JetStreamSubscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unsubscribe()
+
+    def __repr__(self) -> str:
+        return f"<JetStreamSubscription {self.stream}/{self.consumer}>"
+
+
+class OrderedPushSubscription(JetStreamSubscription):
+    """``subscribe(..., ordered_consumer=True)``: in-order delivery, exactly once.
+
+    Built on the ordered (pull) consumer: the same guarantees, recreated on
+    gaps, deletion, missed heartbeats and reconnects.
+    """
+
+    def __init__(self, ctx: Any, stream: str, ordered: Any, cb: Callable[[Msg], object] | None):
+        super().__init__(ctx, stream, "", owned=False)
+        self._ordered = ordered
+        self._it = ordered.messages()
+        self._consume = None
+        if cb is not None:
+            from .consumer import ConsumeContext
+
+            self._consume = ConsumeContext(self._it, cb, None)
+
+    @property
+    def consumer(self) -> str:  # type: ignore[override]
+        """The current server-side consumer's name."""
+        return self._ordered.name or ""
+
+    @consumer.setter
+    def consumer(self, value: str) -> None:
+        pass
+
+    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+        """Block for the next message in order.
+
+        Raises:
+            TimeoutError: nothing arrived within ``timeout``.
+        """
+        if self._consume is not None:
+            raise NatsError("next_msg() is not available on a subscription with a callback")
+        return self._it.next(timeout)
+
+    @property
+    def pending_msgs(self) -> int:
+        """Always 0 here (messages are pulled as they are taken)."""
+        return 0
+
+    @property
+    def delivered(self) -> int:
+        """The last consumer sequence of the current link."""
+        return self._ordered._consumer_seq
+
+    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+        """The current server-side consumer's info."""
+        return self._ordered.info(timeout)
+
+    def unsubscribe(self) -> None:
+        """Stop and delete the server-side consumer."""
+        if self._consume is not None:
+            self._consume.stop()
+        else:
+            self._it.stop()
+        self._ordered.close()
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Deliver what was received, then stop."""
+        if self._consume is not None:
+            self._consume.drain(timeout)
+        else:
+            self._it.drain()
+        self._ordered.close()
+
+
+def subscribe(
+    ctx: Any,
+    subject: str,
+    queue: str | None,
+    cb: Callable[[Msg], object] | None,
+    durable: str | None,
+    stream: str | None,
+    config: ConsumerConfig | None,
+    manual_ack: bool,
+    ordered_consumer: bool,
+    idle_heartbeat: float | None,
+    flow_control: bool,
+    deliver_policy: DeliverPolicy | None,
+    timeout: float | None,
+) -> JetStreamSubscription:
+    """Subscribe to ``subject`` through a push consumer, as nats.py's ``js.subscribe`` does.
+
+    The stream is looked up by subject unless given. With ``durable`` (or
+    a ``queue``, whose name then serves as the durable name) an existing
+    consumer is reused; otherwise one is created with a fresh deliver
+    subject. Without ``durable`` or ``queue`` the consumer is ephemeral and
+    deleted by :meth:`JetStreamSubscription.unsubscribe`.
+
+    Args:
+        cb: run for each message on the subscription's own thread; acked
+            after it returns unless ``manual_ack``.
+        ordered_consumer: deliver every message in order exactly once
+            (ack none; the consumer is recreated when needed).
+        idle_heartbeat: seconds between the server's heartbeats.
+        flow_control: let the server pace delivery to what is taken.
+
+    Raises:
+        StreamNotFoundError: no stream captures ``subject``.
+        ValueError: the existing durable is a pull consumer, or options clash.
+    """
+    if stream is None:
+        stream = ctx.stream_name_by_subject(subject, timeout=timeout)
+    if ordered_consumer:
+        if queue or durable:
+            raise ValueError("an ordered consumer cannot have a queue group or a durable name")
+        ordered = ctx.ordered_consumer(
+            stream,
+            OrderedConsumerConfig(filter_subjects=(subject,), deliver_policy=deliver_policy),
+        )
+        return OrderedPushSubscription(ctx, stream, ordered, cb)
+    durable = durable or (config.durable_name if config is not None else None) or queue
+    if durable:
+        try:
+            info = ctx.consumer_info(stream, durable, timeout)
+        except ConsumerNotFoundError:
+            info = None
+        if info is not None:
+            return _bind(ctx, stream, info, queue, cb, manual_ack)
+    fields: dict[str, Any] = {"deliver_subject": ctx.client.new_inbox()}
+    if durable:
+        fields["durable_name"] = durable
+    if queue:
+        fields["deliver_group"] = queue
+    if config is None or not (config.filter_subject or config.filter_subjects):
+        fields["filter_subject"] = subject
+    if idle_heartbeat is not None:
+        fields["idle_heartbeat"] = idle_heartbeat
+    if flow_control:
+        fields["flow_control"] = True
+        if idle_heartbeat is None and (config is None or not config.idle_heartbeat):
+            fields["idle_heartbeat"] = 5.0
+    if deliver_policy is not None:
+        fields["deliver_policy"] = deliver_policy
+    cfg = merge_config(ConsumerConfig, config, fields)
+    if cfg.deliver_subject != fields["deliver_subject"]:
+        cfg = attrs.evolve(cfg, deliver_subject=fields["deliver_subject"])
+    cons = ctx.create_consumer(stream, cfg, timeout=timeout)
+    js_sub = JetStreamSubscription(ctx, stream, cons.name, owned=not durable)
+    try:
+        js_sub._start(cfg.deliver_subject, queue, cb, not manual_ack)  # type: ignore[arg-type]
+    except BaseException:
+        js_sub._delete_owned()
+        raise
+    return js_sub
+
+
+def _bind(
+    ctx: Any,
+    stream: str,
+    info: ConsumerInfo,
+    queue: str | None,
+    cb: Callable[[Msg], object] | None,
+    manual_ack: bool,
+) -> JetStreamSubscription:
+    cfg = info.config
+    if cfg is None or not cfg.deliver_subject:
+        raise ValueError(f"consumer {info.name!r} is a pull consumer; use pull_subscribe_bind")
+    group = cfg.deliver_group or None
+    if group != (queue or None) and (queue or group):
+        raise ValueError(f"consumer {info.name!r} delivers to queue group {group!r}, not {queue!r}")
+    js_sub = JetStreamSubscription(ctx, stream, info.name, owned=False)
+    js_sub._start(cfg.deliver_subject, group, cb, not manual_ack)
+    return js_sub
+
+
+def subscribe_bind(
+    ctx: Any,
+    stream: str,
+    consumer: str,
+    cb: Callable[[Msg], object] | None,
+    manual_ack: bool,
+    timeout: float | None,
+) -> JetStreamSubscription:
+    """Attach to an existing push consumer (it is never deleted by unsubscribing).
+
+    Raises:
+        ConsumerNotFoundError: no such consumer.
+        ValueError: it is a pull consumer.
+    """
+    info = ctx.consumer_info(stream, consumer, timeout)
+    return _bind(ctx, stream, info, None if info.config is None else info.config.deliver_group,
+                 cb, manual_ack)  # fmt: skip

@@ -1,0 +1,118 @@
+"""Msg's JetStream side: metadata from both ack-subject layouts, and every kind of ack."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync.errors import MsgAlreadyAckedError, NotJetStreamMsgError
+from jetstream_sync.jetstream._ack import parse_metadata
+from jetstream_sync.msg import Msg
+from tests.fixtures.polling import wait_for
+
+
+@pytest.fixture
+def js(shared_server):
+    """A connected JetStream context on the shared server."""
+    with jetstream_sync.connect(shared_server.url) as nc:
+        yield nc.jetstream()
+
+
+@pytest.fixture
+def stream(js):
+    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
+    name = "ACK" + uuid.uuid4().hex[:8].upper()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"])
+    yield st
+    js.delete_stream(name)
+
+
+def test_metadata_v1_layout():
+    """A 9-token ack subject gives every field; the timestamp keeps its nanoseconds."""
+    md = parse_metadata("$JS.ACK.ORDERS.dur.2.15.7.1700000000123456789.42")
+    assert (md.stream, md.consumer, md.num_delivered, md.num_pending) == ("ORDERS", "dur", 2, 42)
+    assert (md.sequence.stream, md.sequence.consumer) == (15, 7)
+    assert md.timestamp.nanosecond == 789 and md.timestamp.epoch_ns == 1700000000123456789
+    assert md.domain is None
+
+
+def test_metadata_v2_layout_with_domain_and_extra_tokens():
+    """The 12-token layout carries a domain and account hash; 11 tokens are accepted too."""
+    md = parse_metadata("$JS.ACK.hub.ACCHASH.S.c.1.3.2.1700000000000000001.0.rnd")
+    assert (md.domain, md.stream, md.consumer, md.sequence.stream) == ("hub", "S", "c", 3)
+    md = parse_metadata("$JS.ACK._.ACCHASH.S.c.1.3.2.1700000000000000001.0")
+    assert md.domain is None and md.sequence.consumer == 2
+
+
+def test_not_a_jetstream_message():
+    """Metadata and acks on a plain message raise NotJetStreamMsgError."""
+    msg = Msg("a", "_INBOX.x", b"")
+    with pytest.raises(NotJetStreamMsgError):
+        msg.metadata  # noqa: B018
+    with pytest.raises(NotJetStreamMsgError):
+        msg.ack()
+    with pytest.raises(NotJetStreamMsgError):
+        parse_metadata("$JS.ACK.too.short")
+
+
+def test_second_final_ack_raises_and_in_progress_repeats(js, stream):
+    """in_progress may repeat; a second ack/nak/term raises MsgAlreadyAckedError."""
+    js.publish(f"{stream.name}.a", b"1")
+    msg = stream.create_consumer().fetch(1, timeout=2)[0]
+    msg.in_progress()
+    msg.in_progress()
+    msg.ack_sync()
+    for again in (msg.ack, msg.nak, msg.term, msg.in_progress, msg.double_ack):
+        with pytest.raises(MsgAlreadyAckedError):
+            again()
+
+
+def test_ack_removes_from_pending(js, stream):
+    """Acked messages leave num_ack_pending; ack_sync waits for the server."""
+    for i in range(3):
+        js.publish(f"{stream.name}.a", b"%d" % i)
+    cons = stream.create_consumer(durable_name="d")
+    msgs = cons.fetch(3, timeout=2)
+    msgs[0].ack()
+    msgs[1].ack_sync(timeout=2)
+    msgs[2].double_ack()
+    wait_for(lambda: cons.info().num_ack_pending == 0)
+
+
+def test_nak_with_delay_redelivers_after_the_delay(js, stream):
+    """nak(delay) comes back after the delay with num_delivered == 2."""
+    js.publish(f"{stream.name}.a", b"x")
+    cons = stream.create_consumer(durable_name="d", ack_wait=30)
+    first = cons.fetch(1, timeout=2)[0]
+    first.nak(delay=0.5)
+    assert cons.fetch(1, timeout=0.3) == []  # not before the delay
+    again = cons.fetch(1, timeout=3)
+    assert len(again) == 1 and again[0].metadata.num_delivered == 2
+    assert again[0].data == b"x"
+
+
+def test_nak_without_delay_redelivers_at_once(js, stream):
+    """nak() redelivers immediately."""
+    js.publish(f"{stream.name}.a", b"x")
+    cons = stream.create_consumer(ack_wait=30)
+    cons.fetch(1, timeout=2)[0].nak()
+    assert cons.fetch(1, timeout=2)[0].metadata.num_delivered == 2
+
+
+def test_term_is_not_redelivered(js, stream):
+    """A terminated message never comes back, even after ack_wait."""
+    js.publish(f"{stream.name}.a", b"x")
+    cons = stream.create_consumer(ack_wait=0.5)
+    cons.fetch(1, timeout=2)[0].term(reason="bad payload")
+    assert cons.fetch(1, timeout=1.5) == []
+    assert cons.info().num_ack_pending == 0
+
+
+def test_unacked_is_redelivered_after_ack_wait(js, stream):
+    """Without an ack, the message returns after ack_wait."""
+    js.publish(f"{stream.name}.a", b"x")
+    cons = stream.create_consumer(ack_wait=0.5)
+    cons.fetch(1, timeout=2)
+    assert cons.fetch(1, timeout=3)[0].metadata.num_delivered == 2

@@ -1,0 +1,305 @@
+"""Pull consumers: fetch, fetch_bytes, next, messages(), consume(), restarts, priority groups."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync.errors import ConsumerDeletedError, TimeoutError
+from jetstream_sync.jetstream.enums import PriorityPolicy, StorageType
+from tests.fixtures.polling import wait_for
+
+
+@pytest.fixture
+def js(shared_server):
+    """A connected JetStream context on the shared server."""
+    with jetstream_sync.connect(shared_server.url) as nc:
+        yield nc.jetstream()
+
+
+@pytest.fixture
+def stream(js):
+    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
+    name = "PULL" + uuid.uuid4().hex[:8].upper()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"])
+    yield st
+    js.delete_stream(name)
+
+
+def _fill(js, stream, n, size=1):
+    for i in range(n):
+        js.publish_async(f"{stream.name}.x", b"%d" % i + b"." * max(size - len(b"%d" % i), 0))
+    js.publish_async_completed()
+
+
+def test_fetch_on_empty_consumer_returns_empty_within_timeout(stream):
+    """fetch() on an empty consumer returns [] by its timeout (not an error)."""
+    cons = stream.create_consumer()
+    start = time.monotonic()
+    assert cons.fetch(10, timeout=1.0) == []
+    assert time.monotonic() - start < 2.0
+
+
+def test_fetch_full_and_partial_batches(js, stream):
+    """A batch fills at once; a larger batch returns the partial set at the timeout."""
+    _fill(js, stream, 15)
+    cons = stream.create_consumer()
+    first = cons.fetch(10, timeout=5)
+    assert [m.data for m in first] == [b"%d" % i for i in range(10)]
+    start = time.monotonic()
+    rest = cons.fetch(10, timeout=1.0)
+    assert [m.data for m in rest] == [b"%d" % i for i in range(10, 15)]
+    assert time.monotonic() - start < 2.0
+
+
+def test_repeated_fetches_are_not_cut_by_stale_timeouts(js, stream):
+    """Each fetch has its own inbox: many short fetches in a row never see an old 408."""
+    cons = stream.create_consumer()
+    for _ in range(5):
+        assert cons.fetch(1, timeout=0.2) == []
+    js.publish(f"{stream.name}.x", b"late")
+    assert [m.data for m in cons.fetch(1, timeout=2)] == [b"late"]
+
+
+def test_fetch_bytes_respects_the_limit(js, stream):
+    """fetch_bytes never returns more bytes than asked for."""
+    _fill(js, stream, 20, size=100)
+    cons = stream.create_consumer()
+    msgs = cons.fetch_bytes(1000, timeout=2)
+    assert 1 <= len(msgs) < 10
+    assert sum(len(m.data) for m in msgs) <= 1000
+
+
+def test_fetch_no_wait_and_next(js, stream):
+    """fetch_no_wait returns what is there now; next() raises TimeoutError when empty."""
+    cons = stream.create_consumer()
+    assert cons.fetch_no_wait(5) == []
+    _fill(js, stream, 3)
+    assert len(cons.fetch_no_wait(5)) == 3
+    with pytest.raises(TimeoutError):
+        cons.next(timeout=0.5)
+    js.publish(f"{stream.name}.x", b"n")
+    assert cons.next(timeout=2).data == b"n"
+
+
+def test_fetch_with_heartbeat(js, stream):
+    """fetch(heartbeat=) on an idle consumer gets heartbeats and returns [] at the timeout."""
+    cons = stream.create_consumer()
+    assert cons.fetch(5, timeout=1.5, heartbeat=0.2) == []
+    with pytest.raises(ValueError):
+        cons.fetch(1, timeout=1.0, heartbeat=0.9)
+
+
+def test_bad_arguments(stream):
+    """Bad batch/timeout values raise ValueError naming the parameter."""
+    cons = stream.create_consumer()
+    with pytest.raises(ValueError, match="batch"):
+        cons.fetch(0)
+    with pytest.raises(ValueError, match="timeout"):
+        cons.fetch(1, timeout=float("nan"))
+    with pytest.raises(ValueError, match="expires"):
+        cons.messages(expires=0.5)
+
+
+def test_messages_iterates_and_refills(js, stream):
+    """messages() delivers everything in order across many refills."""
+    _fill(js, stream, 1000)
+    cons = stream.create_consumer()
+    seen = []
+    with cons.messages(max_messages=50) as it:
+        for msg in it:
+            msg.ack()
+            seen.append(int(msg.data))
+            if len(seen) == 1000:
+                break
+    assert seen == list(range(1000))
+
+
+def test_messages_by_bytes(js, stream):
+    """messages(max_bytes=) pulls by size and still delivers everything."""
+    _fill(js, stream, 100, size=200)
+    cons = stream.create_consumer()
+    with cons.messages(max_bytes=2000) as it:
+        got = [it.next(timeout=5) for _ in range(100)]
+    assert len(got) == 100
+
+
+def test_messages_next_timeout_and_stop(stream):
+    """next(timeout) raises TimeoutError; after stop() iteration ends."""
+    cons = stream.create_consumer()
+    it = cons.messages()
+    with pytest.raises(TimeoutError):
+        it.next(timeout=0.3)
+    it.stop()
+    assert list(it) == []
+    assert it.closed
+
+
+def test_messages_raises_when_consumer_deleted(js, stream):
+    """The iterator ends with ConsumerDeletedError when the consumer is deleted."""
+    cons = stream.create_consumer(durable_name="gone")
+    it = cons.messages(expires=5)
+    js.publish(f"{stream.name}.x", b"1")
+    assert it.next(timeout=5).data == b"1"
+    stream.delete_consumer("gone")
+    with pytest.raises(ConsumerDeletedError):
+        it.next(timeout=10)
+    with pytest.raises(ConsumerDeletedError):
+        it.next(timeout=1)
+
+
+def test_consume_runs_callback_in_order_on_its_thread(js, stream):
+    """consume() calls back in order, on a jetstream_sync-consume thread; stop() joins it."""
+    _fill(js, stream, 300)
+    cons = stream.create_consumer()
+    seen, threads = [], set()
+
+    def cb(msg):
+        threads.add(threading.current_thread().name)
+        seen.append(int(msg.data))
+        msg.ack()
+
+    ctx = cons.consume(cb, max_messages=40)
+    wait_for(lambda: len(seen) == 300)
+    ctx.stop()
+    assert ctx.closed
+    assert seen == list(range(300))
+    assert len(threads) == 1 and threads.pop().startswith("jetstream_sync-consume-")
+
+
+def test_consume_reports_callback_errors_and_deletion(js, stream):
+    """Callback exceptions and the consumer's deletion reach error_handler; then it stops."""
+    cons = stream.create_consumer(durable_name="cd")
+    errors = []
+    ctx = cons.consume(lambda m: 1 / 0, error_handler=errors.append, expires=5)
+    js.publish(f"{stream.name}.x", b"1")
+    wait_for(lambda: any(isinstance(e, ZeroDivisionError) for e in errors))
+    stream.delete_consumer("cd")
+    wait_for(lambda: ctx.closed, timeout=10)
+    assert any(isinstance(e, ConsumerDeletedError) for e in errors)
+
+
+def test_consume_drain_delivers_buffered_then_stops(js, stream):
+    """drain() hands over what was buffered, then joins; stop() from a callback works."""
+    _fill(js, stream, 50)
+    cons = stream.create_consumer()
+    seen = []
+    gate = threading.Event()
+
+    def cb(msg):
+        gate.wait(5)
+        seen.append(msg)
+
+    ctx = cons.consume(cb, max_messages=100)
+    wait_for(lambda: ctx._source._buf or ctx._source._queue.__len__() > 0)
+    gate.set()
+    ctx.drain(timeout=10)
+    assert ctx.closed and len(seen) >= 1
+
+    ctx2 = cons.consume(lambda m: ctx2.stop())
+    js.publish(f"{stream.name}.x", b"z")
+    wait_for(lambda: ctx2.closed, timeout=10)
+
+
+@pytest.mark.slow
+def test_messages_survives_a_server_restart_with_nothing_lost(restartable_server):
+    """messages() keeps delivering across a server restart; every message arrives."""
+    with jetstream_sync.connect(restartable_server.url, reconnect_time_wait=0.1) as nc:
+        js = nc.jetstream()
+        st = js.create_stream(name="R", subjects=["r.>"], storage=StorageType.FILE)
+        cons = st.create_consumer(durable_name="d", ack_wait=5)
+        for i in range(200):
+            js.publish("r.x", b"%d" % i)
+        seen = set()
+        with cons.messages(max_messages=20, expires=2, heartbeat=0.5) as it:
+            while len(seen) < 100:
+                msg = it.next(timeout=10)
+                msg.ack_sync()
+                seen.add(int(msg.data))
+            restartable_server.restart()
+            wait_for(lambda: nc.is_connected, timeout=20)
+            for i in range(200, 300):
+                js.publish("r.x", b"%d" % i, timeout=10)
+            while len(seen) < 300:
+                msg = it.next(timeout=30)
+                msg.ack()
+                seen.add(int(msg.data))
+        assert seen == set(range(300))
+
+
+def test_priority_group_pins_one_client(js, stream):
+    """With PINNED_CLIENT, the pinned handle gets messages and another waits."""
+    _fill(js, stream, 4)
+    a = stream.create_consumer(
+        durable_name="pg", priority_policy=PriorityPolicy.PINNED_CLIENT, priority_groups=["g"]
+    )
+    b = stream.consumer("pg")
+    assert len(a.fetch(2, timeout=2, group="g")) == 2
+    assert b.fetch(2, timeout=0.5, group="g") == []
+    assert len(a.fetch(2, timeout=2, group="g")) == 2
+
+
+def test_overflow_group_min_pending(js, stream):
+    """OVERFLOW with min_pending: served only while enough is pending."""
+    _fill(js, stream, 3)
+    cons = stream.create_consumer(
+        durable_name="ov", priority_policy=PriorityPolicy.OVERFLOW, priority_groups=["g"]
+    )
+    assert cons.fetch(1, timeout=0.5, group="g", min_pending=10) == []
+    assert len(cons.fetch(3, timeout=2, group="g", min_pending=1)) >= 1
+
+
+@pytest.mark.interop
+def test_interop_with_nats_py(shared_server, js, stream):
+    """nats-py publishes, we consume; we publish, nats-py consumes."""
+    import asyncio
+
+    import nats
+
+    subj = f"{stream.name}.i"
+
+    async def publish_with_nats_py():
+        nc = await nats.connect(shared_server.url)
+        njs = nc.jetstream()
+        for i in range(5):
+            await njs.publish(subj, b"py%d" % i)
+        await nc.close()
+
+    asyncio.run(publish_with_nats_py())
+    cons = stream.create_consumer(durable_name="ours", filter_subject=subj)
+    msgs = cons.fetch(5, timeout=3)
+    assert [m.data for m in msgs] == [b"py%d" % i for i in range(5)]
+    for m in msgs:
+        m.ack()
+
+    for i in range(5):
+        js.publish(subj, b"us%d" % i)
+
+    async def consume_with_nats_py():
+        nc = await nats.connect(shared_server.url)
+        psub = await nc.jetstream().pull_subscribe(subj, durable="theirs", stream=stream.name)
+        got = await psub.fetch(10, timeout=3)
+        for m in got:
+            await m.ack()
+        await nc.close()
+        return [m.data for m in got]
+
+    assert asyncio.run(consume_with_nats_py())[-5:] == [b"us%d" % i for i in range(5)]
+
+
+def test_iterator_drain_and_listener_cleanup(js, stream):
+    """drain() still yields what was received; stop/drain remove the status listener."""
+    _fill(js, stream, 20)
+    cons = stream.create_consumer()
+    before = len(js.client._listeners)
+    it = cons.messages(max_messages=100)
+    first = it.next(timeout=5)
+    wait_for(lambda: len(it._buf) + len(it._queue) >= 19)
+    it.drain()
+    rest = list(it)
+    assert [int(m.data) for m in [first, *rest]] == list(range(20))
+    assert len(js.client._listeners) == before

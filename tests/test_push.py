@@ -1,0 +1,152 @@
+"""Push consumers through ctx.subscribe / subscribe_bind: flow control, heartbeats, groups."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync.errors import ConsumerNotFoundError, TimeoutError
+from tests.fixtures.polling import wait_for
+
+
+@pytest.fixture
+def js(shared_server):
+    """A connected JetStream context on the shared server."""
+    with jetstream_sync.connect(shared_server.url) as nc:
+        yield nc.jetstream()
+
+
+@pytest.fixture
+def stream(js):
+    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
+    name = "PUSH" + uuid.uuid4().hex[:8].upper()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"])
+    yield st
+    js.delete_stream(name)
+
+
+def _fill(js, subject, n):
+    for i in range(n):
+        js.publish_async(subject, b"%d" % i)
+    js.publish_async_completed(timeout=60)
+
+
+def test_next_msg_and_unsubscribe_deletes_ephemeral(js, stream):
+    """next_msg yields messages in order; unsubscribe removes the ephemeral consumer."""
+    _fill(js, f"{stream.name}.a", 5)
+    sub = js.subscribe(f"{stream.name}.a")
+    got = [sub.next_msg(timeout=2) for _ in range(5)]
+    assert [int(m.data) for m in got] == list(range(5))
+    for m in got:
+        m.ack()
+    with pytest.raises(TimeoutError):
+        sub.next_msg(timeout=0.3)
+    name = sub.consumer
+    assert sub.consumer_info().name == name
+    sub.unsubscribe()
+    with pytest.raises(ConsumerNotFoundError):
+        js.consumer_info(stream.name, name)
+
+
+def test_callback_auto_acks(js, stream):
+    """With cb= (no manual_ack) each message is acked after the callback returns."""
+    _fill(js, f"{stream.name}.a", 20)
+    seen = []
+    sub = js.subscribe(f"{stream.name}.a", cb=lambda m: seen.append(m), durable="auto")
+    wait_for(lambda: len(seen) == 20)
+    wait_for(lambda: sub.consumer_info().num_ack_pending == 0)
+    sub.unsubscribe()
+    assert js.consumer_info(stream.name, "auto").name == "auto"  # durable kept
+
+
+def test_manual_ack(js, stream):
+    """manual_ack=True leaves acking to the application."""
+    _fill(js, f"{stream.name}.a", 3)
+    seen = []
+    sub = js.subscribe(f"{stream.name}.a", cb=seen.append, manual_ack=True, durable="man")
+    wait_for(lambda: len(seen) == 3)
+    assert sub.consumer_info().num_ack_pending == 3
+    for m in seen:
+        m.ack()
+    wait_for(lambda: sub.consumer_info().num_ack_pending == 0)
+    sub.unsubscribe()
+
+
+def test_queue_group_splits_messages(js, stream):
+    """Two members of a queue group share one consumer; each message goes to one."""
+    a, b = [], []
+    lock = threading.Lock()
+
+    def into(bucket):
+        def cb(m):
+            with lock:
+                bucket.append(int(m.data))
+
+        return cb
+
+    sa = js.subscribe(f"{stream.name}.q", queue="workers", cb=into(a))
+    sb = js.subscribe(f"{stream.name}.q", queue="workers", cb=into(b))
+    assert sa.consumer == sb.consumer == "workers"
+    _fill(js, f"{stream.name}.q", 200)
+    wait_for(lambda: len(a) + len(b) == 200)
+    assert sorted(a + b) == list(range(200))
+    sa.unsubscribe()
+    sb.unsubscribe()
+
+
+def test_subscribe_bind(js, stream):
+    """subscribe_bind attaches to an existing push consumer and never deletes it."""
+    js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
+    _fill(js, f"{stream.name}.a", 3)
+    sub = js.subscribe_bind(stream.name, "bound")
+    assert [int(sub.next_msg(2).data) for _ in range(3)] == [0, 1, 2]
+    sub.unsubscribe()
+    assert js.consumer_info(stream.name, "bound")
+    pull = js.create_consumer(stream.name, durable_name="pull")
+    with pytest.raises(ValueError):
+        js.subscribe_bind(stream.name, pull.name)
+
+
+def test_heartbeats_are_not_delivered(js, stream):
+    """Idle heartbeats are handled, never handed to the application."""
+    sub = js.subscribe(f"{stream.name}.a", idle_heartbeat=0.1)
+    wait_for(lambda: sub.delivered >= 2)  # heartbeats arrived
+    with pytest.raises(TimeoutError):
+        sub.next_msg(timeout=0.3)
+    sub.unsubscribe()
+
+
+def test_ordered_push(js, stream):
+    """ordered_consumer=True delivers in order and survives the consumer's deletion."""
+    _fill(js, f"{stream.name}.a", 50)
+    sub = js.subscribe(f"{stream.name}.a", ordered_consumer=True)
+    got = [int(sub.next_msg(timeout=5).data) for _ in range(25)]
+    js.delete_consumer(stream.name, sub.consumer)
+    got += [int(sub.next_msg(timeout=10).data) for _ in range(25)]
+    assert got == list(range(50))
+    sub.unsubscribe()
+
+
+@pytest.mark.slow
+def test_flow_control_and_heartbeats_deliver_100k(js, stream):
+    """A push consumer with flow control and heartbeats delivers 100,000 messages."""
+    total = 100_000
+    subject = f"{stream.name}.big"
+    _fill(js, subject, total)
+    count = [0]
+    done = threading.Event()
+
+    def cb(msg):
+        count[0] += 1
+        if count[0] == total:
+            done.set()
+
+    sub = js.subscribe(
+        subject, cb=cb, manual_ack=True, flow_control=True, idle_heartbeat=0.5,
+        config=jetstream_sync.ConsumerConfig(ack_policy=jetstream_sync.AckPolicy.NONE),
+    )  # fmt: skip
+    assert done.wait(90), f"only {count[0]} of {total} arrived"
+    sub.unsubscribe()
