@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import os
 import ssl
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from . import _protocol
+from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
 from ._deadline import Deadline, check_timeout
 from ._events import EventRunner, log
 from ._handshake import Connected, HandshakeOptions, handshake
 from ._nuid import NUID
+from ._pings import PingTracker
 from ._reader import Reader
 from ._request_mux import ReplyWaiter, RequestMux
 from ._server_pool import ServerPool
@@ -27,13 +27,10 @@ from .errors import (
     AuthorizationError,
     BadSubjectError,
     ConnectionClosedError,
-    ConnectionLostError,
     ForkedClientError,
     MaxPayloadError,
-    NatsError,
     NoRespondersError,
     NoServersError,
-    SlowConsumerError,
     TimeoutError,
 )
 from .headers import header_pairs
@@ -48,9 +45,7 @@ HeadersIn = Mapping[str, str | Sequence[str]]
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
 _FIELDS = _protocol.OP_FIELDS
-_CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, ConnectionError)
 _SUBJECT_CACHE_MAX = 4096
-_COPY_LIMIT = 4 << 20
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
@@ -82,7 +77,7 @@ class ClientStats:
     reconnects: int
 
 
-class Client:
+class Client(ConnectionMixin):
     """A connection to a NATS server (or cluster), shared by any number of threads.
 
     Create it with :func:`jetstream_sync.connect`. See ``docs/connecting.md``
@@ -157,10 +152,7 @@ class Client:
         self._subject_cache: dict[str, bytes] = {}
         self._mux: RequestMux | None = None
         self._mux_sid = 0
-        self._pongs: deque[ReplyWaiter | None] = deque()
-        self._pongs_lock = threading.Lock()
-        self._deferred_pings: list[ReplyWaiter] = []  # flushes asked for while reconnecting
-        self._pings_outstanding = 0
+        self._pings = PingTracker()
         self._in_msgs = 0
         self._in_bytes = 0
         self._reconnects = 0
@@ -182,7 +174,7 @@ class Client:
                 break
             except AuthorizationError:
                 raise
-            except _CONNECT_ERRORS as exc:
+            except CONNECT_ERRORS as exc:
                 errors.append(exc)
         if conn is None:
             raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
@@ -434,7 +426,7 @@ class Client:
                 pending_bytes_limit or self._pending_bytes_limit,
             )  # fmt: skip
             self._subs[sid] = sub
-        self._writer.write(_sub_frame(subject_b, queue_b, sid))
+        self._writer.write(sub_frame(subject_b, queue_b, sid))
         return sub
 
     def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
@@ -476,7 +468,7 @@ class Client:
                 mux = RequestMux(self.new_inbox())
                 self._mux_sid = self._next_sid
                 self._next_sid += 1
-                self._writer.write(_sub_frame(mux.subject.encode(), b"", self._mux_sid))
+                self._writer.write(sub_frame(mux.subject.encode(), b"", self._mux_sid))
                 self._mux = mux
         return self._mux
 
@@ -517,13 +509,8 @@ class Client:
     # ------------------------------------------------------------------ flush / ping
 
     def _send_ping(self, waiter: ReplyWaiter | None) -> None:
-        with self._pongs_lock:
-            if self._reconnecting:
-                if waiter is not None:
-                    self._deferred_pings.append(waiter)
-                return
-            self._pongs.append(waiter)
-        self._writer.write(b"PING\r\n", urgent=True)
+        if self._pings.register(waiter):
+            self._writer.write(b"PING\r\n", urgent=True)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Block until everything published so far has reached the server.
@@ -541,10 +528,7 @@ class Client:
         waiter = ReplyWaiter()
         self._send_ping(waiter)
         if not waiter.wait(deadline):
-            with self._pongs_lock:
-                for waiting in (self._pongs, self._deferred_pings):
-                    if waiter in waiting:
-                        waiting.remove(waiter)
+            self._pings.forget(waiter)
             raise TimeoutError(f"flush did not complete within {timeout} s")
         if waiter.error is not None:
             raise waiter.error
@@ -554,191 +538,6 @@ class Client:
         start = time.perf_counter()
         self.flush(timeout)
         return time.perf_counter() - start
-
-    def _ping_loop(self) -> None:
-        while not self._closing.wait(self._ping_interval):
-            if self._reconnecting:
-                continue
-            if self._pings_outstanding >= self._max_outstanding_pings:
-                conn = self._conn
-                if conn is not None:
-                    self._report_error(NatsError("stale connection: PINGs went unanswered"))
-                    conn.transport.shutdown()
-                continue
-            self._pings_outstanding += 1
-            try:
-                self._send_ping(None)
-            except NatsError:
-                return
-
-    # ------------------------------------------------------------------ reader side
-
-    def _route(self, ops: list[int], view: memoryview, consumed: int) -> None:
-        """Handle one parsed buffer (reader thread). Copies everything it keeps."""
-        # One copy of the parsed part makes every slice below a plain bytes
-        # object (cheaper than a memoryview slice each); very large buffers
-        # are sliced in place to avoid copying big payloads twice.
-        src = view[:consumed].tobytes() if consumed <= _COPY_LIMIT else view
-        batches: dict[int, list[Msg]] = {}
-        mux_sid = self._mux_sid
-        n_msgs = 0
-        n_bytes = 0
-        for i in range(0, len(ops), _FIELDS):
-            kind = ops[i]
-            if kind == _OP_MSG or kind == _OP_HMSG:
-                _, so, sl, sid, ro, rl, ho, hl, po, pl = ops[i : i + _FIELDS]
-                n_msgs += 1
-                n_bytes += hl + pl
-                msg = Msg(
-                    str(src[so : so + sl], "utf-8"),
-                    str(src[ro : ro + rl], "utf-8") if rl else "",
-                    bytes(src[po : po + pl]),
-                    bytes(src[ho : ho + hl]) if hl else None,
-                    self,
-                    sid,
-                )
-                if sid == mux_sid:
-                    self._mux.route(msg)
-                    continue
-                batch = batches.get(sid)
-                if batch is None:
-                    batches[sid] = [msg]
-                else:
-                    batch.append(msg)
-            else:
-                if batches:  # what came before a PONG must be queued before it wakes anyone
-                    self._deliver_batches(batches)
-                    batches = {}
-                self._control(kind, ops, i, src)
-        self._in_msgs += n_msgs
-        self._in_bytes += n_bytes
-        if batches:
-            self._deliver_batches(batches)
-
-    def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
-        subs = self._subs
-        for sid, msgs in batches.items():
-            sub = subs.get(sid)
-            if sub is not None:
-                self._deliver(sub, msgs)
-
-    def _deliver(self, sub: Subscription, msgs: list[Msg]) -> None:
-        if sub._max is not None:
-            allowed = sub._max - sub._received
-            if allowed <= len(msgs):
-                msgs = msgs[:allowed]
-                with self._subs_lock:
-                    self._subs.pop(sub.sid, None)
-                sub._received += len(msgs)
-                self._queue_or_report(sub, msgs)
-                sub._queue.close()
-                return
-        sub._received += len(msgs)
-        self._queue_or_report(sub, msgs)
-
-    def _queue_or_report(self, sub: Subscription, msgs: list[Msg]) -> None:
-        if sub._queue.put_batch(msgs):
-            self._report_error(SlowConsumerError(sub.subject, sub.sid))
-
-    def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
-        if kind == _protocol.OP_PING:
-            self._writer.write(b"PONG\r\n")
-        elif kind == _protocol.OP_PONG:
-            self._pings_outstanding = 0
-            with self._pongs_lock:
-                waiter = self._pongs.popleft() if self._pongs else None
-            if waiter is not None:
-                waiter.deliver(None)
-        elif kind == _protocol.OP_INFO:
-            info = json.loads(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
-            self._apply_info(info)
-            if info.get("ldm"):
-                self._announce("lame_duck")
-        elif kind == _protocol.OP_ERR:
-            text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
-            if "authoriz" in text.lower() or "authentic" in text.lower():
-                self._report_error(AuthorizationError(text))
-            else:
-                self._report_error(NatsError(f"server error: {text}"))
-
-    # ------------------------------------------------------------------ reconnect
-
-    def _write_failed(self, exc: BaseException) -> None:
-        """A send failed: wake the reader so it runs the reconnect (writer thread)."""
-        conn = self._conn
-        if conn is not None:
-            conn.transport.shutdown()
-
-    def _connection_lost(self, exc: BaseException) -> Connected | None:
-        """Reader thread: the connection broke. Reconnect, or return None to stop."""
-        self._writer.detach()
-        old = self._conn
-        if old is not None and not self._forked:
-            old.transport.shutdown()
-            old.transport.close()
-        if self._closing.is_set():
-            return None
-        with self._pongs_lock:
-            self._reconnecting = True
-            pongs, self._pongs = self._pongs, deque()
-        lost = ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
-        for waiter in pongs:
-            if waiter is not None:
-                waiter.fail(lost)
-        self._pings_outstanding = 0
-        self._announce("disconnected")
-        if not self._allow_reconnect:
-            self._close_in_background(exc)
-            return None
-        while not self._closing.is_set():
-            try:
-                address, wait = self._pool.next_candidate(
-                    self._reconnect_time_wait, self._reconnect_jitter
-                )
-            except LookupError:
-                self._close_in_background(NoServersError("reconnect attempts exhausted"))
-                return None
-            if wait and self._closing.wait(wait):
-                return None
-            try:
-                conn = handshake(address, self._handshake_opts, self._connect_timeout)
-            except _CONNECT_ERRORS as error:
-                if isinstance(error, AuthorizationError):
-                    self._report_error(error)
-                continue
-            with self._state_lock:
-                if self._closing.is_set():
-                    conn.transport.close()
-                    return None
-                self._adopt(conn)
-                with self._pongs_lock:
-                    deferred, self._deferred_pings = self._deferred_pings, []
-                    self._pongs.extend(deferred)
-                    self._reconnecting = False
-                self._writer.attach(
-                    conn.transport, self._resubscribe_frames(), b"PING\r\n" * len(deferred)
-                )
-                self._reconnects += 1
-            self._announce("reconnected")
-            return conn
-        return None
-
-    def _resubscribe_frames(self) -> bytes:
-        """SUB frames for every live subscription (sent first on a new connection)."""
-        frames = []
-        with self._subs_lock:
-            if self._mux is not None:
-                frames.append(_sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
-            for sub in self._subs.values():
-                frames.append(_sub_frame(sub.subject.encode(), sub.queue.encode(), sub.sid))
-                if sub._max is not None:
-                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, sub._max - sub._received))
-        return b"".join(frames)
-
-    def _close_in_background(self, reason: BaseException) -> None:
-        threading.Thread(
-            target=self._close, args=(reason,), name=f"jetstream_sync-{self._id}-closer"
-        ).start()
 
     # ------------------------------------------------------------------ close / drain
 
@@ -801,12 +600,7 @@ class Client:
             self._pinger.join()
         if self._mux is not None:
             self._mux.fail_all(closed)
-        with self._pongs_lock:
-            pongs = [*self._pongs, *self._deferred_pings]
-            self._pongs, self._deferred_pings = deque(), []
-        for waiter in pongs:
-            if waiter is not None:
-                waiter.fail(closed)
+        self._pings.fail_all(closed)
         with self._subs_lock:
             subs, self._subs = list(self._subs.values()), {}
         for sub in subs:
@@ -844,12 +638,6 @@ class Client:
             "closed" if self._closed else ("reconnecting" if self._reconnecting else "connected")
         )
         return f"<Client {state} {self.connected_url or ''}>"
-
-
-def _sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
-    if queue:
-        return b"SUB %s %s %d\r\n" % (subject, queue, sid)
-    return b"SUB %s %d\r\n" % (subject, sid)
 
 
 def connect(servers: str | Sequence[str] = "nats://127.0.0.1:4222", **options: Any) -> Client:

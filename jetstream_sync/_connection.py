@@ -1,0 +1,215 @@
+"""The connection's background work, mixed into :class:`~jetstream_sync.client.Client`.
+
+What runs on the client's own threads: the reader thread's handling of every
+parsed buffer (routing messages to subscription queues in batches, PING/PONG,
+INFO, -ERR), reconnecting when the connection breaks, and the keep-alive
+pinger. Kept apart from ``client.py`` so the public API reads on its own; the
+state it uses is the client's, set up in ``Client.__init__``.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+
+from . import _protocol
+from ._handshake import Connected, handshake
+from .errors import (
+    AuthorizationError,
+    ConnectionLostError,
+    NatsError,
+    NoServersError,
+    SlowConsumerError,
+    TimeoutError,
+)
+from .msg import Msg
+from .subscription import Subscription
+
+_OP_MSG = _protocol.OP_MSG
+_OP_HMSG = _protocol.OP_HMSG
+_FIELDS = _protocol.OP_FIELDS
+# One bytes copy of a parsed buffer up to this size; larger ones are sliced in place.
+_COPY_LIMIT = 4 << 20
+CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, ConnectionError)
+
+
+def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
+    """The SUB frame for a subscription."""
+    if queue:
+        return b"SUB %s %s %d\r\n" % (subject, queue, sid)
+    return b"SUB %s %d\r\n" % (subject, sid)
+
+
+class ConnectionMixin:
+    """Reader-thread routing, reconnects and keep-alives of a :class:`Client`."""
+
+    def _ping_loop(self) -> None:
+        while not self._closing.wait(self._ping_interval):
+            if self._reconnecting:
+                continue
+            if self._pings.keepalives_unanswered >= self._max_outstanding_pings:
+                conn = self._conn
+                if conn is not None:
+                    self._report_error(NatsError("stale connection: PINGs went unanswered"))
+                    conn.transport.shutdown()
+                continue
+            try:
+                self._send_ping(None)
+            except NatsError:
+                return
+
+    def _route(self, ops: list[int], view: memoryview, consumed: int) -> None:
+        """Handle one parsed buffer (reader thread). Copies everything it keeps."""
+        # One copy of the parsed part makes every slice below a plain bytes
+        # object (cheaper than a memoryview slice each); very large buffers
+        # are sliced in place to avoid copying big payloads twice.
+        src = view[:consumed].tobytes() if consumed <= _COPY_LIMIT else view
+        batches: dict[int, list[Msg]] = {}
+        mux_sid = self._mux_sid
+        n_msgs = 0
+        n_bytes = 0
+        for i in range(0, len(ops), _FIELDS):
+            kind = ops[i]
+            if kind == _OP_MSG or kind == _OP_HMSG:
+                _, so, sl, sid, ro, rl, ho, hl, po, pl = ops[i : i + _FIELDS]
+                n_msgs += 1
+                n_bytes += hl + pl
+                msg = Msg(
+                    str(src[so : so + sl], "utf-8"),
+                    str(src[ro : ro + rl], "utf-8") if rl else "",
+                    bytes(src[po : po + pl]),
+                    bytes(src[ho : ho + hl]) if hl else None,
+                    self,
+                    sid,
+                )
+                if sid == mux_sid:
+                    self._mux.route(msg)
+                    continue
+                batch = batches.get(sid)
+                if batch is None:
+                    batches[sid] = [msg]
+                else:
+                    batch.append(msg)
+            else:
+                if batches:  # what came before a PONG must be queued before it wakes anyone
+                    self._deliver_batches(batches)
+                    batches = {}
+                self._control(kind, ops, i, src)
+        self._in_msgs += n_msgs
+        self._in_bytes += n_bytes
+        if batches:
+            self._deliver_batches(batches)
+
+    def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
+        subs = self._subs
+        for sid, msgs in batches.items():
+            sub = subs.get(sid)
+            if sub is not None:
+                self._deliver(sub, msgs)
+
+    def _deliver(self, sub: Subscription, msgs: list[Msg]) -> None:
+        if sub._max is not None:
+            allowed = sub._max - sub._received
+            if allowed <= len(msgs):
+                msgs = msgs[:allowed]
+                with self._subs_lock:
+                    self._subs.pop(sub.sid, None)
+                sub._received += len(msgs)
+                self._queue_or_report(sub, msgs)
+                sub._queue.close()
+                return
+        sub._received += len(msgs)
+        self._queue_or_report(sub, msgs)
+
+    def _queue_or_report(self, sub: Subscription, msgs: list[Msg]) -> None:
+        if sub._queue.put_batch(msgs):
+            self._report_error(SlowConsumerError(sub.subject, sub.sid))
+
+    def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
+        if kind == _protocol.OP_PING:
+            self._writer.write(b"PONG\r\n")
+        elif kind == _protocol.OP_PONG:
+            self._pings.pong()
+        elif kind == _protocol.OP_INFO:
+            info = json.loads(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
+            self._apply_info(info)
+            if info.get("ldm"):
+                self._announce("lame_duck")
+        elif kind == _protocol.OP_ERR:
+            text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
+            if "authoriz" in text.lower() or "authentic" in text.lower():
+                self._report_error(AuthorizationError(text))
+            else:
+                self._report_error(NatsError(f"server error: {text}"))
+
+    def _write_failed(self, exc: BaseException) -> None:
+        """A send failed: wake the reader so it runs the reconnect (writer thread)."""
+        conn = self._conn
+        if conn is not None:
+            conn.transport.shutdown()
+
+    def _connection_lost(self, exc: BaseException) -> Connected | None:
+        """Reader thread: the connection broke. Reconnect, or return None to stop."""
+        self._writer.detach()
+        old = self._conn
+        if old is not None and not self._forked:
+            old.transport.shutdown()
+            old.transport.close()
+        if self._closing.is_set():
+            return None
+        self._reconnecting = True
+        self._pings.connection_lost(
+            ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
+        )
+        self._announce("disconnected")
+        if not self._allow_reconnect:
+            self._close_in_background(exc)
+            return None
+        while not self._closing.is_set():
+            try:
+                address, wait = self._pool.next_candidate(
+                    self._reconnect_time_wait, self._reconnect_jitter
+                )
+            except LookupError:
+                self._close_in_background(NoServersError("reconnect attempts exhausted"))
+                return None
+            if wait and self._closing.wait(wait):
+                return None
+            try:
+                conn = handshake(address, self._handshake_opts, self._connect_timeout)
+            except CONNECT_ERRORS as error:
+                if isinstance(error, AuthorizationError):
+                    self._report_error(error)
+                continue
+            with self._state_lock:
+                if self._closing.is_set():
+                    conn.transport.close()
+                    return None
+                self._adopt(conn)
+                deferred = self._pings.resume()
+                self._reconnecting = False
+                self._writer.attach(
+                    conn.transport, self._resubscribe_frames(), b"PING\r\n" * deferred
+                )
+                self._reconnects += 1
+            self._announce("reconnected")
+            return conn
+        return None
+
+    def _resubscribe_frames(self) -> bytes:
+        """SUB frames for every live subscription (sent first on a new connection)."""
+        frames = []
+        with self._subs_lock:
+            if self._mux is not None:
+                frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
+            for sub in self._subs.values():
+                frames.append(sub_frame(sub.subject.encode(), sub.queue.encode(), sub.sid))
+                if sub._max is not None:
+                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, sub._max - sub._received))
+        return b"".join(frames)
+
+    def _close_in_background(self, reason: BaseException) -> None:
+        threading.Thread(
+            target=self._close, args=(reason,), name=f"jetstream_sync-{self._id}-closer"
+        ).start()

@@ -1,0 +1,84 @@
+"""PINGs in flight and the flushes waiting for their PONGs.
+
+The server answers PINGs in order, so PONGs are matched to PINGs first in,
+first out. A flush waits on a :class:`~jetstream_sync._request_mux.ReplyWaiter`;
+a keep-alive PING has no waiter. While the connection is down, new flushes
+are deferred: their PINGs go out on the next connection, after whatever was
+buffered meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from ._request_mux import ReplyWaiter
+
+
+class PingTracker:
+    """The FIFO of outstanding PINGs, with the keep-alive count."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight: deque[ReplyWaiter | None] = deque()
+        self._deferred: list[ReplyWaiter] = []
+        self._paused = False
+        self.keepalives_unanswered = 0
+
+    def register(self, waiter: ReplyWaiter | None) -> bool:
+        """Account for a PING about to be written; False when it must not be written now.
+
+        While the connection is down a flush's waiter is kept for the next
+        connection and a keep-alive is dropped.
+        """
+        with self._lock:
+            if self._paused:
+                if waiter is not None:
+                    self._deferred.append(waiter)
+                return False
+            self._in_flight.append(waiter)
+            if waiter is None:
+                self.keepalives_unanswered += 1
+            return True
+
+    def pong(self) -> None:
+        """A PONG arrived: wake the oldest flush (reader thread)."""
+        with self._lock:
+            self.keepalives_unanswered = 0
+            waiter = self._in_flight.popleft() if self._in_flight else None
+        if waiter is not None:
+            waiter.deliver(None)
+
+    def forget(self, waiter: ReplyWaiter) -> None:
+        """Drop a flush that gave up waiting."""
+        with self._lock:
+            for waiting in (self._in_flight, self._deferred):
+                if waiter in waiting:
+                    waiting.remove(waiter)
+
+    def connection_lost(self, error: BaseException) -> None:
+        """Fail the flushes whose PINGs went out on the lost connection; defer new ones."""
+        with self._lock:
+            self._paused = True
+            lost, self._in_flight = self._in_flight, deque()
+            self.keepalives_unanswered = 0
+        for waiter in lost:
+            if waiter is not None:
+                waiter.fail(error)
+
+    def resume(self) -> int:
+        """A new connection is up: return how many deferred PINGs to send on it."""
+        with self._lock:
+            deferred, self._deferred = self._deferred, []
+            self._in_flight.extend(deferred)
+            self._paused = False
+            return len(deferred)
+
+    def fail_all(self, error: BaseException) -> None:
+        """Wake every waiting flush with ``error`` (the client is closing)."""
+        with self._lock:
+            waiters = [*self._in_flight, *self._deferred]
+            self._in_flight, self._deferred = deque(), []
+        for waiter in waiters:
+            if waiter is not None:
+                waiter.fail(error)
