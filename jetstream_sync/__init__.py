@@ -49,7 +49,7 @@ from .errors import (
 from .headers import Headers
 from .jetstream._ack import MsgMetadata, SequencePair
 from .jetstream._api import RequiredApiLevelError
-from .jetstream._pull import IteratorClosedError, MessageIterator
+from .jetstream._pull_stream import IteratorClosedError, MessageIterator
 from .jetstream.compat import PullSubscription
 from .jetstream.config import (
     ConsumerConfig,

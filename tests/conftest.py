@@ -15,13 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.server import (
-    NatsCluster,
-    NatsServer,
-    TLSMaterial,
-    kill_leftovers,
-    make_tls_material,
-)
+from tests.fixtures.cluster import NatsCluster
+from tests.fixtures.server import NatsServer, kill_leftovers
+from tests.fixtures.tls import TLSMaterial, make_tls_material
 
 pytest_plugins = ["pytester"]
 

@@ -18,8 +18,10 @@ from typing import Any
 import nats
 import pytest
 
+from tests.fixtures.cluster import NatsCluster
 from tests.fixtures.polling import wait_for
-from tests.fixtures.server import NatsCluster, NatsServer, ServerStartError, TLSMaterial
+from tests.fixtures.server import NatsServer, ServerStartError
+from tests.fixtures.tls import TLSMaterial
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent

@@ -13,7 +13,8 @@ from .._deadline import Deadline, check_timeout
 from ..errors import ConnectionClosedError, NatsError, TimeoutError
 from ..msg import Msg
 from . import _api
-from ._pull import IteratorClosedError, MessageIterator, Priority, consumer_exists, fetch
+from ._pull import Priority, fetch
+from ._pull_stream import IteratorClosedError, MessageIterator, consumer_exists
 from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from .info import ConsumerInfo
 

@@ -30,7 +30,8 @@ from ..errors import (
 )
 from ..msg import Msg
 from . import _api
-from ._pull import RETRY_WAIT, IteratorClosedError, MessageIterator, _Reset, fetch
+from ._pull import fetch
+from ._pull_stream import RETRY_WAIT, IteratorClosedError, MessageIterator, _Reset
 from .consumer import ConsumeContext, Consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo

@@ -1,0 +1,414 @@
+"""Continuous pulling for ``messages``, ``consume`` and the ordered consumer.
+
+A :class:`MessageIterator` keeps one inbox for its life, keeps requests
+outstanding up to its limits, and counts what is pending on the server with
+``Nats-Pending-Messages`` / ``Nats-Pending-Bytes``. The statuses it sorts
+are those of ``_pull.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from time import monotonic
+from typing import TYPE_CHECKING
+
+from .._deadline import Deadline, check_timeout
+from ..errors import (
+    ConnectionClosedError,
+    ConsumerDeletedError,
+    ConsumerNotFoundError,
+    JetStreamError,
+    LeadershipChangedError,
+    NatsError,
+    NoHeartbeatError,
+    PinIdMismatchError,
+    ServerShutdownError,
+    TimeoutError,
+)
+from ..msg import Msg
+from ._pull import (
+    DONE,
+    HEARTBEAT,
+    NO_RESPONDERS,
+    TERMINAL,
+    WAKE,
+    WAKE_MSG,
+    Priority,
+    check_heartbeat,
+    classify,
+    request_body,
+)
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..subscription import Subscription
+
+log = logging.getLogger("jetstream_sync")
+
+PENDING_MSGS = "Nats-Pending-Messages"
+PENDING_BYTES = "Nats-Pending-Bytes"
+
+# The largest batch of a bytes-limited request (as nats.go).
+BYTES_BATCH = 1_000_000
+# Waits after a refused or unanswered pull before the next one.
+RETRY_WAIT = 0.5
+
+
+def pending_of(msg: Msg) -> tuple[int, int]:
+    """The (messages, bytes) a status says are no longer pending for its request."""
+    h = msg.headers
+    try:
+        return int(h.get(PENDING_MSGS, 0)), int(h.get(PENDING_BYTES, 0))
+    except ValueError:
+        return 0, 0
+
+
+class _Reset(Exception):
+    """Internal: the ordered consumer must recreate its server-side consumer."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class IteratorClosedError(JetStreamError):
+    """``next()`` was called on a message iterator that was stopped."""
+
+
+class MessageIterator:
+    """Continuous pulling with a pre-fetched buffer; made by ``Consumer.messages()``.
+
+    Iterate it (blocks until a message arrives) or call :meth:`next`. It keeps
+    up to ``max_messages`` (or ``max_bytes``) requested from the server and
+    asks for more whenever what is pending falls to the threshold. It
+    survives reconnects, server restarts and missed heartbeats by pulling
+    again; it ends (raising :class:`ConsumerDeletedError`) when the consumer
+    is deleted. Not meant to be shared by several threads at once.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        next_subject: str,
+        *,
+        max_messages: int = 500,
+        max_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        priority: Priority | None = None,
+        on_warning: Callable[[BaseException], object] | None = None,
+        exists: Callable[[], bool] | None = None,
+        ordered: bool = False,
+    ) -> None:
+        if max_bytes is not None:
+            if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+                raise ValueError("max_bytes must be a positive int")
+            batch = BYTES_BATCH
+        else:
+            if isinstance(max_messages, bool) or not isinstance(max_messages, int):
+                raise TypeError("max_messages must be an int")
+            if max_messages < 1:
+                raise ValueError("max_messages must be at least 1")
+            batch = max_messages
+        expires = check_timeout("expires", expires)
+        if expires < 1.0:
+            raise ValueError("expires must be at least 1 second")
+        if heartbeat is None:
+            heartbeat = min(expires / 2, 30.0)
+        self._heartbeat = check_heartbeat(heartbeat, expires)
+        self._client = client
+        self._next_subject = next_subject
+        self._batch = batch
+        self._max_bytes = max_bytes
+        self._expires = expires
+        self._threshold_msgs = threshold_messages if threshold_messages is not None else batch // 2
+        self._threshold_bytes = (
+            threshold_bytes if threshold_bytes is not None else (max_bytes or 0) // 2
+        )
+        self._priority = priority
+        self._track = priority is not None and priority.group is not None
+        self._on_warning = on_warning
+        self._exists = exists
+        self._ordered = ordered
+        self._lock = threading.Lock()
+        self._pending_msgs = 0
+        self._pending_bytes = 0
+        self._retry_at = 0.0
+        self._activity = monotonic()
+        self._reconnected = False
+        self._buf: deque[Msg] = deque()
+        self._error: BaseException | None = None
+        self._stopped = False
+        self._inbox = client.new_inbox()
+        self._sub: Subscription = client.subscribe(self._inbox)
+        self._queue = self._sub._queue
+        self._listener = self._on_status  # one bound method, so it can be removed
+        client.add_status_listener(self._listener)
+        try:
+            self._pull()
+        except BaseException:
+            self._close_sub(drain=False)
+            raise
+
+    # -- pulling ------------------------------------------------------------------
+
+    def _pull(self) -> None:
+        """Ask for what is missing up to the limits (consumer thread or events thread)."""
+        with self._lock:
+            if self._max_bytes is not None:
+                want_bytes = self._max_bytes - self._pending_bytes
+                if want_bytes <= 0:
+                    return
+                body = request_body(
+                    BYTES_BATCH, self._expires, want_bytes, self._heartbeat, False, self._priority
+                )
+                self._pending_msgs = BYTES_BATCH
+                self._pending_bytes = self._max_bytes
+            else:
+                want = self._batch - self._pending_msgs
+                if want <= 0:
+                    return
+                body = request_body(
+                    want, self._expires, None, self._heartbeat, False, self._priority
+                )
+                self._pending_msgs = self._batch
+            self._activity = monotonic()
+        self._client.publish(self._next_subject, body, reply=self._inbox)
+
+    def _needs_pull(self) -> bool:
+        if self._max_bytes is not None:
+            return self._pending_bytes <= self._threshold_bytes
+        return self._pending_msgs <= self._threshold_msgs
+
+    def _reset_pending(self, retry_wait: float = 0.0) -> None:
+        with self._lock:
+            self._pending_msgs = 0
+            self._pending_bytes = 0
+            if retry_wait:
+                self._retry_at = monotonic() + retry_wait
+
+    def _on_status(self, status: str) -> None:
+        """Client status listener (events thread): wake the reader of the inbox."""
+        if status == "reconnected" and not self._stopped:
+            self._reconnected = True
+            self._queue.put_batch([WAKE_MSG])
+
+    def _warn(self, error: BaseException) -> None:
+        if self._on_warning is not None:
+            self._on_warning(error)
+        else:
+            log.debug("jetstream_sync: pull warning: %s", error)
+
+    # -- taking messages ----------------------------------------------------------
+
+    def next(self, timeout: float | None = None) -> Msg:
+        """Block until the next message and return it.
+
+        Args:
+            timeout: seconds to wait; ``None`` waits until a message comes or
+                the iterator ends.
+
+        Raises:
+            TimeoutError: nothing arrived within ``timeout``.
+            ConsumerDeletedError: the consumer was deleted (the iterator is closed).
+            ConsumerPushBasedError, PullBadRequestError: the server refused
+                the requests for good (the iterator is closed).
+            IteratorClosedError: :meth:`stop` was called.
+            ConnectionClosedError: the client was closed.
+        """
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        buf = self._buf
+        while True:
+            if buf:
+                return buf.popleft()
+            if self._error is not None:
+                raise self._error
+            self._fill(deadline)
+
+    def _fill(self, deadline: Deadline | None) -> None:
+        """Wait for the next batch from the inbox and sort it into the buffer."""
+        if self._reconnected:
+            self._reconnected = False
+            if self._ordered:
+                raise _Reset("reconnected")
+            self._reset_pending()
+        now = monotonic()
+        if not self._stopped and self._needs_pull() and now >= self._retry_at:
+            try:
+                self._pull()
+            except ConnectionClosedError as exc:
+                self._fail(exc)
+                return
+            except NatsError as exc:  # e.g. the reconnect buffer is full
+                self._warn(exc)
+                self._reset_pending(RETRY_WAIT)
+        wait = self._wait_deadline(deadline)
+        try:
+            got = self._queue.get_batch(self._batch, wait)
+        except TimeoutError:
+            if deadline is not None and wait is deadline:
+                raise TimeoutError("no message within the timeout") from None
+            self._check_alive()
+            return
+        except ConnectionClosedError as exc:
+            self._fail(exc)
+            return
+        if not got:  # the inbox was unsubscribed: stopped or drained
+            self._fail(IteratorClosedError("the message iterator was stopped"))
+            return
+        self._activity = monotonic()
+        self._sort(got)
+
+    def _wait_deadline(self, deadline: Deadline | None) -> Deadline | None:
+        """The earlier of the caller's deadline and the next housekeeping time."""
+        if self._stopped:
+            return deadline
+        now = monotonic()
+        wake = self._activity + 2 * self._heartbeat  # type: ignore[operator]
+        if self._needs_pull() and self._retry_at > now:
+            wake = min(wake, self._retry_at)
+        if deadline is not None and deadline.end <= wake:
+            return deadline
+        d = Deadline(0)
+        d.end = wake
+        return d
+
+    def _check_alive(self) -> None:
+        """Housekeeping after a wait ran out: retry a pull or notice missed heartbeats."""
+        if self._stopped:
+            return
+        if monotonic() - self._activity >= 2 * self._heartbeat:  # type: ignore[operator]
+            if self._ordered:
+                raise _Reset("missed heartbeats")
+            self._warn(NoHeartbeatError("missed two idle heartbeats; pulling again"))
+            self._reset_pending()
+
+    def _sort(self, got: list[Msg]) -> None:
+        buf = self._buf
+        taken_msgs = 0
+        taken_bytes = 0
+        bytes_mode = self._max_bytes is not None
+        for msg in got:
+            if msg._raw_headers is None or msg.status is None:
+                buf.append(msg)
+                taken_msgs += 1
+                if bytes_mode:  # the server's count: subject, reply, headers, payload
+                    raw = msg._raw_headers
+                    taken_bytes += len(msg.subject) + len(msg.reply) + len(msg.data)
+                    if raw is not None:
+                        taken_bytes += len(raw)
+                if self._track:
+                    self._priority.track(msg)  # type: ignore[union-attr]
+                continue
+            self._status(msg)
+        if taken_msgs:
+            with self._lock:
+                self._pending_msgs = max(self._pending_msgs - taken_msgs, 0)
+                if self._max_bytes is not None:
+                    self._pending_bytes = max(self._pending_bytes - taken_bytes, 0)
+
+    def _status(self, msg: Msg) -> None:
+        kind, error = classify(msg)
+        if kind == HEARTBEAT or kind == WAKE:
+            return
+        if kind == DONE or isinstance(error, ServerShutdownError):
+            n, b = pending_of(msg)
+            with self._lock:
+                self._pending_msgs = max(self._pending_msgs - n, 0)
+                if self._max_bytes is not None:
+                    self._pending_bytes = max(self._pending_bytes - b, 0)
+            if error is not None:
+                self._warn(error)
+            return
+        if kind == TERMINAL:
+            if self._ordered and isinstance(error, ConsumerDeletedError):
+                raise _Reset("consumer deleted")
+            self._fail(error)  # type: ignore[arg-type]
+            return
+        if kind == NO_RESPONDERS:
+            if self._ordered:
+                raise _Reset("no responders")
+            if self._exists is not None and self._exists() is False:
+                self._fail(ConsumerDeletedError("the consumer no longer exists"))
+                return
+            self._reset_pending(RETRY_WAIT)
+            return
+        # warnings
+        if isinstance(error, PinIdMismatchError):
+            self._priority.pin_id = None  # type: ignore[union-attr]
+            self._reset_pending()
+        elif isinstance(error, LeadershipChangedError):
+            self._reset_pending()
+        else:  # the request was refused: do not hammer the server
+            self._reset_pending(RETRY_WAIT)
+        self._warn(error)  # type: ignore[arg-type]
+
+    def _fail(self, error: BaseException) -> None:
+        if self._error is None:
+            self._error = error
+        self._close_sub(drain=False)
+
+    # -- ending -------------------------------------------------------------------
+
+    def _close_sub(self, drain: bool) -> None:
+        self._stopped = True
+        self._client.remove_status_listener(self._listener)
+        sub = self._sub
+        if not sub.is_active or self._client.is_closed:
+            return
+        try:
+            if drain:
+                sub.drain()
+            else:
+                sub.unsubscribe()
+        except (ConnectionClosedError, TimeoutError):
+            self._queue.close()
+
+    def stop(self) -> None:
+        """Stop pulling and discard what is buffered; iteration ends. Safe from any thread."""
+        self._close_sub(drain=False)
+        self._buf.clear()
+
+    def drain(self) -> None:
+        """Stop pulling; what was already received is still delivered, then iteration ends."""
+        self._close_sub(drain=True)
+
+    @property
+    def closed(self) -> bool:
+        """True once stopped, drained, or ended by an error."""
+        return self._stopped
+
+    def __iter__(self) -> Iterator[Msg]:
+        return self
+
+    def __next__(self) -> Msg:
+        try:
+            return self.next()
+        except IteratorClosedError:
+            raise StopIteration from None
+
+    def __enter__(self) -> MessageIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def consumer_exists(check: Callable[[], object]) -> Callable[[], bool | None]:
+    """Wrap an info call: False when the consumer is gone, None when unknown."""
+
+    def exists() -> bool | None:
+        try:
+            check()
+        except ConsumerNotFoundError:
+            return False
+        except NatsError:
+            return None
+        return True
+
+    return exists
