@@ -20,6 +20,7 @@ from .errors import (
     ConsumerNotFoundError,
     ConsumerPushBasedError,
     ForkedClientError,
+    IteratorClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
     LeadershipChangedError,
@@ -31,6 +32,7 @@ from .errors import (
     NoRespondersError,
     NoServersError,
     NotJetStreamMsgError,
+    OrderedConsumerResetError,
     PinIdMismatchError,
     ProtocolError,
     PullBadRequestError,
@@ -49,7 +51,7 @@ from .errors import (
 from .headers import Headers
 from .jetstream._ack import MsgMetadata, SequencePair
 from .jetstream._api import RequiredApiLevelError
-from .jetstream._pull_stream import IteratorClosedError, MessageIterator
+from .jetstream._pull_stream import MessageIterator
 from .jetstream.compat import PullSubscription
 from .jetstream.config import (
     ConsumerConfig,
@@ -87,7 +89,7 @@ from .jetstream.info import (
     StreamSourceInfo,
     StreamState,
 )
-from .jetstream.ordered import OrderedConsumer, OrderedConsumerResetError, OrderedMessageIterator
+from .jetstream.ordered import OrderedConsumer, OrderedMessageIterator
 from .jetstream.publish import PubAckFuture
 from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream

@@ -224,3 +224,12 @@ class ServerShutdownError(PullStatusError):
 
 class PinIdMismatchError(PullStatusError):
     """423: this client's pin in a PINNED_CLIENT priority group is no longer valid."""
+
+
+class IteratorClosedError(JetStreamError):
+    """``next()`` was called on a message iterator that was stopped."""
+
+
+class OrderedConsumerResetError(JetStreamError):
+    """The ordered consumer could not recreate its server-side consumer
+    ``max_reset_attempts`` times in a row."""

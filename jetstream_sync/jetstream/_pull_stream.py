@@ -20,7 +20,7 @@ from ..errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
     ConsumerNotFoundError,
-    JetStreamError,
+    IteratorClosedError,
     LeadershipChangedError,
     NatsError,
     NoHeartbeatError,
@@ -72,10 +72,6 @@ class _Reset(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-class IteratorClosedError(JetStreamError):
-    """``next()`` was called on a message iterator that was stopped."""
 
 
 class MessageIterator:

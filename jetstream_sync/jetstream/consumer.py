@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._deadline import Deadline, check_timeout
-from ..errors import ConnectionClosedError, NatsError, TimeoutError
+from ..errors import ConnectionClosedError, IteratorClosedError, NatsError, TimeoutError
 from ..msg import Msg
 from . import _api
 from ._pull import Priority, fetch
-from ._pull_stream import IteratorClosedError, MessageIterator, consumer_exists
+from ._pull_stream import MessageIterator, consumer_exists
 from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from .info import ConsumerInfo
 

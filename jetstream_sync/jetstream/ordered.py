@@ -22,16 +22,17 @@ from ..errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
     ConsumerNotFoundError,
-    JetStreamError,
+    IteratorClosedError,
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
+    OrderedConsumerResetError,
     TimeoutError,
 )
 from ..msg import Msg
 from . import _api
 from ._pull import fetch
-from ._pull_stream import RETRY_WAIT, IteratorClosedError, MessageIterator, _Reset
+from ._pull_stream import RETRY_WAIT, MessageIterator, _Reset
 from .consumer import ConsumeContext, Consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo
@@ -45,11 +46,6 @@ log = logging.getLogger("jetstream_sync")
 __all__ = ["OrderedConsumer", "OrderedMessageIterator"]
 
 _MAX_BACKOFF = 10.0
-
-
-class OrderedConsumerResetError(JetStreamError):
-    """The ordered consumer could not recreate its server-side consumer
-    ``max_reset_attempts`` times in a row."""
 
 
 class OrderedConsumer:
