@@ -150,3 +150,52 @@ def test_flow_control_and_heartbeats_deliver_100k(js, stream):
     )  # fmt: skip
     assert done.wait(90), f"only {count[0]} of {total} arrived"
     sub.unsubscribe()
+
+
+def test_flow_control_requests_are_answered(js, stream):
+    """The server's flow-control requests reach the subscription and are answered: all arrive."""
+    total = 20_000
+    subject = f"{stream.name}.fc"
+    deliver = js.client.new_inbox()
+    js.create_consumer(
+        stream.name, durable_name="fc", deliver_subject=deliver, flow_control=True,
+        idle_heartbeat=1.0, ack_policy=jetstream_sync.AckPolicy.NONE,
+    )  # fmt: skip
+    observer = js.client.subscribe(deliver)  # sees the same frames, answers nothing
+    js.client.flush()
+    received = [0]
+    done = threading.Event()
+
+    def cb(msg):
+        received[0] += 1
+        if received[0] == total:
+            done.set()
+
+    sub = js.subscribe_bind(stream.name, "fc", cb=cb, manual_ack=True)
+    _fill(js, subject, total)  # published once both subscriptions listen
+    assert done.wait(60), f"only {received[0]} of {total} arrived"
+    seen = []
+    while observer.pending_msgs:
+        msg = observer.next_msg(timeout=1)
+        if msg.status == 100 and msg.reply:
+            seen.append(msg.description)
+    assert seen and all("FlowControl" in d for d in seen)
+    sub.unsubscribe()
+    observer.unsubscribe()
+
+
+def test_idle_heartbeats_arrive_and_are_not_delivered(js, stream):
+    """With idle_heartbeat set, heartbeats flow on an idle consumer but never reach the user."""
+    deliver = js.client.new_inbox()
+    js.create_consumer(
+        stream.name, durable_name="hb", deliver_subject=deliver, idle_heartbeat=0.2,
+        ack_policy=jetstream_sync.AckPolicy.NONE,
+    )  # fmt: skip
+    observer = js.client.subscribe(deliver)
+    sub = js.subscribe_bind(stream.name, "hb", manual_ack=True)
+    beat = observer.next_msg(timeout=5)
+    assert (beat.status, beat.description) == (100, "Idle Heartbeat")
+    with pytest.raises(TimeoutError):
+        sub.next_msg(timeout=0.5)
+    sub.unsubscribe()
+    observer.unsubscribe()
