@@ -717,3 +717,208 @@ int jss_parse_puback(const char *data, size_t len, int64_t *out)
     skip_ws(&c);
     return c.i == c.n && (seen & 3) == 3;
 }
+
+/* ------------------------------------------------------------------------ */
+/* jss_encode_pub, jss_encode_hpub, jss_encode_headers                      */
+
+#define ENC_MAX ((uint64_t)INT64_MAX)
+#define HDR_PREFIX "NATS/1.0\r\n"
+#define HDR_PREFIX_LEN 10
+
+/* a + b, saturating at ENC_MAX (lengths from the caller cannot wrap the size;
+   a saturated size is never written, see too_small). */
+static uint64_t add_size(uint64_t a, uint64_t b)
+{
+    return (a > ENC_MAX || b > ENC_MAX - a) ? ENC_MAX : a + b;
+}
+
+/* Whether a frame of need bytes does not fit cap (or its size saturated). */
+static int too_small(uint64_t need, size_t cap)
+{
+    return need >= ENC_MAX || need > cap;
+}
+
+static size_t count_digits(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* Copy n bytes to p (n may be 0 with src NULL); return p + n. */
+static char *put(char *p, const char *src, size_t n)
+{
+    if (n) {
+        memcpy(p, src, n);
+    }
+    return p + n;
+}
+
+/* Write v in decimal at p; return p past it. */
+static char *put_uint(char *p, uint64_t v)
+{
+    size_t n = count_digits(v);
+    size_t i;
+
+    for (i = n; i > 0; i--) {
+        p[i - 1] = (char)('0' + v % 10);
+        v /= 10;
+    }
+    return p + n;
+}
+
+static int bad_key_byte(uint8_t c)
+{
+    return c < 0x21 || c == ':' || c == 0x7f;
+}
+
+/*
+ * Validate kv (see jss_proto.h) and set *block_len to the size of its header
+ * block. Returns 0 or a JSS_ENC_ERR_* code.
+ */
+static int scan_kv(const uint8_t *kv, size_t kvlen, uint64_t *block_len)
+{
+    uint64_t size = HDR_PREFIX_LEN + 2;
+    size_t i = 0;
+
+    while (i < kvlen) {
+        const uint8_t *nul = memchr(kv + i, 0, kvlen - i);
+        size_t key_start = i, key_end, value_end, j;
+
+        if (nul == NULL) {
+            return JSS_ENC_ERR_KV;
+        }
+        key_end = (size_t)(nul - kv);
+        if (key_end == i) {
+            return JSS_ENC_ERR_KEY;
+        }
+        for (j = i; j < key_end; j++) {
+            if (bad_key_byte(kv[j])) {
+                return JSS_ENC_ERR_KEY;
+            }
+        }
+        i = key_end + 1;
+        nul = i < kvlen ? memchr(kv + i, 0, kvlen - i) : NULL;
+        if (nul == NULL) {
+            return JSS_ENC_ERR_KV;
+        }
+        value_end = (size_t)(nul - kv);
+        for (j = i; j < value_end; j++) {
+            if (kv[j] == '\r' || kv[j] == '\n') {
+                return JSS_ENC_ERR_VALUE;
+            }
+        }
+        /* "key: value\r\n" */
+        size = add_size(size, add_size(key_end - key_start, (uint64_t)(value_end - i) + 4));
+        i = value_end + 1;
+    }
+    *block_len = size;
+    return 0;
+}
+
+/* Write the header block of kv (already checked by scan_kv) at p; return p past it. */
+static char *put_headers(char *p, const char *kv, size_t kvlen)
+{
+    size_t i = 0;
+
+    p = put(p, HDR_PREFIX, HDR_PREFIX_LEN);
+    while (i < kvlen) {
+        /* scan_kv found both NULs inside kvlen */
+        size_t key_len = (size_t)((const char *)memchr(kv + i, 0, kvlen - i) - (kv + i));
+        size_t v = i + key_len + 1;
+        size_t value_len = (size_t)((const char *)memchr(kv + v, 0, kvlen - v) - (kv + v));
+
+        p = put(p, kv + i, key_len);
+        p = put(p, ": ", 2);
+        p = put(p, kv + i + key_len + 1, value_len);
+        p = put(p, "\r\n", 2);
+        i += key_len + value_len + 2;
+    }
+    return put(p, "\r\n", 2);
+}
+
+/* Size of "<name><subject> [<reply> ]" (the part every frame's control line starts with). */
+static uint64_t head_size(size_t name_len, size_t slen, size_t rlen)
+{
+    uint64_t size = add_size(name_len, slen);
+    size = add_size(size, 1);
+    return rlen ? add_size(size, add_size(rlen, 1)) : size;
+}
+
+static char *put_head(char *p, const char *name, size_t name_len, const char *subject,
+                      size_t slen, const char *reply, size_t rlen)
+{
+    p = put(p, name, name_len);
+    p = put(p, subject, slen);
+    *p++ = ' ';
+    if (rlen) {
+        p = put(p, reply, rlen);
+        *p++ = ' ';
+    }
+    return p;
+}
+
+int64_t jss_encode_pub(char *out, size_t cap, const char *subject, size_t slen,
+                       const char *reply, size_t rlen, const char *payload, size_t plen)
+{
+    uint64_t need = head_size(4, slen, rlen);
+    char *p;
+
+    need = add_size(need, count_digits(plen) + 2);
+    need = add_size(need, add_size(plen, 2));
+    if (too_small(need, cap)) {
+        return -(int64_t)need;
+    }
+    p = put_head(out, "PUB ", 4, subject, slen, reply, rlen);
+    p = put_uint(p, plen);
+    p = put(p, "\r\n", 2);
+    p = put(p, payload, plen);
+    p = put(p, "\r\n", 2);
+    return (int64_t)(p - out);
+}
+
+int64_t jss_encode_hpub(char *out, size_t cap, const char *subject, size_t slen,
+                        const char *reply, size_t rlen, const char *kv, size_t kvlen,
+                        const char *payload, size_t plen)
+{
+    uint64_t block = 0, total, need;
+    int rc = scan_kv((const uint8_t *)kv, kvlen, &block);
+    char *p;
+
+    if (rc != 0) {
+        return rc;
+    }
+    total = add_size(block, plen);
+    need = head_size(5, slen, rlen);
+    need = add_size(need, count_digits(block) + 1 + count_digits(total) + 2);
+    need = add_size(need, add_size(total, 2));
+    if (too_small(need, cap)) {
+        return -(int64_t)need;
+    }
+    p = put_head(out, "HPUB ", 5, subject, slen, reply, rlen);
+    p = put_uint(p, block);
+    *p++ = ' ';
+    p = put_uint(p, total);
+    p = put(p, "\r\n", 2);
+    p = put_headers(p, kv, kvlen);
+    p = put(p, payload, plen);
+    p = put(p, "\r\n", 2);
+    return (int64_t)(p - out);
+}
+
+int64_t jss_encode_headers(char *out, size_t cap, const char *kv, size_t kvlen)
+{
+    uint64_t block = 0;
+    int rc = scan_kv((const uint8_t *)kv, kvlen, &block);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (too_small(block, cap)) {
+        return -(int64_t)block;
+    }
+    return (int64_t)(put_headers(out, kv, kvlen) - out);
+}

@@ -92,4 +92,41 @@ int jss_valid_subject(const char *subject, size_t len, int wildcards);
  */
 int jss_parse_puback(const char *data, size_t len, int64_t *out);
 
+/* Encoder results (jss_encode_*). */
+enum {
+    JSS_ENC_ERR_KEY = -1,   /* a header key is empty or holds a byte < 0x21, ':' or 0x7f */
+    JSS_ENC_ERR_VALUE = -2, /* a header value holds CR or LF */
+    JSS_ENC_ERR_KV = -3,    /* kv is not key NUL value NUL ...: odd count or no trailing NUL */
+    /* Every encoding is at least this long ("PUB  0\r\n\r\n", empty subject),
+       so a result <= -JSS_ENC_MIN_SIZE is never an error code: it is
+       -(bytes needed), and the caller calls again with cap >= that. */
+    JSS_ENC_MIN_SIZE = 10
+};
+
+/*
+ * The encoders write one whole encoding into out[0..cap) and return its
+ * length. When cap is too small they write nothing and return -(length
+ * needed) (out may then be NULL with cap 0, to ask for the size). A needed
+ * size beyond INT64_MAX is reported as -INT64_MAX. Errors (-1..-3) are found
+ * before the size is compared with cap, so bad input is reported whatever cap
+ * is. Nothing validates subjects or payload sizes here: callers do.
+ *
+ * kv holds header pairs flattened as key NUL value NUL key NUL value NUL ...
+ * (kvlen counts every byte, the last NUL included; kvlen 0 means no pairs).
+ * Pairs are checked in order, each key before its value; the first bad one
+ * decides the error. Header lines are written as "key: value\r\n".
+ */
+
+/* PUB <subject> [<reply> ]<plen>\r\n<payload>\r\n (no reply part when rlen is 0). */
+int64_t jss_encode_pub(char *out, size_t cap, const char *subject, size_t slen,
+                       const char *reply, size_t rlen, const char *payload, size_t plen);
+
+/* HPUB <subject> [<reply> ]<hdr_len> <total_len>\r\n<header block><payload>\r\n. */
+int64_t jss_encode_hpub(char *out, size_t cap, const char *subject, size_t slen,
+                        const char *reply, size_t rlen, const char *kv, size_t kvlen,
+                        const char *payload, size_t plen);
+
+/* Just the header block: NATS/1.0\r\n, one line per pair, \r\n. */
+int64_t jss_encode_headers(char *out, size_t cap, const char *kv, size_t kvlen);
+
 #endif

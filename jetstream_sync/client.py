@@ -330,13 +330,14 @@ class Client(ConnectionMixin):
         if isinstance(data, str):
             data = data.encode()
         if headers:
-            block = _protocol.encode_headers(header_pairs(headers))
-            if len(block) + len(data) > self._max_payload:
+            frame = _protocol.encode_hpub_pairs(subject_b, reply_b, header_pairs(headers), data)
+            # What counts against max_payload: everything after the control line.
+            size = len(frame) - frame.index(b"\r\n") - 4
+            if size > self._max_payload:
                 raise MaxPayloadError(
-                    f"headers and payload are {len(block) + len(data)} bytes;"
-                    f" the server accepts {self._max_payload}"
+                    f"headers and payload are {size} bytes; the server accepts {self._max_payload}"
                 )
-            return _protocol.encode_hpub(subject_b, reply_b, block, data)
+            return frame
         if len(data) > self._max_payload:
             raise MaxPayloadError(
                 f"payload is {len(data)} bytes; the server accepts {self._max_payload}"

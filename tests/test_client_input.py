@@ -57,6 +57,13 @@ def test_payload_over_max_payload(nc):
     assert isinstance(err, js.MaxPayloadError)
 
 
+def test_headers_count_against_max_payload(nc):
+    """A payload that fits alone but not with its headers raises MaxPayloadError."""
+    data = b"x" * (nc.max_payload - 5)
+    err = _nothing_sent(nc, lambda: nc.publish("ok", data, headers={"Key": "value"}))
+    assert isinstance(err, js.MaxPayloadError)
+
+
 def test_bad_subscribe_subject_and_queue(nc):
     """Subscribing with a bad subject or queue group raises BadSubjectError."""
     with pytest.raises(js.BadSubjectError):

@@ -641,9 +641,9 @@ def test_bad_header_keys(proto, key):
         proto.encode_headers([(key, "v")])
 
 
-@pytest.mark.parametrize("value", ["a\rb", "a\nb", "\r\n", "x\r"])
+@pytest.mark.parametrize("value", ["a\rb", "a\nb", "\r\n", "x\r", "a\x00b", "\x00"])
 def test_bad_header_values(proto, value):
-    """Values holding CR or LF raise BadHeaderError."""
+    """Values holding CR, LF or NUL raise BadHeaderError."""
     with pytest.raises(BadHeaderError):
         proto.encode_headers([("Key", value)])
 
@@ -692,6 +692,166 @@ def test_encoded_frames_parse_back_as_messages(proto):
     hpub = proto.encode_hpub(b"s", b"r", block, b"data")
     hmsg = b"HMSG s 9 r" + hpub[len(b"HPUB s r") :]
     assert frames(proto, hmsg)[0] == [(proto.OP_HMSG, b"s", 9, b"r", block, b"data")]
+
+
+def test_large_payloads_frame_like_small_ones(proto):
+    """Payloads on both sides of the %-formatting/join switch give the same frame shape."""
+    for size in (proto_py().JOIN_ABOVE, proto_py().JOIN_ABOVE + 1, 3 * MIB):
+        payload = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        for kind in (bytes, bytearray, memoryview):
+            assert proto.encode_pub(b"s", b"r", kind(payload)) == b"PUB s r %d\r\n%s\r\n" % (
+                size,
+                payload,
+            )
+            block = b"NATS/1.0\r\n\r\n"
+            assert proto.encode_hpub(b"s", b"", block, kind(payload)) == (
+                b"HPUB s 12 %d\r\n%s%s\r\n" % (size + 12, block, payload)
+            )
+
+
+def test_non_contiguous_payload_views(proto):
+    """A strided memoryview is sent as the bytes it shows, small or large."""
+    for size in (10, 2 * MIB):
+        view = memoryview(b"ab" * size)[::2]
+        assert proto.encode_pub(b"s", b"", view) == b"PUB s %d\r\n%s\r\n" % (size, b"a" * size)
+        frame = proto.encode_hpub_pairs(b"s", b"", [("K", "v")], view)
+        assert frame.endswith(b"\r\n\r\n" + b"a" * size + b"\r\n")
+
+
+def proto_py():
+    """The Python twin (JOIN_ABOVE lives there)."""
+    return importlib.import_module("jetstream_sync._protocol._py")
+
+
+# --------------------------------------------------------------------------
+# encode_hpub_pairs
+
+HPUB_PAIRS = [("Nats-Msg-Id", "a b:c"), ("X", ""), ("Ключ", "знач"), ("X", "2"), ("Raw", "\udcff")]
+
+
+@pytest.mark.parametrize("reply", [b"", b"_INBOX.r"])
+@pytest.mark.parametrize("payload", [b"", b"data", b"\r\n" * 3000, b"x" * (70 * 1024)])
+def test_encode_hpub_pairs_is_encode_hpub_of_encode_headers(proto, reply, payload):
+    """One call gives what encode_headers + encode_hpub give, for small and large payloads."""
+    block = proto.encode_headers(HPUB_PAIRS)
+    assert proto.encode_hpub_pairs(b"s.t", reply, HPUB_PAIRS, payload) == proto.encode_hpub(
+        b"s.t", reply, block, payload
+    )
+
+
+def test_encode_hpub_pairs_frame(proto):
+    """The frame carries the block's size and the total size, then block and payload."""
+    frame = proto.encode_hpub_pairs(b"s", b"r", [("A", "b")], b"hi")
+    assert frame == b"HPUB s r 18 20\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\n"
+    assert proto.encode_hpub_pairs(b"s", b"", [], b"") == b"HPUB s 12 12\r\nNATS/1.0\r\n\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: iter([("A", "1"), ("B", "2")]),
+        lambda: (("A", "1"), ("B", "2")),
+        lambda: (p for p in [("A", "1"), ("B", "2")]),
+        lambda: {"A": "1", "B": "2"}.items(),
+    ],
+)
+def test_encode_hpub_pairs_takes_any_iterable(proto, make):
+    """Iterators, tuples, generators and dict items work like lists."""
+    expected = b"HPUB s 24 25\r\nNATS/1.0\r\nA: 1\r\nB: 2\r\n\r\nx\r\n"
+    assert proto.encode_hpub_pairs(b"s", b"", make(), b"x") == expected
+    assert proto.encode_headers(make()) == expected[len(b"HPUB s 24 25\r\n") : -3]
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_encode_hpub_pairs_payload_types(proto, kind):
+    """Any bytes-like payload."""
+    frame = proto.encode_hpub_pairs(b"s", b"", [("K", "v")], kind(b"abc"))
+    assert frame == b"HPUB s 18 21\r\nNATS/1.0\r\nK: v\r\n\r\nabc\r\n"
+
+
+def test_encode_hpub_pairs_parses_back(proto):
+    """Turned into HMSG, the frame parses to the subject, reply, block and payload; the
+    block to the pairs."""
+    frame = proto.encode_hpub_pairs(b"s", b"r", HPUB_PAIRS, b"payload")
+    hmsg = b"HMSG s 7 r" + frame[len(b"HPUB s r") :]
+    [(kind, subject, sid, reply, block, payload)] = frames(proto, hmsg)[0]
+    assert (kind, subject, sid, reply, payload) == (proto.OP_HMSG, b"s", 7, b"r", b"payload")
+    assert proto.parse_headers(block) == (None, "", HPUB_PAIRS)
+
+
+def test_encode_hpub_pairs_big_headers(proto):
+    """Header blocks beyond the per-thread buffer (16 KiB) and its 1 MiB cap still encode."""
+    for size in (20_000, 2 * MIB):
+        pairs = [("Big", "v" * size), ("Small", "s")]
+        frame = proto.encode_hpub_pairs(b"s", b"", pairs, b"p")
+        assert frame == proto.encode_hpub(b"s", b"", proto.encode_headers(pairs), b"p")
+        assert proto.encode_headers(pairs) == b"NATS/1.0\r\nBig: %s\r\nSmall: s\r\n\r\n" % (
+            b"v" * size
+        )
+    assert proto.encode_hpub_pairs(b"s", b"", [("A", "1")], b"x") == (
+        b"HPUB s 18 19\r\nNATS/1.0\r\nA: 1\r\n\r\nx\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("pairs", "error"),
+    [
+        ([("Good", "v"), ("a b", "v")], BadHeaderError),
+        ([("", "v")], BadHeaderError),
+        ([("K", "a\rb")], BadHeaderError),
+        ([("K", "a\x00b")], BadHeaderError),
+        ([("K\x00", "v")], BadHeaderError),
+        ([("K", "\ud800")], BadHeaderError),
+        ([(b"K", "v")], TypeError),
+        ([("K", 1)], TypeError),
+        ([("K", "v", "w")], ValueError),
+        # the first bad pair decides, as in encode_headers
+        ([("a b", "v"), (1, "v")], BadHeaderError),
+        ([(1, "v"), ("a b", "v")], TypeError),
+    ],
+)
+def test_encode_hpub_pairs_errors(proto, pairs, error):
+    """Bad pairs raise what encode_headers raises, with the same message."""
+    with pytest.raises(error) as raised:
+        proto.encode_hpub_pairs(b"s", b"", pairs, b"x")
+    with pytest.raises(error) as expected:
+        proto_py().encode_headers(pairs)
+    assert str(raised.value) == str(expected.value)
+    with pytest.raises(error):
+        proto.encode_hpub_pairs(b"s", b"", pairs, b"x" * (100 * 1024))
+    with pytest.raises(error):
+        proto.encode_headers(iter(pairs))
+
+
+def test_encode_hpub_pairs_in_parallel_threads(proto):
+    """Threads encoding at once each get their own frames (the C side's buffers are per thread)."""
+    errors = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(300):
+                payload = b"%d-%d" % (n, i) * (1 + i % 50) * (1 + 1000 * (i % 7 == 0))
+                pairs = [("Nats-Msg-Id", f"{n}-{i}"), ("Pad", "p" * (i * 60))]
+                frame = proto.encode_hpub_pairs(b"s", b"", pairs, payload)
+                block = proto_py().encode_headers(pairs)
+                assert frame == proto_py().encode_hpub(b"s", b"", block, payload)
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def test_encode_hpub_pairs_is_exported():
+    """The package exports encode_hpub_pairs from the chosen implementation."""
+    import jetstream_sync._protocol as protocol
+
+    assert protocol.encode_hpub_pairs is protocol._impl.encode_hpub_pairs
+    assert "encode_hpub_pairs" in protocol.__all__
 
 
 # --------------------------------------------------------------------------

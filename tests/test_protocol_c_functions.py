@@ -276,3 +276,199 @@ def test_jss_parse_puback_declines(body):
 def test_jss_parse_puback_truncations(cut):
     """Every truncation of a good body is declined without reading past it."""
     assert c_puback(b'{"stream":"S","seq":12,"duplicate":false}'[:cut])[0] == 0
+
+
+# --------------------------------------------------------------------------
+# jss_encode_pub, jss_encode_hpub, jss_encode_headers
+
+CANARY = 0xA5  # byte value every output byte at or past cap must keep
+
+
+def canaried(cap: int):
+    """A char array of cap + 1 bytes, all CANARY (the last one lies past cap)."""
+    array = ffi.new(f"char[{cap + 1}]")
+    ffi.memmove(array, bytes([CANARY]) * (cap + 1), cap + 1)
+    return array
+
+
+def c_encode(func, cap: int, *parts: bytes):
+    """Call an encoder with each part as an exactly-sized (pointer, length) pair.
+
+    Returns (rc, the bytes written when rc >= 0, the whole output array as bytes).
+    """
+    out = canaried(cap)
+    args = []
+    for part in parts:
+        args += [exact(part), len(part)]
+    rc = func(out, cap, *args)
+    raw = ffi.unpack(out, cap + 1)
+    assert raw[cap] == CANARY, "wrote past cap"
+    return rc, raw[: max(rc, 0)], raw
+
+
+def kv_of(pairs) -> bytes:
+    """Header pairs flattened the way the encoders take them: key NUL value NUL ..."""
+    return b"".join(k + b"\0" + v + b"\0" for k, v in pairs)
+
+
+def test_encoder_constants():
+    """Error codes are -1..-3 and every encoding is longer than 3, so the ranges never meet."""
+    assert (lib.JSS_ENC_ERR_KEY, lib.JSS_ENC_ERR_VALUE, lib.JSS_ENC_ERR_KV) == (-1, -2, -3)
+    assert lib.JSS_ENC_MIN_SIZE == len(b"PUB  0\r\n\r\n") == 10
+    assert lib.JSS_ENC_MIN_SIZE < lib.JSS_MIN_HEADER_BLOCK
+
+
+@pytest.mark.parametrize(
+    ("subject", "reply", "payload", "frame"),
+    [
+        (b"a.b", b"", b"hello", b"PUB a.b 5\r\nhello\r\n"),
+        (b"a", b"_INBOX.1", b"", b"PUB a _INBOX.1 0\r\n\r\n"),
+        (b"s", b"r", b"\r\n\0" * 400, b"PUB s r 1200\r\n" + b"\r\n\0" * 400 + b"\r\n"),
+        (b"", b"", b"", b"PUB  0\r\n\r\n"),
+    ],
+)
+def test_jss_encode_pub(subject, reply, payload, frame):
+    """Writes the PUB frame (reply only when rlen > 0) and returns its length."""
+    rc, written, _ = c_encode(lib.jss_encode_pub, len(frame) + 7, subject, reply, payload)
+    assert (rc, written) == (len(frame), frame)
+    assert frame == _py.encode_pub(subject, reply, payload)
+
+
+def test_jss_encode_pub_exact_cap_and_every_smaller_cap():
+    """cap == size fits; any smaller cap returns -size and writes nothing at all."""
+    frame = b"PUB orders.new _INBOX.x 3\r\nabc\r\n"
+    parts = (b"orders.new", b"_INBOX.x", b"abc")
+    assert c_encode(lib.jss_encode_pub, len(frame), *parts)[:2] == (len(frame), frame)
+    for cap in range(len(frame)):
+        rc, _, raw = c_encode(lib.jss_encode_pub, cap, *parts)
+        assert rc == -len(frame)
+        assert raw == bytes([CANARY]) * (cap + 1)
+
+
+def test_jss_encode_pub_size_query_with_null():
+    """out may be NULL with cap 0 to learn the size."""
+    assert lib.jss_encode_pub(ffi.NULL, 0, b"s", 1, ffi.NULL, 0, b"12345", 5) == -len(
+        b"PUB s 5\r\n12345\r\n"
+    )
+
+
+def test_jss_encode_pub_size_digits():
+    """Payload sizes at digit boundaries are written in full."""
+    for size in (9, 10, 99, 100, 65535, 1000000):
+        payload = b"x" * size
+        frame = b"PUB s %d\r\n%s\r\n" % (size, payload)
+        assert c_encode(lib.jss_encode_pub, len(frame), b"s", b"", payload)[:2] == (
+            len(frame),
+            frame,
+        )
+
+
+HPUB_PAIRS = [(b"Nats-Msg-Id", b"a b:c"), (b"X", b""), ("Ключ".encode(), b"\xff\xfe\t")]
+HPUB_BLOCK = (
+    b"NATS/1.0\r\nNats-Msg-Id: a b:c\r\nX: \r\n" + "Ключ".encode() + b": \xff\xfe\t\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "payload"), [(b"", b"hi"), (b"_INBOX.r", b""), (b"r", b"\0\r\n")]
+)
+def test_jss_encode_hpub(reply, payload):
+    """Writes HPUB with header and total sizes, the block built from kv, then the payload."""
+    head = b"HPUB s.t %s%d %d\r\n" % (
+        reply + b" " if reply else b"",
+        len(HPUB_BLOCK),
+        len(HPUB_BLOCK) + len(payload),
+    )
+    frame = head + HPUB_BLOCK + payload + b"\r\n"
+    rc, written, _ = c_encode(
+        lib.jss_encode_hpub, len(frame) + 3, b"s.t", reply, kv_of(HPUB_PAIRS), payload
+    )
+    assert (rc, written) == (len(frame), frame)
+    assert frame == _py.encode_hpub(b"s.t", reply, HPUB_BLOCK, payload)
+
+
+def test_jss_encode_hpub_without_pairs():
+    """kvlen 0 gives the minimal block."""
+    frame = b"HPUB s 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    assert c_encode(lib.jss_encode_hpub, 64, b"s", b"", b"", b"hi")[:2] == (len(frame), frame)
+
+
+def test_jss_encode_hpub_exact_cap_and_every_smaller_cap():
+    """cap == size fits; any smaller cap returns -size and writes nothing at all."""
+    parts = (b"s", b"r", kv_of(HPUB_PAIRS), b"data")
+    head = b"HPUB s r %d %d\r\n" % (len(HPUB_BLOCK), len(HPUB_BLOCK) + 4)
+    size = len(head) + len(HPUB_BLOCK) + len(b"data\r\n")
+    assert c_encode(lib.jss_encode_hpub, size, *parts)[0] == size
+    for cap in range(size):
+        rc, _, raw = c_encode(lib.jss_encode_hpub, cap, *parts)
+        assert rc == -size
+        assert raw == bytes([CANARY]) * (cap + 1)
+
+
+def test_jss_encode_headers():
+    """Writes just the block and returns its length."""
+    block = HPUB_BLOCK
+    rc, written, _ = c_encode(lib.jss_encode_headers, len(block) + 1, kv_of(HPUB_PAIRS))
+    assert (rc, written) == (len(block), block)
+    assert c_encode(lib.jss_encode_headers, 12, b"")[:2] == (12, b"NATS/1.0\r\n\r\n")
+
+
+def test_jss_encode_headers_exact_cap_and_every_smaller_cap():
+    """cap == size fits; any smaller cap returns -size and writes nothing at all."""
+    kv = kv_of(HPUB_PAIRS)
+    assert c_encode(lib.jss_encode_headers, len(HPUB_BLOCK), kv)[0] == len(HPUB_BLOCK)
+    for cap in range(len(HPUB_BLOCK)):
+        rc, _, raw = c_encode(lib.jss_encode_headers, cap, kv)
+        assert rc == -len(HPUB_BLOCK)
+        assert raw == bytes([CANARY]) * (cap + 1)
+    assert lib.jss_encode_headers(ffi.NULL, 0, ffi.NULL, 0) == -12
+
+
+BAD_KV = [
+    (b"\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"a b\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"a:b\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"a\tb\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"a\rb\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"a\nb\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"\x7f\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"\x01\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"k\0a\rb\0", lib.JSS_ENC_ERR_VALUE),
+    (b"k\0a\nb\0", lib.JSS_ENC_ERR_VALUE),
+    (b"k\0v\0k\0\n\0", lib.JSS_ENC_ERR_VALUE),
+    (b"k", lib.JSS_ENC_ERR_KV),
+    (b"k\0", lib.JSS_ENC_ERR_KV),
+    (b"k\0v", lib.JSS_ENC_ERR_KV),
+    (b"k\0v\0k2\0", lib.JSS_ENC_ERR_KV),
+    (b"\0", lib.JSS_ENC_ERR_KEY),
+    # the first bad pair decides, each key before its value
+    (b"k\0\r\0 \0v\0", lib.JSS_ENC_ERR_VALUE),
+    (b" \0\r\0", lib.JSS_ENC_ERR_KEY),
+    (b"k\0\r\0x", lib.JSS_ENC_ERR_VALUE),
+    (b"a b\0v", lib.JSS_ENC_ERR_KEY),
+]
+
+
+@pytest.mark.parametrize(("kv", "code"), BAD_KV)
+@pytest.mark.parametrize("cap", [0, 4096])
+def test_jss_encode_header_errors(kv, code, cap):
+    """Bad keys, bad values and malformed kv have their codes, whatever cap is; nothing is
+    written."""
+    for func, parts in [
+        (lib.jss_encode_headers, (kv,)),
+        (lib.jss_encode_hpub, (b"s", b"r", kv, b"payload")),
+    ]:
+        rc, _, raw = c_encode(func, cap, *parts)
+        assert rc == code
+        assert raw == bytes([CANARY]) * (cap + 1)
+
+
+def test_jss_encode_keys_may_hold_any_byte_from_0x21_but_colon_and_del():
+    """Every printable ASCII byte but ':' and bytes >= 0x80 are valid key bytes."""
+    key = bytes(b for b in range(0x21, 0x100) if b not in (0x3A, 0x7F))
+    value = bytes(b for b in range(1, 0x100) if b not in (0x0A, 0x0D))
+    block = b"NATS/1.0\r\n" + key + b": " + value + b"\r\n\r\n"
+    assert c_encode(lib.jss_encode_headers, len(block), kv_of([(key, value)]))[:2] == (
+        len(block),
+        block,
+    )

@@ -476,7 +476,7 @@ def expected_header_error(key: str, value: str) -> bool:
     except UnicodeEncodeError:
         return True
     bad_key = not raw_key or any(b < 0x21 or b in (0x3A, 0x7F) for b in raw_key)
-    return bad_key or b"\r" in raw_value or b"\n" in raw_value
+    return bad_key or b"\r" in raw_value or b"\n" in raw_value or b"\0" in raw_value
 
 
 @fuzz_settings(500)
@@ -521,6 +521,163 @@ def test_encode_pub_and_hpub_agree_and_parse_back(frames):
             ops, consumed, need = impl.parse(as_msg, 0, len(as_msg))
             assert materialize(as_msg, ops) == [expected]
             assert (consumed, need) == (len(as_msg), 0)
+
+
+def encode_outcome(func, *args):
+    """func(*args), or the type and message of what it raised (TypeError included)."""
+    try:
+        return ("ok", func(*args))
+    except (BadHeaderError, ValueError, TypeError) as exc:
+        return ("raised", type(exc), str(exc))
+
+
+# Mostly valid keys (so that whole lists of pairs get through), some invalid
+# text, and now and then a key or value that is not a str at all.
+valid_keys = st.text(alphabet=KEY_CHARS + "éК\udcff", min_size=1, max_size=12)
+valid_values = st.text(
+    alphabet=st.one_of(st.sampled_from(" \t:Ab\udcff"), st.characters(codec="utf-8")),
+    max_size=12,
+).filter(lambda v: not any(c in v for c in "\r\n\x00"))
+odd_keys = st.one_of(header_text, st.binary(max_size=2))
+odd_values = st.one_of(header_text, st.integers(0, 9))
+header_keys = st.integers(0, 9).flatmap(lambda n: odd_keys if n == 0 else valid_keys)
+header_values = st.integers(0, 9).flatmap(lambda n: odd_values if n == 0 else valid_values)
+big_payloads = st.integers(16 * 1024 - 64, 70 * 1024).map(lambda n: b"\r\n\x00x" * (n // 4))
+
+
+@fuzz_settings(400)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(header_keys, header_values), max_size=5),
+            tokens,
+            st.one_of(st.just(b""), tokens),
+            st.one_of(payloads, payloads, payloads, big_payloads),
+            st.sampled_from([bytes, bytes, bytearray, memoryview]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_header_encoders_agree_and_parse_back(frames):
+    """encode_headers, encode_hpub_pairs and encode_hpub give identical frames (or raise the
+    same error) in C and Python; good frames parse back as HMSG and their blocks as pairs."""
+    for pairs, subject, reply, payload, kind in frames:
+        INPUTS["header encoders"] += 1
+        data = kind(payload)
+        blocks = [encode_outcome(impl.encode_headers, pairs) for impl in IMPLS]
+        hpubs = [
+            encode_outcome(impl.encode_hpub_pairs, subject, reply, pairs, data) for impl in IMPLS
+        ]
+        assert blocks[0] == blocks[1], pairs
+        assert hpubs[0] == hpubs[1], pairs
+        assert blocks[0][0] == hpubs[0][0]
+        if blocks[0][0] == "raised":
+            assert blocks[0][1:] == hpubs[0][1:]
+            continue
+        block, frame = blocks[0][1], hpubs[0][1]
+        assert frame == _py.encode_hpub(subject, reply, block, payload)
+        for impl in IMPLS:
+            assert impl.encode_hpub(subject, reply, block, data) == frame
+        as_msg = b"HMSG " + subject + b" 5" + frame[len(b"HPUB " + subject) :]
+        stripped = [(k, v.strip(" \t")) for k, v in pairs]
+        for impl in IMPLS:
+            ops, consumed, need = impl.parse(as_msg, 0, len(as_msg))
+            assert materialize(as_msg, ops) == [(2, subject, 5, reply, block, payload)]
+            assert (consumed, need) == (len(as_msg), 0)
+            assert impl.parse_headers(block) == (None, "", stripped)
+
+
+def reference_block(kv: bytes):
+    """The header block the C encoders must build from kv, or their error code."""
+    lines = [b"NATS/1.0\r\n"]
+    i = 0
+    while i < len(kv):
+        key_end = kv.find(b"\0", i)
+        if key_end < 0:
+            return lib.JSS_ENC_ERR_KV
+        key = kv[i:key_end]
+        if not key or any(b < 0x21 or b in (0x3A, 0x7F) for b in key):
+            return lib.JSS_ENC_ERR_KEY
+        value_end = kv.find(b"\0", key_end + 1)
+        if value_end < 0:
+            return lib.JSS_ENC_ERR_KV
+        value = kv[key_end + 1 : value_end]
+        if b"\r" in value or b"\n" in value:
+            return lib.JSS_ENC_ERR_VALUE
+        lines.append(key + b": " + value + b"\r\n")
+        i = value_end + 1
+    return b"".join(lines) + b"\r\n"
+
+
+def random_kv(rng: random.Random) -> bytes:
+    """Flattened pairs: mostly well-formed, with bad bytes and broken framing mixed in."""
+    parts = []
+    for _ in range(rng.randrange(4)):
+        for alphabet in (b"Ab-_.\xc3\xa9", b" v:\t\xff"):
+            text = bytes(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+            if rng.random() < 0.1:
+                text += bytes([rng.choice(b"\r\n :\t\x7f\x01")])
+            parts.append(text)
+    kv = b"".join(part + b"\0" for part in parts)
+    if kv and rng.random() < 0.15:
+        kv = kv[: rng.randrange(len(kv))]
+    return kv
+
+
+def c_encode_exact(func, cap: int, *parts: bytes):
+    """Call a C encoder on exactly-sized inputs with a canary byte after cap.
+
+    Returns the result code and the bytes written (None when it wrote nothing).
+    """
+    out = ffi.new(f"char[{cap + 1}]")
+    ffi.memmove(out, b"\xa5" * (cap + 1), cap + 1)
+    args = []
+    for part in parts:
+        array = ffi.new(f"char[{max(len(part), 1)}]")
+        ffi.memmove(array, part, len(part))
+        args += [array, len(part)]
+    rc = func(out, cap, *args)
+    raw = ffi.unpack(out, cap + 1)
+    assert raw[cap] == 0xA5, "wrote past cap"
+    if rc < 0:
+        assert raw == b"\xa5" * (cap + 1), "wrote although it failed"
+        return rc, None
+    return rc, raw[:rc]
+
+
+@fuzz_settings(600)
+@given(rng=st.randoms(use_true_random=True))
+def test_c_encoders_follow_the_reference(rng):
+    """jss_encode_headers/hpub/pub on random kv, subjects, payloads and caps: the exact
+    frame, the error code, or -(size needed) when cap is short; never a byte past cap."""
+    for _ in range(8):
+        INPUTS["C encoders"] += 1
+        kv = random_kv(rng)
+        subject = bytes(rng.choice(b"ab.*>") for _ in range(rng.randrange(6)))
+        reply = rng.choice([b"", b"_INBOX.r"])
+        payload = rng.randbytes(rng.choice([0, 3, 200]))
+        block = reference_block(kv)
+        if isinstance(block, bytes):
+            hpub = _py.encode_hpub(subject, reply, block, payload)
+        else:
+            hpub = block
+        pub = _py.encode_pub(subject, reply, payload)
+        for func, parts, expected in [
+            (lib.jss_encode_headers, (kv,), block),
+            (lib.jss_encode_hpub, (subject, reply, kv, payload), hpub),
+            (lib.jss_encode_pub, (subject, reply, payload), pub),
+        ]:
+            if isinstance(expected, int):
+                assert expected < 0 and expected > -lib.JSS_ENC_MIN_SIZE
+                cap = rng.randrange(300)
+                assert c_encode_exact(func, cap, *parts) == (expected, None)
+                continue
+            assert len(expected) >= lib.JSS_ENC_MIN_SIZE
+            cap = rng.choice([len(expected), len(expected) + rng.randrange(1, 9)])
+            assert c_encode_exact(func, cap, *parts) == (len(expected), expected)
+            short = rng.randrange(len(expected))
+            assert c_encode_exact(func, short, *parts) == (-len(expected), None)
 
 
 # --------------------------------------------------------------------------
@@ -627,6 +784,8 @@ def test_zz_enough_inputs():
         "header blocks",
         "encode_headers",
         "encode_pub/hpub",
+        "header encoders",
+        "C encoders",
         "valid_subject",
         "parse_puback",
     }

@@ -31,6 +31,7 @@ __all__ = [
     "OP_PONG",
     "encode_headers",
     "encode_hpub",
+    "encode_hpub_pairs",
     "encode_pub",
     "parse",
     "parse_headers",
@@ -97,4 +98,5 @@ parse_puback = _impl.parse_puback
 encode_headers = _impl.encode_headers
 encode_pub = _impl.encode_pub
 encode_hpub = _impl.encode_hpub
+encode_hpub_pairs = _impl.encode_hpub_pairs
 valid_subject = _impl.valid_subject

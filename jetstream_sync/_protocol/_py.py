@@ -3,9 +3,10 @@
 Same interface and same results as :mod:`jetstream_sync._protocol._c`,
 including the same exceptions; it mirrors the C code check for check, so keep
 both in step (a regex fast path takes well-formed MSG/HMSG lines and leaves
-anything unusual to the mirrored path). The encoders are plain Python in both
-implementations (a cffi call cannot beat ``%``-formatting), so ``_c`` imports
-them from here.
+anything unusual to the mirrored path). ``encode_pub`` and ``encode_hpub`` are
+plain Python in both implementations (a cffi call cannot beat
+``%``-formatting), so ``_c`` imports them from here; ``_c`` encodes header
+blocks in C and falls back on these functions for every error.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "OP_PONG",
     "encode_headers",
     "encode_hpub",
+    "encode_hpub_pairs",
     "encode_pub",
     "parse",
     "parse_headers",
@@ -436,7 +438,8 @@ def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
 
     Raises:
         BadHeaderError: a key is empty or holds CR, LF, ':', space, tab or any
-            byte below 0x21 or 0x7f, or a value holds CR or LF; nothing is encoded.
+            byte below 0x21 or 0x7f, or a value holds CR, LF or NUL; nothing is
+            encoded.
         TypeError: a key or value is not a str.
     """
     parts = [b"NATS/1.0\r\n"]
@@ -445,11 +448,30 @@ def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
         raw_value = _header_bytes(value, "value")
         if not raw_key or _BAD_KEY_BYTE.search(raw_key):
             raise BadHeaderError(f"invalid header key {key!r}")
-        if b"\r" in raw_value or b"\n" in raw_value:
-            raise BadHeaderError(f"header {key!r} has CR or LF in its value")
+        # NUL too: the C encoder separates pairs with it (and Go's textproto
+        # readers refuse control bytes in values anyway).
+        if b"\r" in raw_value or b"\n" in raw_value or b"\0" in raw_value:
+            raise BadHeaderError(f"header {key!r} has CR, LF or NUL in its value")
         parts.append(b"%s: %s\r\n" % (raw_key, raw_value))
     parts.append(b"\r\n")
     return b"".join(parts)
+
+
+# Frames with a payload above this are built with b"".join: from 128 KiB on,
+# %-formatting costs 20x more (measured, CPython 3.11, best of 7, µs per frame:
+# 64 KiB 1.6 both; 128 KiB 71 vs 3.4; 1 MiB 348 vs 54; 4 MiB 2,646 vs 392),
+# while below 64 KiB % is as fast or a little faster (128 B: 0.17 vs 0.22).
+JOIN_ABOVE = 64 * 1024
+
+
+def _frame(head: bytes, header_block: bytes, payload, size: int) -> bytes:
+    """head + header_block + payload + CRLF, by the faster method for size."""
+    if size > JOIN_ABOVE:
+        try:
+            return b"".join((head, header_block, payload, b"\r\n"))
+        except TypeError:  # a non-contiguous memoryview: % copes with it
+            pass
+    return b"%s%s%s\r\n" % (head, header_block, payload)
 
 
 def encode_pub(subject: bytes, reply: bytes, payload) -> bytes:
@@ -464,9 +486,15 @@ def encode_pub(subject: bytes, reply: bytes, payload) -> bytes:
         The whole frame.
     """
     size = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
+    if size <= JOIN_ABOVE:
+        if reply:
+            return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, size, payload)
+        return b"PUB %s %d\r\n%s\r\n" % (subject, size, payload)
     if reply:
-        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, size, payload)
-    return b"PUB %s %d\r\n%s\r\n" % (subject, size, payload)
+        head = b"PUB %s %s %d\r\n" % (subject, reply, size)
+    else:
+        head = b"PUB %s %d\r\n" % (subject, size)
+    return _frame(head, b"", payload, size)
 
 
 def encode_hpub(subject: bytes, reply: bytes, header_block: bytes, payload) -> bytes:
@@ -482,12 +510,36 @@ def encode_hpub(subject: bytes, reply: bytes, header_block: bytes, payload) -> b
         ``HPUB <subject> [<reply> ]<hdr_len> <total_len>\\r\\n<headers><payload>\\r\\n``.
     """
     hdr_len = len(header_block)
-    total = hdr_len + (len(payload) if type(payload) is bytes else memoryview(payload).nbytes)
+    size = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
     if reply:
-        head = b"HPUB %s %s %d %d\r\n" % (subject, reply, hdr_len, total)
+        head = b"HPUB %s %s %d %d\r\n" % (subject, reply, hdr_len, hdr_len + size)
     else:
-        head = b"HPUB %s %d %d\r\n" % (subject, hdr_len, total)
-    return b"%s%s%s\r\n" % (head, header_block, payload)
+        head = b"HPUB %s %d %d\r\n" % (subject, hdr_len, hdr_len + size)
+    return _frame(head, header_block, payload, size)
+
+
+def encode_hpub_pairs(
+    subject: bytes, reply: bytes, pairs: Iterable[tuple[str, str]], payload
+) -> bytes:
+    """Encode an HPUB frame straight from header pairs.
+
+    Same as ``encode_hpub(subject, reply, encode_headers(pairs), payload)``
+    (the C core does it in one call).
+
+    Args:
+        subject: the subject (already validated).
+        reply: the reply subject, or ``b""`` for none.
+        pairs: ``(key, value)`` strings, in the order to send them.
+        payload: any bytes-like object.
+
+    Returns:
+        ``HPUB <subject> [<reply> ]<hdr_len> <total_len>\\r\\n<headers><payload>\\r\\n``.
+
+    Raises:
+        BadHeaderError: as :func:`encode_headers`.
+        TypeError: a key or value is not a str.
+    """
+    return encode_hpub(subject, reply, encode_headers(pairs), payload)
 
 
 _SUBJECT_BAD_BYTE = re.compile(rb"[ \t\r\n\x00]")
