@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import ssl
 import threading
 
 import pytest
 
 import jetstream_sync as js
+from tests.fixtures.polling import wait_for
 
 
 def _client_threads(nc) -> list[threading.Thread]:
@@ -258,3 +261,45 @@ def test_cluster_failover_uses_discovered_servers(cluster):
     finally:
         nc.close()
         cluster.restart(0)
+
+
+def test_stale_connection_is_detected_by_keepalive_pings(restartable_server):
+    """A server that stops answering PINGs is declared stale; the client reconnects after."""
+    errors = []
+    disconnected, reconnected = threading.Event(), threading.Event()
+    nc = js.connect(
+        restartable_server.url,
+        ping_interval=0.2,
+        max_outstanding_pings=2,
+        connect_timeout=0.5,
+        reconnect_time_wait=0.1,
+        error_cb=errors.append,
+        disconnected_cb=disconnected.set,
+        reconnected_cb=reconnected.set,
+    )
+    pid = restartable_server.pid
+    try:
+        os.kill(pid, signal.SIGSTOP)  # the server freezes: PINGs go unanswered
+        try:
+            assert disconnected.wait(10)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert any("stale" in str(e) for e in errors)
+        assert reconnected.wait(15)
+        nc.flush()
+    finally:
+        nc.close()
+
+
+def test_lame_duck_mode_is_reported(restartable_server):
+    """A server entering lame duck mode calls lame_duck_cb and status listeners."""
+    lame = threading.Event()
+    statuses = []
+    nc = js.connect(restartable_server.url, lame_duck_cb=lame.set)
+    nc.add_status_listener(statuses.append)
+    try:
+        restartable_server.lame_duck()
+        assert lame.wait(10)
+        wait_for(lambda: "lame_duck" in statuses)
+    finally:
+        nc.close()
