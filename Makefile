@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test suite asan lint bench clean
+.PHONY: demo test suite asan lint bench bench-quick clean
 
 $(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildcard csrc/*.c csrc/*.h)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ asan: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check jetstream_sync tests examples
+
+## bench: S1-S7 and MEM for jetstream_sync, nats-py and the raw limit (docs/performance.md)
+bench: $(STAMP)
+	$(VPY) -m benchmarks
+
+bench-quick: $(STAMP)
+	$(VPY) -m benchmarks --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info jetstream_sync/_ffi*.so jetstream_sync/_ffi.c

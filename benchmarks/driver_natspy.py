@@ -1,0 +1,201 @@
+"""nats-py (asyncio), the official Python client, running the same scenarios.
+
+``python -m benchmarks.driver_natspy --port P --scenario S --n N [--size B]``
+
+S3/S4/MEM use a durable pull subscription and ``fetch(500)``; S7 uses a push
+subscription with a callback that acks (nats-py has no pull-based consume()).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from typing import Any
+
+from . import (
+    BATCH,
+    SERVICE,
+    STREAM,
+    SUBJECT,
+    SUBJECTS,
+    Timed,
+    driver_args,
+    emit,
+    latency_fields,
+    peak_rss_mb,
+    reset_peak_rss,
+    result,
+    rss_mb,
+    unavailable,
+)
+
+CLIENT = "nats-py"
+
+
+async def ensure_stream(js: Any, storage: str) -> None:
+    from nats.js.api import StorageType, StreamConfig
+
+    kind = StorageType.MEMORY if storage == "memory" else StorageType.FILE
+    await js.add_stream(StreamConfig(name=STREAM, subjects=SUBJECTS, storage=kind))
+
+
+async def publish_sync(js: Any, label: str, n: int, size: int, storage: str) -> None:
+    """S1: ``await js.publish`` for each message."""
+    await ensure_stream(js, storage)
+    payload = b"x" * size
+    await js.publish(SUBJECT, payload)  # warm-up
+    with Timed() as t:
+        for _ in range(n):
+            await js.publish(SUBJECT, payload)
+    emit(result(CLIENT, label, n, size, t))
+
+
+async def publish_async(js: Any, label: str, n: int, size: int, storage: str, window: int):
+    """S2/S6: ``js.publish_async`` bounded by ``publish_async_max_pending=window``."""
+    await ensure_stream(js, storage)
+    payload = b"x" * size
+    await js.publish_async(SUBJECT, payload)  # warm-up: creates the ack subscription
+    await js.publish_async_completed()
+    futures = []
+    keep = futures.append
+    with Timed() as t:
+        for _ in range(n):
+            keep(await js.publish_async(SUBJECT, payload))
+        await asyncio.wait_for(js.publish_async_completed(), 300)
+    errors = sum(1 for f in futures if f.exception() is not None)
+    emit(result(CLIENT, label, n, size, t, window=window, errors=errors))
+
+
+async def pull_subscription(js: Any, durable: str, explicit: bool) -> Any:
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    policy = AckPolicy.EXPLICIT if explicit else AckPolicy.NONE
+    config = ConsumerConfig(durable_name=durable, ack_policy=policy)
+    return await js.pull_subscribe(SUBJECT, durable=durable, stream=STREAM, config=config)
+
+
+async def fetch_n(psub: Any, n: int, explicit: bool) -> int:
+    """Fetch in batches of 500 until ``n`` messages arrived; ``await ack()`` each."""
+    got = 0
+    while got < n:
+        msgs = await psub.fetch(min(BATCH, n - got), timeout=5)
+        if explicit:
+            for m in msgs:
+                await m.ack()
+        got += len(msgs)
+    return got
+
+
+async def fetch_loop(nc: Any, js: Any, label: str, n: int, size: int, explicit: bool):
+    """S3/S4: ``psub.fetch(500)`` (+ ``ack()`` for S3)."""
+    psub = await pull_subscription(js, "DPY", explicit)
+    with Timed() as t:
+        got = await fetch_n(psub, n, explicit)
+        await nc.flush(timeout=30)
+    emit(result(CLIENT, label, got, size, t))
+
+
+async def consume_callback(nc: Any, js: Any, label: str, n: int, size: int) -> None:
+    """S7: a durable push subscription whose callback acks each message."""
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    done = asyncio.Event()
+    count = [0]
+
+    async def on_msg(m: Any) -> None:
+        await m.ack()
+        count[0] += 1
+        if count[0] == n:
+            done.set()
+
+    config = ConsumerConfig(durable_name="DPY7", ack_policy=AckPolicy.EXPLICIT)
+    with Timed() as t:
+        sub = await js.subscribe(
+            SUBJECT, durable="DPY7", stream=STREAM, cb=on_msg, manual_ack=True, config=config
+        )
+        await asyncio.wait_for(done.wait(), 300)
+        await nc.flush(timeout=30)
+    await sub.unsubscribe()
+    emit(result(CLIENT, label, n, size, t))
+
+
+async def iterate_memory(nc: Any, js: Any, label: str, n: int, size: int) -> None:
+    """MEM: RSS growth (peak minus before) while fetching and acking ``n`` messages."""
+    psub = await pull_subscription(js, "DPYM", True)
+    gc.collect()
+    before = rss_mb()
+    reset_peak_rss()
+    with Timed() as t:
+        got = await fetch_n(psub, n, True)
+        await nc.flush(timeout=30)
+    peak = max(peak_rss_mb(), before)
+    emit(result(CLIENT, label, got, size, t, rss_mb=round(peak - before, 2),
+                rss_before_mb=round(before, 2), rss_peak_mb=round(peak, 2)))  # fmt: skip
+
+
+async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> None:
+    """S5: ``nc.request`` to an in-process responder; S5info: ``js.stream_info``."""
+    payload = b"x" * size
+
+    async def responder(m: Any) -> None:
+        await m.respond(payload)
+
+    await nc.subscribe(SERVICE, cb=responder)
+    await nc.flush()
+    for _ in range(100):
+        await nc.request(SERVICE, payload, timeout=2)
+    lat = []
+    clock = time.perf_counter_ns
+    with Timed() as t:
+        for _ in range(n):
+            t0 = clock()
+            await nc.request(SERVICE, payload, timeout=2)
+            lat.append((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+    await ensure_stream(js, storage)
+    ni = max(1, n // 5)
+    lat = []
+    with Timed() as t:
+        for _ in range(ni):
+            t0 = clock()
+            await js.stream_info(STREAM)
+            lat.append((clock() - t0) / 1000)
+    emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
+
+
+async def run(args: Any, base: str) -> None:
+    import nats
+
+    nc = await nats.connect(f"nats://127.0.0.1:{args.port}", pending_size=64 << 20)
+    try:
+        js = nc.jetstream(publish_async_max_pending=args.window)
+        if base == "S1":
+            await publish_sync(js, args.label, args.n, args.size, args.storage)
+        elif base == "S2":
+            await publish_async(js, args.label, args.n, args.size, args.storage, args.window)
+        elif base in ("S3", "S4"):
+            await fetch_loop(nc, js, args.label, args.n, args.size, base == "S3")
+        elif base == "S7":
+            await consume_callback(nc, js, args.label, args.n, args.size)
+        elif base == "MEM":
+            await iterate_memory(nc, js, args.label, args.n, args.size)
+        elif base == "S5":
+            await latency(nc, js, args.label, args.n, args.size, args.storage)
+    finally:
+        await nc.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, sc = driver_args(argv)
+    try:
+        import nats  # noqa: F401
+    except ImportError as e:
+        unavailable(CLIENT, args.label, f"nats-py is not installed ({e})")
+        return
+    asyncio.run(run(args, sc.base))
+
+
+if __name__ == "__main__":
+    main()

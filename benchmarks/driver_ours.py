@@ -1,0 +1,235 @@
+"""jetstream_sync through its public API, one scenario per process.
+
+``python -m benchmarks.driver_ours --port P --scenario S --n N [--size B]``
+
+Consumer scenarios (S3/S4/S7/MEM) report an "unavailable" row instead of failing while
+the consumer API is not in the installed package.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from typing import Any
+
+import jetstream_sync as js_sync
+
+from . import (
+    BATCH,
+    SERVICE,
+    STREAM,
+    SUBJECT,
+    SUBJECTS,
+    Timed,
+    driver_args,
+    emit,
+    latency_fields,
+    peak_rss_mb,
+    reset_peak_rss,
+    result,
+    rss_mb,
+    unavailable,
+)
+
+CLIENT = "ours"
+
+
+def _enum(name: str) -> Any:
+    """An enum from the package top level, else from ``jetstream_sync.jetstream.enums``."""
+    found = getattr(js_sync, name, None)
+    if found is None:
+        from jetstream_sync.jetstream import enums
+
+        found = getattr(enums, name)
+    return found
+
+
+StorageType = _enum("StorageType")
+AckPolicy = _enum("AckPolicy")
+
+
+def ensure_stream(js: Any, storage: str) -> None:
+    """Create stream "S" on ``bench.>`` (already there is fine)."""
+    kind = StorageType.MEMORY if storage == "memory" else StorageType.FILE
+    try:
+        js.create_stream(name=STREAM, subjects=SUBJECTS, storage=kind)
+    except js_sync.StreamNameInUseError:
+        pass
+
+
+def publish_sync(js: Any, label: str, n: int, size: int, storage: str) -> None:
+    """S1: ``js.publish`` blocks for each PubAck."""
+    ensure_stream(js, storage)
+    payload = b"x" * size
+    publish = js.publish
+    publish(SUBJECT, payload)  # warm-up
+    with Timed() as t:
+        for _ in range(n):
+            publish(SUBJECT, payload)
+    emit(result(CLIENT, label, n, size, t))
+
+
+def publish_async(js: Any, label: str, n: int, size: int, storage: str, window: int) -> None:
+    """S2/S6: ``js.publish_async`` with ``max_ack_inflight=window``, then wait for all."""
+    ensure_stream(js, storage)
+    payload = b"x" * size
+    js.publish_async(SUBJECT, payload)  # warm-up: creates the ack subscription
+    js.publish_async_completed(timeout=30)
+    futures = []
+    keep = futures.append
+    publish = js.publish_async
+    with Timed() as t:
+        for _ in range(n):
+            keep(publish(SUBJECT, payload))
+        js.publish_async_completed(timeout=300)
+    errors = sum(1 for f in futures if f.exception(timeout=0) is not None)
+    emit(result(CLIENT, label, n, size, t, window=window, errors=errors))
+
+
+def consumer_api_missing(js: Any, method: str) -> str | None:
+    """Why a consumer scenario cannot run yet (the API is still being written), or None."""
+    if not hasattr(js, "create_consumer"):
+        return "JetStreamContext.create_consumer is not implemented yet"
+    try:
+        from jetstream_sync.jetstream.consumer import Consumer
+    except ImportError:
+        return "jetstream_sync.jetstream.consumer.Consumer is not implemented yet"
+    if not hasattr(Consumer, method):
+        return f"Consumer.{method} is not implemented yet"
+    return None
+
+
+def make_consumer(js: Any, durable: str, explicit: bool) -> Any:
+    policy = AckPolicy.EXPLICIT if explicit else AckPolicy.NONE
+    return js.create_consumer(STREAM, durable_name=durable, ack_policy=policy)
+
+
+def fetch_loop(nc: Any, js: Any, label: str, n: int, size: int, explicit: bool) -> None:
+    """S3/S4: ``fetch(500)`` until ``n`` messages arrived; ``ack()`` each for S3."""
+    consumer = make_consumer(js, "DOURS", explicit)
+    got = 0
+    empty = 0
+    with Timed() as t:
+        while got < n:
+            msgs = consumer.fetch(min(BATCH, n - got), timeout=5)
+            if not msgs:
+                empty += 1
+                if empty == 3:
+                    raise RuntimeError(f"fetch returned nothing three times at {got}/{n}")
+                continue
+            if explicit:
+                for m in msgs:
+                    m.ack()
+            got += len(msgs)
+        nc.flush(timeout=30)  # the last acks reached the server
+    emit(result(CLIENT, label, got, size, t))
+
+
+def consume_callback(nc: Any, js: Any, label: str, n: int, size: int) -> None:
+    """S7: ``consumer.consume(cb)``; the callback acks; stop after ``n`` messages."""
+    consumer = make_consumer(js, "DOURS7", True)
+    count = [0]
+    done = threading.Event()
+
+    def on_msg(m: Any) -> None:
+        m.ack()
+        count[0] += 1
+        if count[0] == n:
+            done.set()
+
+    ctx = None
+    try:
+        with Timed() as t:
+            ctx = consumer.consume(on_msg, max_messages=BATCH)
+            if not done.wait(300):
+                raise RuntimeError(f"consume() delivered {count[0]}/{n} in 300 s")
+            nc.flush(timeout=30)
+    finally:
+        if ctx is not None:
+            ctx.stop()
+    emit(result(CLIENT, label, n, size, t))
+
+
+def iterate_memory(nc: Any, js: Any, label: str, n: int, size: int) -> None:
+    """MEM: RSS growth (peak minus before) over ``n`` messages from ``messages()`` + ack."""
+    consumer = make_consumer(js, "DOURSM", True)
+    gc.collect()
+    before = rss_mb()
+    reset_peak_rss()
+    got = 0
+    it = consumer.messages(max_messages=BATCH)
+    try:
+        with Timed() as t:
+            for m in it:
+                m.ack()
+                got += 1
+                if got >= n:
+                    break
+            nc.flush(timeout=30)
+    finally:
+        it.stop()
+    peak = max(peak_rss_mb(), before)
+    emit(result(CLIENT, label, got, size, t, rss_mb=round(peak - before, 2),
+                rss_before_mb=round(before, 2), rss_peak_mb=round(peak, 2)))  # fmt: skip
+
+
+def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> None:
+    """S5: ``nc.request`` to an in-process responder; S5info: ``stream.info()``."""
+    payload = b"x" * size
+    nc.subscribe(SERVICE, cb=lambda m: m.respond(payload))
+    nc.flush(timeout=5)
+    request = nc.request
+    for _ in range(100):
+        request(SERVICE, payload, timeout=2)
+    lat = []
+    record = lat.append
+    clock = time.perf_counter_ns
+    with Timed() as t:
+        for _ in range(n):
+            t0 = clock()
+            request(SERVICE, payload, timeout=2)
+            record((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+    ensure_stream(js, storage)
+    stream = js.stream_no_info(STREAM)
+    ni = max(1, n // 5)
+    lat = []
+    with Timed() as t:
+        for _ in range(ni):
+            t0 = clock()
+            stream.info()
+            lat.append((clock() - t0) / 1000)
+    emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, sc = driver_args(argv)
+    nc = js_sync.connect(f"nats://127.0.0.1:{args.port}")
+    try:
+        js = nc.jetstream(max_ack_inflight=args.window)
+        method = {"S3": "fetch", "S4": "fetch", "S7": "consume", "MEM": "messages"}.get(sc.base)
+        if method is not None:
+            missing = consumer_api_missing(js, method)
+            if missing:
+                unavailable(CLIENT, args.label, missing)
+                return
+        if sc.base == "S1":
+            publish_sync(js, args.label, args.n, args.size, args.storage)
+        elif sc.base == "S2":
+            publish_async(js, args.label, args.n, args.size, args.storage, args.window)
+        elif sc.base in ("S3", "S4"):
+            fetch_loop(nc, js, args.label, args.n, args.size, sc.base == "S3")
+        elif sc.base == "S7":
+            consume_callback(nc, js, args.label, args.n, args.size)
+        elif sc.base == "MEM":
+            iterate_memory(nc, js, args.label, args.n, args.size)
+        elif sc.base == "S5":
+            latency(nc, js, args.label, args.n, args.size, args.storage)
+    finally:
+        nc.close()
+
+
+if __name__ == "__main__":
+    main()

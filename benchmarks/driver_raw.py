@@ -1,0 +1,177 @@
+"""The raw limit: every scenario over a plain socket with hand-written frames.
+
+``python -m benchmarks.driver_raw --port P --scenario S --n N [--size B]``
+
+Everything a real client adds (message objects, futures, locks, JSON decoding of acks,
+per-call encoding) is left out, so this approximates the best a Python process can do
+on the machine. Consumers use one pull request at a time for S3/S4 (like a fetch loop)
+and keep two outstanding for S7/MEM (like a pre-buffering consume()).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+from . import (
+    BATCH,
+    SERVICE,
+    STREAM,
+    SUBJECT,
+    Timed,
+    driver_args,
+    emit,
+    latency_fields,
+    peak_rss_mb,
+    reset_peak_rss,
+    result,
+    rss_mb,
+)
+from ._wire import INBOX, REPLY, RawConn, create_durable, create_stream
+from .prefill import pipelined_publish
+
+CLIENT = "raw"
+
+
+def publish_sync(conn: RawConn, label: str, n: int, size: int, storage: str) -> None:
+    """S1: one PUB, then wait for its PubAck."""
+    create_stream(conn, storage)
+    frame = b"PUB %s %s %d\r\n%s\r\n" % (SUBJECT.encode(), REPLY, size, b"x" * size)
+    send, pump = conn.sock.sendall, conn.pump
+    with Timed() as t:
+        for _ in range(n):
+            send(frame)
+            while not pump():
+                pass
+    emit(result(CLIENT, label, n, size, t))
+
+
+def publish_pipelined(conn: RawConn, label: str, n: int, size: int, storage: str, window: int):
+    """S2/S6: pre-encoded PUB frames, at most ``window`` acks outstanding."""
+    create_stream(conn, storage)
+    with Timed() as t:
+        pipelined_publish(conn, n, size, window)
+    emit(result(CLIENT, label, n, size, t, window=window))
+
+
+def pull(conn: RawConn, n: int, explicit: bool, outstanding: int) -> int:
+    """Consume ``n`` messages with pull requests of ``BATCH``; ack each when ``explicit``.
+
+    Acks ("PUB <reply> 0") are coalesced per receive. ``outstanding`` pull requests are
+    kept open. Returns the messages consumed.
+    """
+    durable = "DRAW"
+    create_durable(conn, durable, "explicit" if explicit else "none")
+    body = json.dumps({"batch": BATCH, "expires": 5_000_000_000}).encode()
+    next_req = b"PUB $JS.API.CONSUMER.MSG.NEXT.%s.%s %s.f %d\r\n%s\r\n" % (
+        STREAM.encode(), durable.encode(), INBOX, len(body), body
+    )  # fmt: skip
+    acks: list[bytes] = []
+    state = {"got": 0}
+    data_subject = SUBJECT.encode()
+
+    def on_msg(subj: bytes, reply: bytes | None, data: bytes) -> None:
+        if subj == data_subject:  # status messages arrive on the inbox: not data
+            state["got"] += 1
+            if explicit and reply is not None:
+                acks.append(b"PUB %s 0\r\n\r\n" % reply)
+
+    requested = 0
+    send, pump = conn.send, conn.pump
+    while True:
+        # a new request goes out once no more than (outstanding - 1) batches are open
+        while requested < n and requested - state["got"] <= (outstanding - 1) * BATCH:
+            send(next_req)
+            requested += BATCH
+        if state["got"] >= n:
+            break
+        pump(on_msg)
+        if acks:
+            send(b"".join(acks))
+            acks.clear()
+    return state["got"]
+
+
+def consume(conn: RawConn, label: str, n: int, size: int, explicit: bool, outstanding: int):
+    """S3/S4/S7: pull from the prefilled stream."""
+    with Timed() as t:
+        got = pull(conn, n, explicit, outstanding)
+    emit(result(CLIENT, label, got, size, t, outstanding=outstanding))
+
+
+def memory(conn: RawConn, label: str, n: int, size: int) -> None:
+    """MEM: RSS growth while consuming ``n`` messages (two pulls open, explicit acks)."""
+    gc.collect()
+    before = rss_mb()
+    reset_peak_rss()
+    with Timed() as t:
+        got = pull(conn, n, True, 2)
+    peak = max(peak_rss_mb(), before)
+    emit(result(CLIENT, label, got, size, t, rss_mb=round(peak - before, 2),
+                rss_before_mb=round(before, 2), rss_peak_mb=round(peak, 2)))  # fmt: skip
+
+
+def latency(conn: RawConn, label: str, n: int, size: int, storage: str) -> None:
+    """S5: request/reply through an in-process responder on the same socket; S5info."""
+    create_stream(conn, storage)
+    payload = b"x" * size
+    conn.send(b"SUB %s 2\r\n" % SERVICE.encode())
+    request = b"PUB %s %s %d\r\n%s\r\n" % (SERVICE.encode(), REPLY, size, payload)
+    response = b"PUB %s %d\r\n%s\r\n" % (REPLY, size, payload)
+    done = [False]
+    service = SERVICE.encode()
+
+    def on_msg(subj: bytes, reply: bytes | None, data: bytes) -> None:
+        if subj == service:
+            conn.send(response)  # the responder
+        else:
+            done[0] = True
+
+    def one() -> float:
+        done[0] = False
+        t0 = time.perf_counter_ns()
+        conn.send(request)
+        while not done[0]:
+            conn.pump(on_msg)
+        return (time.perf_counter_ns() - t0) / 1000
+
+    for _ in range(100):
+        one()
+    with Timed() as t:
+        lat = [one() for _ in range(n)]
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+    info_subject = f"$JS.API.STREAM.INFO.{STREAM}"
+    ni = max(1, n // 5)
+    lat = []
+    with Timed() as t:
+        for _ in range(ni):
+            t0 = time.perf_counter_ns()
+            conn.api(info_subject)
+            lat.append((time.perf_counter_ns() - t0) / 1000)
+    emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, sc = driver_args(argv)
+    conn = RawConn(args.port)
+    try:
+        if sc.base == "S1":
+            publish_sync(conn, args.label, args.n, args.size, args.storage)
+        elif sc.base == "S2":
+            publish_pipelined(conn, args.label, args.n, args.size, args.storage, args.window)
+        elif sc.base in ("S3", "S4"):
+            consume(conn, args.label, args.n, args.size, sc.base == "S3", 1)
+        elif sc.base == "S7":
+            consume(conn, args.label, args.n, args.size, True, 2)
+        elif sc.base == "MEM":
+            memory(conn, args.label, args.n, args.size)
+        elif sc.base == "S5":
+            latency(conn, args.label, args.n, args.size, args.storage)
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    main()
