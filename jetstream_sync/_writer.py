@@ -47,12 +47,17 @@ class Writer:
         self._on_error = on_error
         self._reconnect_buf_size = reconnect_buf_size
         self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)  # flusher: data to send
+        # Released (once) to wake the flusher: cheaper than a Condition.notify
+        # on the hot path. Only a False -> True change of _kicked releases it,
+        # and only the flusher sets _kicked back after acquiring it.
+        self._kick = threading.Lock()
+        self._kick.acquire()
         self._idle = threading.Condition(self._lock)  # waiters: buffer drained / space
+        self._idle_waiters = 0
         self._buf = bytearray()
         self._transport = None
         self._sending = False
-        self._kicked = False  # the flusher was notified and has not woken yet
+        self._kicked = False  # the flusher was woken and has not run yet
         self._closed = False
         self.bytes_out = 0
         self.msgs_out = 0
@@ -73,12 +78,15 @@ class Writer:
             if self._sending or self._transport is None:
                 return
             if not urgent:
-                if not self._kicked:  # one wake-up per burst, not one per frame
-                    self._kicked = True
-                    self._wake.notify()
-                return
-            self._sending = True
-        self._send_until_empty()
+                if self._kicked:  # one wake-up per burst, not one per frame
+                    return
+                self._kicked = True
+            else:
+                self._sending = True
+        if urgent:
+            self._send_until_empty()
+        else:
+            self._kick.release()
 
     def _append(self, frame: bytes, msgs: int) -> None:
         if self._closed:
@@ -90,7 +98,11 @@ class Writer:
                 )
         else:
             while len(self._buf) > _HIGH_WATER and self._transport is not None:
-                self._idle.wait(0.5)
+                self._idle_waiters += 1
+                try:
+                    self._idle.wait(0.5)
+                finally:
+                    self._idle_waiters -= 1
                 if self._closed:
                     raise ConnectionClosedError("connection closed")
         self._buf += frame
@@ -102,11 +114,12 @@ class Writer:
         """Under the lock: take the buffer to send, or give up the sender role."""
         if not self._buf or self._transport is None:
             self._sending = False
-            self._idle.notify_all()
+            if self._idle_waiters:
+                self._idle.notify_all()
             return None
         chunk, self._buf = self._buf, bytearray()
-        if len(chunk) > _HIGH_WATER:
-            self._idle.notify_all()  # publishers waiting for room
+        if self._idle_waiters:  # publishers waiting for room
+            self._idle.notify_all()
         return chunk, self._transport
 
     def _send_until_empty(self) -> None:
@@ -130,15 +143,13 @@ class Writer:
 
     def _run(self) -> None:
         while True:
+            self._kick.acquire()
             with self._lock:
-                while not self._closed and (
-                    self._sending or not self._buf or self._transport is None
-                ):
-                    self._kicked = False
-                    self._wake.wait()
                 self._kicked = False
                 if self._closed:
                     return
+                if self._sending or not self._buf or self._transport is None:
+                    continue
                 self._sending = True
             self._send_until_empty()
 
@@ -154,8 +165,10 @@ class Writer:
                 self._buf[:0] = preamble
             self._buf += postamble
             self._transport = transport
+            kick = not self._kicked
             self._kicked = True
-            self._wake.notify()
+        if kick:
+            self._kick.release()
 
     def detach(self) -> None:
         """Stop sending (disconnected); writes keep buffering up to the limit."""
@@ -169,7 +182,11 @@ class Writer:
             while (self._buf or self._sending) and self._transport is not None:
                 if deadline.expired():
                     return False
-                self._idle.wait(deadline.slice())
+                self._idle_waiters += 1
+                try:
+                    self._idle.wait(deadline.slice())
+                finally:
+                    self._idle_waiters -= 1
             return not self._buf
 
     def close(self) -> None:
@@ -177,7 +194,10 @@ class Writer:
         with self._lock:
             self._closed = True
             self._transport = None
-            self._wake.notify_all()
             self._idle.notify_all()
+            kick = not self._kicked
+            self._kicked = True
+        if kick:
+            self._kick.release()
         if self._thread is not threading.current_thread():
             self._thread.join()

@@ -93,6 +93,8 @@ class Client(ConnectionMixin):
         user: str | None = None,
         password: str | None = None,
         token: str | None = None,
+        nkeys_seed: str | os.PathLike[str] | None = None,
+        user_credentials: str | os.PathLike[str] | None = None,
         tls: ssl.SSLContext | bool | None = None,
         tls_handshake_first: bool = False,
         connect_timeout: float = 2.0,
@@ -117,6 +119,7 @@ class Client(ConnectionMixin):
         self._handshake_opts = HandshakeOptions(
             name=name, user=user, password=password, token=token, tls=tls,
             tls_handshake_first=tls_handshake_first, no_echo=no_echo,
+            nkeys_seed=nkeys_seed, user_credentials=user_credentials,
         )  # fmt: skip
         self._connect_timeout = check_timeout("connect_timeout", connect_timeout)
         self._allow_reconnect = allow_reconnect
@@ -323,10 +326,23 @@ class Client(ConnectionMixin):
             self._subject_cache[subject] = raw
         return raw
 
+    def _reply_bytes(self, reply: str) -> bytes:
+        """Validate a reply subject; ``<known subject>.<alphanumeric token>`` is fast.
+
+        Replies are mostly one-off inboxes: caching each one would evict the
+        publish subjects, so their (validated, cached) prefix is looked up instead.
+        """
+        if type(reply) is str:
+            head, _, token = reply.rpartition(".")
+            if token.isalnum() and token.isascii() and head in self._subject_cache:
+                return reply.encode()
+            if head and token:
+                self._subject_bytes(head, "reply subject")  # cache the prefix for next time
+        return self._subject_bytes(reply, "reply subject", cache=False)
+
     def _encode_publish(self, subject: str, data, reply: str | None, headers: HeadersIn | None):
         subject_b = self._subject_bytes(subject)
-        # Replies are mostly one-off inboxes: caching them would evict the subjects.
-        reply_b = b"" if not reply else self._subject_bytes(reply, "reply subject", cache=False)
+        reply_b = b"" if not reply else self._reply_bytes(reply)
         if isinstance(data, str):
             data = data.encode()
         if headers:
@@ -612,7 +628,8 @@ class Client(ConnectionMixin):
         if reason is not None:
             self._report_error(reason)
         self._announce("closed")
-        self._events.stop()
+        if self._events is not None:
+            self._events.stop()
         _live_clients.discard(self)
 
     def jetstream(self, **options: Any) -> JetStreamContext:

@@ -105,3 +105,10 @@ def test_closed_client_raises(shared_server):
     with pytest.raises(js.ConnectionClosedError):
         nc.request("x", b"")
     nc.close()  # a second close is harmless
+
+
+def test_close_of_a_client_that_never_connected():
+    """close() on a Client that never connected is harmless."""
+    client = js.Client()
+    client.close()
+    assert client.is_closed
