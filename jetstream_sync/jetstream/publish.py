@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import itertools
 import json
@@ -177,6 +176,7 @@ class PubAckFuture(concurrent.futures.Future):
         # are made by _condition on first use instead (every Future method that
         # touches them goes through _condition first).
         self._cond: threading.Condition | None = None
+        self._expires = 0.0  # when the ack is overdue (monotonic seconds)
         self._state = _PENDING
         self._result = None
         self._exception = None
@@ -253,7 +253,6 @@ class AsyncPublisher:
         self._cond = threading.Condition(threading.Lock())
         self._waiting = 0  # threads blocked on the window or on completion
         self._pending: dict[str, PubAckFuture] = {}
-        self._expiry: collections.deque[tuple[float, str]] = collections.deque()
         self._tokens = itertools.count(1)
         self._prefix: str | None = None
         self._ack_thread: threading.Thread | None = None
@@ -288,9 +287,8 @@ class AsyncPublisher:
             if len(self._pending) >= self._max_inflight:
                 self._wait_for_room(timeout)
             token = str(next(self._tokens))
-            expires = time.monotonic() + self._ack_timeout
+            future._expires = time.monotonic() + self._ack_timeout
             self._pending[token] = future
-            self._expiry.append((expires, token))
             if self._timer is None:
                 self._timer = threading.Thread(
                     target=self._expire_loop, name="jetstream_sync-ack-timer", daemon=True
@@ -349,25 +347,29 @@ class AsyncPublisher:
                     future._complete(ack)
 
     def _expire_loop(self) -> None:
-        """Fail futures whose ack is overdue; ends when nothing is pending."""
+        """Fail futures whose ack is overdue; ends when nothing is pending.
+
+        ``_pending`` keeps publish order and every future gets the same
+        ``ack_timeout``, so the overdue ones are always at its front.
+        """
         while True:
-            expired = []
             with self._cond:
                 now = time.monotonic()
-                while self._expiry and (
-                    self._expiry[0][0] <= now or self._expiry[0][1] not in self._pending
-                ):
-                    _, token = self._expiry.popleft()
-                    future = self._pending.pop(token, None)
-                    if future is not None:
-                        expired.append(future)
+                next_due = None
+                overdue = []
+                for token, future in self._pending.items():
+                    if future._expires > now:
+                        next_due = future._expires
+                        break
+                    overdue.append(token)
+                expired = [self._pending.pop(token) for token in overdue]
                 if expired:
                     self._cond.notify_all()
-                elif not self._expiry:
+                elif next_due is None:
                     self._timer = None
                     return
                 else:
-                    self._cond.wait(min(self._expiry[0][0] - now, 0.5))
+                    self._cond.wait(min(next_due - now, 0.5))
             for future in expired:
                 future._complete(
                     error=TimeoutError(
