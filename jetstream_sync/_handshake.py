@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import ssl
 from typing import Any
 
 from . import _protocol
 from ._deadline import Deadline
+from ._nkeys import CredsSource, SeedSource
 from ._server_pool import ServerAddress
 from ._transport import Transport
-from .errors import AuthorizationError, NatsError, ProtocolError
+from .errors import AuthorizationError, NatsError, NKeyError, ProtocolError
 
 LANG = "python-sync"
 VERSION = "0.1.0"
 
 
 class HandshakeOptions:
-    """What CONNECT needs, fixed for the client's lifetime."""
+    """What CONNECT needs, fixed for the client's lifetime.
+
+    ``nkeys_seed`` (a user seed, or a path to a file holding one) and
+    ``user_credentials`` (a ``.creds`` file path) are checked here, so a bad
+    seed or an unreadable file raises :class:`NKeyError` before connecting;
+    files are read again on every (re)connect, picking up rotated credentials.
+    """
 
     def __init__(
         self,
@@ -29,6 +38,8 @@ class HandshakeOptions:
         tls: ssl.SSLContext | bool | None,
         tls_handshake_first: bool,
         no_echo: bool,
+        nkeys_seed: str | os.PathLike[str] | None = None,
+        user_credentials: str | os.PathLike[str] | None = None,
     ) -> None:
         self.name = name
         self.user = user
@@ -37,6 +48,12 @@ class HandshakeOptions:
         self.tls = tls
         self.tls_handshake_first = tls_handshake_first
         self.no_echo = no_echo
+        if nkeys_seed is not None and user_credentials is not None:
+            raise NKeyError("nkeys_seed and user_credentials are exclusive: pass one")
+        self.nkeys_seed = SeedSource(nkeys_seed) if nkeys_seed is not None else None
+        self.user_credentials = (
+            CredsSource(user_credentials) if user_credentials is not None else None
+        )
 
     def ssl_context(self) -> ssl.SSLContext:
         """The configured SSL context, or a default verifying one."""
@@ -67,7 +84,22 @@ class HandshakeOptions:
             opts["pass"] = password or ""
         elif token is not None:
             opts["auth_token"] = token
+        nonce = info.get("nonce")
+        if nonce is not None:
+            self._sign_nonce(str(nonce).encode(), opts)
         return json.dumps(opts, separators=(",", ":")).encode()
+
+    def _sign_nonce(self, nonce: bytes, opts: dict[str, Any]) -> None:
+        """Add ``jwt`` (creds) or ``nkey`` (seed) and ``sig`` for the server's nonce."""
+        if self.user_credentials is not None:
+            jwt, pair = self.user_credentials.load()
+            opts["jwt"] = jwt
+        elif self.nkeys_seed is not None:
+            pair = self.nkeys_seed.key_pair()
+            opts["nkey"] = pair.public_key
+        else:
+            return
+        opts["sig"] = base64.urlsafe_b64encode(pair.sign(nonce)).rstrip(b"=").decode("ascii")
 
 
 class Connected:

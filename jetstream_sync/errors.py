@@ -233,3 +233,8 @@ class IteratorClosedError(JetStreamError):
 class OrderedConsumerResetError(JetStreamError):
     """The ordered consumer could not recreate its server-side consumer
     ``max_reset_attempts`` times in a row."""
+
+
+class NKeyError(NatsError, ValueError):
+    """A malformed nkey seed or credentials file: bad encoding, checksum or key
+    type, a missing block, or a file that cannot be read."""
