@@ -49,6 +49,27 @@ class MsgQueue:
             self._cond.notify_all()
         return refused
 
+    def _wait_for_items(self, deadline: Deadline | None) -> bool:
+        """Under the lock: wait until a message is queued; False when closed and empty.
+
+        Raises:
+            TimeoutError: nothing arrived before the deadline.
+            ConnectionClosedError: the queue was closed because the client closed.
+        """
+        items = self._items
+        while not items:
+            if self._closed:
+                if self._close_reason is not None:
+                    raise self._close_reason
+                return False
+            if deadline is None:
+                self._cond.wait(0.5)
+                continue
+            if deadline.expired():
+                raise TimeoutError("timed out waiting for a message")
+            self._cond.wait(deadline.slice())
+        return True
+
     def get(self, deadline: Deadline | None) -> Msg | None:
         """Take the next message, waiting until ``deadline`` (forever when None).
 
@@ -59,19 +80,9 @@ class MsgQueue:
             ConnectionClosedError: the queue was closed because the client closed.
         """
         with self._cond:
-            items = self._items
-            while not items:
-                if self._closed:
-                    if self._close_reason is not None:
-                        raise self._close_reason
-                    return None
-                if deadline is None:
-                    self._cond.wait(0.5)
-                    continue
-                if deadline.expired():
-                    raise TimeoutError("timed out waiting for a message")
-                self._cond.wait(deadline.slice())
-            msg = items.popleft()
+            if not self._wait_for_items(deadline):
+                return None
+            msg = self._items.popleft()
             self.pending_bytes -= len(msg.data)
             return msg
 
@@ -85,18 +96,9 @@ class MsgQueue:
             ConnectionClosedError: the queue was closed because the client closed.
         """
         with self._cond:
+            if not self._wait_for_items(deadline):
+                return []
             items = self._items
-            while not items:
-                if self._closed:
-                    if self._close_reason is not None:
-                        raise self._close_reason
-                    return []
-                if deadline is None:
-                    self._cond.wait(0.5)
-                    continue
-                if deadline.expired():
-                    raise TimeoutError("timed out waiting for a message")
-                self._cond.wait(deadline.slice())
             if len(items) <= max_count:
                 taken = list(items)
                 items.clear()
