@@ -74,7 +74,11 @@ class Writer:
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
         with self._lock:
-            self._append(frame, msgs)
+            if self._transport is not None and len(self._buf) <= _HIGH_WATER and not self._closed:
+                self._buf += frame  # the common case, inline
+                self.msgs_out += msgs
+            else:
+                self._append(frame, msgs)
             if self._sending or self._transport is None:
                 return
             if not urgent:

@@ -341,8 +341,8 @@ class Client(ConnectionMixin):
         return self._subject_bytes(reply, "reply subject", cache=False)
 
     def _encode_publish(self, subject: str, data, reply: str | None, headers: HeadersIn | None):
-        subject_b = self._subject_bytes(subject)
-        reply_b = b"" if not reply else self._reply_bytes(reply)
+        subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
+        reply_b = self._reply_bytes(reply) if reply else b""
         if isinstance(data, str):
             data = data.encode()
         if headers:
@@ -395,7 +395,8 @@ class Client(ConnectionMixin):
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
             ConnectionClosedError: the client is closed.
         """
-        self._check_usable()
+        if self._closed or self._forked:
+            self._check_usable()
         self._writer.write(self._encode_publish(subject, data, reply, headers), msgs=1)
 
     def _publish_now(self, subject: str, data: bytes | str, headers: HeadersIn | None) -> None:
