@@ -260,3 +260,23 @@ def test_server_required_level_error_is_typed(nc):
     reply = nc.request("$JS.API.INFO", b"", timeout=2, headers={"Nats-Required-Api-Level": "99"})
     with pytest.raises(RequiredApiLevelError):
         check_api_reply(json.loads(reply.data))
+
+
+def test_api_levels_of_configs():
+    """Configs using newer features ask for the API level the server source assigns."""
+    from jetstream_sync.jetstream.consumer_admin import consumer_api_level
+    from jetstream_sync.jetstream.context import stream_api_level
+
+    assert stream_api_level(js.StreamConfig(name="A")) == 0
+    assert stream_api_level(js.StreamConfig(name="A", allow_msg_ttl=True)) == 1
+    assert stream_api_level(js.StreamConfig(name="A", allow_atomic=True)) == 2
+    assert stream_api_level(js.StreamConfig(name="A", allow_batched=True)) == 4
+    assert consumer_api_level(js.ConsumerConfig(durable_name="C")) == 0
+    assert (
+        consumer_api_level(
+            js.ConsumerConfig(
+                durable_name="C", priority_groups=["g"], priority_policy="pinned_client"
+            )
+        )
+        == 1
+    )

@@ -50,6 +50,20 @@ def check_consumer_name(name: str) -> str:
     return name
 
 
+def consumer_api_level(config: ConsumerConfig) -> int:
+    """The JetStream API level a consumer config needs (0 when any server will do)."""
+    if config.ack_policy == "flow_control":
+        return 4
+    if (
+        config.pause_until is not None
+        or config.priority_groups
+        or config.priority_timeout
+        or (config.priority_policy is not None and config.priority_policy != "none")
+    ):
+        return 1
+    return 0
+
+
 def create_consumer(
     client: Client,
     api: JsApi,
@@ -77,13 +91,16 @@ def create_consumer(
     body: dict[str, Any] = {"stream_name": stream, "config": config.to_api()}
     if action:
         body["action"] = action
+    level = consumer_api_level(config)
     if config.filter_subject and not config.filter_subjects:
         reply = api.request_json(
-            _api.CONSUMER_CREATE_FILTERED, body, deadline,
+            _api.CONSUMER_CREATE_FILTERED, body, deadline, level,
             stream=stream, consumer=name, filter=config.filter_subject,
         )  # fmt: skip
     else:
-        reply = api.request_json(_api.CONSUMER_CREATE, body, deadline, stream=stream, consumer=name)
+        reply = api.request_json(
+            _api.CONSUMER_CREATE, body, deadline, level, stream=stream, consumer=name
+        )
     info = ConsumerInfo.from_api(reply)
     return Consumer(client, api, stream, info.name or name, info, timeout)
 

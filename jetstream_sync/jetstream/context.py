@@ -39,6 +39,8 @@ def stream_api_level(config: StreamConfig) -> int:
         level = 2
     if config.persist_mode is not None and config.persist_mode != "default":
         level = 2
+    if config.allow_batched:
+        level = 4
     return level
 
 
