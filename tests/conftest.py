@@ -1,21 +1,30 @@
-"""Suite-wide fixtures: real nats-servers, and failing tests whose threads raise.
+"""Suite-wide fixtures: real nats-servers, JetStream on the shared one, and thread failures.
 
 Server fixtures yield ``fixtures.server.NatsServer`` objects (``.url``,
 ``.port``, ``.monitor_port``, ``.monitor("jsz")``, ``.restart()``, ``.kill()``,
 ``.lame_duck()``...). Tests using ``cluster`` or ``tls_server`` get the
 ``cluster`` / ``tls`` marker automatically, so ``-m "not cluster"`` works.
+
+JetStream fixtures work on ``shared_server``: ``nc`` (a client), ``js`` (its
+context) and ``stream`` (a fresh stream capturing ``<name>.>``); a module that
+needs other stream fields overrides ``stream_options``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import jetstream_sync
+from jetstream_sync.jetstream.stream import Stream
 from tests.fixtures.cluster import NatsCluster
+from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.server import NatsServer, kill_leftovers
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
@@ -199,3 +208,46 @@ def tls_server(tmp_path: Path, tls_material: TLSMaterial) -> Iterator[tuple[Nats
     server.start()
     yield server, tls_material.ca_cert
     server.stop()
+
+
+# --------------------------------------------------------------------------
+# JetStream on the shared server.
+
+
+@pytest.fixture
+def nc(shared_server: NatsServer) -> Iterator[jetstream_sync.Client]:
+    """A client connected to the shared server, closed afterwards."""
+    with jetstream_sync.connect(shared_server.url) as client:
+        yield client
+
+
+@pytest.fixture
+def js(nc: jetstream_sync.Client) -> jetstream_sync.JetStreamContext:
+    """The JetStream context of ``nc``."""
+    return nc.jetstream()
+
+
+@pytest.fixture
+def stream_name(
+    request: pytest.FixtureRequest, js: jetstream_sync.JetStreamContext
+) -> Iterator[str]:
+    """A unique stream name (``test_pull.py``: ``PULL1A2B3C4D``); deleted afterwards if made."""
+    module = request.module.__name__.rpartition(".")[2]
+    name = unique_stream_name(module.removeprefix("test_").upper())
+    yield name
+    with contextlib.suppress(jetstream_sync.StreamNotFoundError):
+        js.delete_stream(name)
+
+
+@pytest.fixture
+def stream_options() -> dict[str, Any]:
+    """Extra ``create_stream`` fields for ``stream``: none; a module overrides this to add some."""
+    return {}
+
+
+@pytest.fixture
+def stream(
+    js: jetstream_sync.JetStreamContext, stream_name: str, stream_options: dict[str, Any]
+) -> Stream:
+    """A fresh stream named ``stream_name`` capturing ``<name>.>``, deleted afterwards."""
+    return js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], **stream_options)

@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-import jetstream_sync
 from jetstream_sync.errors import MsgAlreadyAckedError, NotJetStreamMsgError
 from jetstream_sync.jetstream._ack import parse_metadata
 from jetstream_sync.msg import Msg
 from tests.fixtures.polling import wait_for
-
-
-@pytest.fixture
-def js(shared_server):
-    """A connected JetStream context on the shared server."""
-    with jetstream_sync.connect(shared_server.url) as nc:
-        yield nc.jetstream()
-
-
-@pytest.fixture
-def stream(js):
-    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
-    name = "ACK" + uuid.uuid4().hex[:8].upper()
-    st = js.create_stream(name=name, subjects=[f"{name}.>"])
-    yield st
-    js.delete_stream(name)
 
 
 def test_metadata_v1_layout():

@@ -7,13 +7,6 @@ import pytest
 import jetstream_sync as js
 
 
-@pytest.fixture
-def nc(shared_server):
-    client = js.connect(shared_server.url)
-    yield client
-    client.close()
-
-
 def _nothing_sent(nc, action):
     before = nc.stats.out_bytes
     nc.flush()

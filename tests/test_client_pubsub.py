@@ -10,13 +10,6 @@ import jetstream_sync as js
 from tests.fixtures.polling import wait_for
 
 
-@pytest.fixture
-def nc(shared_server):
-    client = js.connect(shared_server.url)
-    yield client
-    client.close()
-
-
 def test_impl_is_c_unless_asked_otherwise(monkeypatch):
     """The installed package runs on the C protocol core."""
     import os

@@ -7,13 +7,6 @@ import pytest
 import jetstream_sync as js
 
 
-@pytest.fixture
-def nc(shared_server):
-    client = js.connect(shared_server.url)
-    yield client
-    client.close()
-
-
 def test_request_reply(nc):
     """A request gets the responder's reply, headers included."""
     nc.subscribe("svc.echo", cb=lambda m: m.respond(m.data.upper(), headers={"X": "1"}))

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import jetstream_sync
 from jetstream_sync.errors import (
     ConsumerDoesNotExistError,
     ConsumerExistsError,
@@ -15,22 +13,6 @@ from jetstream_sync.errors import (
 )
 from jetstream_sync.jetstream.consumer_config import ConsumerConfig
 from jetstream_sync.jetstream.enums import AckPolicy, DeliverPolicy, PriorityPolicy
-
-
-@pytest.fixture
-def js(shared_server):
-    """A connected JetStream context on the shared server."""
-    with jetstream_sync.connect(shared_server.url) as nc:
-        yield nc.jetstream()
-
-
-@pytest.fixture
-def stream(js):
-    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
-    name = "ADM" + uuid.uuid4().hex[:8].upper()
-    st = js.create_stream(name=name, subjects=[f"{name}.>"])
-    yield st
-    js.delete_stream(name)
 
 
 def test_create_durable_and_get_it_back(stream):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 
@@ -11,30 +10,20 @@ import pytest
 import jetstream_sync as js
 from jetstream_sync._deadline import Deadline
 from jetstream_sync.jetstream._api import RequiredApiLevelError, check_api_reply
+from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
 
-_names = itertools.count(1)
+
+@pytest.fixture
+def ctx(js):
+    """The shared ``js`` context (in this module ``js`` names the package)."""
+    return js
 
 
 @pytest.fixture
-def nc(shared_server):
-    client = js.connect(shared_server.url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def ctx(nc):
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(ctx):
-    """A fresh stream capturing ``<name>.>``; deleted afterwards."""
-    name = f"PUB{next(_names)}"
-    s = ctx.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_ttl=True)
-    yield s
-    ctx.delete_stream(name)
+def stream_options():
+    """This module's streams allow per-message TTLs."""
+    return {"allow_msg_ttl": True}
 
 
 def test_publish_returns_pub_ack(ctx, stream):
@@ -221,7 +210,7 @@ def test_close_fails_pending_futures(shared_server):
 
 def test_atomic_batch_success(ctx):
     """publish_batch stores every message and acks the commit with the batch size."""
-    name = f"BATCH{next(_names)}"
+    name = unique_stream_name("BATCH")
     ctx.create_stream(name=name, subjects=[f"{name}.>"], allow_atomic=True)
     try:
         ack = ctx.publish_batch([(f"{name}.a", b"%d" % i) for i in range(10)])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import pickle
 from datetime import timedelta
 
@@ -15,30 +14,17 @@ from jetstream_sync.jetstream.stream_config import StreamConfig, StreamSource
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 
-_names = itertools.count(1)
+
+@pytest.fixture
+def ctx(js):
+    """The shared ``js`` context (in this module ``js`` names the package)."""
+    return js
 
 
 @pytest.fixture
-def nc(shared_server):
-    client = js.connect(shared_server.url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def ctx(nc):
-    return nc.jetstream()
-
-
-@pytest.fixture
-def name(ctx):
+def name(stream_name):
     """A unique stream name; the stream is deleted afterwards if it exists."""
-    stream_name = f"ST{next(_names)}"
-    yield stream_name
-    try:
-        ctx.delete_stream(stream_name)
-    except js.StreamNotFoundError:
-        pass
+    return stream_name
 
 
 def _fill(ctx, name, count, subject=None):

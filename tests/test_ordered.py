@@ -2,41 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 import jetstream_sync
 from jetstream_sync.jetstream.consumer_config import OrderedConsumerConfig
 from jetstream_sync.jetstream.enums import DeliverPolicy, StorageType
+from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
-
-
-@pytest.fixture
-def js(shared_server):
-    """A connected JetStream context on the shared server."""
-    with jetstream_sync.connect(shared_server.url) as nc:
-        yield nc.jetstream()
-
-
-@pytest.fixture
-def stream(js):
-    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
-    name = "ORD" + uuid.uuid4().hex[:8].upper()
-    st = js.create_stream(name=name, subjects=[f"{name}.>"])
-    yield st
-    js.delete_stream(name)
-
-
-def _fill(js, subject, n, start=0):
-    for i in range(start, start + n):
-        js.publish_async(subject, b"%d" % i)
-    js.publish_async_completed()
 
 
 def test_fetch_and_next_in_order(js, stream):
     """fetch/next deliver in stream order; the link is an ack-none, R1, memory consumer."""
-    _fill(js, f"{stream.name}.a", 20)
+    publish_numbered(js, f"{stream.name}.a", 20)
     oc = stream.ordered_consumer()
     got = oc.fetch(15, timeout=2) + oc.fetch(15, timeout=1)
     assert [int(m.data) for m in got] == list(range(20))
@@ -49,8 +26,8 @@ def test_fetch_and_next_in_order(js, stream):
 
 def test_filters_and_start_policy(js, stream):
     """filter_subjects and deliver_policy apply to the first link."""
-    _fill(js, f"{stream.name}.a", 5)
-    _fill(js, f"{stream.name}.b", 5, start=100)
+    publish_numbered(js, f"{stream.name}.a", 5)
+    publish_numbered(js, f"{stream.name}.b", 5, start=100)
     oc = js.ordered_consumer(
         stream.name, OrderedConsumerConfig(filter_subjects=(f"{stream.name}.b",))
     )
@@ -61,7 +38,7 @@ def test_filters_and_start_policy(js, stream):
 
 def test_recreated_after_deletion_with_fetch(js, stream):
     """Deleting the server-side consumer between fetches: the next one resumes in order."""
-    _fill(js, f"{stream.name}.a", 10)
+    publish_numbered(js, f"{stream.name}.a", 10)
     oc = stream.ordered_consumer()
     first = oc.fetch(4, timeout=2)
     stream.delete_consumer(oc.name)
@@ -73,7 +50,7 @@ def test_recreated_after_deletion_with_fetch(js, stream):
 
 def test_messages_recover_from_deletion(js, stream):
     """messages() recreates the link on 409 Consumer Deleted and goes on in order."""
-    _fill(js, f"{stream.name}.a", 100)
+    publish_numbered(js, f"{stream.name}.a", 100)
     oc = stream.ordered_consumer()
     seen = []
     with oc.messages(max_messages=10, expires=2, heartbeat=0.5) as it:
@@ -88,7 +65,7 @@ def test_messages_recover_from_deletion(js, stream):
 
 def test_consume_in_order(js, stream):
     """consume() on an ordered consumer delivers in order on its own thread."""
-    _fill(js, f"{stream.name}.a", 200)
+    publish_numbered(js, f"{stream.name}.a", 200)
     seen = []
     with stream.ordered_consumer() as oc:
         ctx = oc.consume(lambda m: seen.append(int(m.data)), max_messages=50)
@@ -99,7 +76,7 @@ def test_consume_in_order(js, stream):
 
 def test_with_block_deletes_the_link(js, stream):
     """An ordered consumer used in a with block removes its server-side consumer."""
-    _fill(js, f"{stream.name}.a", 3)
+    publish_numbered(js, f"{stream.name}.a", 3)
     with stream.ordered_consumer() as oc:
         assert len(oc.fetch(3, timeout=2)) == 3
         name = oc.name
@@ -109,7 +86,7 @@ def test_with_block_deletes_the_link(js, stream):
 
 def test_gap_triggers_reset(js, stream):
     """A consumer-sequence gap recreates the link from the last delivered sequence + 1."""
-    _fill(js, f"{stream.name}.a", 10)
+    publish_numbered(js, f"{stream.name}.a", 10)
     oc = stream.ordered_consumer()
     assert len(oc.fetch(3, timeout=2)) == 3
     oc._consumer_seq = 1  # as if a message had gone missing
@@ -129,7 +106,7 @@ def test_10k_in_order_through_two_deletions_and_a_restart(restartable_server):
     with jetstream_sync.connect(restartable_server.url, reconnect_time_wait=0.1) as nc:
         js = nc.jetstream()
         st = js.create_stream(name="O", subjects=["o.>"], storage=StorageType.FILE)
-        _fill(js, "o.x", total)
+        publish_numbered(js, "o.x", total)
         oc = st.ordered_consumer()
         seen = []
         with oc.messages(max_messages=200, expires=2, heartbeat=0.5) as it:

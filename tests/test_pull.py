@@ -4,36 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 
 import jetstream_sync
 from jetstream_sync.errors import ConsumerDeletedError, TimeoutError
 from jetstream_sync.jetstream.enums import PriorityPolicy, StorageType
+from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
-
-
-@pytest.fixture
-def js(shared_server):
-    """A connected JetStream context on the shared server."""
-    with jetstream_sync.connect(shared_server.url) as nc:
-        yield nc.jetstream()
-
-
-@pytest.fixture
-def stream(js):
-    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
-    name = "PULL" + uuid.uuid4().hex[:8].upper()
-    st = js.create_stream(name=name, subjects=[f"{name}.>"])
-    yield st
-    js.delete_stream(name)
-
-
-def _fill(js, stream, n, size=1):
-    for i in range(n):
-        js.publish_async(f"{stream.name}.x", b"%d" % i + b"." * max(size - len(b"%d" % i), 0))
-    js.publish_async_completed()
 
 
 def test_fetch_on_empty_consumer_returns_empty_within_timeout(stream):
@@ -46,7 +24,7 @@ def test_fetch_on_empty_consumer_returns_empty_within_timeout(stream):
 
 def test_fetch_full_and_partial_batches(js, stream):
     """A batch fills at once; a larger batch returns the partial set at the timeout."""
-    _fill(js, stream, 15)
+    publish_numbered(js, f"{stream.name}.x", 15)
     cons = stream.create_consumer()
     first = cons.fetch(10, timeout=5)
     assert [m.data for m in first] == [b"%d" % i for i in range(10)]
@@ -67,7 +45,7 @@ def test_repeated_fetches_are_not_cut_by_stale_timeouts(js, stream):
 
 def test_fetch_bytes_respects_the_limit(js, stream):
     """fetch_bytes never returns more bytes than asked for."""
-    _fill(js, stream, 20, size=100)
+    publish_numbered(js, f"{stream.name}.x", 20, size=100)
     cons = stream.create_consumer()
     msgs = cons.fetch_bytes(1000, timeout=2)
     assert 1 <= len(msgs) < 10
@@ -78,7 +56,7 @@ def test_fetch_no_wait_and_next(js, stream):
     """fetch_no_wait returns what is there now; next() raises TimeoutError when empty."""
     cons = stream.create_consumer()
     assert cons.fetch_no_wait(5) == []
-    _fill(js, stream, 3)
+    publish_numbered(js, f"{stream.name}.x", 3)
     assert len(cons.fetch_no_wait(5)) == 3
     with pytest.raises(TimeoutError):
         cons.next(timeout=0.5)
@@ -107,7 +85,7 @@ def test_bad_arguments(stream):
 
 def test_messages_iterates_and_refills(js, stream):
     """messages() delivers everything in order across many refills."""
-    _fill(js, stream, 1000)
+    publish_numbered(js, f"{stream.name}.x", 1000)
     cons = stream.create_consumer()
     seen = []
     with cons.messages(max_messages=50) as it:
@@ -121,7 +99,7 @@ def test_messages_iterates_and_refills(js, stream):
 
 def test_messages_by_bytes(js, stream):
     """messages(max_bytes=) pulls by size and still delivers everything."""
-    _fill(js, stream, 100, size=200)
+    publish_numbered(js, f"{stream.name}.x", 100, size=200)
     cons = stream.create_consumer()
     with cons.messages(max_bytes=2000) as it:
         got = [it.next(timeout=5) for _ in range(100)]
@@ -154,7 +132,7 @@ def test_messages_raises_when_consumer_deleted(js, stream):
 
 def test_consume_runs_callback_in_order_on_its_thread(js, stream):
     """consume() calls back in order, on a jetstream_sync-consume thread; stop() joins it."""
-    _fill(js, stream, 300)
+    publish_numbered(js, f"{stream.name}.x", 300)
     cons = stream.create_consumer()
     seen, threads = [], set()
 
@@ -185,7 +163,7 @@ def test_consume_reports_callback_errors_and_deletion(js, stream):
 
 def test_consume_drain_delivers_buffered_then_stops(js, stream):
     """drain() hands over what was buffered, then joins; stop() from a callback works."""
-    _fill(js, stream, 50)
+    publish_numbered(js, f"{stream.name}.x", 50)
     cons = stream.create_consumer()
     seen = []
     gate = threading.Event()
@@ -233,7 +211,7 @@ def test_messages_survives_a_server_restart_with_nothing_lost(restartable_server
 
 def test_priority_group_pins_one_client(js, stream):
     """With PINNED_CLIENT, the pinned handle gets messages and another waits."""
-    _fill(js, stream, 4)
+    publish_numbered(js, f"{stream.name}.x", 4)
     a = stream.create_consumer(
         durable_name="pg", priority_policy=PriorityPolicy.PINNED_CLIENT, priority_groups=["g"]
     )
@@ -245,7 +223,7 @@ def test_priority_group_pins_one_client(js, stream):
 
 def test_overflow_group_min_pending(js, stream):
     """OVERFLOW with min_pending: served only while enough is pending."""
-    _fill(js, stream, 3)
+    publish_numbered(js, f"{stream.name}.x", 3)
     cons = stream.create_consumer(
         durable_name="ov", priority_policy=PriorityPolicy.OVERFLOW, priority_groups=["g"]
     )
@@ -293,7 +271,7 @@ def test_interop_with_nats_py(shared_server, js, stream):
 
 def test_iterator_drain_and_listener_cleanup(js, stream):
     """drain() still yields what was received; stop/drain remove the status listener."""
-    _fill(js, stream, 20)
+    publish_numbered(js, f"{stream.name}.x", 20)
     cons = stream.create_consumer()
     before = len(js.client._listeners)
     it = cons.messages(max_messages=100)

@@ -26,22 +26,6 @@ from jetstream_sync.msg import Msg
 from tests.fixtures.polling import wait_for
 
 
-@pytest.fixture
-def js(shared_server):
-    """A connected JetStream context on the shared server."""
-    with jetstream_sync.connect(shared_server.url) as nc:
-        yield nc.jetstream()
-
-
-@pytest.fixture
-def stream(js):
-    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
-    name = "ST" + uuid.uuid4().hex[:8].upper()
-    st = js.create_stream(name=name, subjects=[f"{name}.>"])
-    yield st
-    js.delete_stream(name)
-
-
 def _in_thread(fn):
     result = []
 

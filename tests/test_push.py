@@ -3,40 +3,18 @@
 from __future__ import annotations
 
 import threading
-import uuid
 
 import pytest
 
 import jetstream_sync
 from jetstream_sync.errors import ConsumerNotFoundError, TimeoutError
+from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
-
-
-@pytest.fixture
-def js(shared_server):
-    """A connected JetStream context on the shared server."""
-    with jetstream_sync.connect(shared_server.url) as nc:
-        yield nc.jetstream()
-
-
-@pytest.fixture
-def stream(js):
-    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
-    name = "PUSH" + uuid.uuid4().hex[:8].upper()
-    st = js.create_stream(name=name, subjects=[f"{name}.>"])
-    yield st
-    js.delete_stream(name)
-
-
-def _fill(js, subject, n):
-    for i in range(n):
-        js.publish_async(subject, b"%d" % i)
-    js.publish_async_completed(timeout=60)
 
 
 def test_next_msg_and_unsubscribe_deletes_ephemeral(js, stream):
     """next_msg yields messages in order; unsubscribe removes the ephemeral consumer."""
-    _fill(js, f"{stream.name}.a", 5)
+    publish_numbered(js, f"{stream.name}.a", 5, timeout=60)
     sub = js.subscribe(f"{stream.name}.a")
     got = [sub.next_msg(timeout=2) for _ in range(5)]
     assert [int(m.data) for m in got] == list(range(5))
@@ -53,7 +31,7 @@ def test_next_msg_and_unsubscribe_deletes_ephemeral(js, stream):
 
 def test_callback_auto_acks(js, stream):
     """With cb= (no manual_ack) each message is acked after the callback returns."""
-    _fill(js, f"{stream.name}.a", 20)
+    publish_numbered(js, f"{stream.name}.a", 20, timeout=60)
     seen = []
     sub = js.subscribe(f"{stream.name}.a", cb=lambda m: seen.append(m), durable="auto")
     wait_for(lambda: len(seen) == 20)
@@ -64,7 +42,7 @@ def test_callback_auto_acks(js, stream):
 
 def test_manual_ack(js, stream):
     """manual_ack=True leaves acking to the application."""
-    _fill(js, f"{stream.name}.a", 3)
+    publish_numbered(js, f"{stream.name}.a", 3, timeout=60)
     seen = []
     sub = js.subscribe(f"{stream.name}.a", cb=seen.append, manual_ack=True, durable="man")
     wait_for(lambda: len(seen) == 3)
@@ -90,7 +68,7 @@ def test_queue_group_splits_messages(js, stream):
     sa = js.subscribe(f"{stream.name}.q", queue="workers", cb=into(a))
     sb = js.subscribe(f"{stream.name}.q", queue="workers", cb=into(b))
     assert sa.consumer == sb.consumer == "workers"
-    _fill(js, f"{stream.name}.q", 200)
+    publish_numbered(js, f"{stream.name}.q", 200, timeout=60)
     wait_for(lambda: len(a) + len(b) == 200)
     assert sorted(a + b) == list(range(200))
     sa.unsubscribe()
@@ -100,7 +78,7 @@ def test_queue_group_splits_messages(js, stream):
 def test_subscribe_bind(js, stream):
     """subscribe_bind attaches to an existing push consumer and never deletes it."""
     js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
-    _fill(js, f"{stream.name}.a", 3)
+    publish_numbered(js, f"{stream.name}.a", 3, timeout=60)
     sub = js.subscribe_bind(stream.name, "bound")
     assert [int(sub.next_msg(2).data) for _ in range(3)] == [0, 1, 2]
     sub.unsubscribe()
@@ -121,7 +99,7 @@ def test_heartbeats_are_not_delivered(js, stream):
 
 def test_ordered_push(js, stream):
     """ordered_consumer=True delivers in order and survives the consumer's deletion."""
-    _fill(js, f"{stream.name}.a", 50)
+    publish_numbered(js, f"{stream.name}.a", 50, timeout=60)
     sub = js.subscribe(f"{stream.name}.a", ordered_consumer=True)
     got = [int(sub.next_msg(timeout=5).data) for _ in range(25)]
     js.delete_consumer(stream.name, sub.consumer)
@@ -135,7 +113,7 @@ def test_flow_control_and_heartbeats_deliver_100k(js, stream):
     """A push consumer with flow control and heartbeats delivers 100,000 messages."""
     total = 100_000
     subject = f"{stream.name}.big"
-    _fill(js, subject, total)
+    publish_numbered(js, subject, total, timeout=60)
     count = [0]
     done = threading.Event()
 
@@ -172,7 +150,7 @@ def test_flow_control_requests_are_answered(js, stream):
             done.set()
 
     sub = js.subscribe_bind(stream.name, "fc", cb=cb, manual_ack=True)
-    _fill(js, subject, total)  # published once both subscriptions listen
+    publish_numbered(js, subject, total, timeout=60)  # published once both subscriptions listen
     assert done.wait(60), f"only {received[0]} of {total} arrived"
     seen = []
     while observer.pending_msgs:

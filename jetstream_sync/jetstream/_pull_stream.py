@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from time import monotonic
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from .._deadline import Deadline, check_timeout
 from ..errors import (
@@ -74,7 +74,36 @@ class _Reset(Exception):
         self.reason = reason
 
 
-class MessageIterator:
+class IterationMixin:
+    """``for msg in it`` and ``with it:`` on top of a subclass's ``next()`` and ``stop()``.
+
+    Iteration ends (``StopIteration``) when ``next()`` raises
+    :class:`IteratorClosedError`; leaving the ``with`` block calls ``stop()``.
+    """
+
+    def next(self, timeout: float | None = None) -> Msg:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> Msg:
+        try:
+            return self.next()
+        except IteratorClosedError:
+            raise StopIteration from None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class MessageIterator(IterationMixin):
     """Continuous pulling with a pre-fetched buffer; made by ``Consumer.messages()``.
 
     Iterate it (blocks until a message arrives) or call :meth:`next`. It keeps
@@ -378,21 +407,6 @@ class MessageIterator:
     def closed(self) -> bool:
         """True once stopped, drained, or ended by an error."""
         return self._stopped
-
-    def __iter__(self) -> Iterator[Msg]:
-        return self
-
-    def __next__(self) -> Msg:
-        try:
-            return self.next()
-        except IteratorClosedError:
-            raise StopIteration from None
-
-    def __enter__(self) -> MessageIterator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def consumer_exists(check: Callable[[], object]) -> Callable[[], bool | None]:

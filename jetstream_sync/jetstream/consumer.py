@@ -63,6 +63,7 @@ class ConsumeContext:
         self._source = source  # a MessageIterator or an ordered iterator
         self._callback = callback
         self._error_handler = error_handler
+        source._on_warning = error_handler  # warnings, too, go to the handler
         with ConsumeContext._serial_lock:
             ConsumeContext._serial += 1
             n = ConsumeContext._serial
@@ -358,7 +359,6 @@ class Consumer:
             group=group, min_pending=min_pending, min_ack_pending=min_ack_pending,
             priority=priority,
         )  # fmt: skip
-        it._on_warning = error_handler
         return ConsumeContext(it, callback, error_handler)
 
     # -- management ---------------------------------------------------------------

@@ -32,7 +32,7 @@ from ..errors import (
 from ..msg import Msg
 from . import _api
 from ._pull import fetch
-from ._pull_stream import RETRY_WAIT, MessageIterator, _Reset
+from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator, _Reset
 from .consumer import ConsumeContext, Consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo
@@ -190,6 +190,18 @@ class OrderedConsumer:
         self._stream_seq = int(sseq)
         return True
 
+    def _in_order(self, got: list[Msg], current: Consumer) -> list[Msg]:
+        """The fetched messages in order; a gap drops the link and the rest of ``got``."""
+        out = []
+        for msg in got:
+            ok = self._accept(msg, current)
+            if ok:
+                out.append(msg)
+            elif ok is False:
+                self._current = None
+                break
+        return out
+
     # -- pulling ------------------------------------------------------------------
 
     def fetch(
@@ -215,15 +227,7 @@ class OrderedConsumer:
             except (ConsumerDeletedError, NoRespondersError, NoHeartbeatError):
                 self._current = None
                 continue
-            out = []
-            for msg in got:
-                ok = self._accept(msg, current)
-                if ok:
-                    out.append(msg)
-                elif ok is False:
-                    self._current = None
-                    break
-            return out
+            return self._in_order(got, current)
 
     def fetch_no_wait(self, batch: int = 1, timeout: float | None = None) -> list[Msg]:
         """The next messages available now, in order, up to ``batch``."""
@@ -237,15 +241,7 @@ class OrderedConsumer:
         except (ConsumerDeletedError, NoRespondersError):
             self._current = None
             return []
-        out = []
-        for msg in got:
-            ok = self._accept(msg, current)
-            if ok:
-                out.append(msg)
-            elif ok is False:
-                self._current = None
-                break
-        return out
+        return self._in_order(got, current)
 
     def next(self, timeout: float = 5.0) -> Msg:
         """The next message in order.
@@ -290,9 +286,7 @@ class OrderedConsumer:
 
         Options as :meth:`messages`; see :meth:`Consumer.consume`.
         """
-        it = self.messages(**options)
-        it._on_warning = error_handler
-        return ConsumeContext(it, callback, error_handler)
+        return ConsumeContext(self.messages(**options), callback, error_handler)
 
     def close(self) -> None:
         """Delete the current server-side consumer (without waiting)."""
@@ -310,7 +304,7 @@ class OrderedConsumer:
         return f"<OrderedConsumer {self.stream_name}/{self._prefix}_{self._serial}>"
 
 
-class OrderedMessageIterator:
+class OrderedMessageIterator(IterationMixin):
     """Messages of an :class:`OrderedConsumer` in order; survives resets.
 
     Iterate it or call :meth:`next`; :meth:`stop` ends it.
@@ -399,18 +393,3 @@ class OrderedMessageIterator:
     def closed(self) -> bool:
         """True once stopped or drained."""
         return self._stopped
-
-    def __iter__(self) -> OrderedMessageIterator:
-        return self
-
-    def __next__(self) -> Msg:
-        try:
-            return self.next()
-        except IteratorClosedError:
-            raise StopIteration from None
-
-    def __enter__(self) -> OrderedMessageIterator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
