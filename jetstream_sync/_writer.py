@@ -122,6 +122,8 @@ class Writer:
                 self._idle.notify_all()
             return None
         chunk, self._buf = self._buf, bytearray()
+        # Counted when handed to the socket: a reply can arrive before sendall returns.
+        self.bytes_out += len(chunk)
         if self._idle_waiters:  # publishers waiting for room
             self._idle.notify_all()
         return chunk, self._transport
@@ -143,7 +145,6 @@ class Writer:
                     self._idle.notify_all()
                 self._on_error(exc)
                 return
-            self.bytes_out += len(chunk)
 
     def _run(self) -> None:
         while True:
