@@ -67,14 +67,13 @@ class ConnectionMixin:
         src = view[:consumed].tobytes() if consumed <= _COPY_LIMIT else view
         batches: dict[int, list[Msg]] = {}
         mux_sid = self._mux_sid
-        n_msgs = 0
-        n_bytes = 0
         for i in range(0, len(ops), _FIELDS):
             kind = ops[i]
             if kind == _OP_MSG or kind == _OP_HMSG:
                 _, so, sl, sid, ro, rl, ho, hl, po, pl = ops[i : i + _FIELDS]
-                n_msgs += 1
-                n_bytes += hl + pl
+                # Counted before anything is handed on, so a woken thread sees it.
+                self._in_msgs += 1
+                self._in_bytes += hl + pl
                 msg = Msg(
                     str(src[so : so + sl], "utf-8"),
                     str(src[ro : ro + rl], "utf-8") if rl else "",
@@ -96,8 +95,6 @@ class ConnectionMixin:
                     self._deliver_batches(batches)
                     batches = {}
                 self._control(kind, ops, i, src)
-        self._in_msgs += n_msgs
-        self._in_bytes += n_bytes
         if batches:
             self._deliver_batches(batches)
 
