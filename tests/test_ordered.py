@@ -121,3 +121,16 @@ def test_10k_in_order_through_two_deletions_and_a_restart(restartable_server):
                     break
         assert seen == list(range(1, total + 1))
         assert oc._serial >= 4
+
+
+def test_fits_the_streams_consumer_inactive_threshold_limit(js, stream_name):
+    """On a stream limiting consumers' inactive_threshold, links are made within the limit."""
+    stream = js.create_stream(
+        name=stream_name,
+        subjects=[f"{stream_name}.>"],
+        consumer_limits=jetstream_sync.StreamConsumerLimits(inactive_threshold=60.0),
+    )
+    publish_numbered(js, f"{stream_name}.a", 3)
+    oc = stream.ordered_consumer()
+    assert [int(m.data) for m in oc.fetch(3, timeout=2)] == [0, 1, 2]
+    assert oc.info().config.inactive_threshold == 60.0

@@ -16,9 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
 from ..errors import (
+    APIError,
     ConnectionClosedError,
     ConsumerDeletedError,
     ConsumerNotFoundError,
@@ -36,6 +39,9 @@ from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator, _Reset
 from .consumer import ConsumeContext, Consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo
+
+# "consumer inactive threshold exceeds system limit" (the stream's consumer_limits).
+_THRESHOLD_OVER_LIMIT = 10153
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -149,6 +155,10 @@ class OrderedConsumer:
                     )  # fmt: skip
                 except (StreamNotFoundError, ConnectionClosedError):
                     raise
+                except APIError as exc:
+                    if exc.err_code != _THRESHOLD_OVER_LIMIT or not self._fit_inactive_threshold():
+                        raise
+                    continue  # retried at once with the stream's limit
                 except NatsError as exc:
                     attempts += 1
                     limit = self._config.max_reset_attempts
@@ -170,6 +180,20 @@ class OrderedConsumer:
                 self._current = cons
                 self._consumer_seq = 0
                 return cons
+
+    def _fit_inactive_threshold(self) -> bool:
+        """Lower the links' inactive_threshold to the stream's consumer limit.
+
+        Returns False when the stream sets no such limit (nothing to fit).
+        """
+        reply = self._api.request_json(
+            _api.STREAM_INFO, None, Deadline(self._timeout), stream=self.stream_name
+        )
+        limit = (reply.get("config", {}).get("consumer_limits") or {}).get("inactive_threshold")
+        if not limit:
+            return False
+        self._config = attrs.evolve(self._config, inactive_threshold=limit / 1e9)
+        return True
 
     def _accept(self, msg: Msg, current: Consumer) -> bool | None:
         """True: in order (cursor advanced); None: from an old link (drop); False: a gap."""
