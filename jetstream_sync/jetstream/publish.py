@@ -131,6 +131,14 @@ def _pub_ack(fields: tuple[str, int, bool, str | None]) -> PubAck:
     return PubAck(stream=stream, seq=seq, duplicate=duplicate, domain=domain)
 
 
+def _pub_ack_from_body(data: bytes) -> PubAck:
+    """The ``PubAck`` of a success reply's body (one without an ``error``)."""
+    fast = _ACK_PREFIXES.parse(data)
+    if fast is not None:
+        return _pub_ack(fast)
+    return PubAck.from_api(json.loads(data))
+
+
 def parse_pub_ack(msg: Msg) -> PubAck:
     """Turn a PubAck reply into a :class:`PubAck`, or raise its error.
 
@@ -165,7 +173,8 @@ class PubAckFuture(concurrent.futures.Future):
 
     A full ``concurrent.futures.Future``. To keep async publishing cheap, its
     condition variable is only made when someone waits on it or adds a
-    callback, and the ``PubAck`` object is only built when the result is read.
+    callback, and a successful reply is only parsed into its ``PubAck`` when
+    the result is read (errors are recognised at once and fail the future).
 
     Attributes:
         subject: where the message was published.
@@ -220,8 +229,8 @@ class PubAckFuture(concurrent.futures.Future):
                 ``ConnectionLostError``, ``TimeoutError`` (no ack in ``ack_timeout``)...
         """
         value = super().result(timeout)
-        if type(value) is tuple:
-            value = self._result = _pub_ack(value)
+        if type(value) is bytes:
+            value = self._result = _pub_ack_from_body(value)
         return value
 
 
@@ -335,9 +344,9 @@ class AsyncPublisher:
                 if self._waiting and len(pending) <= self._low_water:
                     self._cond.notify_all()
             for future, msg in settled:
-                fast = _fast_ack(msg)
-                if fast is not None:
-                    future._complete(fast)
+                data = msg.data
+                if msg._raw_headers is None and b'"error"' not in data:
+                    future._complete(data)  # a success: parsed when the result is read
                     continue
                 try:
                     ack = parse_pub_ack(msg)
