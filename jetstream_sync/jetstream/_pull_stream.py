@@ -8,6 +8,7 @@ are those of ``_pull.py``.
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 from collections import deque
@@ -74,18 +75,20 @@ class _Reset(Exception):
         self.reason = reason
 
 
-class IterationMixin:
+class IterationMixin(abc.ABC):
     """``for msg in it`` and ``with it:`` on top of a subclass's ``next()`` and ``stop()``.
 
     Iteration ends (``StopIteration``) when ``next()`` raises
     :class:`IteratorClosedError`; leaving the ``with`` block calls ``stop()``.
     """
 
+    @abc.abstractmethod
     def next(self, timeout: float | None = None) -> Msg:
-        raise NotImplementedError
+        """Block until the next message and return it."""
 
+    @abc.abstractmethod
     def stop(self) -> None:
-        raise NotImplementedError
+        """Stop iterating; ``next()`` raises :class:`IteratorClosedError` afterwards."""
 
     def __iter__(self) -> Self:
         return self

@@ -9,6 +9,7 @@ action creates or updates.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -105,14 +106,12 @@ def create_consumer(
     return Consumer(client, api, stream, info.name or name, info, timeout)
 
 
-class _Admin:
+class _Admin(abc.ABC):
     """The operations both mixins share, given a stream name."""
 
+    @abc.abstractmethod
     def _client_api_timeout(self) -> tuple[Client, JsApi, float]:
-        raise NotImplementedError
-
-    def _pages_of(self, template: str, timeout: float | None, stream: str) -> Iterator[Any]:
-        raise NotImplementedError
+        """The connection, the API helper and the default timeout."""
 
     def _cdeadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self._client_api_timeout()[2]))
