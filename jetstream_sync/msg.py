@@ -19,7 +19,6 @@ _ACK_PREFIX = "$JS.ACK."
 _ACK = b"+ACK"
 _NAK = b"-NAK"
 _WPI = b"+WPI"
-_TERM = b"+TERM"
 
 
 class Msg:
@@ -195,7 +194,9 @@ class Msg:
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
-        self._send_ack(_TERM + b" " + reason.encode() if reason else _TERM, True)
+        from .jetstream._ack import term_body
+
+        self._send_ack(term_body(reason), True)
 
     def __repr__(self) -> str:
         return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}>"

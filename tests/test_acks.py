@@ -44,7 +44,9 @@ def test_second_final_ack_raises_and_in_progress_repeats(js, stream):
     msg = stream.create_consumer().fetch(1, timeout=2)[0]
     msg.in_progress()
     msg.in_progress()
+    assert not msg.is_acked
     msg.ack_sync()
+    assert msg.is_acked
     for again in (msg.ack, msg.nak, msg.term, msg.in_progress, msg.double_ack):
         with pytest.raises(MsgAlreadyAckedError):
             again()
