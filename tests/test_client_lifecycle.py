@@ -12,6 +12,7 @@ import pytest
 
 import jetstream_sync as js
 from tests.fixtures.polling import wait_for
+from tests.fixtures.server import NatsServer
 
 
 def _client_threads(nc) -> list[threading.Thread]:
@@ -303,3 +304,23 @@ def test_lame_duck_mode_is_reported(restartable_server):
         wait_for(lambda: "lame_duck" in statuses)
     finally:
         nc.close()
+
+
+@pytest.mark.tls
+def test_tls_handshake_first(tmp_path, tls_material):
+    """With tls_handshake_first, TLS starts before INFO (server handshake_first)."""
+    server = NatsServer(
+        directory=tmp_path / "hs-first",
+        tls_cert=tls_material.server_cert,
+        tls_key=tls_material.server_key,
+        tls_handshake_first=True,
+    ).start()
+    try:
+        context = ssl.create_default_context(cafile=str(tls_material.ca_cert))
+        with js.connect(server.url, tls=context, tls_handshake_first=True) as nc:
+            nc.flush()
+            assert nc.server_info.get("tls_required")
+        with pytest.raises(js.NoServersError):
+            js.connect(server.url, tls=context, connect_timeout=1)
+    finally:
+        server.stop()

@@ -205,3 +205,19 @@ def test_new_inbox_is_unique_and_prefixed(shared_server):
         inboxes = {nc.new_inbox() for _ in range(1000)}
         assert len(inboxes) == 1000
         assert all(i.startswith("_MY.") for i in inboxes)
+
+
+def test_next_msgs_takes_a_batch(nc):
+    """next_msgs waits for the first message, then returns up to max_msgs at once."""
+    sub = nc.subscribe("batch.take")
+    for i in range(10):
+        nc.publish("batch.take", b"%d" % i)
+    nc.flush()
+    first = sub.next_msgs(max_msgs=4, timeout=2)
+    rest = sub.next_msgs(max_msgs=100, timeout=2)
+    assert [m.data for m in first + rest] == [b"%d" % i for i in range(10)]
+    assert len(first) == 4
+    with pytest.raises(TimeoutError):
+        sub.next_msgs(timeout=0.1)
+    sub.unsubscribe()
+    assert sub.next_msgs(timeout=0.1) == []
