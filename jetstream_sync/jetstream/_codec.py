@@ -154,12 +154,14 @@ def _converter(
     spec: Spec, typ: Any, check: _checks.Check | None, required: bool
 ) -> attrs.Converter:
     def convert(value: Any, attribute: attrs.Attribute) -> Any:
+        if not _checks.checking():
+            return value  # from_api: _decode already produced the field's type
         if value is None:
-            if required and _checks.checking():
+            if required:
                 _checks.fail(attribute.name, "is required")
             return None
         value = _convert(spec, typ, value, attribute.name)
-        if check is not None and _checks.checking():
+        if check is not None:
             check(value, attribute.name)
         return value
 
