@@ -30,6 +30,7 @@ from ..errors import (
     NoHeartbeatError,
     NoRespondersError,
     OrderedConsumerResetError,
+    StreamNotFoundError,
     TimeoutError,
 )
 from ..msg import Msg
@@ -37,6 +38,7 @@ from . import _api
 from ._pull import fetch
 from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator, _Reset
 from .consumer import ConsumeContext, Consumer
+from .consumer_admin import CREATE, create_consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo
 
@@ -133,9 +135,6 @@ class OrderedConsumer:
             OrderedConsumerResetError: ``max_reset_attempts`` failed in a row.
             StreamNotFoundError: the stream is gone.
         """
-        from ..errors import StreamNotFoundError
-        from .consumer_admin import create_consumer
-
         with self._lock:
             self._drop_current()
             attempts = 0
@@ -150,7 +149,7 @@ class OrderedConsumer:
                 left = self._timeout if deadline is None else deadline.remaining()
                 try:
                     cons = create_consumer(
-                        self._client, self._api, self.stream_name, cfg, "create",
+                        self._client, self._api, self.stream_name, cfg, CREATE,
                         Deadline(max(min(left, self._timeout), 0.001)), self._timeout,
                     )  # fmt: skip
                 except (StreamNotFoundError, ConnectionClosedError):

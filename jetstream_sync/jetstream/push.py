@@ -34,7 +34,7 @@ from .info import ConsumerInfo
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
-    from .consumer_admin import ContextConsumersMixin
+    from .consumer_mixins import ContextConsumersMixin
 
 __all__ = ["JetStreamSubscription", "subscribe", "subscribe_bind"]
 
