@@ -296,3 +296,42 @@ def test_unsubscribe_limit_must_be_a_positive_int(nc, limit):
         sub.unsubscribe(limit=limit)
     nc.publish("badlimit", b"x")
     assert sub.next_msg(timeout=2).data == b"x"
+
+
+def test_interrupt_wakes_a_blocked_next_msgs(nc):
+    """interrupt() makes a next_msgs blocked without a timeout return [] while still active."""
+    sub = nc.subscribe("intr")
+    got = []
+    thread = threading.Thread(target=lambda: got.append(sub.next_msgs(10, timeout=None)))
+    thread.start()
+    try:
+        wait_for(lambda: thread.is_alive())
+        sub.interrupt()
+        thread.join(5)
+        assert not thread.is_alive()
+    finally:
+        if thread.is_alive():
+            sub.unsubscribe()
+            thread.join()
+    assert got == [[]] and sub.is_active
+    sub.interrupt()  # nobody waiting: the next call returns at once
+    assert sub.next_msgs(10, timeout=30) == []
+    nc.publish("intr", b"a")
+    nc.flush()
+    wait_for(lambda: sub.pending_msgs == 1)
+    sub.interrupt()  # pending messages are returned, not hidden
+    assert [m.data for m in sub.next_msgs(10, timeout=5)] == [b"a"]
+    with pytest.raises(js.TimeoutError):
+        sub.next_msgs(10, timeout=0.05)  # the interrupt was used up
+
+
+def test_msg_status_accessors(nc):
+    """is_status and header_size tell status messages and header sizes without parsing."""
+    sub = nc.subscribe("acc")
+    nc.publish("acc", b"plain")
+    nc.publish("acc", b"h", headers={"K": "v"})
+    first, second = sub.next_msg(2), sub.next_msg(2)
+    assert not first.is_status and first.header_size == 0 and not first.is_acked
+    assert not second.is_status and second.header_size == len(b"NATS/1.0\r\nK: v\r\n\r\n")
+    status = js.Msg("x", "", b"", b"NATS/1.0 503\r\n\r\n")
+    assert status.is_status and status.status == 503

@@ -99,3 +99,30 @@ def test_consumer_admin_split_by_job():
     assert "jetstream_sync.jetstream.stream" not in admin
     assert "jetstream_sync.jetstream.compat" not in admin
     assert "jetstream_sync.jetstream.push" not in graph["jetstream_sync.jetstream.consumer_mixins"]
+
+
+# What Subscription and Msg keep to themselves (their public methods stand in front).
+PRIVATE = {"_queue", "_raw_headers", "_parsed", "_ackd", "_received", "_max", "_worker"}
+ENGINE = ["_pull", "_pull_stream", "ordered", "push", "consumer", "compat", "consumer_admin"]
+
+
+def test_pull_engine_uses_only_the_public_seams_of_subscription_and_msg():
+    """The pull/push engines and the ordered consumer read no private field of Subscription/Msg."""
+    for name in ENGINE:
+        path = MODULES[f"jetstream_sync.jetstream.{name}"]
+        used = {
+            node.attr
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr in PRIVATE
+        }
+        assert not used, f"{path.name} reaches into {sorted(used)}"
+
+
+def test_ordered_policy_is_not_in_the_generic_iterator():
+    """MessageIterator has no ``ordered`` switch; the ordered consumer is a layer over it."""
+    import inspect
+
+    from jetstream_sync.jetstream import _pull_stream
+
+    assert "ordered" not in inspect.signature(_pull_stream.MessageIterator).parameters
+    assert not hasattr(_pull_stream, "_Reset")
