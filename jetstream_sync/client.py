@@ -22,6 +22,7 @@ from ._pings import PingTracker
 from ._reader import Reader
 from ._request_mux import ReplyWaiter, RequestMux
 from ._server_pool import ServerPool
+from ._sub_table import SubscriptionTable
 from ._subjects import ApiSubject
 from ._writer import Writer
 from .errors import (
@@ -148,9 +149,7 @@ class Client(ConnectionMixin):
         self._conn: Connected | None = None
         self._server_info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
-        self._subs: dict[int, Subscription] = {}
-        self._subs_lock = threading.Lock()
-        self._next_sid = 1
+        self._subs = SubscriptionTable()
         self._subject_cache: dict[str, bytes] = {}
         self._mux: RequestMux | None = None
         self._mux_sid = 0
@@ -208,18 +207,27 @@ class Client(ConnectionMixin):
 
     # ------------------------------------------------------------------ state
 
-    def _check_usable(self) -> None:
+    def _check_same_process(self) -> None:
         if self._forked:
             raise ForkedClientError(
                 "this client was created before os.fork(); connect again in the child process"
             )
+
+    def _check_usable(self) -> None:
+        if self._forked:
+            self._check_same_process()
         if self._closed:
             raise ConnectionClosedError("the client is closed")
 
     @property
     def is_connected(self) -> bool:
-        """True while a connection to a server is up."""
-        return not self._closed and not self._reconnecting and self._conn is not None
+        """True while a connection to a server is up (never in a forked child)."""
+        return (
+            not self._closed
+            and not self._reconnecting
+            and not self._forked
+            and self._conn is not None
+        )
 
     @property
     def is_closed(self) -> bool:
@@ -437,27 +445,24 @@ class Client(ConnectionMixin):
         queue_b = b""
         if queue:
             queue_b = _subjects.name_token(queue, "queue group").encode()
-        with self._subs_lock:
-            sid = self._next_sid
-            self._next_sid += 1
-            sub = Subscription(
-                self, sid, subject, queue or "", cb,
-                pending_msgs_limit or self._pending_msgs_limit,
-                pending_bytes_limit or self._pending_bytes_limit,
-            )  # fmt: skip
-            self._subs[sid] = sub
-        self._writer.write(sub_frame(subject_b, queue_b, sid))
+        msgs_limit = pending_msgs_limit or self._pending_msgs_limit
+        bytes_limit = pending_bytes_limit or self._pending_bytes_limit
+        sub = self._subs.add(
+            lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit)
+        )
+        self._writer.write(sub_frame(subject_b, queue_b, sub.sid))
         return sub
 
     def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
         self._check_usable()
-        if limit is not None and limit > sub._received:
-            sub._max = limit
-            self._writer.write(b"UNSUB %d %d\r\n" % (sub.sid, limit))
-            return
-        with self._subs_lock:
-            self._subs.pop(sub.sid, None)
-        sub._queue.close(discard=True)
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValueError(f"limit must be a positive int, got {limit!r}")
+            if self._subs.limit(sub, limit):
+                self._writer.write(b"UNSUB %d %d\r\n" % (sub.sid, limit))
+                return
+        else:
+            self._subs.remove(sub, discard=True)
         self._writer.write(b"UNSUB %d\r\n" % sub.sid)
         if sub._worker is not None:
             sub._worker.join()
@@ -466,10 +471,10 @@ class Client(ConnectionMixin):
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout, 30.0))
         self._writer.write(b"UNSUB %d\r\n" % sub.sid)
-        self.flush(deadline.remaining() or 0.001)
-        with self._subs_lock:
-            self._subs.pop(sub.sid, None)
-        sub._queue.close()
+        try:
+            self.flush(deadline.remaining() or 0.001)
+        finally:  # whatever happens, the local side ends: no waiter is left hanging
+            self._subs.remove(sub, discard=False)
         if sub._worker is not None and not sub._worker.join(deadline.remaining()):
             raise TimeoutError(f"subscription {sub.sid} did not finish draining in time")
 
@@ -483,11 +488,10 @@ class Client(ConnectionMixin):
         mux = self._mux
         if mux is not None:
             return mux
-        with self._subs_lock:
+        with self._subs.lock:
             if self._mux is None:
                 mux = RequestMux(self.new_inbox())
-                self._mux_sid = self._next_sid
-                self._next_sid += 1
+                self._mux_sid = self._subs.new_sid()
                 self._writer.write(sub_frame(mux.subject.encode(), b"", self._mux_sid))
                 self._mux = mux
         return self._mux
@@ -569,17 +573,13 @@ class Client(ConnectionMixin):
         """
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
-        with self._subs_lock:
-            subs = list(self._subs.values())
+        subs = self._subs.subscriptions()
         try:
             for sub in subs:
                 self._writer.write(b"UNSUB %d\r\n" % sub.sid)
             self.flush(deadline.remaining() or 0.001)
-            with self._subs_lock:
-                for sub in subs:
-                    self._subs.pop(sub.sid, None)
             for sub in subs:
-                sub._queue.close()
+                self._subs.remove(sub, discard=False)
             for sub in subs:
                 if sub._worker is not None and not sub._worker.join(deadline.remaining()):
                     raise TimeoutError("subscriptions did not finish draining in time")
@@ -621,8 +621,7 @@ class Client(ConnectionMixin):
         if self._mux is not None:
             self._mux.fail_all(closed)
         self._pings.fail_all(closed)
-        with self._subs_lock:
-            subs, self._subs = list(self._subs.values()), {}
+        subs = self._subs.remove_all()
         for sub in subs:
             sub._queue.close(discard=True, reason=closed)
         for sub in subs:

@@ -13,10 +13,12 @@ from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
 from . import _api
 from ._codec import merge_config
-from .consumer_admin import ContextConsumersMixin
+from ._names import check_stream_name
+from .compat import CompatSubscribeMixin
+from .consumer_mixins import ContextConsumersMixin
 from .info import AccountInfo, PubAck, StreamInfo
 from .publish import RETRY_WAIT, AsyncPublisher, PubAckFuture, parse_pub_ack, publish_headers
-from .stream import Stream, check_stream_name
+from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin):
+class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
