@@ -31,6 +31,7 @@ from .errors import (
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
+    ProtocolError,
     TimeoutError,
 )
 from .headers import header_pairs
@@ -201,11 +202,20 @@ class Client(ConnectionMixin):
         self._apply_info(conn.info)
 
     def _apply_info(self, info: dict[str, Any]) -> None:
+        """Learn from an INFO already checked by ``parse_info``.
+
+        ``connect_urls`` entries that are not ``host:port`` are skipped and
+        reported to ``error_cb`` as a :class:`ProtocolError`; the connection stays.
+        """
         self._server_info = {**self._server_info, **info}
-        self._max_payload = int(self._server_info.get("max_payload", self._max_payload))
+        self._max_payload = self._server_info.get("max_payload", self._max_payload)
         urls = info.get("connect_urls")
         if urls and self._conn is not None:
-            self._pool.add_discovered(urls, self._conn.address)
+            bad = self._pool.add_discovered(urls, self._conn.address)
+            if bad:
+                self._report_error(
+                    ProtocolError(f"ignored connect_urls the server announced: {bad!r}")
+                )
 
     # ------------------------------------------------------------------ state
 
@@ -317,7 +327,10 @@ class Client(ConnectionMixin):
             return cached
         if not isinstance(subject, str):
             raise BadSubjectError(f"{what} must be a str, not {type(subject).__name__}")
-        raw = subject.encode()
+        try:  # subjects received with bytes that are not UTF-8 go back as they came
+            raw = subject.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise BadSubjectError(f"invalid {what}: {subject!r} (cannot be encoded)") from None
         if not _protocol.valid_subject(raw, wildcards):
             raise BadSubjectError(f"invalid {what}: {subject!r}")
         if cache and not wildcards:
@@ -335,7 +348,7 @@ class Client(ConnectionMixin):
         if type(reply) is str:
             head, _, token = reply.rpartition(".")
             if token.isalnum() and token.isascii() and head in self._subject_cache:
-                return reply.encode()
+                return reply.encode("utf-8", "surrogateescape")
             if head and token:
                 self._subject_bytes(head, "reply subject")  # cache the prefix for next time
         return self._subject_bytes(reply, "reply subject", cache=False)
