@@ -127,8 +127,8 @@ class ConnectionMixin:
             self._report_error(SlowConsumerError(sub.subject, sub.sid))
 
     def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
-        if kind == _protocol.OP_PING:
-            self._writer.write(b"PONG\r\n")
+        if kind == _protocol.OP_PING:  # never waits for room: the reader must not block
+            self._writer.write_control(b"PONG\r\n")
         elif kind == _protocol.OP_PONG:
             self._pings.pong()
         elif kind == _protocol.OP_INFO:  # a bad INFO raises ProtocolError: a reconnect
@@ -143,11 +143,12 @@ class ConnectionMixin:
             else:
                 self._report_error(NatsError(f"server error: {text}"))
 
-    def _write_failed(self, exc: BaseException) -> None:
-        """A send failed: wake the reader so it runs the reconnect (writer thread)."""
-        conn = self._conn
-        if conn is not None:
-            conn.transport.shutdown()
+    def _write_failed(self, exc: BaseException, transport) -> None:
+        """A send on ``transport`` failed: wake its reader so it runs the reconnect.
+
+        Only that transport is shut down: by now the client may be on a new one.
+        """
+        transport.shutdown()
 
     def _connection_lost(self, exc: BaseException) -> Connected | None:
         """Reader thread: the connection broke. Reconnect, or return None to stop."""

@@ -395,22 +395,35 @@ class Client(ConnectionMixin):
         data: bytes | str = b"",
         reply: str | None = None,
         headers: HeadersIn | None = None,
+        *,
+        timeout: float | None = None,
     ) -> None:
         """Publish a message (fire and forget: returns once it is buffered).
+
+        Blocks only while more than 32 MiB wait for a server that does not read
+        them: up to ``timeout``, or without one until there is room or the
+        connection is declared lost (``ping_interval`` × ``max_outstanding_pings``).
 
         Args:
             subject: where to publish; no wildcards.
             data: the payload (a ``str`` is UTF-8 encoded).
             reply: the reply subject receivers should answer to.
             headers: a mapping of key to a value or a list of values.
+            timeout: seconds to wait for room in the write buffer.
 
         Raises:
+            TimeoutError: no room within ``timeout``; nothing was sent.
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
             ConnectionClosedError: the client is closed.
+            NatsError: disconnected, and ``reconnect_buf_size`` is used up.
         """
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(self._encode_publish(subject, data, reply, headers), msgs=1)
+        self._writer.write(
+            self._encode_publish(subject, data, reply, headers),
+            msgs=1,
+            deadline=None if timeout is None else Deadline(check_timeout("timeout", timeout)),
+        )
 
     def _publish_now(self, subject: str, data: bytes | str, headers: HeadersIn | None) -> None:
         """Publish a reply, writing on this thread when the socket is idle (latency)."""
@@ -524,7 +537,10 @@ class Client(ConnectionMixin):
         reply, waiter = mux.register()
         try:
             self._writer.write(
-                self._encode_publish(subject, data, reply, headers), urgent=True, msgs=1
+                self._encode_publish(subject, data, reply, headers),
+                urgent=True,
+                msgs=1,
+                deadline=deadline,
             )
             if not waiter.wait(deadline):
                 raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
@@ -540,8 +556,10 @@ class Client(ConnectionMixin):
     # ------------------------------------------------------------------ flush / ping
 
     def _send_ping(self, waiter: ReplyWaiter | None) -> None:
+        # A PING never waits for room in the write buffer: stale-connection
+        # detection and flush deadlines must hold however full it is.
         if self._pings.register(waiter):
-            self._writer.write(b"PING\r\n", urgent=True)
+            self._writer.write_control(b"PING\r\n", urgent=True)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Block until everything published so far has reached the server.
