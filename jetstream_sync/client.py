@@ -32,6 +32,7 @@ from .errors import (
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
+    ProtocolError,
     TimeoutError,
 )
 from .headers import header_pairs
@@ -199,11 +200,20 @@ class Client(ConnectionMixin):
         self._apply_info(conn.info)
 
     def _apply_info(self, info: dict[str, Any]) -> None:
+        """Learn from an INFO already checked by ``parse_info``.
+
+        ``connect_urls`` entries that are not ``host:port`` are skipped and
+        reported to ``error_cb`` as a :class:`ProtocolError`; the connection stays.
+        """
         self._server_info = {**self._server_info, **info}
-        self._max_payload = int(self._server_info.get("max_payload", self._max_payload))
+        self._max_payload = self._server_info.get("max_payload", self._max_payload)
         urls = info.get("connect_urls")
         if urls and self._conn is not None:
-            self._pool.add_discovered(urls, self._conn.address)
+            bad = self._pool.add_discovered(urls, self._conn.address)
+            if bad:
+                self._report_error(
+                    ProtocolError(f"ignored connect_urls the server announced: {bad!r}")
+                )
 
     # ------------------------------------------------------------------ state
 
@@ -330,7 +340,7 @@ class Client(ConnectionMixin):
         if type(subject) is ApiSubject:
             return subject.encode()
         if wildcards:
-            return _subjects.filter_subject(subject, what).encode()
+            return _subjects.filter_subject(subject, what).encode("utf-8", "surrogateescape")
         raw = _subjects.publish_subject(subject, what)
         if cache:
             if len(self._subject_cache) >= _SUBJECT_CACHE_MAX:
@@ -347,7 +357,7 @@ class Client(ConnectionMixin):
         if type(reply) is str:
             head, _, token = reply.rpartition(".")
             if token.isalnum() and token.isascii() and head in self._subject_cache:
-                return reply.encode()
+                return reply.encode("utf-8", "surrogateescape")
             if head and token:
                 self._subject_bytes(head, "reply subject")  # cache the prefix for next time
         return self._subject_bytes(reply, "reply subject", cache=False)
@@ -394,22 +404,35 @@ class Client(ConnectionMixin):
         data: bytes | str = b"",
         reply: str | None = None,
         headers: HeadersIn | None = None,
+        *,
+        timeout: float | None = None,
     ) -> None:
         """Publish a message (fire and forget: returns once it is buffered).
+
+        Blocks only while more than 32 MiB wait for a server that does not read
+        them: up to ``timeout``, or without one until there is room or the
+        connection is declared lost (``ping_interval`` × ``max_outstanding_pings``).
 
         Args:
             subject: where to publish; no wildcards.
             data: the payload (a ``str`` is UTF-8 encoded).
             reply: the reply subject receivers should answer to.
             headers: a mapping of key to a value or a list of values.
+            timeout: seconds to wait for room in the write buffer.
 
         Raises:
+            TimeoutError: no room within ``timeout``; nothing was sent.
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
             ConnectionClosedError: the client is closed.
+            NatsError: disconnected, and ``reconnect_buf_size`` is used up.
         """
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(self._encode_publish(subject, data, reply, headers), msgs=1)
+        self._writer.write(
+            self._encode_publish(subject, data, reply, headers),
+            msgs=1,
+            deadline=None if timeout is None else Deadline(check_timeout("timeout", timeout)),
+        )
 
     def _publish_now(self, subject: str, data: bytes | str, headers: HeadersIn | None) -> None:
         """Publish a reply, writing on this thread when the socket is idle (latency)."""
@@ -517,7 +540,10 @@ class Client(ConnectionMixin):
         reply, waiter = mux.register()
         try:
             self._writer.write(
-                self._encode_publish(subject, data, reply, headers), urgent=True, msgs=1
+                self._encode_publish(subject, data, reply, headers),
+                urgent=True,
+                msgs=1,
+                deadline=deadline,
             )
             if not waiter.wait(deadline):
                 raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
@@ -533,8 +559,10 @@ class Client(ConnectionMixin):
     # ------------------------------------------------------------------ flush / ping
 
     def _send_ping(self, waiter: ReplyWaiter | None) -> None:
+        # A PING never waits for room in the write buffer: stale-connection
+        # detection and flush deadlines must hold however full it is.
         if self._pings.register(waiter):
-            self._writer.write(b"PING\r\n", urgent=True)
+            self._writer.write_control(b"PING\r\n", urgent=True)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Block until everything published so far has reached the server.
