@@ -503,6 +503,9 @@ class Client(ConnectionMixin):
             TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
             NoRespondersError: nobody is subscribed to ``subject`` (status 503).
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            ConnectionLostError: the connection dropped while the request waited
+                (raised at once, not at the timeout); the request may or may not
+                have been processed.
             ConnectionClosedError: the client closed while waiting.
         """
         self._check_usable()

@@ -141,6 +141,8 @@ class JetStreamContext(ContextConsumersMixin):
             WrongLastSequenceError, WrongLastMsgIdError, StreamWrongExpectedError:
                 an expectation failed.
             TimeoutError: no PubAck in time; the message may still have been stored.
+            ConnectionLostError: the connection dropped before the PubAck came
+                (raised at once); the message may or may not be stored.
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad
                 input, raised before anything is sent.
         """
