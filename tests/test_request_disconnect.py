@@ -134,4 +134,3 @@ def test_jetstream_api_call_fails_when_the_server_dies(core_server):
     finally:
         nc.close()
         api.close()
-
