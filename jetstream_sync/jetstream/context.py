@@ -11,10 +11,11 @@ from .._nuid import NUID
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
 from . import _api
+from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
 from .consumer_admin import ContextConsumersMixin
 from .info import AccountInfo, PubAck, StreamInfo
-from .publish import RETRY_WAIT, AsyncPublisher, PubAckFuture, parse_pub_ack, publish_headers
+from .publish import RETRY_WAIT, PubAckFuture, parse_pub_ack, publish_headers
 from .stream import Stream, check_stream_name
 from .stream_config import StreamConfig
 
