@@ -29,7 +29,14 @@ class ConnectionClosedError(NatsError):
 
 
 class ConnectionLostError(NatsError):
-    """The connection broke while the call waited (the client may reconnect)."""
+    """The connection broke while the call waited (the client may reconnect).
+
+    Raised at once to every request, JetStream publish or API call then waiting
+    for its reply, and to every pending ``publish_async`` future: the reply was
+    addressed to the lost connection and cannot come. The request may or may
+    not have been processed by the server; retry it (republish with the same
+    ``msg_id`` so the stream stores the message once).
+    """
 
 
 class NoServersError(NatsError):
