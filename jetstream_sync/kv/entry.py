@@ -60,7 +60,8 @@ class KeyValueEntry:
         key: the key.
         value: the value (``b""`` for a marker, or in a ``meta_only`` watch).
         revision: its stream sequence: unique and increasing within the bucket.
-        created: when it was stored (UTC).
+        created_ns: when it was stored, in nanoseconds since the Unix epoch
+            (``created`` is the same as a ``datetime``).
         delta: how many newer revisions of the watched keys follow it when it
             was delivered (0 for the latest); 0 from ``get``.
         operation: PUT, DEL or PURGE.
@@ -70,9 +71,14 @@ class KeyValueEntry:
     key: str
     value: bytes
     revision: int
-    created: datetime
+    created_ns: int
     delta: int = 0
     operation: KeyValueOp = KeyValueOp.PUT
+
+    @property
+    def created(self) -> datetime:
+        """When it was stored (UTC, a ``NanoDatetime`` that keeps the nanoseconds)."""
+        return datetime_from_ns(self.created_ns)
 
 
 def entry_from_stored(bucket: str, key: str, msg: RawStreamMsg) -> KeyValueEntry:
@@ -82,20 +88,25 @@ def entry_from_stored(bucket: str, key: str, msg: RawStreamMsg) -> KeyValueEntry
         key=key,
         value=msg.data,
         revision=msg.seq,
-        created=msg.time,  # type: ignore[arg-type]
+        created_ns=msg.time_ns,  # type: ignore[arg-type]
         operation=operation_of(msg.headers),
     )
 
 
 def entry_from_delivered(bucket: str, prefix_len: int, msg: Msg) -> KeyValueEntry:
     """The entry of a message a consumer delivered (metadata from its ack subject)."""
-    tokens = ack_tokens(msg.reply)
+    tokens = msg.reply.split(".")
+    if len(tokens) == 9:  # the v1 ack subject; ack_tokens handles both layouts
+        seq, ns, pending = tokens[5], tokens[7], tokens[8]
+    else:
+        _, _, _, _, _, seq, _, ns, pending = ack_tokens(msg.reply)
     return KeyValueEntry(
         bucket=bucket,
         key=msg.subject[prefix_len:],
         value=msg.data,
-        revision=int(tokens[5]),
-        created=datetime_from_ns(int(tokens[7])),
-        delta=int(tokens[8]),
+        revision=int(seq),
+        created_ns=int(ns),
+        delta=int(pending),
         operation=operation_of(msg.headers),
     )
+
