@@ -74,7 +74,7 @@ def test_options_history_ignore_deletes_meta_only(kv):
 
 
 def test_updates_only_and_filters(kv):
-    """updates_only starts after what is stored; filters (literal, *, >, lists) apply server-side."""
+    """updates_only starts after what is stored; filters (literal, *, >, a list) work."""
     kv.put("cfg.a", b"old")
     with kv.watch("cfg.*", updates_only=True) as w:
         assert w.next(timeout=1) is None
