@@ -155,3 +155,9 @@ def test_errors_and_configs_pickle():
     assert isinstance(back, js.StreamNotFoundError) and back.err_code == 10059
     wrong = pickle.loads(pickle.dumps(js.KeyExistsError(400, 10071, "wrong last sequence: 3")))
     assert isinstance(wrong, js.WrongLastSequenceError) and isinstance(wrong, js.KeyValueError)
+    marker = js.KeyValueEntry(
+        bucket="B", key="k", value=b"", revision=3, created_ns=1, operation=js.KeyValueOp.DEL
+    )
+    deleted = pickle.loads(pickle.dumps(js.KeyDeletedError("deleted", marker)))
+    assert deleted.entry == marker and isinstance(deleted, js.KeyNotFoundError)
+    assert marker.created.year == 1970 and marker.created.nanosecond == 1
