@@ -6,18 +6,22 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from .._deadline import check_timeout
 from ..errors import (
+    JetStreamNotEnabledError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     MessageNotFoundError,
+    NoRespondersError,
     WrongLastSequenceError,
+    api_error,
 )
 from ..jetstream.info import StreamInfo
 from ._keys import check_filter, check_key, subjects_prefix
 from .config import KeyValueStatus
-from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_stored
+from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
 from .watch import KeyWatcher
 
 if TYPE_CHECKING:
@@ -55,6 +59,7 @@ class KeyValue:
         self.bucket = config.name.removeprefix("KV_")
         self._stream = ctx.stream_no_info(config.name)
         self._direct = bool(config.allow_direct)
+        self._direct_pre = f"{api_prefix}.DIRECT.GET.{config.name}"
         # Reads use this stream's subjects; a mirror keeps its origin's.
         self._read_pre = subjects_prefix(self.bucket)
         write_pre = self._read_pre
@@ -74,22 +79,40 @@ class KeyValue:
     def _get(self, key: str, revision: int | None, timeout: float | None) -> KeyValueEntry:
         """The entry at ``revision`` (or the latest), markers included as entries."""
         subject = self._read_pre + check_key(key)
-        try:
+        missing = f"key {key!r} not found in bucket {self.bucket!r}"
+        if revision is not None and (isinstance(revision, bool) or revision < 1):
+            raise ValueError(f"revision must be an int >= 1, not {revision!r}")
+        if self._direct:
             if revision is None:
-                if self._direct:
-                    msg = self._stream.direct_get_last_for_subject(subject, timeout=timeout)
-                else:
-                    msg = self._stream.get_last_msg_for_subject(subject, timeout=timeout)
+                request = (self._direct_pre + "." + subject, b"")
             else:
-                if self._direct:
-                    msg = self._stream.direct_get(revision, timeout=timeout)
+                request = (self._direct_pre, b'{"seq":%d}' % revision)
+            try:
+                msg = self._ctx.client.request(
+                    *request, timeout=check_timeout("timeout", timeout, self._ctx.timeout)
+                )
+            except NoRespondersError:
+                raise JetStreamNotEnabledError(
+                    503, 0, f"no responders for direct gets on {self.stream_name!r}"
+                ) from None
+            status = msg.status
+            if status == 404:
+                raise KeyNotFoundError(missing)
+            if status is not None:
+                raise api_error(status, 0, msg.description or f"direct get failed ({status})")
+            stored, entry = entry_from_direct(self.bucket, key, msg)
+        else:
+            try:
+                if revision is None:
+                    raw = self._stream.get_last_msg_for_subject(subject, timeout=timeout)
                 else:
-                    msg = self._stream.get_msg(revision, timeout=timeout)
-        except MessageNotFoundError:
-            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from None
-        if msg.subject != subject:
+                    raw = self._stream.get_msg(revision, timeout=timeout)
+            except MessageNotFoundError:
+                raise KeyNotFoundError(missing) from None
+            stored, entry = raw.subject, entry_from_stored(self.bucket, key, raw)
+        if stored != subject:
             raise KeyNotFoundError(f"revision {revision} of bucket {self.bucket!r} is not {key!r}")
-        return entry_from_stored(self.bucket, key, msg)
+        return entry
 
     def get(
         self, key: str, revision: int | None = None, timeout: float | None = None
@@ -234,7 +257,6 @@ class KeyValue:
     def watch(
         self,
         keys: str | Sequence[str] = ">",
-        *,
         include_history: bool = False,
         ignore_deletes: bool = False,
         meta_only: bool = False,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 import attrs
 
 from ..jetstream._ack import ack_tokens
-from ..jetstream._timefmt import datetime_from_ns
+from ..jetstream._timefmt import datetime_from_ns, datetime_to_ns, parse_rfc3339
 from ..jetstream.replies import RawStreamMsg
 from ..msg import Msg
 
@@ -17,6 +18,10 @@ __all__ = ["KeyValueEntry", "KeyValueOp"]
 
 OPERATION = "KV-Operation"
 MARKER_REASON = "Nats-Marker-Reason"
+# What a direct-get reply says about the stored message.
+DIRECT_SUBJECT = "Nats-Subject"
+DIRECT_SEQUENCE = "Nats-Sequence"
+DIRECT_TIMESTAMP = "Nats-Time-Stamp"
 
 
 class KeyValueOp(enum.StrEnum):
@@ -93,6 +98,46 @@ def entry_from_stored(bucket: str, key: str, msg: RawStreamMsg) -> KeyValueEntry
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _day_seconds(date: str) -> int:
+    return int(datetime.fromisoformat(date).replace(tzinfo=UTC).timestamp())
+
+
+def rfc3339_ns(text: str) -> int:
+    """Nanoseconds since the Unix epoch of a server timestamp (RFC 3339).
+
+    The server's usual form, ``2026-11-22T18:06:01.123456789Z``, is read by
+    slicing (a get's hot path); any other form goes through ``parse_rfc3339``.
+
+    Raises:
+        ValueError: ``text`` is not an RFC 3339 timestamp.
+    """
+    n = len(text)
+    if 20 <= n <= 30 and text[-1] == "Z" and text[10] == "T" and text[19] in ".Z":
+        frac = text[20:-1]
+        if frac.isdigit() or not frac:
+            secs = (
+                _day_seconds(text[:10])
+                + int(text[11:13]) * 3600 + int(text[14:16]) * 60 + int(text[17:19])
+            )  # fmt: skip
+            return secs * 1_000_000_000 + (int(frac.ljust(9, "0")) if frac else 0)
+    return datetime_to_ns(parse_rfc3339(text))
+
+
+def entry_from_direct(bucket: str, key: str, msg: Msg) -> tuple[str, KeyValueEntry]:
+    """The stored subject and the entry of a direct-get reply (not a status)."""
+    h = msg.headers
+    entry = KeyValueEntry(
+        bucket=bucket,
+        key=key,
+        value=msg.data,
+        revision=int(h[DIRECT_SEQUENCE]),
+        created_ns=rfc3339_ns(h[DIRECT_TIMESTAMP]),
+        operation=operation_of(h),
+    )
+    return h[DIRECT_SUBJECT], entry
+
+
 def entry_from_delivered(bucket: str, prefix_len: int, msg: Msg) -> KeyValueEntry:
     """The entry of a message a consumer delivered (metadata from its ack subject)."""
     tokens = msg.reply.split(".")
@@ -109,4 +154,3 @@ def entry_from_delivered(bucket: str, prefix_len: int, msg: Msg) -> KeyValueEntr
         delta=int(pending),
         operation=operation_of(msg.headers),
     )
-
