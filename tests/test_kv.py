@@ -161,6 +161,21 @@ def test_update_and_conditional_delete(kv):
         kv.update("k", b"x", -1)
 
 
+def test_bucket_without_direct_gets(js, bucket):
+    """A bucket with allow_direct off reads through the stream leader, same results."""
+    kv = js.create_key_value(bucket=bucket, allow_direct=False, history=2)
+    r = kv.put("k", b"1")
+    kv.put("k", b"2")
+    assert kv.get("k").value == b"2" and kv.get("k", revision=r).value == b"1"
+    kv.delete("k")
+    with pytest.raises(nats_sync.KeyDeletedError):
+        kv.get("k")
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("other")
+    with pytest.raises(ValueError):
+        kv.get("k", revision=0)
+
+
 def test_max_value_size_is_enforced(js, bucket):
     """A value over max_value_size is refused by the server with an API error."""
     kv = js.create_key_value(bucket=bucket, max_value_size=8)

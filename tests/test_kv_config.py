@@ -161,3 +161,21 @@ def test_errors_and_configs_pickle():
     deleted = pickle.loads(pickle.dumps(js.KeyDeletedError("deleted", marker)))
     assert deleted.entry == marker and isinstance(deleted, js.KeyNotFoundError)
     assert marker.created.year == 1970 and marker.created.nanosecond == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-22T18:06:01.123456789Z",
+        "2026-11-22T18:06:01Z",
+        "2026-11-22T18:06:01.1Z",
+        "1970-01-01T00:00:00.000000001Z",
+        "2026-11-22T18:06:01.123+01:00",
+    ],
+)
+def test_server_timestamps_to_ns(text):
+    """The get path's timestamp reader agrees with the full RFC 3339 parser."""
+    from jetstream_sync.jetstream._timefmt import datetime_to_ns, parse_rfc3339
+    from jetstream_sync.kv.entry import rfc3339_ns
+
+    assert rfc3339_ns(text) == datetime_to_ns(parse_rfc3339(text))
