@@ -11,6 +11,7 @@ from .._nuid import NUID
 from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
+from ..kv.manager import KeyValueManagerMixin
 from . import _api
 from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
@@ -62,7 +63,7 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
+class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
