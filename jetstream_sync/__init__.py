@@ -10,6 +10,7 @@ from .errors import (
     APIError,
     AuthorizationError,
     BadHeaderError,
+    BadObjectMetaError,
     BadSubjectError,
     ConnectionClosedError,
     ConnectionLostError,
@@ -19,11 +20,15 @@ from .errors import (
     ConsumerNameExistsError,
     ConsumerNotFoundError,
     ConsumerPushBasedError,
+    DigestMismatchError,
     ForkedClientError,
+    InvalidObjectNameError,
+    InvalidObjectStoreNameError,
     IteratorClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
     LeadershipChangedError,
+    LinkIsABucketError,
     MaxPayloadError,
     MessageNotFoundError,
     MsgAlreadyAckedError,
@@ -33,6 +38,13 @@ from .errors import (
     NoRespondersError,
     NoServersError,
     NotJetStreamMsgError,
+    ObjectAlreadyExistsError,
+    ObjectLinkError,
+    ObjectNotFoundError,
+    ObjectSizeMismatchError,
+    ObjectStoreError,
+    ObjectStoreExistsError,
+    ObjectStoreNotFoundError,
     OrderedConsumerResetError,
     PinIdMismatchError,
     ProtocolError,
@@ -95,6 +107,16 @@ from .jetstream.publish import PubAckFuture
 from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
 from .msg import Msg
+from .object_config import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+)
+from .object_store import ObjectStore
+from .object_watch import ObjectWatcher
 from .subscription import Subscription
 
 __version__ = "0.1.0"
@@ -191,4 +213,27 @@ __all__ = [
     "__impl__",
     "__version__",
     "connect",
+]
+
+__all__ += [
+    "BadObjectMetaError",
+    "DigestMismatchError",
+    "InvalidObjectNameError",
+    "InvalidObjectStoreNameError",
+    "LinkIsABucketError",
+    "ObjectAlreadyExistsError",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectLinkError",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectNotFoundError",
+    "ObjectSizeMismatchError",
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreError",
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
 ]

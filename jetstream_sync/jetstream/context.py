@@ -10,6 +10,7 @@ from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
+from ..object_admin import ObjectStoresMixin
 from . import _api
 from ._codec import merge_config
 from .consumer_admin import ContextConsumersMixin
@@ -58,7 +59,7 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin):
+class JetStreamContext(ContextConsumersMixin, ObjectStoresMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
