@@ -9,6 +9,7 @@ Unknown keys another client wrote are kept in ``extra`` and written back.
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from .errors import InvalidObjectNameError, InvalidObjectStoreNameError
+from .errors import BadObjectMetaError, InvalidObjectNameError, InvalidObjectStoreNameError
 from .jetstream import _checks as ck
 from .jetstream._codec import DUR, ENUM, MAP, OBJ, Wire, extra_field, field, strip_nats
 from .jetstream._timefmt import format_rfc3339, parse_rfc3339
@@ -72,6 +73,22 @@ def encode_name(name: str) -> str:
 def digest_value(sha256: bytes) -> str:
     """The ADR's digest form of a raw SHA-256: ``SHA-256=<base64url>``."""
     return DIGEST_PREFIX + base64.urlsafe_b64encode(sha256).decode()
+
+
+def decode_digest(digest: str) -> bytes:
+    """The raw SHA-256 of a digest in the ADR's form (the algorithm name in any case).
+
+    Raises:
+        BadObjectMetaError: not ``SHA-256=<base64url of 32 bytes>``.
+    """
+    algo, _, value = digest.partition("=")
+    try:
+        raw = base64.urlsafe_b64decode(value)
+    except ValueError:
+        raw = b""
+    if algo.upper() != DIGEST_PREFIX[:-1] or len(raw) != hashlib.sha256().digest_size:
+        raise BadObjectMetaError(f"not a SHA-256 digest in the ADR-20 form: {digest!r}")
+    return raw
 
 
 def _bucket_check(value: str, name: str) -> None:

@@ -45,6 +45,7 @@ from .object_config import (
     ObjectStoreStatus,
     check_bucket,
     check_object_name,
+    decode_digest,
     digest_value,
     encode_name,
 )
@@ -382,10 +383,10 @@ class ObjectStore:
     def _read_chunks(self, info: ObjectInfo, writer: Writable, timeout: float | None) -> ObjectInfo:
         if not info.nuid:
             raise BadObjectMetaError(f"the meta of object {info.name!r} has no nuid")
-        if info.digest is not None and not info.digest.upper().startswith("SHA-256="):
-            raise BadObjectMetaError(f"object {info.name!r}: unknown digest {info.digest!r}")
+        want = decode_digest(info.digest) if info.digest is not None else None
         sha = hashlib.sha256()
         size = count = 0
+        more = 0  # chunks stored after the last one read
         if info.chunks:
             chunk_size = (info.options.max_chunk_size if info.options else None) or (
                 -(-info.size // info.chunks) or DEFAULT_CHUNK_SIZE
@@ -402,22 +403,21 @@ class ObjectStore:
                     _write_all(writer, data)
                     size += len(data)
                     count += 1
-                    if count < info.chunks and msg.metadata.num_pending == 0:
+                    more = msg.metadata.num_pending
+                    if more == 0:
                         break
-        self._check(info, sha.digest(), size, count)
-        return info
-
-    def _check(self, info: ObjectInfo, sha: bytes, size: int, count: int) -> None:
-        if count != info.chunks or size != info.size:
+        if count != info.chunks or size != info.size or more:
             raise ObjectSizeMismatchError(
-                f"object {info.name!r}: read {count} chunks, {size} bytes; its meta says "
-                f"{info.chunks} chunks, {info.size} bytes (what was written is not the object)"
+                f"object {info.name!r}: read {count} chunks, {size} bytes"
+                f"{f' ({more} more stored)' if more else ''}; its meta says {info.chunks} "
+                f"chunks, {info.size} bytes (what was written is not the object)"
             )
-        if info.digest is not None and digest_value(sha).upper() != info.digest.upper():
+        if want is not None and sha.digest() != want:
             raise DigestMismatchError(
-                f"object {info.name!r}: the bytes read hash to {digest_value(sha)}, its meta "
-                f"says {info.digest} (what was written is not the object)"
+                f"object {info.name!r}: the bytes read hash to {digest_value(sha.digest())}, "
+                f"its meta says {info.digest} (what was written is not the object)"
             )
+        return info
 
     def get(self, name: str, timeout: float | None = None) -> bytes:
         """Object ``name``'s bytes, checked as :meth:`get_into` checks them.
