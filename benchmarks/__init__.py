@@ -23,6 +23,8 @@ SUBJECTS = ["bench.>"]
 SERVICE = "svc"  # the S5 request/reply subject
 BATCH = 500  # fetch batch of S3/S4 and the buffer of consume()/messages() in S7/MEM
 WINDOW = 4000  # async publish acks in flight (S2/S6)
+OBJ_BUCKET = "BENCH"
+OBJ_SIZE = 100 * 1024 * 1024  # OBJput/OBJget: one "message" is one 100 MiB object
 
 CLIENTS = ("raw", "ours", "nats-py")
 
@@ -53,6 +55,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("S6_64k", "S2", size=65536, title="async publish, 64 KiB payloads"),
         Scenario("S7", "S7", prefilled=True, title="consume() callback + ack, AckExplicit"),
         Scenario("MEM", "MEM", prefilled=True, title="RSS growth over messages() + ack"),
+        Scenario("OBJput", "OBJput", size=OBJ_SIZE, title="Object Store put of a 100 MiB object"),
+        Scenario("OBJget", "OBJget", size=OBJ_SIZE, title="Object Store get of a 100 MiB object"),
     )
 }
 
@@ -73,6 +77,8 @@ FULL_N: dict[str, dict[str, int]] = {
     "S6_64k": {"raw": 25_000, "ours": 20_000, "nats-py": 10_000},
     "S7": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
     "MEM": {"*": 1_000_000},
+    "OBJput": {"*": 3},
+    "OBJget": {"*": 3},
 }
 
 # --quick: about a minute for everything on 2 cores.
@@ -88,6 +94,8 @@ QUICK_N: dict[str, dict[str, int]] = {
     "S6_64k": {"*": 3_000},
     "S7": {"*": 40_000},
     "MEM": {"*": 100_000},
+    "OBJput": {"*": 1},
+    "OBJget": {"*": 1},
 }
 
 

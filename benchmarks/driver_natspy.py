@@ -15,6 +15,7 @@ from typing import Any
 
 from . import (
     BATCH,
+    OBJ_BUCKET,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -165,6 +166,42 @@ async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str)
     emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
 
 
+class _Sink:
+    """A writer that counts and drops what it is given (OBJget measures the client)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+
+async def object_store(js: Any, label: str, n: int, size: int, get: bool) -> None:
+    """OBJput: ``put`` of a ``size``-byte object, ``n`` times; OBJget: ``get(writeinto=)``.
+
+    ``writeinto`` is nats-py's streaming path (``get()`` alone appends chunk after
+    chunk to one ``bytes``, which grows quadratically on a 100 MiB object).
+    """
+    obs = await js.create_object_store(OBJ_BUCKET)
+    data = bytes(size)
+    await obs.put("warm-up", data[: 1 << 20])
+    await obs.get("warm-up", writeinto=_Sink())
+    if get:
+        await obs.put("big", data)
+        with Timed() as t:
+            for _ in range(n):
+                sink = _Sink()
+                await obs.get("big", writeinto=sink)
+                if sink.n != size:
+                    raise RuntimeError(f"get wrote {sink.n} of {size} bytes")
+    else:
+        with Timed() as t:
+            for _ in range(n):
+                await obs.put("big", data)
+    emit(result(CLIENT, label, n, size, t))
+
+
 async def run(args: Any, base: str) -> None:
     import nats
 
@@ -183,6 +220,8 @@ async def run(args: Any, base: str) -> None:
             await iterate_memory(nc, js, args.label, args.n, args.size)
         elif base == "S5":
             await latency(nc, js, args.label, args.n, args.size, args.storage)
+        elif base in ("OBJput", "OBJget"):
+            await object_store(js, args.label, args.n, args.size, base == "OBJget")
     finally:
         await nc.close()
 

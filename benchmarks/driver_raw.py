@@ -27,6 +27,7 @@ from . import (
     reset_peak_rss,
     result,
     rss_mb,
+    unavailable,
 )
 from ._wire import INBOX, REPLY, RawConn, create_durable, create_stream
 from .prefill import pipelined_publish
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> None:
             memory(conn, args.label, args.n, args.size)
         elif sc.base == "S5":
             latency(conn, args.label, args.n, args.size, args.storage)
+        elif sc.base.startswith("OBJ"):
+            unavailable(CLIENT, args.label, "the raw driver has no Object Store")
     finally:
         conn.close()
 

@@ -88,6 +88,10 @@ def _ratio(metric: str) -> Callable[[list[Row], Row], float | None]:
     return lambda rows, s: paired_ratio(rows, s["scenario"], metric, "ours", "raw")
 
 
+def _vs_natspy(metric: str) -> Callable[[list[Row], Row], float | None]:
+    return lambda rows, s: paired_ratio(rows, s["scenario"], metric, "ours", "nats-py")
+
+
 def _field(metric: str) -> Callable[[list[Row], Row], float | None]:
     return lambda rows, s: s.get(metric)
 
@@ -103,6 +107,8 @@ TARGETS = (
     Target("S5", "p99 <= 1.5x raw", _ratio("p99_us"), lambda v: v <= 1.5, "x"),
     Target("S6_64k", "MB/s >= 0.7x raw", _ratio("mb_per_s"), lambda v: v >= 0.7, "x"),
     Target("MEM", "RSS growth <= 50 MB", _field("rss_mb"), lambda v: v <= 50, "MB"),
+    Target("OBJput", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), lambda v: v >= 2, "x py"),
+    Target("OBJget", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), lambda v: v >= 2, "x py"),
 )
 
 
@@ -140,6 +146,8 @@ def _measured(t: Row) -> str:
         return "n/a"
     if t["unit"] == "x":
         return f"{v:.2f}x raw"
+    if t["unit"] == "x py":
+        return f"{v:.2f}x nats-py"
     if t["unit"] == "msgs/s":
         return f"{v:,.0f} msgs/s"
     return f"{v:.2f} {t['unit']}"
