@@ -342,3 +342,72 @@ def test_link_rules(obs):
         obs.add_link("l3", obs.get_info("t", show_deleted=True))
     obs.add_link("t", obs.put("u", b"y"))  # a deleted object's name may become a link
     assert obs.get("t") == b"y"
+
+
+# ---------------------------------------------------------------- list and watch
+
+
+def test_list_skips_deleted_objects(obs):
+    """list() gives the newest info of each live object; show_deleted adds the deleted."""
+    assert obs.list() == []
+    obs.put("a", b"1")
+    obs.put("b", b"2")
+    obs.put("a", b"3")
+    obs.delete("b")
+    listed = obs.list()
+    assert [(i.name, i.size) for i in listed] == [("a", 1)]
+    assert listed[0].mtime is not None
+    assert sorted((i.name, i.deleted) for i in obs.list(show_deleted=True)) == [
+        ("a", False), ("b", True),
+    ]  # fmt: skip
+
+
+def test_watch_initial_values_marker_then_updates(obs):
+    """A watcher yields the current infos, None, then each change in order."""
+    obs.put("a", b"1")
+    obs.put("b", b"2")
+    with obs.watch() as w:
+        assert [w.next(5).name, w.next(5).name] == ["a", "b"]
+        assert w.next(5) is None
+        obs.put("c", b"3")
+        obs.delete("a")
+        got = w.next(5)
+        assert (got.name, got.deleted) == ("c", False)
+        got = w.next(5)
+        assert (got.name, got.deleted) == ("a", True)
+        with pytest.raises(jsync.TimeoutError):
+            w.next(0.2)
+
+
+def test_watch_empty_bucket_and_options(obs):
+    """Empty: None at once; ignore_deletes skips deletes; updates_only skips the present.
+
+    Meta messages roll up, so ``include_history`` sees the newest meta of each name too.
+    """
+    with obs.watch(ignore_deletes=True) as w:
+        assert w.next(5) is None
+        obs.put("a", b"1")
+        obs.delete("a")
+        obs.put("b", b"2")
+        assert w.next(5).name == "a" and w.next(5).name == "b"
+    with obs.watch(include_history=True) as w:
+        seen = [w.next(5) for _ in range(2)]
+        assert [(i.name, i.deleted) for i in seen] == [("a", True), ("b", False)]
+        assert w.next(5) is None
+    with obs.watch(updates_only=True) as w:
+        obs.put("c", b"3")
+        assert w.next(5).name == "c"
+
+
+def test_watch_iterates_until_stopped(obs):
+    """Iterating a watcher yields entries; stop() ends the iteration."""
+    obs.put("a", b"1")
+    w = obs.watch()
+    got = []
+    for info in w:
+        got.append(info)
+        if info is None:
+            w.stop()
+    assert [i.name if i else None for i in got] == ["a", None]
+    with pytest.raises(jsync.IteratorClosedError):
+        w.next(1)
