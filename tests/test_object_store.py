@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import jetstream_sync as jsync
 from jetstream_sync.object_config import ObjectStoreConfig
 from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
 
 CHUNK = 1024
 
@@ -411,3 +413,28 @@ def test_watch_iterates_until_stopped(obs):
     assert [i.name if i else None for i in got] == ["a", None]
     with pytest.raises(jsync.IteratorClosedError):
         w.next(1)
+
+
+def test_errors_pickle():
+    """Object Store errors survive pickling (Spark ships them) with their type and text."""
+    for exc in (
+        jsync.ObjectNotFoundError("x"),
+        jsync.DigestMismatchError("d"),
+        jsync.ObjectStoreNotFoundError(404, 10059, "object store 'b' not found"),
+    ):
+        again = pickle.loads(pickle.dumps(exc))
+        assert type(again) is type(exc) and str(again) == str(exc)
+
+
+def test_watch_survives_a_server_restart(restartable_server):
+    """A watcher keeps delivering, in order, the changes made after a server restart."""
+    with jsync.connect(restartable_server.url) as nc:
+        obs = nc.jetstream().create_object_store(bucket="RESTART")
+        obs.put("before", b"1")
+        with obs.watch() as w:
+            assert w.next(5).name == "before" and w.next(5) is None
+            restartable_server.restart()
+            wait_for(lambda: nc.is_connected, timeout=15, message="no reconnect")
+            wait_for(lambda: obs.put("after", b"2"), timeout=15, ignore=jsync.NatsError)
+            got = w.next(30)
+            assert (got.name, got.size) == ("after", 1)
