@@ -302,3 +302,92 @@ def test_bad_filters_are_refused_where_they_enter(js, ev, bad):
         with pytest.raises(BadSubjectError):
             call()
     assert js.client.stats.out_msgs == before
+
+
+# --------------------------------------------------------------------------
+# Every other API that takes a subject: a literal, '*' in the middle, '>' at the end.
+
+# tail -> the tails of the ev fixture's messages it matches, in stream order
+SHAPES = {"a.x": ["a.x"], "*.x": ["a.x", "b.x"], "a.>": ["a.x", "a.y"]}
+
+
+@pytest.mark.parametrize(("tail", "expected"), SHAPES.items(), ids=SHAPES)
+def test_core_subscribe_by_shape(nc, ev, tail, expected):
+    """Client.subscribe takes each shape and receives exactly the matching subjects."""
+    prefix = f"core.{ev.name}"
+    with nc.subscribe(f"{prefix}.{tail}") as sub:
+        nc.flush()
+        for t in ("a.x", "b.x", "a.y", "c"):
+            nc.publish(f"{prefix}.{t}", t)
+        nc.flush()
+        got = [sub.next_msg(timeout=2).data.decode() for _ in expected]
+        assert got == expected
+        nc.flush()
+        assert sub.pending_msgs == 0
+
+
+@pytest.mark.parametrize(("tail", "expected"), SHAPES.items(), ids=SHAPES)
+def test_stream_subjects_by_shape(nc, js, stream_name, tail, expected):
+    """A stream's subjects take each shape and store exactly the matching messages."""
+    stream = js.create_stream(
+        name=stream_name, subjects=[f"{stream_name}.{tail}"], allow_direct=True
+    )
+    assert stream.cached_info.config.subjects == (f"{stream_name}.{tail}",)
+    for t in ("a.x", "b.x", "a.y", "c"):
+        nc.publish(f"{stream_name}.{t}", t)
+    js.publish(f"{stream_name}.a.x", b"barrier")  # acked after the plain publishes were stored
+    stored = stream.get_msgs(batch=10)
+    assert [m.data.decode() for m in stored] == [*expected, "barrier"]
+
+
+@pytest.mark.parametrize(("tail", "expected"), SHAPES.items(), ids=SHAPES)
+def test_stream_reads_by_shape(ev, tail, expected):
+    """get_msgs, get_last_msgs_for and info(subjects_filter) take each shape."""
+    subject = f"{ev.name}.{tail}"
+    assert _subjects_of(ev.get_msgs(subject=subject)) == expected
+    assert _subjects_of(ev.get_last_msgs_for([subject])) == expected
+    counts = ev.info(subjects_filter=subject).state.subjects
+    assert counts == {f"{ev.name}.{t}": 1 for t in expected}
+
+
+@pytest.mark.parametrize(("tail", "expected"), SHAPES.items(), ids=SHAPES)
+def test_purge_by_shape(ev, tail, expected):
+    """purge(subject=) takes each shape and removes exactly the matching messages."""
+    assert ev.purge(subject=f"{ev.name}.{tail}") == len(expected)
+    left = [t for t in ("a.x", "b.x", "a.y", "c") if t not in expected]
+    assert _subjects_of(ev.get_msgs()) == left
+
+
+@pytest.mark.parametrize(("tail", "expected"), SHAPES.items(), ids=SHAPES)
+def test_consumers_by_shape(ev, tail, expected):
+    """create/update/create_or_update and the ordered consumer take each shape."""
+    subject = f"{ev.name}.{tail}"
+    made = ev.create_consumer(durable_name="c", filter_subject=subject)
+    assert _subjects_of(made.fetch_no_wait(10)) == expected
+    ev.create_consumer(durable_name="u", filter_subject=f"{ev.name}.c")
+    updated = ev.update_consumer(durable_name="u", filter_subject=subject)
+    assert _subjects_of(updated.fetch_no_wait(10)) == expected
+    upserted = ev.create_or_update_consumer(durable_name="cu", filter_subject=subject)
+    assert _subjects_of(upserted.fetch_no_wait(10)) == expected
+    with ev.ordered_consumer(filter_subjects=[subject]) as oc:
+        assert _subjects_of(oc.fetch(10, timeout=1)) == expected
+
+
+@pytest.mark.parametrize("bad", ["inbox.*", "inbox.>", "inbox..x"])
+def test_deliver_subject_is_a_publish_subject(ev, bad):
+    """A push consumer's deliver subject is published to by the server: no wildcards."""
+    with pytest.raises(BadSubjectError, match="deliver_subject"):
+        ConsumerConfig(deliver_subject=bad)
+    with pytest.raises(BadSubjectError):
+        ev.create_consumer(durable_name="push", deliver_subject=bad)
+
+
+@pytest.mark.parametrize("name", ["a\vb", "a\x00b", "a\fb", "a.b", "a>b"])
+def test_bad_asset_names_are_refused_before_sending(js, name):
+    """Stream and consumer names refuse every byte the subject rules refuse (and more)."""
+    before = js.client.stats.out_msgs
+    with pytest.raises(ValueError, match="name"):
+        js.create_stream(name=name, subjects=["never.sent"])
+    with pytest.raises(ValueError, match="name"):
+        js.consumer_info("S", name)
+    assert js.client.stats.out_msgs == before

@@ -27,7 +27,7 @@ MAX_UINT64 = 2**64 - 1
 
 _LENIENT: ContextVar[bool] = ContextVar("jetstream_sync_lenient", default=False)
 
-_BAD_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
+_BAD_NAME_CHARS = frozenset(" \t\n\v\f\r\x00.*>\\/")
 _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 _SAMPLE_FREQ = re.compile(r"\d+%?")
 
@@ -72,7 +72,7 @@ def non_negative(value: float, field: str) -> None:
 
 
 def asset_name(value: str, field: str) -> None:
-    """A stream or consumer name: 1-255 bytes, none of whitespace . * > \\ /."""
+    """A stream or consumer name: 1-255 bytes, none of whitespace, NUL, . * > \\ /."""
     if not value:
         fail(field, "must not be empty")
     bad = sorted(_BAD_NAME_CHARS.intersection(value))
