@@ -23,6 +23,7 @@ from ._nuid import NUID
 from .errors import (
     BadObjectMetaError,
     DigestMismatchError,
+    JetStreamNotEnabledError,
     LinkIsABucketError,
     MessageNotFoundError,
     NatsError,
@@ -186,9 +187,17 @@ class ObjectStore:
     # -- meta ---------------------------------------------------------------------
 
     def _last_meta(self, subject: str, timeout: float | None) -> RawStreamMsg:
+        """The newest meta on ``subject``: by direct get (any replica) when the stream allows.
+
+        A direct get nobody answers means the stream is gone (or not direct any
+        more): the leader's answer says which.
+        """
         try:
             if self._direct:
-                return self._stream.direct_get_last_for_subject(subject, timeout=timeout)
+                try:
+                    return self._stream.direct_get_last_for_subject(subject, timeout=timeout)
+                except JetStreamNotEnabledError:
+                    pass
             return self._stream.get_last_msg_for_subject(subject, timeout=timeout)
         except StreamNotFoundError as exc:
             raise ObjectStoreNotFoundError(

@@ -97,6 +97,16 @@ def test_bucket_lookup_listing_and_delete(js, bucket):
         js.delete_object_store(bucket)
 
 
+def test_calls_on_a_deleted_bucket(js, bucket):
+    """A handle on a bucket deleted since raises ObjectStoreNotFoundError."""
+    obs = js.create_object_store(bucket=bucket)
+    obs.put("a", b"1")
+    js.delete_object_store(bucket)
+    for call in (lambda: obs.get_info("a"), lambda: obs.put("b", b"2"), obs.status):
+        with pytest.raises(jsync.ObjectStoreNotFoundError):
+            call()
+
+
 def test_create_with_another_config_and_update(js, bucket):
     """Re-creating with another config fails; update changes it; update of nothing fails."""
     js.create_object_store(bucket=bucket)
@@ -151,6 +161,31 @@ def test_meta_json_is_the_adr_form(js, obs):
         "digest": _digest(b"abc"),
     }  # fmt: skip
     assert jsync.ObjectInfo.from_api(body).to_api() == body
+
+
+def test_object_info_json_round_trip():
+    """The ADR's example info reads and writes back key for key; Go's zero mtime reads as None."""
+    wire = {
+        "name": "object-name", "description": "object-desc", "metadata": {"owner": "infra"},
+        "headers": {"key1": ["foo"], "key2": ["bar", "baz"]},
+        "options": {"link": {"bucket": "link-to-bucket", "name": "link-to-name"},
+                    "max_chunk_size": 8196},
+        "bucket": "object-bucket", "nuid": "CkuyLEX4z2hbyjj1aWCfiH", "size": 344000,
+        "chunks": 42, "digest": "SHA-256=abcdefghijklmnopqrstuvwxyz=", "deleted": True,
+        "future_key": [1],
+    }  # fmt: skip
+    info = jsync.ObjectInfo.from_api(dict(wire, mtime="0001-01-01T00:00:00Z"))
+    assert info.mtime is None and info.link == jsync.ObjectLink(
+        bucket="link-to-bucket", name="link-to-name"
+    )
+    assert info.headers["key2"] == ("bar", "baz") and info.extra == {"future_key": [1]}
+    assert info.to_api() == wire
+    meta = jsync.ObjectMeta.from_api(wire)
+    assert meta.to_api() == {k: wire[k] for k in ("name", "description", "metadata",
+                                                   "headers", "options")}  # fmt: skip
+    with_time = jsync.ObjectInfo.from_api(dict(wire, mtime="2024-01-02T03:04:05.123456789Z"))
+    assert with_time.to_api()["mtime"] == "2024-01-02T03:04:05.123456789Z"
+    assert "mtime" not in with_time.stored_json()
 
 
 def test_put_str_file_and_empty(obs, tmp_path: Path):
