@@ -23,6 +23,8 @@ SUBJECTS = ["bench.>"]
 SERVICE = "svc"  # the S5 request/reply subject
 BATCH = 500  # fetch batch of S3/S4 and the buffer of consume()/messages() in S7/MEM
 WINDOW = 4000  # async publish acks in flight (S2/S6)
+OBJ_BUCKET = "BENCH"
+OBJ_SIZE = 100 * 1024 * 1024  # OBJput/OBJget: one "message" is one 100 MiB object
 
 CLIENTS = ("raw", "ours", "nats-py")
 
@@ -61,6 +63,8 @@ SCENARIOS: dict[str, Scenario] = {
             prefilled=True,
             title="KV watch of a bucket's initial values, up to the end marker",
         ),
+        Scenario("OBJput", "OBJput", size=OBJ_SIZE, title="Object Store put of a 100 MiB object"),
+        Scenario("OBJget", "OBJget", size=OBJ_SIZE, title="Object Store get of a 100 MiB object"),
     )
 }
 
@@ -84,6 +88,8 @@ FULL_N: dict[str, dict[str, int]] = {
     "KVput": {"raw": 25_000, "ours": 15_000, "nats-py": 10_000},
     "KVget": {"raw": 25_000, "ours": 15_000, "nats-py": 10_000},
     "KVwatch": {"*": 100_000},
+    "OBJput": {"*": 3},
+    "OBJget": {"*": 3},
 }
 
 # --quick: about a minute for everything on 2 cores.
@@ -102,6 +108,8 @@ QUICK_N: dict[str, dict[str, int]] = {
     "KVput": {"*": 3_000},
     "KVget": {"*": 3_000},
     "KVwatch": {"*": 100_000},
+    "OBJput": {"*": 1},
+    "OBJget": {"*": 1},
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import (
     BATCH,
+    OBJ_BUCKET,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -199,6 +200,40 @@ async def kv_watch(js: Any, label: str, n: int, size: int) -> None:
     if got != n:
         raise RuntimeError(f"the watcher delivered {got} of {n} keys")
     emit(result(CLIENT, label, got, size, t))
+class _Sink:
+    """A writer that counts and drops what it is given (OBJget measures the client)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+
+async def object_store(js: Any, label: str, n: int, size: int, get: bool) -> None:
+    """OBJput: ``put`` of a ``size``-byte object, ``n`` times; OBJget: ``get(writeinto=)``.
+
+    ``writeinto`` is nats-py's streaming path (``get()`` alone appends chunk after
+    chunk to one ``bytes``, which grows quadratically on a 100 MiB object).
+    """
+    obs = await js.create_object_store(OBJ_BUCKET)
+    data = bytes(size)
+    await obs.put("warm-up", data[: 1 << 20])
+    await obs.get("warm-up", writeinto=_Sink())
+    if get:
+        await obs.put("big", data)
+        with Timed() as t:
+            for _ in range(n):
+                sink = _Sink()
+                await obs.get("big", writeinto=sink)
+                if sink.n != size:
+                    raise RuntimeError(f"get wrote {sink.n} of {size} bytes")
+    else:
+        with Timed() as t:
+            for _ in range(n):
+                await obs.put("big", data)
+    emit(result(CLIENT, label, n, size, t))
 
 
 async def run(args: Any, base: str) -> None:
@@ -223,6 +258,8 @@ async def run(args: Any, base: str) -> None:
             await kv_ops(js, args.label, args.n, args.size, base == "KVget")
         elif base == "KVwatch":
             await kv_watch(js, args.label, args.n, args.size)
+        elif base in ("OBJput", "OBJget"):
+            await object_store(js, args.label, args.n, args.size, base == "OBJget")
     finally:
         await nc.close()
 

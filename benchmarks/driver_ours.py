@@ -17,6 +17,7 @@ import jetstream_sync as js_sync
 
 from . import (
     BATCH,
+    OBJ_BUCKET,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -237,6 +238,36 @@ def kv_watch(js: Any, label: str, n: int, size: int) -> None:
     if got != n:
         raise RuntimeError(f"the watcher delivered {got} of {n} keys")
     emit(result(CLIENT, label, got, size, t))
+class _Sink:
+    """A writer that counts and drops what it is given (OBJget measures the client)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+
+def object_store(js: Any, label: str, n: int, size: int, get: bool) -> None:
+    """OBJput: ``put`` of a ``size``-byte object, ``n`` times; OBJget: ``get_into`` a sink."""
+    obs = js.create_object_store(bucket=OBJ_BUCKET)
+    data = bytes(size)
+    obs.put("warm-up", data[: 1 << 20])
+    obs.get("warm-up")
+    if get:
+        obs.put("big", data)
+        with Timed() as t:
+            for _ in range(n):
+                sink = _Sink()
+                obs.get_into("big", sink)
+                if sink.n != size:
+                    raise RuntimeError(f"get_into wrote {sink.n} of {size} bytes")
+    else:
+        with Timed() as t:
+            for _ in range(n):
+                obs.put("big", data)
+    emit(result(CLIENT, label, n, size, t))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -266,6 +297,8 @@ def main(argv: list[str] | None = None) -> None:
             kv_ops(js, args.label, args.n, args.size, sc.base == "KVget")
         elif sc.base == "KVwatch":
             kv_watch(js, args.label, args.n, args.size)
+        elif sc.base in ("OBJput", "OBJget"):
+            object_store(js, args.label, args.n, args.size, sc.base == "OBJget")
     finally:
         nc.close()
 

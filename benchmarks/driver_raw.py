@@ -27,6 +27,7 @@ from . import (
     reset_peak_rss,
     result,
     rss_mb,
+    unavailable,
 )
 from ._wire import INBOX, REPLY, RawConn, create_durable, create_stream
 from .kv_prefill import BUCKET, KEYS, KV_STREAM, create_bucket, key_subject, prefill_kv
@@ -226,6 +227,8 @@ def main(argv: list[str] | None = None) -> None:
             kv_ops(conn, args.port, args.label, args.n, args.size, sc.base == "KVget")
         elif sc.base == "KVwatch":
             kv_watch(conn, args.label, args.n, args.size)
+        elif sc.base.startswith("OBJ"):
+            unavailable(CLIENT, args.label, "the raw driver has no Object Store")
     finally:
         conn.close()
 

@@ -113,6 +113,10 @@ TARGETS = (
            "x nats-py"),
     Target("KVwatch", ">= 100,000 keys/s", _field("msgs_per_s"), lambda v: v >= 100_000,
            "msgs/s"),
+    Target("OBJput", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), lambda v: v >= 2,
+           "x nats-py"),
+    Target("OBJget", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), lambda v: v >= 2,
+           "x nats-py"),
 )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from .errors import (
     APIError,
     AuthorizationError,
     BadHeaderError,
+    BadObjectMetaError,
     BadSubjectError,
     BucketNotFoundError,
     ConnectionClosedError,
@@ -20,9 +21,12 @@ from .errors import (
     ConsumerNameExistsError,
     ConsumerNotFoundError,
     ConsumerPushBasedError,
+    DigestMismatchError,
     ForkedClientError,
     InvalidBucketNameError,
     InvalidKeyError,
+    InvalidObjectNameError,
+    InvalidObjectStoreNameError,
     IteratorClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
@@ -32,6 +36,7 @@ from .errors import (
     KeyValueError,
     KeyWrongLastSequenceError,
     LeadershipChangedError,
+    LinkIsABucketError,
     MaxPayloadError,
     MessageNotFoundError,
     MsgAlreadyAckedError,
@@ -41,6 +46,13 @@ from .errors import (
     NoRespondersError,
     NoServersError,
     NotJetStreamMsgError,
+    ObjectAlreadyExistsError,
+    ObjectLinkError,
+    ObjectNotFoundError,
+    ObjectSizeMismatchError,
+    ObjectStoreError,
+    ObjectStoreExistsError,
+    ObjectStoreNotFoundError,
     OrderedConsumerResetError,
     PinIdMismatchError,
     ProtocolError,
@@ -104,6 +116,16 @@ from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
 from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 from .msg import Msg
+from .object_config import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+)
+from .object_store import ObjectStore
+from .object_watch import ObjectWatcher
 from .subscription import Subscription
 
 __version__ = "0.1.0"
@@ -217,4 +239,24 @@ __all__ += [
     "KeyValueStatus",
     "KeyWatcher",
     "KeyWrongLastSequenceError",
+    "BadObjectMetaError",
+    "DigestMismatchError",
+    "InvalidObjectNameError",
+    "InvalidObjectStoreNameError",
+    "LinkIsABucketError",
+    "ObjectAlreadyExistsError",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectLinkError",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectNotFoundError",
+    "ObjectSizeMismatchError",
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreError",
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
 ]

@@ -289,3 +289,52 @@ class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
 
 class KeyExistsError(KeyWrongLastSequenceError):
     """``create`` found the key holding a value."""
+# ---------------------------------------------------------------- Object Store
+
+
+class ObjectStoreError(JetStreamError):
+    """Base class of Object Store errors raised by the client itself."""
+
+
+class ObjectStoreNotFoundError(StreamNotFoundError):
+    """The Object Store bucket (its stream ``OBJ_<bucket>``) does not exist."""
+
+
+class ObjectStoreExistsError(StreamNameInUseError):
+    """An Object Store bucket of that name exists with another config."""
+
+
+class InvalidObjectStoreNameError(ObjectStoreError, ValueError):
+    """An Object Store bucket name is not 1 or more of ``A-Z a-z 0-9 _ -``."""
+
+
+class InvalidObjectNameError(ObjectStoreError, ValueError):
+    """An object name is empty or not a ``str``."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """No such object in the bucket (or it was deleted)."""
+
+
+class ObjectAlreadyExistsError(ObjectStoreError):
+    """The name is taken by an object that is not deleted (a rename or link target)."""
+
+
+class BadObjectMetaError(ObjectStoreError):
+    """An object's stored meta is not valid (not JSON, no ``nuid``, a bad digest form)."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """The chunks read do not hash to the SHA-256 digest the object's meta records."""
+
+
+class ObjectSizeMismatchError(ObjectStoreError):
+    """The chunks read do not add up to the size or chunk count the meta records."""
+
+
+class ObjectLinkError(ObjectStoreError, ValueError):
+    """A link rule was broken: a put over a link, a link to a link or to a deleted object."""
+
+
+class LinkIsABucketError(ObjectLinkError):
+    """A get of a link to a whole bucket (it names no object to read)."""

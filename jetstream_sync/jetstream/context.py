@@ -12,6 +12,7 @@ from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
 from ..kv.manager import KeyValueManagerMixin
+from ..object_admin import ObjectStoresMixin
 from . import _api
 from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
@@ -63,7 +64,9 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin):
+class JetStreamContext(
+    ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin, ObjectStoresMixin
+):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
