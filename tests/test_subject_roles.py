@@ -414,3 +414,12 @@ def test_api_subjects_come_from_checked_parts(nc):
     with pytest.raises(BadSubjectError, match="filter subject"):
         api.subject("CONSUMER.CREATE.{stream}.{consumer}.{filter}",
                     stream="S", consumer="c", filter="ev.>.x")  # fmt: skip
+
+
+def test_compat_ordered_subscribe_with_a_wildcard(js, ev):
+    """``js.subscribe("<s>.*.x", ordered_consumer=True)`` delivers the matching ones in order."""
+    sub = js.subscribe(f"{ev.name}.*.x", ordered_consumer=True)
+    try:
+        assert _subjects_of([sub.next_msg(timeout=2) for _ in range(2)]) == ["a.x", "b.x"]
+    finally:
+        sub.unsubscribe()
