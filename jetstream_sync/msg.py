@@ -68,6 +68,26 @@ class Msg:
         return self._parse_headers()[2]
 
     @property
+    def is_status(self) -> bool:
+        """True for a status message (``NATS/1.0 <code>``: 100, 404, 408, 409, 503...).
+
+        Cheap: nothing is parsed. A message without headers, or with headers
+        but no status code, is not one.
+        """
+        raw = self._raw_headers
+        return raw is not None and raw[8:9] == b" "
+
+    @property
+    def header_size(self) -> int:
+        """Bytes of the header block as received (0 when the message has none).
+
+        With the subject, reply and payload lengths, what the server counts
+        against a pull request's ``max_bytes``.
+        """
+        raw = self._raw_headers
+        return 0 if raw is None else len(raw)
+
+    @property
     def status(self) -> int | None:
         """The status code of a status message (e.g. 503, 408), else ``None``."""
         raw = self._raw_headers

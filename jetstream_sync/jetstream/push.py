@@ -35,7 +35,7 @@ from .info import ConsumerInfo
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
-    from .consumer_admin import ContextConsumersMixin
+    from .consumer_mixins import ContextConsumersMixin
 
 __all__ = ["JetStreamSubscription", "subscribe", "subscribe_bind"]
 
@@ -97,11 +97,11 @@ class JetStreamSubscription:
 
     def _handle(self, msg: Msg) -> None:
         """Callback mode (the subscription's thread): control, user callback, auto ack."""
-        if msg._raw_headers is not None and msg.status is not None:
+        if msg.is_status:
             self._control(msg)
             return
         self._cb(msg)  # type: ignore[misc]
-        if self._auto_ack and not msg._ackd and msg.reply:
+        if self._auto_ack and not msg.is_acked and msg.reply:
             msg.ack()
 
     # -- taking messages ----------------------------------------------------------
@@ -120,7 +120,7 @@ class JetStreamSubscription:
             if left is not None and left <= 0:
                 raise TimeoutError("no message within the timeout")
             msg = sub.next_msg(left)  # type: ignore[union-attr]
-            if msg._raw_headers is not None and msg.status is not None:
+            if msg.is_status:
                 self._control(msg)
                 continue
             return msg

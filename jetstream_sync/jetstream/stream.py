@@ -12,9 +12,8 @@ from .._subjects import filter_subject, filter_subjects
 from ..errors import MessageNotFoundError, NatsError, TimeoutError, api_error
 from ..headers import Headers
 from . import _api
-from ._checks import asset_name
 from ._timefmt import format_rfc3339, parse_rfc3339
-from .consumer_admin import StreamConsumersMixin
+from .consumer_mixins import StreamConsumersMixin
 from .info import RawStreamMsg, StreamInfo
 
 if TYPE_CHECKING:
@@ -31,18 +30,6 @@ _DIRECT_GET_HEADERS = frozenset(
      "Nats-UpTo-Sequence")
 )  # fmt: skip
 _BATCHED_GET_LEVEL = 1
-
-
-def check_stream_name(name: str) -> str:
-    """Validate a stream name before it goes into a subject.
-
-    Raises:
-        ValueError: empty, or holds whitespace, ``.``, ``*``, ``>``, ``/`` or ``\\``.
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"stream name must be a str, not {type(name).__name__}")
-    asset_name(name, "stream name")
-    return name
 
 
 def _raw_from_direct(msg: Msg) -> RawStreamMsg:
