@@ -5,6 +5,7 @@ Connect with :func:`connect`; every call blocks and takes a timeout in seconds.
 """
 
 from ._protocol import IMPL as __impl__
+from ._writer import ReconnectBufferFullError
 from .client import Client, ClientStats, connect
 from .errors import (
     APIError,
@@ -19,6 +20,7 @@ from .errors import (
     ConsumerNameExistsError,
     ConsumerNotFoundError,
     ConsumerPushBasedError,
+    DirectGetNotAllowedError,
     ForkedClientError,
     IteratorClosedError,
     JetStreamError,
@@ -121,6 +123,7 @@ __all__ = [
     "ConsumerNameExistsError",
     "ConsumerNotFoundError",
     "ConsumerPushBasedError",
+    "DirectGetNotAllowedError",
     "DeliverPolicy",
     "DiscardPolicy",
     "ExternalStream",
@@ -162,6 +165,7 @@ __all__ = [
     "PullStatusError",
     "PullSubscription",
     "RawStreamMsg",
+    "ReconnectBufferFullError",
     "ReplayPolicy",
     "Republish",
     "RequiredApiLevelError",
