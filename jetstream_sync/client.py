@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _defaults as D
-from . import _protocol
+from . import _protocol, _subjects
 from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
 from ._deadline import Deadline, check_timeout
 from ._events import EventRunner, log
@@ -24,15 +24,16 @@ from ._reader import Reader
 from ._request_mux import ReplyWaiter, RequestMux
 from ._server_pool import ServerPool
 from ._sub_table import SubscriptionTable
+from ._subjects import ApiSubject
 from ._writer import Writer
 from .errors import (
     AuthorizationError,
-    BadSubjectError,
     ConnectionClosedError,
     ForkedClientError,
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
+    ProtocolError,
     TimeoutError,
 )
 from .headers import header_pairs
@@ -131,8 +132,7 @@ class Client(ConnectionMixin):
         self._reconnect_buf_size = reconnect_buf_size
         self._ping_interval = check_timeout("ping_interval", ping_interval)
         self._max_outstanding_pings = max_outstanding_pings
-        if not _protocol.valid_subject(inbox_prefix.encode(), False):
-            raise BadSubjectError(f"inbox_prefix {inbox_prefix!r} is not a valid subject")
+        _subjects.publish_subject(inbox_prefix, "inbox_prefix")
         self._inbox_prefix = inbox_prefix
         self._pending_msgs_limit = pending_msgs_limit
         self._pending_bytes_limit = pending_bytes_limit
@@ -201,11 +201,20 @@ class Client(ConnectionMixin):
         self._apply_info(conn.info)
 
     def _apply_info(self, info: dict[str, Any]) -> None:
+        """Learn from an INFO already checked by ``parse_info``.
+
+        ``connect_urls`` entries that are not ``host:port`` are skipped and
+        reported to ``error_cb`` as a :class:`ProtocolError`; the connection stays.
+        """
         self._server_info = {**self._server_info, **info}
-        self._max_payload = int(self._server_info.get("max_payload", self._max_payload))
+        self._max_payload = self._server_info.get("max_payload", self._max_payload)
         urls = info.get("connect_urls")
         if urls and self._conn is not None:
-            self._pool.add_discovered(urls, self._conn.address)
+            bad = self._pool.add_discovered(urls, self._conn.address)
+            if bad:
+                self._report_error(
+                    ProtocolError(f"ignored connect_urls the server announced: {bad!r}")
+                )
 
     # ------------------------------------------------------------------ state
 
@@ -321,15 +330,20 @@ class Client(ConnectionMixin):
     def _subject_bytes(
         self, subject: str, what: str = "subject", wildcards: bool = False, cache: bool = True
     ) -> bytes:
+        """Check ``subject`` by its role (publish, or ``wildcards`` for interest); its bytes.
+
+        An :class:`ApiSubject` was assembled from parts checked by their roles
+        (its tail may be a filter with wildcards) and is sent as it is, uncached.
+        """
         cached = self._subject_cache.get(subject) if cache and not wildcards else None
         if cached is not None:
             return cached
-        if not isinstance(subject, str):
-            raise BadSubjectError(f"{what} must be a str, not {type(subject).__name__}")
-        raw = subject.encode()
-        if not _protocol.valid_subject(raw, wildcards):
-            raise BadSubjectError(f"invalid {what}: {subject!r}")
-        if cache and not wildcards:
+        if type(subject) is ApiSubject:
+            return subject.encode()
+        if wildcards:
+            return _subjects.filter_subject(subject, what).encode("utf-8", "surrogateescape")
+        raw = _subjects.publish_subject(subject, what)
+        if cache:
             if len(self._subject_cache) >= _SUBJECT_CACHE_MAX:
                 self._subject_cache.clear()
             self._subject_cache[subject] = raw
@@ -344,7 +358,7 @@ class Client(ConnectionMixin):
         if type(reply) is str:
             head, _, token = reply.rpartition(".")
             if token.isalnum() and token.isascii() and head in self._subject_cache:
-                return reply.encode()
+                return reply.encode("utf-8", "surrogateescape")
             if head and token:
                 self._subject_bytes(head, "reply subject")  # cache the prefix for next time
         return self._subject_bytes(reply, "reply subject", cache=False)
@@ -391,22 +405,35 @@ class Client(ConnectionMixin):
         data: bytes | str = b"",
         reply: str | None = None,
         headers: HeadersIn | None = None,
+        *,
+        timeout: float | None = None,
     ) -> None:
         """Publish a message (fire and forget: returns once it is buffered).
+
+        Blocks only while more than 32 MiB wait for a server that does not read
+        them: up to ``timeout``, or without one until there is room or the
+        connection is declared lost (``ping_interval`` × ``max_outstanding_pings``).
 
         Args:
             subject: where to publish; no wildcards.
             data: the payload (a ``str`` is UTF-8 encoded).
             reply: the reply subject receivers should answer to.
             headers: a mapping of key to a value or a list of values.
+            timeout: seconds to wait for room in the write buffer.
 
         Raises:
+            TimeoutError: no room within ``timeout``; nothing was sent.
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
             ConnectionClosedError: the client is closed.
+            NatsError: disconnected, and ``reconnect_buf_size`` is used up.
         """
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(self._encode_publish(subject, data, reply, headers), msgs=1)
+        self._writer.write(
+            self._encode_publish(subject, data, reply, headers),
+            msgs=1,
+            deadline=None if timeout is None else Deadline(check_timeout("timeout", timeout)),
+        )
 
     def _publish_now(self, subject: str, data: bytes | str, headers: HeadersIn | None) -> None:
         """Publish a reply, writing on this thread when the socket is idle (latency)."""
@@ -441,9 +468,7 @@ class Client(ConnectionMixin):
         subject_b = self._subject_bytes(subject, wildcards=True)
         queue_b = b""
         if queue:
-            queue_b = queue.encode()
-            if not _protocol.valid_subject(queue_b, False) or b"." in queue_b:
-                raise BadSubjectError(f"invalid queue group: {queue!r}")
+            queue_b = _subjects.name_token(queue, "queue group").encode()
         msgs_limit = pending_msgs_limit or self._pending_msgs_limit
         bytes_limit = pending_bytes_limit or self._pending_bytes_limit
         sub = self._subs.add(
@@ -516,7 +541,10 @@ class Client(ConnectionMixin):
         reply, waiter = mux.register()
         try:
             self._writer.write(
-                self._encode_publish(subject, data, reply, headers), urgent=True, msgs=1
+                self._encode_publish(subject, data, reply, headers),
+                urgent=True,
+                msgs=1,
+                deadline=deadline,
             )
             if not waiter.wait(deadline):
                 raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
@@ -532,8 +560,10 @@ class Client(ConnectionMixin):
     # ------------------------------------------------------------------ flush / ping
 
     def _send_ping(self, waiter: ReplyWaiter | None) -> None:
+        # A PING never waits for room in the write buffer: stale-connection
+        # detection and flush deadlines must hold however full it is.
         if self._pings.register(waiter):
-            self._writer.write(b"PING\r\n", urgent=True)
+            self._writer.write_control(b"PING\r\n", urgent=True)
 
     def flush(self, timeout: float = D.FLUSH_TIMEOUT) -> None:
         """Block until everything published so far has reached the server.

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _defaults as D
+from .._subjects import filter_subject
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
 from . import push
@@ -101,8 +102,10 @@ def pull_subscribe(
 
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
+        BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         ValueError: the durable is a push consumer.
     """
+    filter_subject(subject)
     if stream is None:
         stream = ctx.stream_name_by_subject(subject, timeout=timeout)
     durable = durable or (config.durable_name if config is not None else None)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
+from .._subjects import filter_subject, filter_subjects
 from ..errors import (
     DirectGetNotAllowedError,
     JetStreamNotEnabledError,
@@ -103,7 +104,7 @@ class Stream(StreamConsumersMixin):
         while True:
             body: dict[str, Any] = {}
             if subjects_filter:
-                body["subjects_filter"] = subjects_filter
+                body["subjects_filter"] = filter_subject(subjects_filter, "subjects_filter")
             if deleted_details:
                 body["deleted_details"] = True
             if offset:
@@ -143,7 +144,7 @@ class Stream(StreamConsumersMixin):
             raise ValueError("purge takes seq or keep, not both")
         body: dict[str, Any] = {}
         if subject:
-            body["filter"] = subject
+            body["filter"] = filter_subject(subject)
         if seq is not None:
             body["seq"] = int(seq)
         if keep is not None:
@@ -162,12 +163,16 @@ class Stream(StreamConsumersMixin):
         return self._get({"seq": int(seq)}, timeout)
 
     def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
-        """The newest stored message on ``subject``.
+        """The newest stored message on ``subject`` (through the stream leader).
+
+        ``subject`` may hold wildcards: ``orders.*.created`` or ``orders.>``
+        gives the newest message on any subject it matches.
 
         Raises:
             MessageNotFoundError: no message on that subject.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         """
-        return self._get({"last_by_subj": subject}, timeout)
+        return self._get({"last_by_subj": filter_subject(subject)}, timeout)
 
     def _get(self, body: dict[str, Any], timeout: float | None) -> RawStreamMsg:
         reply = self._api.request_json(
@@ -188,10 +193,14 @@ class Stream(StreamConsumersMixin):
     def direct_get_last_for_subject(
         self, subject: str, timeout: float | None = None
     ) -> RawStreamMsg:
-        """The newest message on ``subject``, answered by any replica.
+        """The newest message on ``subject``, answered by any replica (stream ``allow_direct``).
+
+        ``subject`` may hold wildcards: ``orders.*.created`` or ``orders.>``
+        gives the newest message on any subject it matches.
 
         Raises:
             MessageNotFoundError: no message on that subject.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
@@ -261,7 +270,7 @@ class Stream(StreamConsumersMixin):
         else:
             body["seq"] = int(start_seq or 1)
         if subject:
-            body["next_by_subj"] = subject
+            body["next_by_subj"] = filter_subject(subject)
         if max_bytes:
             body["max_bytes"] = int(max_bytes)
         return self._batched_direct(body, timeout)
@@ -274,7 +283,7 @@ class Stream(StreamConsumersMixin):
     ) -> list[RawStreamMsg]:
         """The newest message of each subject in ``subjects`` (wildcards allowed), as of
         ``up_to_seq`` when given — a consistent snapshot (server 2.11+)."""
-        body: dict[str, Any] = {"multi_last": list(subjects)}
+        body: dict[str, Any] = {"multi_last": filter_subjects(subjects)}
         if not body["multi_last"]:
             raise ValueError("subjects must name at least one subject")
         if up_to_seq is not None:
