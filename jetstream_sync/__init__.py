@@ -5,6 +5,7 @@ Connect with :func:`connect`; every call blocks and takes a timeout in seconds.
 """
 
 from ._protocol import IMPL as __impl__
+from ._writer import ReconnectBufferFullError
 from .client import Client, ClientStats, connect
 from .errors import (
     APIError,
@@ -12,6 +13,7 @@ from .errors import (
     BadHeaderError,
     BadObjectMetaError,
     BadSubjectError,
+    BucketNotFoundError,
     ConnectionClosedError,
     ConnectionLostError,
     ConsumerDeletedError,
@@ -21,12 +23,20 @@ from .errors import (
     ConsumerNotFoundError,
     ConsumerPushBasedError,
     DigestMismatchError,
+    DirectGetNotAllowedError,
     ForkedClientError,
+    InvalidBucketNameError,
+    InvalidKeyError,
     InvalidObjectNameError,
     InvalidObjectStoreNameError,
     IteratorClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValueError,
+    KeyWrongLastSequenceError,
     LeadershipChangedError,
     LinkIsABucketError,
     MaxPayloadError,
@@ -106,6 +116,7 @@ from .jetstream.ordered import OrderedConsumer, OrderedMessageIterator
 from .jetstream.publish import PubAckFuture
 from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
+from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 from .msg import Msg
 from .object_config import (
     ObjectInfo,
@@ -143,6 +154,7 @@ __all__ = [
     "ConsumerNameExistsError",
     "ConsumerNotFoundError",
     "ConsumerPushBasedError",
+    "DirectGetNotAllowedError",
     "DeliverPolicy",
     "DiscardPolicy",
     "ExternalStream",
@@ -184,6 +196,7 @@ __all__ = [
     "PullStatusError",
     "PullSubscription",
     "RawStreamMsg",
+    "ReconnectBufferFullError",
     "ReplayPolicy",
     "Republish",
     "RequiredApiLevelError",
@@ -216,6 +229,20 @@ __all__ = [
 ]
 
 __all__ += [
+    "BucketNotFoundError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueEntry",
+    "KeyValueError",
+    "KeyValueOp",
+    "KeyValueStatus",
+    "KeyWatcher",
+    "KeyWrongLastSequenceError",
     "BadObjectMetaError",
     "DigestMismatchError",
     "InvalidObjectNameError",

@@ -9,22 +9,21 @@ state it uses is the client's, set up in ``Client.__init__``.
 
 from __future__ import annotations
 
-import json
 import ssl
 import threading
 
 from . import _protocol
-from ._handshake import Connected, handshake
+from ._handshake import Connected, handshake, parse_info
 from .errors import (
     AuthorizationError,
     ConnectionLostError,
     NatsError,
     NoServersError,
+    ProtocolError,
     SlowConsumerError,
     TimeoutError,
 )
 from .msg import Msg
-from .subscription import Subscription
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -74,9 +73,12 @@ class ConnectionMixin:
                 # Counted before anything is handed on, so a woken thread sees it.
                 self._in_msgs += 1
                 self._in_bytes += hl + pl
+                # Any client may publish subjects that are not UTF-8 (the server
+                # allows every byte but space and control characters):
+                # surrogateescape keeps them, and encoding back gives the bytes.
                 msg = Msg(
-                    str(src[so : so + sl], "utf-8"),
-                    str(src[ro : ro + rl], "utf-8") if rl else "",
+                    str(src[so : so + sl], "utf-8", "surrogateescape"),
+                    str(src[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
                     bytes(src[po : po + pl]),
                     bytes(src[ho : ho + hl]) if hl else None,
                     self,
@@ -99,37 +101,16 @@ class ConnectionMixin:
             self._deliver_batches(batches)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
-        subs = self._subs
-        for sid, msgs in batches.items():
-            sub = subs.get(sid)
-            if sub is not None:
-                self._deliver(sub, msgs)
-
-    def _deliver(self, sub: Subscription, msgs: list[Msg]) -> None:
-        if sub._max is not None:
-            allowed = sub._max - sub._received
-            if allowed <= len(msgs):
-                msgs = msgs[:allowed]
-                with self._subs_lock:
-                    self._subs.pop(sub.sid, None)
-                sub._received += len(msgs)
-                self._queue_or_report(sub, msgs)
-                sub._queue.close()
-                return
-        sub._received += len(msgs)
-        self._queue_or_report(sub, msgs)
-
-    def _queue_or_report(self, sub: Subscription, msgs: list[Msg]) -> None:
-        if sub._queue.put_batch(msgs):
+        for sub in self._subs.deliver(batches):
             self._report_error(SlowConsumerError(sub.subject, sub.sid))
 
     def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
-        if kind == _protocol.OP_PING:
-            self._writer.write(b"PONG\r\n")
+        if kind == _protocol.OP_PING:  # never waits for room: the reader must not block
+            self._writer.write_control(b"PONG\r\n")
         elif kind == _protocol.OP_PONG:
             self._pings.pong()
-        elif kind == _protocol.OP_INFO:
-            info = json.loads(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
+        elif kind == _protocol.OP_INFO:  # a bad INFO raises ProtocolError: a reconnect
+            info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
                 self._announce("lame_duck")
@@ -140,11 +121,12 @@ class ConnectionMixin:
             else:
                 self._report_error(NatsError(f"server error: {text}"))
 
-    def _write_failed(self, exc: BaseException) -> None:
-        """A send failed: wake the reader so it runs the reconnect (writer thread)."""
-        conn = self._conn
-        if conn is not None:
-            conn.transport.shutdown()
+    def _write_failed(self, exc: BaseException, transport) -> None:
+        """A send on ``transport`` failed: wake its reader so it runs the reconnect.
+
+        Only that transport is shut down: by now the client may be on a new one.
+        """
+        transport.shutdown()
 
     def _connection_lost(self, exc: BaseException) -> Connected | None:
         """Reader thread: the connection broke. Reconnect, or return None to stop."""
@@ -155,10 +137,20 @@ class ConnectionMixin:
             old.transport.close()
         if self._closing.is_set():
             return None
+        if isinstance(exc, ProtocolError):  # the server (or a client) sent what we cannot use
+            self._report_error(exc)
         self._reconnecting = True
         self._pings.connection_lost(
             ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
         )
+        if self._mux is not None:  # replies to the old connection can no longer come
+            self._mux.fail_all(
+                ConnectionLostError(
+                    f"connection lost before the reply arrived ({exc}); the request may or may "
+                    "not have been processed by the server: retry (a JetStream publish with "
+                    "the same msg_id)"
+                )
+            )
         self._announce("disconnected")
         if not self._allow_reconnect:
             self._close_in_background(exc)
@@ -175,8 +167,10 @@ class ConnectionMixin:
                 return None
             try:
                 conn = handshake(address, self._handshake_opts, self._connect_timeout)
-            except CONNECT_ERRORS as error:
-                if isinstance(error, AuthorizationError):
+            except Exception as error:  # noqa: BLE001 - one bad attempt must not end the reader
+                if isinstance(error, (AuthorizationError, ProtocolError)) or not isinstance(
+                    error, CONNECT_ERRORS
+                ):
                     self._report_error(error)
                 continue
             with self._state_lock:
@@ -197,13 +191,14 @@ class ConnectionMixin:
     def _resubscribe_frames(self) -> bytes:
         """SUB frames for every live subscription (sent first on a new connection)."""
         frames = []
-        with self._subs_lock:
+        with self._subs.lock:
             if self._mux is not None:
                 frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
-            for sub in self._subs.values():
-                frames.append(sub_frame(sub.subject.encode(), sub.queue.encode(), sub.sid))
-                if sub._max is not None:
-                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, sub._max - sub._received))
+            for sub, left in self._subs.routed():
+                subject = sub.subject.encode("utf-8", "surrogateescape")
+                frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
+                if left is not None:
+                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, left))
         return b"".join(frames)
 
     def _close_in_background(self, reason: BaseException) -> None:

@@ -114,6 +114,35 @@ class Connected:
         self.address = address
 
 
+def parse_info(raw: bytes) -> dict[str, Any]:
+    """Decode an INFO's JSON and check the fields the client relies on.
+
+    Entries of ``connect_urls`` are checked where they are used (a bad one is
+    skipped and reported, see ``ServerPool.add_discovered``).
+
+    Raises:
+        ProtocolError: the INFO is not a JSON object, ``max_payload`` is not a
+            positive integer, or ``connect_urls`` is not a list of strings.
+    """
+    try:
+        info = json.loads(raw)
+    except ValueError:  # also UnicodeDecodeError
+        raise ProtocolError(f"the server sent an INFO that is not JSON: {raw[:200]!r}") from None
+    if not isinstance(info, dict):
+        raise ProtocolError(f"the server sent an INFO that is not a JSON object: {raw[:200]!r}")
+    max_payload = info.get("max_payload")
+    if max_payload is not None and (
+        type(max_payload) is not int or max_payload <= 0  # bool is no int here
+    ):
+        raise ProtocolError(f"the server's INFO has a bad max_payload: {max_payload!r}")
+    urls = info.get("connect_urls")
+    if urls is not None and (
+        not isinstance(urls, list) or not all(isinstance(u, str) for u in urls)
+    ):
+        raise ProtocolError(f"the server's INFO has a bad connect_urls: {urls!r}")
+    return info
+
+
 def _read_ops(transport: Transport, buf: bytearray, deadline: Deadline) -> tuple[list[int], int]:
     """Read until ``buf`` holds at least one whole op; return (ops, consumed)."""
     chunk = bytearray(65536)
@@ -152,7 +181,7 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
         ops, consumed = _read_ops(transport, buf, deadline)
         if ops[0] != _protocol.OP_INFO:
             raise ProtocolError("server did not start with INFO")
-        info = json.loads(_arg(buf, ops, 0))
+        info = parse_info(_arg(buf, ops, 0))
         del buf[:consumed]
         if (want_tls or info.get("tls_required")) and not transport.is_tls:
             if buf:
@@ -174,7 +203,7 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
                         raise AuthorizationError(text)
                     raise NatsError(f"server error during handshake: {text}")
                 if kind == _protocol.OP_INFO:
-                    info.update(json.loads(_arg(buf, ops, i)))
+                    info.update(parse_info(_arg(buf, ops, i)))
                 elif kind == _protocol.OP_PONG:
                     ponged = True
             del buf[:consumed]

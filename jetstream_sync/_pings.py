@@ -2,9 +2,11 @@
 
 The server answers PINGs in order, so PONGs are matched to PINGs first in,
 first out. A flush waits on a :class:`~jetstream_sync._request_mux.ReplyWaiter`;
-a keep-alive PING has no waiter. While the connection is down, new flushes
-are deferred: their PINGs go out on the next connection, after whatever was
-buffered meanwhile.
+a keep-alive PING has no waiter. A flush that gave up waiting leaves a
+placeholder in its place, so its late PONG is consumed by no one instead of
+completing the next flush before the server has that flush's data. While the
+connection is down, new flushes are deferred: their PINGs go out on the next
+connection, after whatever was buffered meanwhile.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import threading
 from collections import deque
 
 from ._request_mux import ReplyWaiter
+
+# Stands in the FIFO for a flush that timed out: its PONG wakes no one.
+_ABANDONED = ReplyWaiter()
 
 
 class PingTracker:
@@ -42,19 +47,22 @@ class PingTracker:
             return True
 
     def pong(self) -> None:
-        """A PONG arrived: wake the oldest flush (reader thread)."""
+        """A PONG arrived: it answers the oldest PING; wake its flush (reader thread)."""
         with self._lock:
             self.keepalives_unanswered = 0
             waiter = self._in_flight.popleft() if self._in_flight else None
-        if waiter is not None:
+        if waiter is not None and waiter is not _ABANDONED:
             waiter.deliver(None)
 
     def forget(self, waiter: ReplyWaiter) -> None:
-        """Drop a flush that gave up waiting."""
+        """A flush gave up waiting: its PING, if sent, still gets a PONG that wakes no one."""
         with self._lock:
-            for waiting in (self._in_flight, self._deferred):
-                if waiter in waiting:
-                    waiting.remove(waiter)
+            for i, waiting in enumerate(self._in_flight):
+                if waiting is waiter:
+                    self._in_flight[i] = _ABANDONED
+                    return
+            if waiter in self._deferred:  # its PING was never written
+                self._deferred.remove(waiter)
 
     def connection_lost(self, error: BaseException) -> None:
         """Fail the flushes whose PINGs went out on the lost connection; defer new ones."""
@@ -63,7 +71,7 @@ class PingTracker:
             lost, self._in_flight = self._in_flight, deque()
             self.keepalives_unanswered = 0
         for waiter in lost:
-            if waiter is not None:
+            if waiter is not None and waiter is not _ABANDONED:
                 waiter.fail(error)
 
     def resume(self) -> int:
@@ -80,5 +88,5 @@ class PingTracker:
             waiters = [*self._in_flight, *self._deferred]
             self._in_flight, self._deferred = deque(), []
         for waiter in waiters:
-            if waiter is not None:
+            if waiter is not None and waiter is not _ABANDONED:
                 waiter.fail(error)

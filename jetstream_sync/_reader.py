@@ -5,6 +5,11 @@ The reader never runs user code. It gives every parsed buffer to
 returning: the buffer is reused for the next read. When the connection breaks
 it asks ``connection_lost(exc)`` for the next connection (the client
 reconnects, or returns ``None`` once it is closing) and carries on with it.
+
+Nothing the server sends may end the thread: bytes that are not protocol, and
+any exception raised while routing a parsed buffer, end the *connection* with a
+:class:`~jetstream_sync.errors.ProtocolError` (chained to the original
+exception) that ``connection_lost`` receives like any other disconnect.
 """
 
 from __future__ import annotations
@@ -21,6 +26,15 @@ _MIN_FREE = 64 * 1024
 
 class EndOfStreamError(ConnectionError):
     """The server closed the connection (end of stream)."""
+
+
+def _unroutable(exc: Exception) -> ProtocolError:
+    """The connection error for a parsed buffer the client could not handle."""
+    error = ProtocolError(
+        f"could not handle what the server sent ({type(exc).__name__}: {exc}); reconnecting"
+    )
+    error.__cause__ = exc
+    return error
 
 
 class Reader:
@@ -65,10 +79,12 @@ class Reader:
             if have:
                 try:
                     ops, consumed, need = parse(buf, 0, have)
+                    if ops:
+                        route(ops, view, consumed)
                 except ProtocolError as exc:
                     return exc
-                if ops:
-                    route(ops, view, consumed)
+                except Exception as exc:  # nothing the server sends may end the thread
+                    return _unroutable(exc)
                 if consumed:
                     left = have - consumed
                     if left:

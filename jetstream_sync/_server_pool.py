@@ -83,14 +83,24 @@ class ServerPool:
         """Every server currently in the pool, in order."""
         return [e.address for e in self._entries]
 
-    def add_discovered(self, urls: Iterable[str], template: ServerAddress) -> None:
-        """Add servers announced by INFO ``connect_urls`` (host:port strings)."""
+    def add_discovered(self, urls: Iterable[str], template: ServerAddress) -> list[str]:
+        """Add servers announced by INFO ``connect_urls`` (host:port strings).
+
+        Returns:
+            The entries that are not a valid ``host:port`` (skipped).
+        """
         known = {e.address.key for e in self._entries}
+        bad = []
         for hostport in urls:
-            addr = ServerAddress(("tls://" if template.tls else "nats://") + hostport, True)
+            try:
+                addr = ServerAddress(("tls://" if template.tls else "nats://") + hostport, True)
+            except ValueError:
+                bad.append(hostport)
+                continue
             if addr.key not in known:
                 known.add(addr.key)
                 self._entries.append(_Entry(addr))
+        return bad
 
     def connected(self, address: ServerAddress) -> None:
         """Record a successful connection: its attempt count starts over."""

@@ -45,6 +45,19 @@ class Transport:
         """Write every byte of ``data`` (blocks while the kernel buffer is full)."""
         self.sock.sendall(data)
 
+    def send_nowait(self, data) -> int:
+        """Write what the kernel takes at once; return how many bytes that was.
+
+        Never blocks. A TLS socket cannot write part of a record this way: it
+        returns 0 and leaves the whole write to a thread that may block.
+        """
+        if self.is_tls:
+            return 0
+        try:
+            return self.sock.send(data, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return 0
+
     def shutdown(self) -> None:
         """Stop both directions so a thread blocked in recv/send wakes up."""
         try:

@@ -10,6 +10,13 @@ finds the socket idle takes the whole buffer and writes it outside the lock:
   acks, core publishes);
 * ``write(frame, urgent=True)`` writes on the caller's thread when the socket
   is idle, saving a thread hop (latency: requests, blocking publishes, PING).
+  That write never blocks (``Transport.send_nowait``): what the socket does not
+  take at once is left to the flusher, so no caller waits on a stalled server.
+
+Above :data:`HIGH_WATER` pending bytes, ``write`` waits for room until the
+caller's deadline (raising :class:`~jetstream_sync.errors.TimeoutError`); a
+frame is appended whole or not at all. ``write_control`` (PING, PONG) never
+waits: keep-alives must get through however full the buffer is.
 
 While disconnected the buffer keeps filling up to ``reconnect_buf_size``; past
 that, writes raise instead of dropping anything silently.
@@ -20,11 +27,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ._deadline import Deadline
-from .errors import ConnectionClosedError, NatsError
+from ._deadline import WAIT_SLICE, Deadline
+from .errors import ConnectionClosedError, NatsError, TimeoutError
 
 # Above this many pending bytes, writers wait for the socket (bounded memory).
-_HIGH_WATER = 32 << 20
+HIGH_WATER = 32 << 20
 
 
 class ReconnectBufferFullError(NatsError):
@@ -35,14 +42,14 @@ class Writer:
     """Coalescing writer; see the module docstring.
 
     Args:
-        on_error: called (on the writing thread) with the exception when a send
-            fails; the client turns it into a disconnect.
+        on_error: called (on the writing thread) with the exception and the
+            transport when a send fails; the client turns it into a disconnect.
         reconnect_buf_size: the most bytes kept while disconnected.
         name: the flusher thread's name.
     """
 
     def __init__(
-        self, on_error: Callable[[BaseException], None], reconnect_buf_size: int, name: str
+        self, on_error: Callable[[BaseException, object], None], reconnect_buf_size: int, name: str
     ) -> None:
         self._on_error = on_error
         self._reconnect_buf_size = reconnect_buf_size
@@ -55,6 +62,10 @@ class Writer:
         self._idle = threading.Condition(self._lock)  # waiters: buffer drained / space
         self._idle_waiters = 0
         self._buf = bytearray()
+        # The first _partial bytes of _buf end a frame whose start went out on
+        # the current transport (a non-blocking send took part of a chunk):
+        # they are dropped if that transport is detached, never sent elsewhere.
+        self._partial = 0
         self._transport = None
         self._sending = False
         self._kicked = False  # the flusher was woken and has not run yet
@@ -66,19 +77,26 @@ class Writer:
 
     # -- called by publishers -------------------------------------------------
 
-    def write(self, frame: bytes, urgent: bool = False, msgs: int = 0) -> None:
+    def write(
+        self, frame: bytes, urgent: bool = False, msgs: int = 0, deadline: Deadline | None = None
+    ) -> None:
         """Queue ``frame`` for sending; ``msgs`` counts user messages in it.
 
+        Over :data:`HIGH_WATER` pending bytes this waits for room: until
+        ``deadline``, or with no deadline until there is room, the connection
+        is lost (then the reconnect buffer's limit applies) or the writer closes.
+
         Raises:
+            TimeoutError: no room before ``deadline``; nothing of ``frame`` was queued.
             ConnectionClosedError: the writer is closed.
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
         with self._lock:
-            if self._transport is not None and len(self._buf) <= _HIGH_WATER and not self._closed:
+            if self._transport is not None and len(self._buf) <= HIGH_WATER and not self._closed:
                 self._buf += frame  # the common case, inline
                 self.msgs_out += msgs
             else:
-                self._append(frame, msgs)
+                self._append(frame, msgs, deadline)
             if self._sending or self._transport is None:
                 return
             if not urgent:
@@ -88,27 +106,54 @@ class Writer:
             else:
                 self._sending = True
         if urgent:
-            self._send_until_empty()
+            self._send_now()
         else:
             self._kick.release()
 
-    def _append(self, frame: bytes, msgs: int) -> None:
+    def write_control(self, frame: bytes, urgent: bool = False) -> None:
+        """Queue a PING or PONG: never waits for room (see the module docstring).
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            self._buf += frame
+            if self._sending or self._transport is None:
+                return
+            if urgent:
+                self._sending = True
+            elif self._kicked:
+                return
+            else:
+                self._kicked = True
+        if urgent:
+            self._send_now()
+        else:
+            self._kick.release()
+
+    def _append(self, frame: bytes, msgs: int, deadline: Deadline | None) -> None:
+        """Under the lock: wait for room (see :meth:`write`), then append ``frame``."""
         if self._closed:
             raise ConnectionClosedError("connection closed")
-        if self._transport is None:
-            if len(self._buf) + len(frame) > self._reconnect_buf_size:
-                raise ReconnectBufferFullError(
-                    f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
+        while len(self._buf) > HIGH_WATER and self._transport is not None:
+            if deadline is not None and deadline.expired():
+                raise TimeoutError(
+                    f"timed out waiting for room in the write buffer ({len(self._buf)} bytes "
+                    "wait for a server that is not reading them); nothing of this was sent"
                 )
-        else:
-            while len(self._buf) > _HIGH_WATER and self._transport is not None:
-                self._idle_waiters += 1
-                try:
-                    self._idle.wait(0.5)
-                finally:
-                    self._idle_waiters -= 1
-                if self._closed:
-                    raise ConnectionClosedError("connection closed")
+            self._idle_waiters += 1
+            try:
+                self._idle.wait(WAIT_SLICE if deadline is None else deadline.slice())
+            finally:
+                self._idle_waiters -= 1
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+        if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
+            raise ReconnectBufferFullError(
+                f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
+            )
         self._buf += frame
         self.msgs_out += msgs
 
@@ -122,6 +167,7 @@ class Writer:
                 self._idle.notify_all()
             return None
         chunk, self._buf = self._buf, bytearray()
+        self._partial = 0
         # Counted when handed to the socket: a reply can arrive before sendall returns.
         self.bytes_out += len(chunk)
         if self._idle_waiters:  # publishers waiting for room
@@ -129,6 +175,7 @@ class Writer:
         return chunk, self._transport
 
     def _send_until_empty(self) -> None:
+        """The flusher: blocking writes until the buffer is empty."""
         while True:
             with self._lock:
                 taken = self._take()
@@ -138,13 +185,47 @@ class Writer:
             try:
                 transport.sendall(chunk)
             except (OSError, ValueError) as exc:
-                with self._lock:
-                    self._sending = False
-                    if self._transport is transport:
-                        self._transport = None
-                    self._idle.notify_all()
-                self._on_error(exc)
+                self._send_failed(exc, transport)
                 return
+
+    def _send_now(self) -> None:
+        """An urgent writer's thread: send what the socket takes without blocking.
+
+        The rest goes back to the head of the buffer for the flusher, so a
+        stalled server never holds up the caller (nor its deadline).
+        """
+        while True:
+            with self._lock:
+                partial = self._partial
+                taken = self._take()
+            if taken is None:
+                return
+            chunk, transport = taken
+            try:
+                sent = transport.send_nowait(chunk)
+            except (OSError, ValueError) as exc:
+                self._send_failed(exc, transport)
+                return
+            if sent < len(chunk):
+                with self._lock:
+                    if self._transport is transport:  # else: lost with that connection
+                        self._buf[:0] = memoryview(chunk)[sent:]
+                        self._partial = len(chunk) - sent if sent else partial
+                        self.bytes_out -= len(chunk) - sent
+                    self._sending = False
+                    kick = not self._kicked
+                    self._kicked = True
+                if kick:
+                    self._kick.release()
+                return
+
+    def _send_failed(self, exc: BaseException, transport) -> None:
+        with self._lock:
+            self._sending = False
+            if self._transport is transport:
+                self._transport = None
+            self._idle.notify_all()
+        self._on_error(exc, transport)
 
     def _run(self) -> None:
         while True:
@@ -176,8 +257,13 @@ class Writer:
             self._kick.release()
 
     def detach(self) -> None:
-        """Stop sending (disconnected); writes keep buffering up to the limit."""
+        """Stop sending (disconnected); writes keep buffering up to the limit.
+
+        The tail of a frame whose start went out on the lost connection is dropped.
+        """
         with self._lock:
+            del self._buf[: self._partial]
+            self._partial = 0
             self._transport = None
             self._idle.notify_all()
 

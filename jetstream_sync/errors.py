@@ -29,7 +29,14 @@ class ConnectionClosedError(NatsError):
 
 
 class ConnectionLostError(NatsError):
-    """The connection broke while the call waited (the client may reconnect)."""
+    """The connection broke while the call waited (the client may reconnect).
+
+    Raised at once to every request, JetStream publish or API call then waiting
+    for its reply, and to every pending ``publish_async`` future: the reply was
+    addressed to the lost connection and cannot come. The request may or may
+    not have been processed by the server; retry it (republish with the same
+    ``msg_id`` so the stream stores the message once).
+    """
 
 
 class NoServersError(NatsError):
@@ -172,6 +179,10 @@ class NoHeartbeatError(JetStreamError):
     """The server's idle heartbeats stopped arriving."""
 
 
+class DirectGetNotAllowedError(JetStreamError):
+    """A direct get on a stream created without ``allow_direct=True``."""
+
+
 class ConsumerExistsError(APIError, err_code=10148):
     """``create_consumer`` found a consumer of that name with another config."""
 
@@ -240,6 +251,48 @@ class NKeyError(NatsError, ValueError):
     type, a missing block, or a file that cannot be read."""
 
 
+class KeyValueError(JetStreamError):
+    """Base class of Key-Value errors."""
+
+
+class InvalidBucketNameError(KeyValueError, ValueError):
+    """A bucket name is empty or holds characters other than ``a-z A-Z 0-9 _ -``."""
+
+
+class InvalidKeyError(KeyValueError, ValueError):
+    """A key (or key filter) is not valid: empty, a character outside
+    ``-/_=.a-zA-Z0-9``, a leading or trailing dot, or an empty token."""
+
+
+class BucketNotFoundError(KeyValueError, StreamNotFoundError):
+    """The bucket (its ``KV_<bucket>`` stream) does not exist."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value (or the revision asked for is not this key's)."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a delete or purge marker.
+
+    Attributes:
+        entry: the marker (a ``KeyValueEntry`` with operation DEL or PURGE).
+    """
+
+    def __init__(self, message: str = "key was deleted", entry: object = None) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.entry))
+
+
+class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
+    """``update``/``create``/``delete(last=...)`` found another revision than expected."""
+
+
+class KeyExistsError(KeyWrongLastSequenceError):
+    """``create`` found the key holding a value."""
 # ---------------------------------------------------------------- Object Store
 
 

@@ -6,18 +6,23 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
 from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
+from ..kv.manager import KeyValueManagerMixin
 from ..object_admin import ObjectStoresMixin
 from . import _api
+from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
-from .consumer_admin import ContextConsumersMixin
+from ._names import check_stream_name
+from .compat import CompatSubscribeMixin
+from .consumer_mixins import ContextConsumersMixin
 from .info import AccountInfo, PubAck, StreamInfo
-from .publish import RETRY_WAIT, AsyncPublisher, PubAckFuture, parse_pub_ack, publish_headers
-from .stream import Stream, check_stream_name
+from .publish import RETRY_WAIT, PubAckFuture, parse_pub_ack, publish_headers
+from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
@@ -60,7 +65,9 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin, ObjectStoresMixin):
+class JetStreamContext(
+    ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin, ObjectStoresMixin
+):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -80,10 +87,10 @@ class JetStreamContext(ContextConsumersMixin, ObjectStoresMixin):
         client: Client,
         prefix: str | None = None,
         domain: str | None = None,
-        timeout: float = 5.0,
-        max_ack_inflight: int = 5000,
+        timeout: float = D.JS_TIMEOUT,
+        max_ack_inflight: int = D.MAX_ACK_INFLIGHT,
         backpressure_on_inflight: bool = True,
-        ack_timeout: float = 30.0,
+        ack_timeout: float = D.ACK_TIMEOUT,
     ) -> None:
         if max_ack_inflight < 1:
             raise ValueError("max_ack_inflight must be at least 1")
@@ -115,7 +122,7 @@ class JetStreamContext(ContextConsumersMixin, ObjectStoresMixin):
         expected_last_msg_id: str | None = None,
         ttl: float | str | None = None,
         timeout: float | None = None,
-        retry_attempts: int = 2,
+        retry_attempts: int = D.PUBLISH_RETRY_ATTEMPTS,
     ) -> PubAck:
         """Publish to a stream and block until it is stored (or refused).
 
@@ -143,6 +150,8 @@ class JetStreamContext(ContextConsumersMixin, ObjectStoresMixin):
             WrongLastSequenceError, WrongLastMsgIdError, StreamWrongExpectedError:
                 an expectation failed.
             TimeoutError: no PubAck in time; the message may still have been stored.
+            ConnectionLostError: the connection dropped before the PubAck came
+                (raised at once); the message may or may not be stored.
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad
                 input, raised before anything is sent.
         """

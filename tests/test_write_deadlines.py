@@ -1,0 +1,189 @@
+"""Timeouts hold however full the write buffer is; PONGs answer their own PINGs (issue 8, C1-C2).
+
+A stalled server is a real nats-server stopped with SIGSTOP: its sockets stay
+open, it reads nothing, so the client's kernel buffers and then its own write
+buffer fill up. Upper bounds on durations only catch hangs; the assertions are
+on what was raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import jetstream_sync as js
+from jetstream_sync._writer import HIGH_WATER
+from tests.fixtures.fake_server import FakeServer
+from tests.fixtures.polling import wait_for
+from tests.fixtures.server import NatsServer
+
+pytestmark = pytest.mark.timeout(90)
+
+CHUNK = b"x" * (512 * 1024)
+
+
+@contextlib.contextmanager
+def stopped(server: NatsServer) -> Iterator[None]:
+    """SIGSTOP the server for the block; SIGCONT it afterwards, whatever happens."""
+    pid = server.pid
+    os.kill(pid, signal.SIGSTOP)
+    # The signal is delivered asynchronously: wait until the kernel shows the process stopped,
+    # or a PING sent next could still be answered.
+    wait_for(lambda: _process_state(pid) in ("T", "t"))
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _process_state(pid: int) -> str:
+    """The one-letter state of a Linux process (``R``, ``S``, ``T`` for stopped...)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def fill_past_high_water(nc: js.Client) -> int:
+    """Publish 512 KiB messages until one times out waiting for room; return how many went."""
+    sent = 0
+    while True:
+        try:
+            nc.publish("stall.fill", CHUNK, timeout=0.2)
+        except js.TimeoutError:
+            return sent
+        sent += 1
+        assert sent * len(CHUNK) < 4 * HIGH_WATER, "the buffer never filled up"
+
+
+def in_msgs(server: NatsServer, name: str) -> int:
+    """Messages the server received on the connection called ``name``."""
+    conns = server.monitor("connz")["connections"]
+    return next(c["in_msgs"] for c in conns if c.get("name") == name)
+
+
+def elapsed(call) -> float:
+    """Seconds ``call()`` took; it must raise TimeoutError."""
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        call()
+    return time.monotonic() - start
+
+
+def test_timeouts_hold_with_a_full_buffer(nats_server):
+    """publish, flush, request and js.publish raise TimeoutError in time; nothing half-sent."""
+    with js.connect(nats_server.url, name="full") as nc:
+        ctx = nc.jetstream()
+        ctx.create_stream(name="STALL", subjects=["stall.js"])
+        before = in_msgs(nats_server, "full")
+        with stopped(nats_server):
+            sent = fill_past_high_water(nc)
+            assert elapsed(lambda: nc.publish("stall.x", b"x", timeout=0.5)) < 5
+            assert elapsed(lambda: nc.flush(timeout=0.5)) < 5
+            assert elapsed(lambda: nc.request("stall.req", b"x", timeout=0.5)) < 5
+            assert elapsed(lambda: ctx.publish("stall.js", b"x", timeout=1)) < 6
+            with pytest.raises(js.TimeoutError, match="write buffer"):
+                nc.publish("stall.x", b"x", timeout=0.1)
+        # The server reads everything once it runs again: exactly the publishes that
+        # returned, whole (a partial frame would be a protocol error and a disconnect).
+        nc.flush(timeout=60)
+        assert in_msgs(nats_server, "full") - before == sent
+        assert nc.stats.reconnects == 0
+        assert ctx.publish("stall.js", b"after", timeout=10).seq == 1
+
+
+def test_stale_connection_is_detected_with_a_full_buffer(nats_server):
+    """Keep-alive PINGs bypass a full buffer: the stale connection is dropped, then reconnected."""
+    errors: list[BaseException] = []
+    disconnected, reconnected = threading.Event(), threading.Event()
+    with js.connect(
+        nats_server.url,
+        ping_interval=1.0,
+        max_outstanding_pings=2,
+        reconnect_time_wait=0.1,
+        connect_timeout=1.0,
+        error_cb=errors.append,
+        disconnected_cb=disconnected.set,
+        reconnected_cb=reconnected.set,
+    ) as nc:
+        sub = nc.subscribe("stall.after")
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            assert disconnected.wait(30), "the stale connection was never detected"
+            assert any("stale" in str(e) for e in errors), errors
+        assert reconnected.wait(30), "no reconnect after SIGCONT"
+        nc.publish("stall.after", b"ok")
+        assert sub.next_msg(timeout=10).data == b"ok"
+        nc.flush(timeout=10)
+
+
+def test_publish_without_timeout_waits_until_the_connection_is_declared_lost(nats_server):
+    """A publish with no timeout blocked on a full buffer ends when the link is declared stale."""
+    with js.connect(
+        nats_server.url, ping_interval=0.5, max_outstanding_pings=2, reconnect_time_wait=0.1
+    ) as nc:
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            # More than reconnect_buf_size is buffered when the connection is dropped.
+            with pytest.raises(js.NatsError, match="reconnect buffer full"):
+                nc.publish("stall.fill", CHUNK)
+        wait_for(lambda: nc.is_connected, timeout=30)
+        nc.flush(timeout=30)
+
+
+# --------------------------------------------------------------------------
+# C2: a timed-out flush's late PONG answers no one else
+
+
+def test_late_pong_of_a_timed_out_flush_does_not_complete_the_next(nats_server):
+    """After a timed-out flush, the next flush returns only once the server has everything."""
+    with js.connect(nats_server.url, name="pongs") as nc:
+        before = in_msgs(nats_server, "pongs")
+        payload = b"y" * 4096
+        with stopped(nats_server):
+            with pytest.raises(js.TimeoutError):
+                nc.flush(timeout=0.5)
+            for _ in range(5000):  # 20 MiB behind the first PING
+                nc.publish("pongs.x", payload)
+            result: list[BaseException | None] = []
+            flusher = threading.Thread(target=lambda: result.append(_flush(nc, 60)))
+            flusher.start()
+            wait_for(lambda: len(nc._pings._in_flight) == 2)
+        flusher.join()
+        assert result == [None]
+        assert in_msgs(nats_server, "pongs") - before == 5000
+
+
+def _flush(nc: js.Client, timeout: float) -> BaseException | None:
+    try:
+        nc.flush(timeout=timeout)
+    except Exception as exc:  # returned for the assertion
+        return exc
+    return None
+
+
+def test_late_pong_is_consumed_by_its_placeholder():
+    """The first PONG after a timed-out flush answers that flush's PING, not the next flush."""
+    with FakeServer() as fake, js.connect(fake.url, reconnect_time_wait=0.05) as nc:
+        conn = fake.connection(0)
+        conn.answer_pings = False
+        sub = nc.subscribe("marker")
+        conn.sid_of(b"marker")
+        with pytest.raises(js.TimeoutError):
+            nc.flush(timeout=0.3)
+        result: list[BaseException | None] = []
+        flusher = threading.Thread(target=lambda: result.append(_flush(nc, 30)))
+        flusher.start()
+        wait_for(lambda: conn.pings == 3)  # the handshake's, the timed-out one, this one
+        conn.send(b"PONG\r\n")  # answers the timed-out flush's PING
+        conn.msg(b"marker", b"after the PONG")
+        assert sub.next_msg(timeout=5).data == b"after the PONG"  # the PONG was handled
+        conn.close()  # the second PING will never be answered on this connection
+        flusher.join()
+        assert isinstance(result[0], js.ConnectionLostError), result
+        fake.connection(1)
+        nc.flush(timeout=5)
