@@ -11,6 +11,7 @@ from .errors import (
     AuthorizationError,
     BadHeaderError,
     BadSubjectError,
+    BucketNotFoundError,
     ConnectionClosedError,
     ConnectionLostError,
     ConsumerDeletedError,
@@ -20,9 +21,16 @@ from .errors import (
     ConsumerNotFoundError,
     ConsumerPushBasedError,
     ForkedClientError,
+    InvalidBucketNameError,
+    InvalidKeyError,
     IteratorClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValueError,
+    KeyWrongLastSequenceError,
     LeadershipChangedError,
     MaxPayloadError,
     MessageNotFoundError,
@@ -94,6 +102,7 @@ from .jetstream.ordered import OrderedConsumer, OrderedMessageIterator
 from .jetstream.publish import PubAckFuture
 from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
+from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 from .msg import Msg
 from .subscription import Subscription
 
@@ -191,4 +200,21 @@ __all__ = [
     "__impl__",
     "__version__",
     "connect",
+]
+
+__all__ += [
+    "BucketNotFoundError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueEntry",
+    "KeyValueError",
+    "KeyValueOp",
+    "KeyValueStatus",
+    "KeyWatcher",
+    "KeyWrongLastSequenceError",
 ]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import _protocol
+from . import _protocol, _subjects
 from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
 from ._deadline import Deadline, check_timeout
 from ._events import EventRunner, log
@@ -22,10 +22,10 @@ from ._pings import PingTracker
 from ._reader import Reader
 from ._request_mux import ReplyWaiter, RequestMux
 from ._server_pool import ServerPool
+from ._subjects import ApiSubject
 from ._writer import Writer
 from .errors import (
     AuthorizationError,
-    BadSubjectError,
     ConnectionClosedError,
     ForkedClientError,
     MaxPayloadError,
@@ -129,8 +129,7 @@ class Client(ConnectionMixin):
         self._reconnect_buf_size = reconnect_buf_size
         self._ping_interval = check_timeout("ping_interval", ping_interval)
         self._max_outstanding_pings = max_outstanding_pings
-        if not _protocol.valid_subject(inbox_prefix.encode(), False):
-            raise BadSubjectError(f"inbox_prefix {inbox_prefix!r} is not a valid subject")
+        _subjects.publish_subject(inbox_prefix, "inbox_prefix")
         self._inbox_prefix = inbox_prefix
         self._pending_msgs_limit = pending_msgs_limit
         self._pending_bytes_limit = pending_bytes_limit
@@ -312,15 +311,20 @@ class Client(ConnectionMixin):
     def _subject_bytes(
         self, subject: str, what: str = "subject", wildcards: bool = False, cache: bool = True
     ) -> bytes:
+        """Check ``subject`` by its role (publish, or ``wildcards`` for interest); its bytes.
+
+        An :class:`ApiSubject` was assembled from parts checked by their roles
+        (its tail may be a filter with wildcards) and is sent as it is, uncached.
+        """
         cached = self._subject_cache.get(subject) if cache and not wildcards else None
         if cached is not None:
             return cached
-        if not isinstance(subject, str):
-            raise BadSubjectError(f"{what} must be a str, not {type(subject).__name__}")
-        raw = subject.encode()
-        if not _protocol.valid_subject(raw, wildcards):
-            raise BadSubjectError(f"invalid {what}: {subject!r}")
-        if cache and not wildcards:
+        if type(subject) is ApiSubject:
+            return subject.encode()
+        if wildcards:
+            return _subjects.filter_subject(subject, what).encode()
+        raw = _subjects.publish_subject(subject, what)
+        if cache:
             if len(self._subject_cache) >= _SUBJECT_CACHE_MAX:
                 self._subject_cache.clear()
             self._subject_cache[subject] = raw
@@ -432,9 +436,7 @@ class Client(ConnectionMixin):
         subject_b = self._subject_bytes(subject, wildcards=True)
         queue_b = b""
         if queue:
-            queue_b = queue.encode()
-            if not _protocol.valid_subject(queue_b, False) or b"." in queue_b:
-                raise BadSubjectError(f"invalid queue group: {queue!r}")
+            queue_b = _subjects.name_token(queue, "queue group").encode()
         with self._subs_lock:
             sid = self._next_sid
             self._next_sid += 1

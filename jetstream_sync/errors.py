@@ -238,3 +238,47 @@ class OrderedConsumerResetError(JetStreamError):
 class NKeyError(NatsError, ValueError):
     """A malformed nkey seed or credentials file: bad encoding, checksum or key
     type, a missing block, or a file that cannot be read."""
+
+
+class KeyValueError(JetStreamError):
+    """Base class of Key-Value errors."""
+
+
+class InvalidBucketNameError(KeyValueError, ValueError):
+    """A bucket name is empty or holds characters other than ``a-z A-Z 0-9 _ -``."""
+
+
+class InvalidKeyError(KeyValueError, ValueError):
+    """A key (or key filter) is not valid: empty, a character outside
+    ``-/_=.a-zA-Z0-9``, a leading or trailing dot, or an empty token."""
+
+
+class BucketNotFoundError(KeyValueError, StreamNotFoundError):
+    """The bucket (its ``KV_<bucket>`` stream) does not exist."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value (or the revision asked for is not this key's)."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a delete or purge marker.
+
+    Attributes:
+        entry: the marker (a ``KeyValueEntry`` with operation DEL or PURGE).
+    """
+
+    def __init__(self, message: str = "key was deleted", entry: object = None) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.entry))
+
+
+class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
+    """``update``/``create``/``delete(last=...)`` found another revision than expected."""
+
+
+class KeyExistsError(KeyWrongLastSequenceError):
+    """``create`` found the key holding a value."""

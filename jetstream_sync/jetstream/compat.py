@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._subjects import filter_subject
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
 from ._codec import merge_config
@@ -95,8 +96,10 @@ def pull_subscribe(
 
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
+        BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         ValueError: the durable is a push consumer.
     """
+    filter_subject(subject)
     if stream is None:
         stream = ctx.stream_name_by_subject(subject, timeout=timeout)
     durable = durable or (config.durable_name if config is not None else None)

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
+from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
+from ..kv.manager import KeyValueManagerMixin
 from . import _api
 from ._codec import merge_config
 from .consumer_admin import ContextConsumersMixin
@@ -58,7 +60,7 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin):
+class JetStreamContext(ContextConsumersMixin, KeyValueManagerMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -368,26 +370,42 @@ class JetStreamContext(ContextConsumersMixin):
     def stream_names(
         self, subject: str | None = None, timeout: float | None = None
     ) -> Iterator[str]:
-        """The names of every stream (or of those capturing ``subject``), paged lazily."""
+        """The names of every stream (or of those capturing ``subject``), paged lazily.
+
+        Raises:
+            BadSubjectError: ``subject`` is not a filter subject (checked at the call).
+        """
+        if subject is not None:
+            filter_subject(subject)
         return self._pages(_api.STREAM_NAMES, "streams", subject, timeout)
 
     def streams(
         self, subject: str | None = None, timeout: float | None = None
     ) -> Iterator[StreamInfo]:
-        """The info of every stream (or of those capturing ``subject``), paged lazily."""
+        """The info of every stream (or of those capturing ``subject``), paged lazily.
+
+        Raises:
+            BadSubjectError: ``subject`` is not a filter subject (checked at the call).
+        """
+        if subject is not None:
+            filter_subject(subject)
         return (
             StreamInfo.from_api(item)
             for item in self._pages(_api.STREAM_LIST, "streams", subject, timeout)
         )
 
     def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
-        """The name of the stream that captures ``subject``.
+        """The name of the first stream whose subjects overlap ``subject``.
+
+        ``subject`` may hold wildcards (``orders.>``): the server lists every
+        stream with a subject that overlaps it.
 
         Raises:
             StreamNotFoundError: no stream captures it.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         """
         reply = self._api.request_json(
-            _api.STREAM_NAMES, {"subject": subject}, self._deadline(timeout)
+            _api.STREAM_NAMES, {"subject": filter_subject(subject)}, self._deadline(timeout)
         )
         names = reply.get("streams") or []
         if not names:

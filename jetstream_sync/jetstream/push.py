@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._deadline import Deadline, check_timeout
+from .._subjects import filter_subject
 from ..errors import (
     ConnectionClosedError,
     ConsumerNotFoundError,
@@ -285,8 +286,10 @@ def subscribe(
 
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
+        BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         ValueError: the existing durable is a pull consumer, or options clash.
     """
+    filter_subject(subject)
     if stream is None:
         stream = ctx.stream_name_by_subject(subject, timeout=timeout)
     if ordered_consumer:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, check_timeout
+from .._subjects import filter_subject, filter_subjects
 from ..errors import MessageNotFoundError, NatsError, TimeoutError, api_error
 from ..headers import Headers
 from . import _api
@@ -107,7 +108,7 @@ class Stream(StreamConsumersMixin):
         while True:
             body: dict[str, Any] = {}
             if subjects_filter:
-                body["subjects_filter"] = subjects_filter
+                body["subjects_filter"] = filter_subject(subjects_filter, "subjects_filter")
             if deleted_details:
                 body["deleted_details"] = True
             if offset:
@@ -147,7 +148,7 @@ class Stream(StreamConsumersMixin):
             raise ValueError("purge takes seq or keep, not both")
         body: dict[str, Any] = {}
         if subject:
-            body["filter"] = subject
+            body["filter"] = filter_subject(subject)
         if seq is not None:
             body["seq"] = int(seq)
         if keep is not None:
@@ -166,12 +167,16 @@ class Stream(StreamConsumersMixin):
         return self._get({"seq": int(seq)}, timeout)
 
     def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
-        """The newest stored message on ``subject``.
+        """The newest stored message on ``subject`` (through the stream leader).
+
+        ``subject`` may hold wildcards: ``orders.*.created`` or ``orders.>``
+        gives the newest message on any subject it matches.
 
         Raises:
             MessageNotFoundError: no message on that subject.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         """
-        return self._get({"last_by_subj": subject}, timeout)
+        return self._get({"last_by_subj": filter_subject(subject)}, timeout)
 
     def _get(self, body: dict[str, Any], timeout: float | None) -> RawStreamMsg:
         reply = self._api.request_json(
@@ -190,7 +195,15 @@ class Stream(StreamConsumersMixin):
     def direct_get_last_for_subject(
         self, subject: str, timeout: float | None = None
     ) -> RawStreamMsg:
-        """The newest message on ``subject``, answered by any replica."""
+        """The newest message on ``subject``, answered by any replica (stream ``allow_direct``).
+
+        ``subject`` may hold wildcards: ``orders.*.created`` or ``orders.>``
+        gives the newest message on any subject it matches.
+
+        Raises:
+            MessageNotFoundError: no message on that subject.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
+        """
         return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
 
     def _direct(
@@ -231,7 +244,7 @@ class Stream(StreamConsumersMixin):
         else:
             body["seq"] = int(start_seq or 1)
         if subject:
-            body["next_by_subj"] = subject
+            body["next_by_subj"] = filter_subject(subject)
         if max_bytes:
             body["max_bytes"] = int(max_bytes)
         return self._batched_direct(body, timeout)
@@ -244,7 +257,7 @@ class Stream(StreamConsumersMixin):
     ) -> list[RawStreamMsg]:
         """The newest message of each subject in ``subjects`` (wildcards allowed), as of
         ``up_to_seq`` when given — a consistent snapshot (server 2.11+)."""
-        body: dict[str, Any] = {"multi_last": list(subjects)}
+        body: dict[str, Any] = {"multi_last": filter_subjects(subjects)}
         if not body["multi_last"]:
             raise ValueError("subjects must name at least one subject")
         if up_to_seq is not None:
