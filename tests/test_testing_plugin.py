@@ -32,7 +32,7 @@ def test_client_is_connected(nats_server, nats_client):
 def test_jetstream_creates_data(jetstream):
     jetstream.create_stream(name="ORDERS", subjects=["orders.>"])
     assert jetstream.publish("orders.1", b"{}").seq == 1
-    jetstream.create_stream(name="AUDIT", subjects=["audit"])
+    jetstream.create_key_value(bucket="prices").put("apple", b"3")
 
 
 def test_next_test_starts_clean(jetstream):
