@@ -35,6 +35,11 @@ def test_jetstream_creates_data(jetstream):
     jetstream.create_key_value(bucket="prices").put("apple", b"3")
 
 
+def test_closing_the_client_is_allowed(nats_client, jetstream):
+    jetstream.create_stream(name="CLOSED", subjects=["closed"])
+    nats_client.close()
+
+
 def test_next_test_starts_clean(jetstream):
     assert list(jetstream.stream_names()) == []
 """
@@ -50,7 +55,7 @@ def test_fixtures_in_a_user_project(pytester: pytest.Pytester):
     """A project with no conftest gets a session server, a client and a cleaned JetStream."""
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_inprocess(*_plugin_args(), "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
 
 
 def test_declared_as_a_pytest11_entry_point():

@@ -44,9 +44,16 @@ def nats_client(nats_server: NatsServer) -> Iterator[jetstream_sync.Client]:
 
 
 @pytest.fixture
-def jetstream(nats_client: jetstream_sync.Client) -> Iterator[jetstream_sync.JetStreamContext]:
-    """``nats_client``'s JetStream context; deletes every stream after the test."""
-    context = nats_client.jetstream()
-    yield context
-    for name in list(context.stream_names()):
-        context.delete_stream(name)
+def jetstream(
+    nats_server: NatsServer, nats_client: jetstream_sync.Client
+) -> Iterator[jetstream_sync.JetStreamContext]:
+    """``nats_client``'s JetStream context; every stream is deleted after the test.
+
+    The cleanup uses a connection of its own, so it works even when the test
+    closed ``nats_client``.
+    """
+    yield nats_client.jetstream()
+    with jetstream_sync.connect(nats_server.url, name="pytest-cleanup") as admin:
+        context = admin.jetstream()
+        for name in list(context.stream_names()):
+            context.delete_stream(name)
