@@ -5,6 +5,7 @@ Connect with :func:`connect`; every call blocks and takes a timeout in seconds.
 """
 
 from ._protocol import IMPL as __impl__
+from ._writer import ReconnectBufferFullError
 from .client import Client, ClientStats, connect
 from .errors import (
     APIError,
@@ -22,6 +23,7 @@ from .errors import (
     ConsumerNotFoundError,
     ConsumerPushBasedError,
     DigestMismatchError,
+    DirectGetNotAllowedError,
     ForkedClientError,
     InvalidBucketNameError,
     InvalidKeyError,
@@ -152,6 +154,7 @@ __all__ = [
     "ConsumerNameExistsError",
     "ConsumerNotFoundError",
     "ConsumerPushBasedError",
+    "DirectGetNotAllowedError",
     "DeliverPolicy",
     "DiscardPolicy",
     "ExternalStream",
@@ -193,6 +196,7 @@ __all__ = [
     "PullStatusError",
     "PullSubscription",
     "RawStreamMsg",
+    "ReconnectBufferFullError",
     "ReplayPolicy",
     "Republish",
     "RequiredApiLevelError",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from . import _defaults as D
 from . import _protocol, _subjects
 from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
 from ._deadline import Deadline, check_timeout
@@ -100,18 +101,18 @@ class Client(ConnectionMixin):
         user_credentials: str | os.PathLike[str] | None = None,
         tls: ssl.SSLContext | bool | None = None,
         tls_handshake_first: bool = False,
-        connect_timeout: float = 2.0,
+        connect_timeout: float = D.CONNECT_TIMEOUT,
         allow_reconnect: bool = True,
-        max_reconnect_attempts: int = 60,
-        reconnect_time_wait: float = 2.0,
-        reconnect_jitter: float = 0.1,
-        reconnect_buf_size: int = 8 * 1024 * 1024,
-        ping_interval: float = 120.0,
-        max_outstanding_pings: int = 2,
-        inbox_prefix: str = "_INBOX",
+        max_reconnect_attempts: int = D.MAX_RECONNECT_ATTEMPTS,
+        reconnect_time_wait: float = D.RECONNECT_TIME_WAIT,
+        reconnect_jitter: float = D.RECONNECT_JITTER,
+        reconnect_buf_size: int = D.RECONNECT_BUF_SIZE,
+        ping_interval: float = D.PING_INTERVAL,
+        max_outstanding_pings: int = D.MAX_OUTSTANDING_PINGS,
+        inbox_prefix: str = D.INBOX_PREFIX,
         no_echo: bool = False,
-        pending_msgs_limit: int = 512 * 1024,
-        pending_bytes_limit: int = 256 * 1024 * 1024,
+        pending_msgs_limit: int = D.PENDING_MSGS_LIMIT,
+        pending_bytes_limit: int = D.PENDING_BYTES_LIMIT,
         disconnected_cb: Callable[[], object] | None = None,
         reconnected_cb: Callable[[], object] | None = None,
         error_cb: Callable[[BaseException], object] | None = None,
@@ -494,7 +495,7 @@ class Client(ConnectionMixin):
 
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         self._check_usable()
-        deadline = Deadline(check_timeout("timeout", timeout, 30.0))
+        deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
         self._writer.write(b"UNSUB %d\r\n" % sub.sid)
         try:
             self.flush(deadline.remaining() or 0.001)
@@ -525,7 +526,7 @@ class Client(ConnectionMixin):
         self,
         subject: str,
         data: bytes | str = b"",
-        timeout: float = 1.0,
+        timeout: float = D.REQUEST_TIMEOUT,
         headers: HeadersIn | None = None,
     ) -> Msg:
         """Publish a request and block until its first reply.
@@ -569,7 +570,7 @@ class Client(ConnectionMixin):
         if self._pings.register(waiter):
             self._writer.write_control(b"PING\r\n", urgent=True)
 
-    def flush(self, timeout: float = 10.0) -> None:
+    def flush(self, timeout: float = D.FLUSH_TIMEOUT) -> None:
         """Block until everything published so far has reached the server.
 
         Sends a PING and waits for its PONG. Called while reconnecting, it waits
@@ -590,7 +591,7 @@ class Client(ConnectionMixin):
         if waiter.error is not None:
             raise waiter.error
 
-    def rtt(self, timeout: float = 10.0) -> float:
+    def rtt(self, timeout: float = D.FLUSH_TIMEOUT) -> float:
         """The round-trip time to the server in seconds (one PING/PONG)."""
         start = time.perf_counter()
         self.flush(timeout)
@@ -598,7 +599,7 @@ class Client(ConnectionMixin):
 
     # ------------------------------------------------------------------ close / drain
 
-    def drain(self, timeout: float = 30.0) -> None:
+    def drain(self, timeout: float = D.DRAIN_TIMEOUT) -> None:
         """Stop every subscription, let pending messages be handled, flush, then close.
 
         Raises:
@@ -723,7 +724,7 @@ class Client(ConnectionMixin):
         return f"<Client {state} {self.connected_url or ''}>"
 
 
-def connect(servers: str | Sequence[str] = "nats://127.0.0.1:4222", **options: Any) -> Client:
+def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Client:
     """Connect to a NATS server and return a ready, thread-safe :class:`Client`.
 
     Args:

@@ -179,6 +179,10 @@ class NoHeartbeatError(JetStreamError):
     """The server's idle heartbeats stopped arriving."""
 
 
+class DirectGetNotAllowedError(JetStreamError):
+    """A direct get on a stream created without ``allow_direct=True``."""
+
+
 class ConsumerExistsError(APIError, err_code=10148):
     """``create_consumer`` found a consumer of that name with another config."""
 
@@ -289,6 +293,8 @@ class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
 
 class KeyExistsError(KeyWrongLastSequenceError):
     """``create`` found the key holding a value."""
+
+
 # ---------------------------------------------------------------- Object Store
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from . import _defaults as D
 from . import _protocol
 from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
 from .headers import Headers
@@ -175,7 +176,7 @@ class Msg:
         if self._ackd:
             raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
         self._ackd = True
-        self._client.request(reply, _ACK, timeout=5.0 if timeout is None else timeout)
+        self._client.request(reply, _ACK, timeout=D.JS_TIMEOUT if timeout is None else timeout)
 
     double_ack = ack_sync
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from . import _defaults as D
 from ._deadline import Deadline, check_timeout
 from ._dispatch import CallbackWorker, MsgQueue
 from .errors import NatsError
@@ -77,7 +78,7 @@ class Subscription:
         """False once unsubscribed, drained, auto-unsubscribed or the client closed."""
         return not self._queue.closed
 
-    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+    def next_msg(self, timeout: float | None = D.NEXT_MSG_TIMEOUT) -> Msg:
         """Block until the next message arrives.
 
         Args:
@@ -99,7 +100,11 @@ class Subscription:
         return msg
 
     def next_msgs(
-        self, max_msgs: int = 1000, timeout: float | None = 1.0, *, deadline: Deadline | None = None
+        self,
+        max_msgs: int = D.NEXT_MSGS_MAX,
+        timeout: float | None = D.NEXT_MSG_TIMEOUT,
+        *,
+        deadline: Deadline | None = None,
     ) -> list[Msg]:
         """Block until a message is pending, then take up to ``max_msgs`` at once.
 

@@ -179,3 +179,18 @@ def test_server_timestamps_to_ns(text):
     from jetstream_sync.kv.entry import rfc3339_ns
 
     assert rfc3339_ns(text) == datetime_to_ns(parse_rfc3339(text))
+
+
+def test_delivered_entries_equal_constructed_ones():
+    """The watch's fast entry builder gives the same entry as the constructor."""
+    from jetstream_sync.kv.entry import entry_from_delivered
+    from jetstream_sync.msg import Msg
+
+    reply = "$JS.ACK.KV_B.c_1.1.42.7.1763834400123456789.3"
+    got = entry_from_delivered("B", len("$KV.B."), Msg("$KV.B.a.b", reply, b"v"))
+    want = js.KeyValueEntry(bucket="B", key="a.b", value=b"v", revision=42,
+                            created_ns=1763834400123456789, delta=3)  # fmt: skip
+    assert got == want and hash(got) == hash(want) and repr(got) == repr(want)
+    assert pickle.loads(pickle.dumps(got)) == want
+    v2 = "$JS.ACK.HUB.ACCHASH.KV_B.c_1.1.42.7.1763834400123456789.3.rnd"
+    assert entry_from_delivered("B", 6, Msg("$KV.B.a.b", v2, b"v")) == want

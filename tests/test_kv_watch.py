@@ -199,3 +199,25 @@ def test_watch_survives_a_server_restart(restartable_server):
             _collect(w, seen, 20)
             assert [e.revision for e in seen] == revs
             assert [e.value for e in seen] == [b"%d" % i for i in range(20)]
+
+
+def test_consumer_deleted_during_the_initial_values(js):
+    """A deletion mid-way through the initial values: each key once, in order, then None once."""
+    name = unique_stream_name("WATCHINIT")
+    kv = js.create_key_value(bucket=name)
+    try:
+        for i in range(2000):
+            js.publish_async(f"$KV.{name}.k{i}", b"%d" % i)
+        js.publish_async_completed(timeout=30)
+        seen = []
+        with kv.watch() as w:
+            while (entry := w.next(timeout=10)) is not None:
+                seen.append(entry.key)
+                if len(seen) == 500:
+                    for consumer in js.consumer_names(kv.stream_name):
+                        js.delete_consumer(kv.stream_name, consumer)
+            kv.put("after", b"x")
+            assert w.next(timeout=10).key == "after"
+        assert seen == [f"k{i}" for i in range(2000)]
+    finally:
+        js.delete_key_value(name)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Self
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from ..errors import (
     ConnectionClosedError,
@@ -122,9 +123,9 @@ class MessageIterator(IterationMixin):
         client: Client,
         next_subject: str,
         *,
-        max_messages: int = 500,
+        max_messages: int = D.MESSAGES_MAX,
         max_bytes: int | None = None,
-        expires: float = 30.0,
+        expires: float = D.MESSAGES_EXPIRES,
         heartbeat: float | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,
@@ -146,7 +147,7 @@ class MessageIterator(IterationMixin):
         if expires < 1.0:
             raise ValueError("expires must be at least 1 second")
         if heartbeat is None:
-            heartbeat = min(expires / 2, 30.0)
+            heartbeat = min(expires / 2, D.MESSAGES_MAX_HEARTBEAT)
         self._heartbeat = check_heartbeat(heartbeat, expires)
         self._client = client
         self._next_subject = next_subject

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import _defaults as D
 from .._subjects import filter_subject
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
@@ -39,7 +40,10 @@ class PullSubscription:
         self._owned = owned
 
     def fetch(
-        self, batch: int = 1, timeout: float = 5.0, heartbeat: float | None = None
+        self,
+        batch: int = D.FETCH_BATCH,
+        timeout: float = D.FETCH_TIMEOUT,
+        heartbeat: float | None = None,
     ) -> list[Msg]:
         """Pull up to ``batch`` messages, waiting up to ``timeout`` seconds.
 

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
 from .._subjects import filter_subject
@@ -86,10 +87,10 @@ class JetStreamContext(
         client: Client,
         prefix: str | None = None,
         domain: str | None = None,
-        timeout: float = 5.0,
-        max_ack_inflight: int = 5000,
+        timeout: float = D.JS_TIMEOUT,
+        max_ack_inflight: int = D.MAX_ACK_INFLIGHT,
         backpressure_on_inflight: bool = True,
-        ack_timeout: float = 30.0,
+        ack_timeout: float = D.ACK_TIMEOUT,
     ) -> None:
         if max_ack_inflight < 1:
             raise ValueError("max_ack_inflight must be at least 1")
@@ -121,7 +122,7 @@ class JetStreamContext(
         expected_last_msg_id: str | None = None,
         ttl: float | str | None = None,
         timeout: float | None = None,
-        retry_attempts: int = 2,
+        retry_attempts: int = D.PUBLISH_RETRY_ATTEMPTS,
     ) -> PubAck:
         """Publish to a stream and block until it is stored (or refused).
 

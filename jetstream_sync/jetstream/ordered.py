@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
 from ..errors import (
@@ -75,7 +76,7 @@ class OrderedConsumer:
         api: JsApi,
         stream_name: str,
         config: OrderedConsumerConfig,
-        timeout: float = 5.0,
+        timeout: float = D.JS_TIMEOUT,
     ) -> None:
         self._client = client
         self._api = api
@@ -229,7 +230,10 @@ class OrderedConsumer:
     # -- pulling ------------------------------------------------------------------
 
     def fetch(
-        self, batch: int = 1, timeout: float = 5.0, heartbeat: float | None = None
+        self,
+        batch: int = D.FETCH_BATCH,
+        timeout: float = D.FETCH_TIMEOUT,
+        heartbeat: float | None = None,
     ) -> list[Msg]:
         """Up to ``batch`` next messages in order; ``[]`` when none came within ``timeout``.
 
@@ -253,7 +257,7 @@ class OrderedConsumer:
                 continue
             return self._in_order(got, current)
 
-    def fetch_no_wait(self, batch: int = 1, timeout: float | None = None) -> list[Msg]:
+    def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
         """The next messages available now, in order, up to ``batch``."""
         deadline = self._deadline(timeout)
         current = self._current or self._reset(deadline)
@@ -267,7 +271,7 @@ class OrderedConsumer:
             return []
         return self._in_order(got, current)
 
-    def next(self, timeout: float = 5.0) -> Msg:
+    def next(self, timeout: float = D.FETCH_TIMEOUT) -> Msg:
         """The next message in order.
 
         Raises:
@@ -280,9 +284,9 @@ class OrderedConsumer:
 
     def messages(
         self,
-        max_messages: int = 500,
+        max_messages: int = D.MESSAGES_MAX,
         max_bytes: int | None = None,
-        expires: float = 30.0,
+        expires: float = D.MESSAGES_EXPIRES,
         heartbeat: float | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._subjects import filter_subject
 from ..errors import (
@@ -106,7 +107,7 @@ class JetStreamSubscription:
 
     # -- taking messages ----------------------------------------------------------
 
-    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+    def next_msg(self, timeout: float | None = D.NEXT_MSG_TIMEOUT) -> Msg:
         """Block for the next message from the consumer (control messages are handled).
 
         Raises:
@@ -212,7 +213,7 @@ class OrderedPushSubscription(JetStreamSubscription):
     def consumer(self, value: str) -> None:
         pass
 
-    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+    def next_msg(self, timeout: float | None = D.NEXT_MSG_TIMEOUT) -> Msg:
         """Block for the next message in order.
 
         Raises:
@@ -320,7 +321,7 @@ def subscribe(
     if flow_control:
         fields["flow_control"] = True
         if idle_heartbeat is None and (config is None or not config.idle_heartbeat):
-            fields["idle_heartbeat"] = 5.0
+            fields["idle_heartbeat"] = D.PUSH_IDLE_HEARTBEAT
     if deliver_policy is not None:
         fields["deliver_policy"] = deliver_policy
     cfg = merge_config(ConsumerConfig, config, fields)

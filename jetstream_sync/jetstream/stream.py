@@ -7,9 +7,18 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._subjects import filter_subject, filter_subjects
-from ..errors import MessageNotFoundError, NatsError, TimeoutError, api_error
+from ..errors import (
+    DirectGetNotAllowedError,
+    JetStreamNotEnabledError,
+    MessageNotFoundError,
+    NatsError,
+    NoRespondersError,
+    TimeoutError,
+    api_error,
+)
 from ..headers import Headers
 from . import _api
 from ._timefmt import format_rfc3339, parse_rfc3339
@@ -176,6 +185,8 @@ class Stream(StreamConsumersMixin):
 
         Raises:
             MessageNotFoundError: no message at that sequence.
+            DirectGetNotAllowedError: the stream was created without ``allow_direct``.
+            StreamNotFoundError: there is no such stream.
         """
         return self._direct(_api.DIRECT_GET, {"seq": int(seq)}, timeout)
 
@@ -190,6 +201,8 @@ class Stream(StreamConsumersMixin):
         Raises:
             MessageNotFoundError: no message on that subject.
             BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
+            DirectGetNotAllowedError: the stream was created without ``allow_direct``.
+            StreamNotFoundError: there is no such stream.
         """
         return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
 
@@ -199,12 +212,34 @@ class Stream(StreamConsumersMixin):
         deadline = self._deadline(timeout)
         subject = self._api.subject(template, stream=self.name, **parts)
         payload = b"" if body is None else json.dumps(body).encode()
-        return _raw_from_direct(self._api.request(subject, payload, deadline))
+        try:
+            reply = self._api.request(subject, payload, deadline)
+        except JetStreamNotEnabledError:  # nobody answered the direct get
+            raise self._direct_unavailable(deadline) from None
+        return _raw_from_direct(reply)
+
+    def _direct_unavailable(self, deadline: Deadline) -> NatsError:
+        """Why nobody answered a direct get, asked of the server (one STREAM.INFO).
+
+        Returns the error to raise. Raises ``StreamNotFoundError`` when the
+        stream does not exist and ``JetStreamNotEnabledError`` when JetStream
+        itself does not answer.
+        """
+        info = self.info(timeout=max(deadline.remaining(), 0.001))
+        if not info.config.allow_direct:
+            return DirectGetNotAllowedError(
+                f"stream {self.name!r} does not allow direct get "
+                "(create or update it with allow_direct=True, or use get_msg)"
+            )
+        return NoRespondersError(
+            f"no responders for a direct get on stream {self.name!r} "
+            "(allow_direct is set; its replicas may be unavailable)"
+        )
 
     def get_msgs(
         self,
         start_seq: int | None = None,
-        batch: int = 100,
+        batch: int = D.GET_MSGS_BATCH,
         subject: str | None = None,
         max_bytes: int | None = None,
         start_time: datetime | None = None,
@@ -222,6 +257,10 @@ class Stream(StreamConsumersMixin):
 
         Returns:
             The messages in sequence order; an empty list when none match.
+
+        Raises:
+            DirectGetNotAllowedError: the stream was created without ``allow_direct``.
+            StreamNotFoundError: there is no such stream.
         """
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -276,7 +315,7 @@ class Stream(StreamConsumersMixin):
                 if status == 404 and not out:
                     return out
                 if status == 503:
-                    raise NatsError(f"direct get is not enabled on stream {self.name!r}")
+                    raise self._direct_unavailable(deadline)
                 out.append(_raw_from_direct(msg))
 
     def delete_msg(self, seq: int, erase: bool = False, timeout: float | None = None) -> bool:

@@ -56,7 +56,7 @@ def operation_of(headers: Mapping[str, str] | None) -> KeyValueOp:
     return KeyValueOp.PUT
 
 
-@attrs.frozen(kw_only=True, slots=True)
+@attrs.frozen(kw_only=True, slots=False)
 class KeyValueEntry:
     """One revision of a key.
 
@@ -138,19 +138,28 @@ def entry_from_direct(bucket: str, key: str, msg: Msg) -> tuple[str, KeyValueEnt
     return h[DIRECT_SUBJECT], entry
 
 
+_new = object.__new__
+
+
 def entry_from_delivered(bucket: str, prefix_len: int, msg: Msg) -> KeyValueEntry:
-    """The entry of a message a consumer delivered (metadata from its ack subject)."""
+    """The entry of a message a consumer delivered (metadata from its ack subject).
+
+    The watch's hot path: the entry's ``__dict__`` is filled directly instead
+    of running the attrs ``__init__`` (about 1 us less per entry; the class
+    has no converters or validators to skip).
+    """
     tokens = msg.reply.split(".")
     if len(tokens) == 9:  # the v1 ack subject; ack_tokens handles both layouts
         seq, ns, pending = tokens[5], tokens[7], tokens[8]
     else:
         _, _, _, _, _, seq, _, ns, pending = ack_tokens(msg.reply)
-    return KeyValueEntry(
-        bucket=bucket,
-        key=msg.subject[prefix_len:],
-        value=msg.data,
-        revision=int(seq),
-        created_ns=int(ns),
-        delta=int(pending),
-        operation=operation_of(msg.headers),
-    )
+    entry = _new(KeyValueEntry)
+    fields = entry.__dict__
+    fields["bucket"] = bucket
+    fields["key"] = msg.subject[prefix_len:]
+    fields["value"] = msg.data
+    fields["revision"] = int(seq)
+    fields["created_ns"] = int(ns)
+    fields["delta"] = int(pending)
+    fields["operation"] = operation_of(msg.headers)
+    return entry
