@@ -558,8 +558,8 @@ class Client(ConnectionMixin):
     def _send_ping(self, waiter: ReplyWaiter | None) -> None:
         # A PING never waits for room in the write buffer: stale-connection
         # detection and flush deadlines must hold however full it is.
-        if self._pings.register(waiter):
-            self._writer.write_control(b"PING\r\n", urgent=True)
+        pings = self._pings
+        self._writer.write_ping(lambda connected: pings.register(waiter, connected), urgent=True)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Block until everything published so far has reached the server.
