@@ -495,8 +495,8 @@ int jss_valid_subject(const char *subject, size_t len, int wildcards)
                 }
             }
             token = i + 1;
-        } else if (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n' || s[i] == 0) {
-            return 0;
+        } else if (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r') || s[i] == 0) {
+            return 0; /* space, \t \n \v \f \r, NUL */
         }
     }
     return 1;

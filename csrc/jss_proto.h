@@ -82,7 +82,9 @@ int64_t jss_parse(const char *buf, size_t start, size_t end,
 int64_t jss_parse_headers(const char *block, size_t len,
                           int64_t *pairs, size_t max_pairs, int64_t *meta);
 
-/* 1 when subject is a valid subject (wildcards allowed when wildcards != 0), else 0. */
+/* 1 when subject is a valid subject, else 0: non-empty dot-separated tokens,
+ * each non-empty and free of ASCII whitespace (space \t \n \v \f \r) and NUL;
+ * a token that is exactly "*" (anywhere) or ">" (last only) needs wildcards != 0. */
 int jss_valid_subject(const char *subject, size_t len, int wildcards);
 
 /*

@@ -5,12 +5,15 @@ Connect with :func:`connect`; every call blocks and takes a timeout in seconds.
 """
 
 from ._protocol import IMPL as __impl__
+from ._writer import ReconnectBufferFullError
 from .client import Client, ClientStats, connect
 from .errors import (
     APIError,
     AuthorizationError,
     BadHeaderError,
+    BadObjectMetaError,
     BadSubjectError,
+    BucketNotFoundError,
     ConnectionClosedError,
     ConnectionLostError,
     ConsumerDeletedError,
@@ -19,11 +22,23 @@ from .errors import (
     ConsumerNameExistsError,
     ConsumerNotFoundError,
     ConsumerPushBasedError,
+    DigestMismatchError,
+    DirectGetNotAllowedError,
     ForkedClientError,
+    InvalidBucketNameError,
+    InvalidKeyError,
+    InvalidObjectNameError,
+    InvalidObjectStoreNameError,
     IteratorClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValueError,
+    KeyWrongLastSequenceError,
     LeadershipChangedError,
+    LinkIsABucketError,
     MaxPayloadError,
     MessageNotFoundError,
     MsgAlreadyAckedError,
@@ -33,6 +48,13 @@ from .errors import (
     NoRespondersError,
     NoServersError,
     NotJetStreamMsgError,
+    ObjectAlreadyExistsError,
+    ObjectLinkError,
+    ObjectNotFoundError,
+    ObjectSizeMismatchError,
+    ObjectStoreError,
+    ObjectStoreExistsError,
+    ObjectStoreNotFoundError,
     OrderedConsumerResetError,
     PinIdMismatchError,
     ProtocolError,
@@ -94,7 +116,18 @@ from .jetstream.ordered import OrderedConsumer, OrderedMessageIterator
 from .jetstream.publish import PubAckFuture
 from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
+from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 from .msg import Msg
+from .object_config import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+)
+from .object_store import ObjectStore
+from .object_watch import ObjectWatcher
 from .subscription import Subscription
 
 __version__ = "0.1.0"
@@ -121,6 +154,7 @@ __all__ = [
     "ConsumerNameExistsError",
     "ConsumerNotFoundError",
     "ConsumerPushBasedError",
+    "DirectGetNotAllowedError",
     "DeliverPolicy",
     "DiscardPolicy",
     "ExternalStream",
@@ -162,6 +196,7 @@ __all__ = [
     "PullStatusError",
     "PullSubscription",
     "RawStreamMsg",
+    "ReconnectBufferFullError",
     "ReplayPolicy",
     "Republish",
     "RequiredApiLevelError",
@@ -191,4 +226,41 @@ __all__ = [
     "__impl__",
     "__version__",
     "connect",
+]
+
+__all__ += [
+    "BucketNotFoundError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueEntry",
+    "KeyValueError",
+    "KeyValueOp",
+    "KeyValueStatus",
+    "KeyWatcher",
+    "KeyWrongLastSequenceError",
+    "BadObjectMetaError",
+    "DigestMismatchError",
+    "InvalidObjectNameError",
+    "InvalidObjectStoreNameError",
+    "LinkIsABucketError",
+    "ObjectAlreadyExistsError",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectLinkError",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectNotFoundError",
+    "ObjectSizeMismatchError",
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreError",
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
 ]

@@ -24,7 +24,6 @@ from .errors import (
     TimeoutError,
 )
 from .msg import Msg
-from .subscription import Subscription
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -102,28 +101,7 @@ class ConnectionMixin:
             self._deliver_batches(batches)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
-        subs = self._subs
-        for sid, msgs in batches.items():
-            sub = subs.get(sid)
-            if sub is not None:
-                self._deliver(sub, msgs)
-
-    def _deliver(self, sub: Subscription, msgs: list[Msg]) -> None:
-        if sub._max is not None:
-            allowed = sub._max - sub._received
-            if allowed <= len(msgs):
-                msgs = msgs[:allowed]
-                with self._subs_lock:
-                    self._subs.pop(sub.sid, None)
-                sub._received += len(msgs)
-                self._queue_or_report(sub, msgs)
-                sub._queue.close()
-                return
-        sub._received += len(msgs)
-        self._queue_or_report(sub, msgs)
-
-    def _queue_or_report(self, sub: Subscription, msgs: list[Msg]) -> None:
-        if sub._queue.put_batch(msgs):
+        for sub in self._subs.deliver(batches):
             self._report_error(SlowConsumerError(sub.subject, sub.sid))
 
     def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
@@ -166,6 +144,14 @@ class ConnectionMixin:
         self._pings.connection_lost(
             ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
         )
+        if self._mux is not None:  # replies to the old connection can no longer come
+            self._mux.fail_all(
+                ConnectionLostError(
+                    f"connection lost before the reply arrived ({exc}); the request may or may "
+                    "not have been processed by the server: retry (a JetStream publish with "
+                    "the same msg_id)"
+                )
+            )
         self._announce("disconnected")
         if not self._allow_reconnect:
             self._close_in_background(exc)
@@ -203,17 +189,14 @@ class ConnectionMixin:
     def _resubscribe_frames(self) -> bytes:
         """SUB frames for every live subscription (sent first on a new connection)."""
         frames = []
-        with self._subs_lock:
+        with self._subs.lock:
             if self._mux is not None:
                 frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
-            for sub in self._subs.values():
-                frames.append(
-                    sub_frame(
-                        sub.subject.encode("utf-8", "surrogateescape"), sub.queue.encode(), sub.sid
-                    )
-                )
-                if sub._max is not None:
-                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, sub._max - sub._received))
+            for sub, left in self._subs.routed():
+                subject = sub.subject.encode("utf-8", "surrogateescape")
+                frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
+                if left is not None:
+                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, left))
         return b"".join(frames)
 
     def _close_in_background(self, reason: BaseException) -> None:

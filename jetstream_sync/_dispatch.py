@@ -28,6 +28,7 @@ class MsgQueue:
         self.pending_bytes = 0
         self._closed = False
         self._close_reason: BaseException | None = None
+        self._interrupted = False
 
     def __len__(self) -> int:
         return len(self._items)
@@ -49,8 +50,10 @@ class MsgQueue:
             self._cond.notify_all()
         return refused
 
-    def _wait_for_items(self, deadline: Deadline | None) -> bool:
+    def _wait_for_items(self, deadline: Deadline | None, interruptible: bool = False) -> bool:
         """Under the lock: wait until a message is queued; False when closed and empty.
+
+        With ``interruptible``, also False (at once) after :meth:`interrupt`.
 
         Raises:
             TimeoutError: nothing arrived before the deadline.
@@ -58,6 +61,9 @@ class MsgQueue:
         """
         items = self._items
         while not items:
+            if interruptible and self._interrupted:
+                self._interrupted = False
+                return False
             if self._closed:
                 if self._close_reason is not None:
                     raise self._close_reason
@@ -89,15 +95,17 @@ class MsgQueue:
     def get_batch(self, max_count: int, deadline: Deadline | None) -> list[Msg]:
         """Take up to ``max_count`` messages at once, waiting until ``deadline`` for the first.
 
-        Returns an empty list when the queue is closed and empty.
+        Returns an empty list when the queue is closed and empty, or when
+        :meth:`interrupt` was called (then or before) and nothing is queued.
 
         Raises:
             TimeoutError: nothing arrived before the deadline.
             ConnectionClosedError: the queue was closed because the client closed.
         """
         with self._cond:
-            if not self._wait_for_items(deadline):
+            if not self._wait_for_items(deadline, interruptible=True):
                 return []
+            self._interrupted = False
             items = self._items
             if len(items) <= max_count:
                 taken = list(items)
@@ -108,6 +116,27 @@ class MsgQueue:
                 taken = [popleft() for _ in range(max_count)]
                 self.pending_bytes -= sum(len(m.data) for m in taken)
             return taken
+
+    def interrupt(self) -> None:
+        """Make the current (or else the next) :meth:`get_batch` return at once."""
+        with self._cond:
+            self._interrupted = True
+            self._cond.notify_all()
+
+    def close_at(self, received: int, limit: int) -> None:
+        """Close, keeping only what makes ``limit`` with the messages already taken.
+
+        Args:
+            received: how many messages were ever queued here.
+            limit: how many may be taken in total.
+        """
+        with self._cond:
+            items = self._items
+            keep = max(limit - (received - len(items)), 0)
+            while len(items) > keep:
+                self.pending_bytes -= len(items.pop().data)
+            self._closed = True
+            self._cond.notify_all()
 
     def close(self, discard: bool = False, reason: BaseException | None = None) -> None:
         """Accept no more messages; wake every waiter.

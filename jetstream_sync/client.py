@@ -8,11 +8,12 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from . import _protocol
+from . import _defaults as D
+from . import _protocol, _subjects
 from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
 from ._deadline import Deadline, check_timeout
 from ._events import EventRunner, log
@@ -22,10 +23,11 @@ from ._pings import PingTracker
 from ._reader import Reader
 from ._request_mux import ReplyWaiter, RequestMux
 from ._server_pool import ServerPool
+from ._sub_table import SubscriptionTable
+from ._subjects import ApiSubject
 from ._writer import Writer
 from .errors import (
     AuthorizationError,
-    BadSubjectError,
     ConnectionClosedError,
     ForkedClientError,
     MaxPayloadError,
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from .jetstream.context import JetStreamContext
 
 HeadersIn = Mapping[str, str | Sequence[str]]
+T = TypeVar("T")
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -98,18 +101,18 @@ class Client(ConnectionMixin):
         user_credentials: str | os.PathLike[str] | None = None,
         tls: ssl.SSLContext | bool | None = None,
         tls_handshake_first: bool = False,
-        connect_timeout: float = 2.0,
+        connect_timeout: float = D.CONNECT_TIMEOUT,
         allow_reconnect: bool = True,
-        max_reconnect_attempts: int = 60,
-        reconnect_time_wait: float = 2.0,
-        reconnect_jitter: float = 0.1,
-        reconnect_buf_size: int = 8 * 1024 * 1024,
-        ping_interval: float = 120.0,
-        max_outstanding_pings: int = 2,
-        inbox_prefix: str = "_INBOX",
+        max_reconnect_attempts: int = D.MAX_RECONNECT_ATTEMPTS,
+        reconnect_time_wait: float = D.RECONNECT_TIME_WAIT,
+        reconnect_jitter: float = D.RECONNECT_JITTER,
+        reconnect_buf_size: int = D.RECONNECT_BUF_SIZE,
+        ping_interval: float = D.PING_INTERVAL,
+        max_outstanding_pings: int = D.MAX_OUTSTANDING_PINGS,
+        inbox_prefix: str = D.INBOX_PREFIX,
         no_echo: bool = False,
-        pending_msgs_limit: int = 512 * 1024,
-        pending_bytes_limit: int = 256 * 1024 * 1024,
+        pending_msgs_limit: int = D.PENDING_MSGS_LIMIT,
+        pending_bytes_limit: int = D.PENDING_BYTES_LIMIT,
         disconnected_cb: Callable[[], object] | None = None,
         reconnected_cb: Callable[[], object] | None = None,
         error_cb: Callable[[BaseException], object] | None = None,
@@ -130,8 +133,7 @@ class Client(ConnectionMixin):
         self._reconnect_buf_size = reconnect_buf_size
         self._ping_interval = check_timeout("ping_interval", ping_interval)
         self._max_outstanding_pings = max_outstanding_pings
-        if not _protocol.valid_subject(inbox_prefix.encode(), False):
-            raise BadSubjectError(f"inbox_prefix {inbox_prefix!r} is not a valid subject")
+        _subjects.publish_subject(inbox_prefix, "inbox_prefix")
         self._inbox_prefix = inbox_prefix
         self._pending_msgs_limit = pending_msgs_limit
         self._pending_bytes_limit = pending_bytes_limit
@@ -150,9 +152,7 @@ class Client(ConnectionMixin):
         self._conn: Connected | None = None
         self._server_info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
-        self._subs: dict[int, Subscription] = {}
-        self._subs_lock = threading.Lock()
-        self._next_sid = 1
+        self._subs = SubscriptionTable()
         self._subject_cache: dict[str, bytes] = {}
         self._mux: RequestMux | None = None
         self._mux_sid = 0
@@ -164,6 +164,7 @@ class Client(ConnectionMixin):
         self._writer: Writer | None = None
         self._events: EventRunner | None = None
         self._pinger: threading.Thread | None = None
+        self._resources: dict[str, Any] = {}  # shared_resource(): closed by close()
 
     # ------------------------------------------------------------------ connect
 
@@ -219,18 +220,27 @@ class Client(ConnectionMixin):
 
     # ------------------------------------------------------------------ state
 
-    def _check_usable(self) -> None:
+    def _check_same_process(self) -> None:
         if self._forked:
             raise ForkedClientError(
                 "this client was created before os.fork(); connect again in the child process"
             )
+
+    def _check_usable(self) -> None:
+        if self._forked:
+            self._check_same_process()
         if self._closed:
             raise ConnectionClosedError("the client is closed")
 
     @property
     def is_connected(self) -> bool:
-        """True while a connection to a server is up."""
-        return not self._closed and not self._reconnecting and self._conn is not None
+        """True while a connection to a server is up (never in a forked child)."""
+        return (
+            not self._closed
+            and not self._reconnecting
+            and not self._forked
+            and self._conn is not None
+        )
 
     @property
     def is_closed(self) -> bool:
@@ -322,18 +332,20 @@ class Client(ConnectionMixin):
     def _subject_bytes(
         self, subject: str, what: str = "subject", wildcards: bool = False, cache: bool = True
     ) -> bytes:
+        """Check ``subject`` by its role (publish, or ``wildcards`` for interest); its bytes.
+
+        An :class:`ApiSubject` was assembled from parts checked by their roles
+        (its tail may be a filter with wildcards) and is sent as it is, uncached.
+        """
         cached = self._subject_cache.get(subject) if cache and not wildcards else None
         if cached is not None:
             return cached
-        if not isinstance(subject, str):
-            raise BadSubjectError(f"{what} must be a str, not {type(subject).__name__}")
-        try:  # subjects received with bytes that are not UTF-8 go back as they came
-            raw = subject.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
-            raise BadSubjectError(f"invalid {what}: {subject!r} (cannot be encoded)") from None
-        if not _protocol.valid_subject(raw, wildcards):
-            raise BadSubjectError(f"invalid {what}: {subject!r}")
-        if cache and not wildcards:
+        if type(subject) is ApiSubject:
+            return subject.encode()
+        if wildcards:
+            return _subjects.filter_subject(subject, what).encode("utf-8", "surrogateescape")
+        raw = _subjects.publish_subject(subject, what)
+        if cache:
             if len(self._subject_cache) >= _SUBJECT_CACHE_MAX:
                 self._subject_cache.clear()
             self._subject_cache[subject] = raw
@@ -458,42 +470,37 @@ class Client(ConnectionMixin):
         subject_b = self._subject_bytes(subject, wildcards=True)
         queue_b = b""
         if queue:
-            queue_b = queue.encode()
-            if not _protocol.valid_subject(queue_b, False) or b"." in queue_b:
-                raise BadSubjectError(f"invalid queue group: {queue!r}")
-        with self._subs_lock:
-            sid = self._next_sid
-            self._next_sid += 1
-            sub = Subscription(
-                self, sid, subject, queue or "", cb,
-                pending_msgs_limit or self._pending_msgs_limit,
-                pending_bytes_limit or self._pending_bytes_limit,
-            )  # fmt: skip
-            self._subs[sid] = sub
-        self._writer.write(sub_frame(subject_b, queue_b, sid))
+            queue_b = _subjects.name_token(queue, "queue group").encode()
+        msgs_limit = pending_msgs_limit or self._pending_msgs_limit
+        bytes_limit = pending_bytes_limit or self._pending_bytes_limit
+        sub = self._subs.add(
+            lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit)
+        )
+        self._writer.write(sub_frame(subject_b, queue_b, sub.sid))
         return sub
 
     def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
         self._check_usable()
-        if limit is not None and limit > sub._received:
-            sub._max = limit
-            self._writer.write(b"UNSUB %d %d\r\n" % (sub.sid, limit))
-            return
-        with self._subs_lock:
-            self._subs.pop(sub.sid, None)
-        sub._queue.close(discard=True)
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValueError(f"limit must be a positive int, got {limit!r}")
+            if self._subs.limit(sub, limit):
+                self._writer.write(b"UNSUB %d %d\r\n" % (sub.sid, limit))
+                return
+        else:
+            self._subs.remove(sub, discard=True)
         self._writer.write(b"UNSUB %d\r\n" % sub.sid)
         if sub._worker is not None:
             sub._worker.join()
 
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         self._check_usable()
-        deadline = Deadline(check_timeout("timeout", timeout, 30.0))
+        deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
         self._writer.write(b"UNSUB %d\r\n" % sub.sid)
-        self.flush(deadline.remaining() or 0.001)
-        with self._subs_lock:
-            self._subs.pop(sub.sid, None)
-        sub._queue.close()
+        try:
+            self.flush(deadline.remaining() or 0.001)
+        finally:  # whatever happens, the local side ends: no waiter is left hanging
+            self._subs.remove(sub, discard=False)
         if sub._worker is not None and not sub._worker.join(deadline.remaining()):
             raise TimeoutError(f"subscription {sub.sid} did not finish draining in time")
 
@@ -507,11 +514,10 @@ class Client(ConnectionMixin):
         mux = self._mux
         if mux is not None:
             return mux
-        with self._subs_lock:
+        with self._subs.lock:
             if self._mux is None:
                 mux = RequestMux(self.new_inbox())
-                self._mux_sid = self._next_sid
-                self._next_sid += 1
+                self._mux_sid = self._subs.new_sid()
                 self._writer.write(sub_frame(mux.subject.encode(), b"", self._mux_sid))
                 self._mux = mux
         return self._mux
@@ -520,7 +526,7 @@ class Client(ConnectionMixin):
         self,
         subject: str,
         data: bytes | str = b"",
-        timeout: float = 1.0,
+        timeout: float = D.REQUEST_TIMEOUT,
         headers: HeadersIn | None = None,
     ) -> Msg:
         """Publish a request and block until its first reply.
@@ -529,6 +535,9 @@ class Client(ConnectionMixin):
             TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
             NoRespondersError: nobody is subscribed to ``subject`` (status 503).
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            ConnectionLostError: the connection dropped while the request waited
+                (raised at once, not at the timeout); the request may or may not
+                have been processed.
             ConnectionClosedError: the client closed while waiting.
         """
         self._check_usable()
@@ -561,7 +570,7 @@ class Client(ConnectionMixin):
         pings = self._pings
         self._writer.write_ping(lambda connected: pings.register(waiter, connected), urgent=True)
 
-    def flush(self, timeout: float = 10.0) -> None:
+    def flush(self, timeout: float = D.FLUSH_TIMEOUT) -> None:
         """Block until everything published so far has reached the server.
 
         Sends a PING and waits for its PONG. Called while reconnecting, it waits
@@ -582,7 +591,7 @@ class Client(ConnectionMixin):
         if waiter.error is not None:
             raise waiter.error
 
-    def rtt(self, timeout: float = 10.0) -> float:
+    def rtt(self, timeout: float = D.FLUSH_TIMEOUT) -> float:
         """The round-trip time to the server in seconds (one PING/PONG)."""
         start = time.perf_counter()
         self.flush(timeout)
@@ -590,7 +599,7 @@ class Client(ConnectionMixin):
 
     # ------------------------------------------------------------------ close / drain
 
-    def drain(self, timeout: float = 30.0) -> None:
+    def drain(self, timeout: float = D.DRAIN_TIMEOUT) -> None:
         """Stop every subscription, let pending messages be handled, flush, then close.
 
         Raises:
@@ -598,17 +607,13 @@ class Client(ConnectionMixin):
         """
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
-        with self._subs_lock:
-            subs = list(self._subs.values())
+        subs = self._subs.subscriptions()
         try:
             for sub in subs:
                 self._writer.write(b"UNSUB %d\r\n" % sub.sid)
             self.flush(deadline.remaining() or 0.001)
-            with self._subs_lock:
-                for sub in subs:
-                    self._subs.pop(sub.sid, None)
             for sub in subs:
-                sub._queue.close()
+                self._subs.remove(sub, discard=False)
             for sub in subs:
                 if sub._worker is not None and not sub._worker.join(deadline.remaining()):
                     raise TimeoutError("subscriptions did not finish draining in time")
@@ -616,10 +621,36 @@ class Client(ConnectionMixin):
         finally:
             self.close()
 
+    def shared_resource(self, key: str, factory: Callable[[Client], T]) -> T:
+        """The client's one object under ``key``, made by ``factory(client)`` on first use.
+
+        For machinery that must exist once per client, not once per user of it
+        (JetStream's async-publish ack multiplexer is shared this way by every
+        context): every caller gets the same object. :meth:`close` calls its
+        ``close()`` after the connection and the subscriptions are closed and
+        before the closed callbacks; it must fail what still waits and join
+        its threads — except the calling thread, which may be one of them.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+        """
+        resource = self._resources.get(key)
+        if resource is None:
+            with self._state_lock:
+                self._check_usable()
+                resource = self._resources.get(key)
+                if resource is None:
+                    resource = self._resources[key] = factory(self)
+        return resource
+
     def close(self) -> None:
         """Flush what is buffered (briefly), close the connection and join every thread.
 
-        Safe to call more than once and from any thread, including callbacks.
+        Safe to call more than once and from any thread, including callbacks
+        (subscription callbacks, ``PubAckFuture`` done-callbacks,
+        ``error_cb``, ``disconnected_cb``...). Called on one of the client's
+        own threads, it joins every other thread but not that one: it returns,
+        and that thread ends as soon as the callback returns.
         """
         self._close(None)
 
@@ -650,13 +681,16 @@ class Client(ConnectionMixin):
         if self._mux is not None:
             self._mux.fail_all(closed)
         self._pings.fail_all(closed)
-        with self._subs_lock:
-            subs, self._subs = list(self._subs.values()), {}
+        subs = self._subs.remove_all()
         for sub in subs:
             sub._queue.close(discard=True, reason=closed)
         for sub in subs:
             if sub._worker is not None:
                 sub._worker.join()
+        with self._state_lock:
+            resources, self._resources = list(self._resources.values()), {}
+        for resource in resources:
+            resource.close()
         if reason is not None:
             self._report_error(reason)
         self._announce("closed")
@@ -690,7 +724,7 @@ class Client(ConnectionMixin):
         return f"<Client {state} {self.connected_url or ''}>"
 
 
-def connect(servers: str | Sequence[str] = "nats://127.0.0.1:4222", **options: Any) -> Client:
+def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Client:
     """Connect to a NATS server and return a ready, thread-safe :class:`Client`.
 
     Args:

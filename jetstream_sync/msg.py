@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from . import _defaults as D
 from . import _protocol
 from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
 from .headers import Headers
@@ -66,6 +67,26 @@ class Msg:
     def headers(self) -> Headers:
         """The message headers (empty when it had none)."""
         return self._parse_headers()[2]
+
+    @property
+    def is_status(self) -> bool:
+        """True for a status message (``NATS/1.0 <code>``: 100, 404, 408, 409, 503...).
+
+        Cheap: nothing is parsed. A message without headers, or with headers
+        but no status code, is not one.
+        """
+        raw = self._raw_headers
+        return raw is not None and raw[8:9] == b" "
+
+    @property
+    def header_size(self) -> int:
+        """Bytes of the header block as received (0 when the message has none).
+
+        With the subject, reply and payload lengths, what the server counts
+        against a pull request's ``max_bytes``.
+        """
+        raw = self._raw_headers
+        return 0 if raw is None else len(raw)
 
     @property
     def status(self) -> int | None:
@@ -155,7 +176,7 @@ class Msg:
         if self._ackd:
             raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
         self._ackd = True
-        self._client.request(reply, _ACK, timeout=5.0 if timeout is None else timeout)
+        self._client.request(reply, _ACK, timeout=D.JS_TIMEOUT if timeout is None else timeout)
 
     double_ack = ack_sync
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from . import _defaults as D
 from ._deadline import Deadline, check_timeout
 from ._dispatch import CallbackWorker, MsgQueue
 from .errors import NatsError
@@ -20,6 +21,12 @@ class Subscription:
     Without a callback, take messages with :meth:`next_msg` or by iterating.
     With ``cb=``, the callback runs on one thread owned by this subscription,
     one message at a time, in arrival order.
+
+    Layers built on a subscription (the JetStream pull engine) use
+    :meth:`next_msgs`, :meth:`interrupt`, :meth:`check_usable`,
+    :attr:`is_active`, :meth:`unsubscribe` and :meth:`drain`, nothing else.
+    In a child process forked after the client connected, every blocking
+    method raises :class:`~jetstream_sync.errors.ForkedClientError`.
 
     Attributes:
         sid: the subscription id on the wire.
@@ -42,7 +49,8 @@ class Subscription:
         self.subject = subject
         self.queue = queue
         self._queue = MsgQueue(msgs_limit, bytes_limit)
-        self._received = 0  # counted by the reader thread
+        # Changed only by the client's SubscriptionTable, under its lock.
+        self._received = 0
         self._max: int | None = None
         self._worker: CallbackWorker | None = None
         if cb is not None:
@@ -70,7 +78,7 @@ class Subscription:
         """False once unsubscribed, drained, auto-unsubscribed or the client closed."""
         return not self._queue.closed
 
-    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+    def next_msg(self, timeout: float | None = D.NEXT_MSG_TIMEOUT) -> Msg:
         """Block until the next message arrives.
 
         Args:
@@ -80,16 +88,24 @@ class Subscription:
             TimeoutError: nothing arrived in time (also the builtin ``TimeoutError``).
             NatsError: the subscription has a callback, or it ended with nothing left.
             ConnectionClosedError: the client was closed.
+            ForkedClientError: called in a process forked after the client connected.
         """
         if self._worker is not None:
             raise NatsError("next_msg() is not available on a subscription with a callback")
+        self._client._check_same_process()
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         msg = self._queue.get(deadline)
         if msg is None:
             raise NatsError(f"subscription to {self.subject!r} has ended")
         return msg
 
-    def next_msgs(self, max_msgs: int = 1000, timeout: float | None = 1.0) -> list[Msg]:
+    def next_msgs(
+        self,
+        max_msgs: int = D.NEXT_MSGS_MAX,
+        timeout: float | None = D.NEXT_MSG_TIMEOUT,
+        *,
+        deadline: Deadline | None = None,
+    ) -> list[Msg]:
         """Block until a message is pending, then take up to ``max_msgs`` at once.
 
         Cheaper per message than :meth:`next_msg` when messages come in bursts.
@@ -97,27 +113,59 @@ class Subscription:
         Args:
             max_msgs: the most messages to return.
             timeout: seconds to wait for the first; ``None`` waits forever.
+            deadline: a ``jetstream_sync._deadline.Deadline`` to wait until
+                instead of ``timeout`` (for the library's own layers, which
+                carry one deadline through several waits).
 
         Returns:
-            The messages in arrival order; an empty list once the subscription
-            has ended and nothing is left.
+            The messages in arrival order. An empty list once the
+            subscription has ended and nothing is left (then
+            :attr:`is_active` is False), or when :meth:`interrupt` was called
+            and nothing is pending.
 
         Raises:
             TimeoutError: nothing arrived in time.
             ConnectionClosedError: the client was closed.
+            ForkedClientError: called in a process forked after the client connected.
         """
         if self._worker is not None:
             raise NatsError("next_msgs() is not available on a subscription with a callback")
         if max_msgs < 1:
             raise ValueError("max_msgs must be at least 1")
-        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        self._client._check_same_process()
+        if deadline is None and timeout is not None:
+            deadline = Deadline(check_timeout("timeout", timeout))
         return self._queue.get_batch(max_msgs, deadline)
 
+    def interrupt(self) -> None:
+        """Wake the thread blocked in :meth:`next_msgs`: it returns at once.
+
+        With nothing pending it returns an empty list while :attr:`is_active`
+        stays True. When no thread is waiting, the next call returns at once
+        instead. Safe from any thread; nothing is sent to the server.
+        """
+        self._queue.interrupt()
+
+    def check_usable(self) -> None:
+        """Raise when this process may not use the subscription.
+
+        Raises:
+            ForkedClientError: this is a child process forked after the
+                client connected (the subscription belongs to the parent).
+        """
+        self._client._check_same_process()
+
     def __iter__(self) -> Iterator[Msg]:
-        """Yield messages as they arrive, until the subscription ends."""
+        """Yield messages as they arrive, until the subscription ends.
+
+        Raises:
+            ForkedClientError: iterated in a process forked after the client connected.
+        """
         if self._worker is not None:
             raise NatsError("cannot iterate a subscription with a callback")
+        client = self._client
         while True:
+            client._check_same_process()
             msg = self._queue.get(None)
             if msg is None:
                 return
@@ -126,7 +174,17 @@ class Subscription:
     def unsubscribe(self, limit: int | None = None) -> None:
         """Remove interest now, or after ``limit`` messages in total have arrived.
 
-        Pending messages are discarded when unsubscribing at once.
+        Pending messages are discarded when unsubscribing at once. With
+        ``limit``, no more than ``limit`` messages are ever delivered, however
+        many are already on their way; once that many have arrived the
+        subscription ends (iteration stops after the pending ones). When
+        ``limit`` were already received, it ends now and keeps pending only
+        what makes ``limit`` with those already taken.
+
+        Raises:
+            ValueError: ``limit`` is not a positive int.
+            ForkedClientError: called in a process forked after the client connected.
+            ConnectionClosedError: the client is closed.
         """
         self._client._unsubscribe(self, limit)
 

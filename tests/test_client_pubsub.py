@@ -221,3 +221,117 @@ def test_next_msgs_takes_a_batch(nc):
         sub.next_msgs(timeout=0.1)
     sub.unsubscribe()
     assert sub.next_msgs(timeout=0.1) == []
+
+
+def _server_sub_count(server, name: str) -> int:
+    """How many subscriptions the server holds for the connection named ``name``."""
+    conns = server.monitor("connz", subs=1)["connections"]
+    return sum(c.get("num_subscriptions", 0) for c in conns if c.get("name") == name)
+
+
+@pytest.mark.parametrize(
+    ("point", "limit"),
+    [(0, 1), (0, 5000), (1, 10), (500, 501), (2000, 2500), (4000, 3000), (9000, 10000), (10000, 7)],
+)
+def test_unsubscribe_limit_racing_deliveries_never_passes_the_limit(shared_server, point, limit):
+    """unsubscribe(limit) racing a 10,000-message burst delivers exactly the first ``limit``."""
+    total = 10_000
+    name = f"race-{point}-{limit}"
+    with js.connect(shared_server.url, name=name) as nc, js.connect(shared_server.url) as pub:
+        sub = nc.subscribe("race")
+        nc.flush()
+        done = threading.Event()
+
+        def limiter():
+            try:
+                wait_for(lambda: sub.delivered >= point, timeout=10, interval=0.0005)
+                sub.unsubscribe(limit=limit)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=limiter)
+        thread.start()
+        try:
+            for i in range(total):
+                pub.publish("race", b"%d" % i)
+            pub.flush()
+            assert done.wait(15)
+        finally:
+            thread.join()
+        got = [m.data for m in sub]  # ends when the subscription has ended
+        assert got == [b"%d" % i for i in range(limit)]
+        assert not sub.is_active
+        assert sub.sid not in nc._subs.sids()
+        pub.publish("race", b"late")
+        pub.flush()
+        wait_for(lambda: _server_sub_count(shared_server, name) == 0)
+        assert sub.pending_msgs == 0
+
+
+def test_unsubscribe_limit_after_some_were_taken(nc):
+    """With more received than the limit, only what completes the limit (with those taken) stays."""
+    sub = nc.subscribe("taken")
+    for i in range(10):
+        nc.publish("taken", b"%d" % i)
+    nc.flush()
+    wait_for(lambda: sub.pending_msgs == 10)
+    assert [sub.next_msg().data for _ in range(3)] == [b"0", b"1", b"2"]
+    sub.unsubscribe(limit=5)
+    assert [m.data for m in sub] == [b"3", b"4"]
+    sub2 = nc.subscribe("taken2")
+    for i in range(4):
+        nc.publish("taken2", b"%d" % i)
+    nc.flush()
+    wait_for(lambda: sub2.pending_msgs == 4)
+    sub2.next_msgs(10)
+    sub2.unsubscribe(limit=2)  # already took more than the limit: nothing more
+    assert list(sub2) == []
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True, "3"])
+def test_unsubscribe_limit_must_be_a_positive_int(nc, limit):
+    """A bad limit raises ValueError before anything is sent; the subscription goes on."""
+    sub = nc.subscribe("badlimit")
+    with pytest.raises(ValueError):
+        sub.unsubscribe(limit=limit)
+    nc.publish("badlimit", b"x")
+    assert sub.next_msg(timeout=2).data == b"x"
+
+
+def test_interrupt_wakes_a_blocked_next_msgs(nc):
+    """interrupt() makes a next_msgs blocked without a timeout return [] while still active."""
+    sub = nc.subscribe("intr")
+    got = []
+    thread = threading.Thread(target=lambda: got.append(sub.next_msgs(10, timeout=None)))
+    thread.start()
+    try:
+        wait_for(lambda: thread.is_alive())
+        sub.interrupt()
+        thread.join(5)
+        assert not thread.is_alive()
+    finally:
+        if thread.is_alive():
+            sub.unsubscribe()
+            thread.join()
+    assert got == [[]] and sub.is_active
+    sub.interrupt()  # nobody waiting: the next call returns at once
+    assert sub.next_msgs(10, timeout=30) == []
+    nc.publish("intr", b"a")
+    nc.flush()
+    wait_for(lambda: sub.pending_msgs == 1)
+    sub.interrupt()  # pending messages are returned, not hidden
+    assert [m.data for m in sub.next_msgs(10, timeout=5)] == [b"a"]
+    with pytest.raises(js.TimeoutError):
+        sub.next_msgs(10, timeout=0.05)  # the interrupt was used up
+
+
+def test_msg_status_accessors(nc):
+    """is_status and header_size tell status messages and header sizes without parsing."""
+    sub = nc.subscribe("acc")
+    nc.publish("acc", b"plain")
+    nc.publish("acc", b"h", headers={"K": "v"})
+    first, second = sub.next_msg(2), sub.next_msg(2)
+    assert not first.is_status and first.header_size == 0 and not first.is_acked
+    assert not second.is_status and second.header_size == len(b"NATS/1.0\r\nK: v\r\n\r\n")
+    status = js.Msg("x", "", b"", b"NATS/1.0 503\r\n\r\n")
+    assert status.is_status and status.status == 503

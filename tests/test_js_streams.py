@@ -253,3 +253,27 @@ def test_unknown_api_error_keeps_all_fields(ctx, name):
         ctx.update_stream(name=name, subjects=[f"{name}.>"], storage=StorageType.MEMORY)
     assert info.value.code == 500 or info.value.code == 400
     assert info.value.err_code and info.value.description
+
+
+def test_direct_get_without_allow_direct_says_so(ctx, name):
+    """direct_get on a stream without allow_direct names that, not 'JetStream is not enabled'."""
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"])
+    ctx.publish(f"{name}.a", b"x")
+    for call in (
+        lambda: stream.direct_get(1),
+        lambda: stream.direct_get_last_for_subject(f"{name}.a"),
+        lambda: stream.get_msgs(1, batch=5),
+    ):
+        with pytest.raises(js.DirectGetNotAllowedError, match="allow_direct") as err:
+            call()
+        assert not isinstance(err.value, js.JetStreamNotEnabledError)
+        assert name in str(err.value)
+    assert stream.get_msg(1).data == b"x"  # the stream itself is fine
+
+
+def test_direct_get_on_a_missing_stream_says_so(ctx, name):
+    """direct_get on a stream that does not exist raises StreamNotFoundError."""
+    stream = ctx.stream_no_info(name)
+    for call in (lambda: stream.direct_get(1), lambda: stream.get_msgs(1)):
+        with pytest.raises(js.StreamNotFoundError):
+            call()

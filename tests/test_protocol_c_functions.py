@@ -223,6 +223,12 @@ def test_jss_parse_headers_errors(block, code, line):
         (b"", 1, 0),
         (b"a\x00", 0, 0),
         (b"a.b.", 0, 0),
+        (b"a\x0cb", 1, 0),
+        (b"a\x0bb", 1, 0),
+        (b"a\tb", 1, 0),
+        (b"ev.*.x", 1, 1),
+        (b"ev.*.x", 0, 0),
+        (b"ev.>x", 0, 1),
     ],
 )
 def test_jss_valid_subject(subject, wildcards, valid):

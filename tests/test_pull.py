@@ -173,7 +173,7 @@ def test_consume_drain_delivers_buffered_then_stops(js, stream):
         seen.append(msg)
 
     ctx = cons.consume(cb, max_messages=100)
-    wait_for(lambda: ctx._source._buf or ctx._source._queue.__len__() > 0)
+    wait_for(lambda: ctx._source._buf or ctx._source._sub.pending_msgs > 0)
     gate.set()
     ctx.drain(timeout=10)
     assert ctx.closed and len(seen) >= 1
@@ -276,7 +276,7 @@ def test_iterator_drain_and_listener_cleanup(js, stream):
     before = len(js.client._listeners)
     it = cons.messages(max_messages=100)
     first = it.next(timeout=5)
-    wait_for(lambda: len(it._buf) + len(it._queue) >= 19)
+    wait_for(lambda: len(it._buf) + it._sub.pending_msgs >= 19)
     it.drain()
     rest = list(it)
     assert [int(m.data) for m in [first, *rest]] == list(range(20))

@@ -200,8 +200,9 @@ def valid_subject(subject: bytes, wildcards: bool) -> bool:
         wildcards: allow ``*`` tokens and a final ``>`` token (subscriptions).
 
     Returns:
-        True for non-empty dot-separated non-empty tokens without space, tab,
-        CR, LF or NUL, where ``*``/``>`` tokens obey ``wildcards``.
+        True for non-empty dot-separated non-empty tokens without ASCII
+        whitespace (space, ``\\t \\n \\v \\f \\r``) or NUL, where ``*``/``>``
+        tokens obey ``wildcards`` (``>`` only as the last token).
     """
     if type(subject) is not bytes:
         subject = bytes(subject)

@@ -542,7 +542,7 @@ def encode_hpub_pairs(
     return encode_hpub(subject, reply, encode_headers(pairs), payload)
 
 
-_SUBJECT_BAD_BYTE = re.compile(rb"[ \t\r\n\x00]")
+_SUBJECT_BAD_BYTE = re.compile(rb"[ \t\n\v\f\r\x00]")
 
 
 def valid_subject(subject: bytes, wildcards: bool) -> bool:
@@ -553,8 +553,9 @@ def valid_subject(subject: bytes, wildcards: bool) -> bool:
         wildcards: allow ``*`` tokens and a final ``>`` token (subscriptions).
 
     Returns:
-        True for non-empty dot-separated non-empty tokens without space, tab,
-        CR, LF or NUL, where ``*``/``>`` tokens obey ``wildcards``.
+        True for non-empty dot-separated non-empty tokens without ASCII
+        whitespace (space, ``\\t \\n \\v \\f \\r``) or NUL, where ``*``/``>``
+        tokens obey ``wildcards`` (``>`` only as the last token).
     """
     if type(subject) is not bytes:
         subject = bytes(subject)

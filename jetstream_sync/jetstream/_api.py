@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline
+from .._subjects import ApiSubject, filter_subject, name_token, publish_subject
 from ..errors import (
     APIError,
     JetStreamNotEnabledError,
@@ -53,14 +54,27 @@ class RequiredApiLevelError(APIError, err_code=10185):
     """The server's JetStream API level is lower than the request needs."""
 
 
+# The template fields that hold a filter subject (wildcards allowed, always the
+# last part of the subject); every other field is one name token.
+_TAIL_FIELDS = frozenset(("filter", "subject"))
+
+
 def api_prefix(prefix: str | None, domain: str | None) -> str:
-    """The API subject prefix for a context (``$JS.API``, a custom one, or a domain's)."""
+    """The API subject prefix for a context (``$JS.API``, a custom one, or a domain's).
+
+    Raises:
+        ValueError: both were given.
+        BadSubjectError: ``prefix`` is not a publish subject or ``domain`` not
+            one name token.
+    """
     if prefix and domain:
         raise ValueError("give prefix or domain, not both")
     if domain:
-        return f"$JS.{domain}.API"
+        return f"$JS.{name_token(domain, 'domain')}.API"
     if prefix:
-        return prefix.rstrip(".")
+        prefix = prefix.rstrip(".")
+        publish_subject(prefix, "API prefix")
+        return prefix
     return "$JS.API"
 
 
@@ -86,9 +100,23 @@ class JsApi:
         self.client = client
         self.prefix = prefix
 
-    def subject(self, template: str, **parts: str) -> str:
-        """The full subject of an API call."""
-        return f"{self.prefix}.{template.format(**parts)}"
+    def subject(self, template: str, **parts: str) -> ApiSubject:
+        """The full subject of an API call, from parts checked by their roles.
+
+        ``filter`` and ``subject`` parts (the tail) follow the filter rule
+        (wildcards allowed: the server reads them from the tail); every other
+        part is one name token. The result is an :class:`ApiSubject`, which
+        the client sends without the publish check.
+
+        Raises:
+            BadSubjectError: a part breaks its rule; nothing is sent.
+        """
+        for field, value in parts.items():
+            if field in _TAIL_FIELDS:
+                filter_subject(value, "filter subject" if field == "filter" else "subject")
+            else:
+                name_token(value, f"{field} name")
+        return ApiSubject(f"{self.prefix}.{template.format(**parts)}")
 
     def request(
         self,

@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from .._subjects import is_filter_subject, is_publish_subject
+from ..errors import BadSubjectError
+
 MAX_NAME_LEN = 255  # JSMaxNameLen
 MAX_DESCRIPTION_LEN = 4 * 1024  # JSMaxDescriptionLen (bytes)
 MAX_METADATA_LEN = 128 * 1024  # JSMaxMetadataLen (bytes of keys + values)
@@ -24,7 +27,7 @@ MAX_UINT64 = 2**64 - 1
 
 _LENIENT: ContextVar[bool] = ContextVar("jetstream_sync_lenient", default=False)
 
-_BAD_NAME_CHARS = frozenset(" \t\r\n\f.*>\\/")
+_BAD_NAME_CHARS = frozenset(" \t\n\v\f\r\x00.*>\\/")
 _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 _SAMPLE_FREQ = re.compile(r"\d+%?")
 
@@ -69,7 +72,7 @@ def non_negative(value: float, field: str) -> None:
 
 
 def asset_name(value: str, field: str) -> None:
-    """A stream or consumer name: 1-255 bytes, none of whitespace . * > \\ /."""
+    """A stream or consumer name: 1-255 bytes, none of whitespace, NUL, . * > \\ /."""
     if not value:
         fail(field, "must not be empty")
     bad = sorted(_BAD_NAME_CHARS.intersection(value))
@@ -90,30 +93,20 @@ def metadata(value: Mapping[str, str], field: str) -> None:
         fail(field, f"keys and values must total at most {MAX_METADATA_LEN} bytes")
 
 
-def is_valid_subject(subject: str) -> bool:
-    """The server's rule: no empty token, no whitespace, nothing after '>'."""
-    if not subject:
-        return False
-    after_fwc = False
-    for token in subject.split("."):
-        if not token or after_fwc:
-            return False
-        if any(c in token for c in " \t\n\r\f"):
-            return False
-        if token == ">":
-            after_fwc = True
-    return True
-
-
 def subject(value: str, field: str) -> None:
-    if not is_valid_subject(value):
-        fail(field, f"{value!r} is not a valid subject")
+    """A filter subject: ``*`` a whole token, ``>`` the last (see ``jetstream_sync._subjects``)."""
+    if not is_filter_subject(value):
+        raise BadSubjectError(
+            f"{field}: {value!r} is not a valid subject ('*' must be a whole token, "
+            "'>' the last token; no empty tokens, whitespace or NUL)"
+        )
 
 
 def literal_subject(value: str, field: str) -> None:
+    """A subject messages are published to: no wildcard tokens."""
     subject(value, field)
-    if any(t in ("*", ">") for t in value.split(".")):
-        fail(field, f"{value!r} must not contain wildcards")
+    if not is_publish_subject(value):
+        raise BadSubjectError(f"{field}: {value!r} must not contain wildcards")
 
 
 def subjects(value: tuple[str, ...], field: str) -> None:

@@ -25,7 +25,9 @@ status      description                             meaning here
 
 Every fetch uses a fresh inbox, unsubscribed when it returns, so a late
 status from an earlier request can never end a later one. The continuous
-modes live in ``_pull_stream.py``.
+modes live in ``_pull_stream.py``. Both use only the subscription's
+``next_msgs`` / ``interrupt`` / ``is_active`` and the message's ``is_status``
+/ ``status`` / ``header_size``, never their internals.
 """
 
 from __future__ import annotations
@@ -61,21 +63,15 @@ DONE = 1
 WARNING = 2
 TERMINAL = 3
 NO_RESPONDERS = 4
-WAKE = 5
 
 # The server expires a fetch's request this long before the caller's timeout,
 # so the 408 (not the client's clock) normally ends the fetch.
 EXPIRY_MARGIN = 0.1
 NS = 1_000_000_000
 
-# Queued by a status listener to wake the thread blocked on the inbox.
-WAKE_MSG = Msg("", "", b"", b"NATS/1.0 999 Wake\r\n\r\n")
-
 
 def classify(msg: Msg) -> tuple[int, BaseException | None]:
     """Sort a status message into a kind, with the error it stands for (if any)."""
-    if msg is WAKE_MSG:
-        return WAKE, None
     status = msg.status
     text = msg.description
     lower = text.lower()
@@ -151,7 +147,7 @@ class Priority:
 
     def track(self, msg: Msg) -> None:
         """Remember the pin id a delivered message carries."""
-        pin = msg.headers.get(PIN_ID) if msg._raw_headers is not None else None
+        pin = msg.headers.get(PIN_ID) if msg.header_size else None
         if pin:
             self.pin_id = pin
 
@@ -225,7 +221,6 @@ def fetch(
         heartbeat = None
     inbox = client.new_inbox()
     sub = client.subscribe(inbox)
-    queue = sub._queue
     msgs: list[Msg] = []
     nbytes = 0
     track = priority is not None and priority.group is not None
@@ -241,7 +236,7 @@ def fetch(
             if hb_wait is not None:
                 wait = hb_wait if hb_wait.end < deadline.end else deadline
             try:
-                got = queue.get_batch(batch - len(msgs), wait)
+                got = sub.next_msgs(batch - len(msgs), None, deadline=wait)
             except TimeoutError:
                 if wait is deadline:
                     break
@@ -254,7 +249,7 @@ def fetch(
                 hb_wait = Deadline(2 * heartbeat)  # type: ignore[operator]
             done = False
             for msg in got:
-                if msg._raw_headers is None or msg.status is None:
+                if not msg.is_status:
                     msgs.append(msg)
                     if max_bytes is not None:
                         nbytes += len(msg.data)

@@ -1,9 +1,12 @@
-"""Continuous pulling for ``messages``, ``consume`` and the ordered consumer.
+"""Continuous pulling for ``messages`` and ``consume`` (the ordered consumer builds on it).
 
 A :class:`MessageIterator` keeps one inbox for its life, keeps requests
 outstanding up to its limits, and counts what is pending on the server with
 ``Nats-Pending-Messages`` / ``Nats-Pending-Bytes``. The statuses it sorts
-are those of ``_pull.py``.
+are those of ``_pull.py``. It knows no recovery policy beyond pulling again:
+missed heartbeats and no responders are reported to ``on_warning`` (the
+ordered consumer, in ``ordered.py``, recreates its consumer on them), a
+deleted consumer ends it with :class:`ConsumerDeletedError`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Self
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from ..errors import (
     ConnectionClosedError,
@@ -25,6 +29,7 @@ from ..errors import (
     LeadershipChangedError,
     NatsError,
     NoHeartbeatError,
+    NoRespondersError,
     PinIdMismatchError,
     ServerShutdownError,
     TimeoutError,
@@ -35,8 +40,6 @@ from ._pull import (
     HEARTBEAT,
     NO_RESPONDERS,
     TERMINAL,
-    WAKE,
-    WAKE_MSG,
     Priority,
     check_heartbeat,
     classify,
@@ -65,14 +68,6 @@ def pending_of(msg: Msg) -> tuple[int, int]:
         return int(h.get(PENDING_MSGS, 0)), int(h.get(PENDING_BYTES, 0))
     except ValueError:
         return 0, 0
-
-
-class _Reset(Exception):
-    """Internal: the ordered consumer must recreate its server-side consumer."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class IterationMixin(abc.ABC):
@@ -115,6 +110,12 @@ class MessageIterator(IterationMixin):
     survives reconnects, server restarts and missed heartbeats by pulling
     again; it ends (raising :class:`ConsumerDeletedError`) when the consumer
     is deleted. Not meant to be shared by several threads at once.
+
+    ``on_warning`` hears, on the thread calling :meth:`next`, what it
+    recovered from: :class:`NoHeartbeatError` (two heartbeats missed),
+    :class:`NoRespondersError` (nobody served a pull), refused pulls and
+    pin losses. ``exists`` tells a consumer that is gone (no responders)
+    from one briefly unreachable.
     """
 
     def __init__(
@@ -122,16 +123,15 @@ class MessageIterator(IterationMixin):
         client: Client,
         next_subject: str,
         *,
-        max_messages: int = 500,
+        max_messages: int = D.MESSAGES_MAX,
         max_bytes: int | None = None,
-        expires: float = 30.0,
+        expires: float = D.MESSAGES_EXPIRES,
         heartbeat: float | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,
         priority: Priority | None = None,
         on_warning: Callable[[BaseException], object] | None = None,
-        exists: Callable[[], bool] | None = None,
-        ordered: bool = False,
+        exists: Callable[[], bool | None] | None = None,
     ) -> None:
         if max_bytes is not None:
             if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
@@ -147,7 +147,7 @@ class MessageIterator(IterationMixin):
         if expires < 1.0:
             raise ValueError("expires must be at least 1 second")
         if heartbeat is None:
-            heartbeat = min(expires / 2, 30.0)
+            heartbeat = min(expires / 2, D.MESSAGES_MAX_HEARTBEAT)
         self._heartbeat = check_heartbeat(heartbeat, expires)
         self._client = client
         self._next_subject = next_subject
@@ -162,7 +162,6 @@ class MessageIterator(IterationMixin):
         self._track = priority is not None and priority.group is not None
         self._on_warning = on_warning
         self._exists = exists
-        self._ordered = ordered
         self._lock = threading.Lock()
         self._pending_msgs = 0
         self._pending_bytes = 0
@@ -172,9 +171,9 @@ class MessageIterator(IterationMixin):
         self._buf: deque[Msg] = deque()
         self._error: BaseException | None = None
         self._stopped = False
+        self._discard = False
         self._inbox = client.new_inbox()
         self._sub: Subscription = client.subscribe(self._inbox)
-        self._queue = self._sub._queue
         self._listener = self._on_status  # one bound method, so it can be removed
         client.add_status_listener(self._listener)
         try:
@@ -224,7 +223,7 @@ class MessageIterator(IterationMixin):
         """Client status listener (events thread): wake the reader of the inbox."""
         if status == "reconnected" and not self._stopped:
             self._reconnected = True
-            self._queue.put_batch([WAKE_MSG])
+            self._sub.interrupt()
 
     def _warn(self, error: BaseException) -> None:
         if self._on_warning is not None:
@@ -248,8 +247,10 @@ class MessageIterator(IterationMixin):
                 the requests for good (the iterator is closed).
             IteratorClosedError: :meth:`stop` was called.
             ConnectionClosedError: the client was closed.
+            ForkedClientError: called in a process forked after the iterator was made.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        self._sub.check_usable()
         buf = self._buf
         while True:
             if buf:
@@ -262,8 +263,6 @@ class MessageIterator(IterationMixin):
         """Wait for the next batch from the inbox and sort it into the buffer."""
         if self._reconnected:
             self._reconnected = False
-            if self._ordered:
-                raise _Reset("reconnected")
             self._reset_pending()
         now = monotonic()
         if not self._stopped and self._needs_pull() and now >= self._retry_at:
@@ -277,7 +276,7 @@ class MessageIterator(IterationMixin):
                 self._reset_pending(RETRY_WAIT)
         wait = self._wait_deadline(deadline)
         try:
-            got = self._queue.get_batch(self._batch, wait)
+            got = self._sub.next_msgs(self._batch, None, deadline=wait)
         except TimeoutError:
             if deadline is not None and wait is deadline:
                 raise TimeoutError("no message within the timeout") from None
@@ -286,7 +285,9 @@ class MessageIterator(IterationMixin):
         except ConnectionClosedError as exc:
             self._fail(exc)
             return
-        if not got:  # the inbox was unsubscribed: stopped or drained
+        if not got:
+            if self._sub.is_active:  # interrupted: a reconnect to handle
+                return
             self._fail(IteratorClosedError("the message iterator was stopped"))
             return
         self._activity = monotonic()
@@ -311,8 +312,6 @@ class MessageIterator(IterationMixin):
         if self._stopped:
             return
         if monotonic() - self._activity >= 2 * self._heartbeat:  # type: ignore[operator]
-            if self._ordered:
-                raise _Reset("missed heartbeats")
             self._warn(NoHeartbeatError("missed two idle heartbeats; pulling again"))
             self._reset_pending()
 
@@ -322,18 +321,19 @@ class MessageIterator(IterationMixin):
         taken_bytes = 0
         bytes_mode = self._max_bytes is not None
         for msg in got:
-            if msg._raw_headers is None or msg.status is None:
+            if not msg.is_status:
                 buf.append(msg)
                 taken_msgs += 1
                 if bytes_mode:  # the server's count: subject, reply, headers, payload
-                    raw = msg._raw_headers
-                    taken_bytes += len(msg.subject) + len(msg.reply) + len(msg.data)
-                    if raw is not None:
-                        taken_bytes += len(raw)
+                    taken_bytes += (
+                        len(msg.subject) + len(msg.reply) + len(msg.data) + msg.header_size
+                    )
                 if self._track:
                     self._priority.track(msg)  # type: ignore[union-attr]
                 continue
             self._status(msg)
+        if self._discard:  # stop() was called meanwhile (e.g. by a warning handler)
+            buf.clear()
         if taken_msgs:
             with self._lock:
                 self._pending_msgs = max(self._pending_msgs - taken_msgs, 0)
@@ -342,7 +342,7 @@ class MessageIterator(IterationMixin):
 
     def _status(self, msg: Msg) -> None:
         kind, error = classify(msg)
-        if kind == HEARTBEAT or kind == WAKE:
+        if kind == HEARTBEAT:
             return
         if kind == DONE or isinstance(error, ServerShutdownError):
             n, b = pending_of(msg)
@@ -354,17 +354,14 @@ class MessageIterator(IterationMixin):
                 self._warn(error)
             return
         if kind == TERMINAL:
-            if self._ordered and isinstance(error, ConsumerDeletedError):
-                raise _Reset("consumer deleted")
             self._fail(error)  # type: ignore[arg-type]
             return
         if kind == NO_RESPONDERS:
-            if self._ordered:
-                raise _Reset("no responders")
             if self._exists is not None and self._exists() is False:
                 self._fail(ConsumerDeletedError("the consumer no longer exists"))
                 return
             self._reset_pending(RETRY_WAIT)
+            self._warn(NoRespondersError("no responders for the pull request; pulling again"))
             return
         # warnings
         if isinstance(error, PinIdMismatchError):
@@ -395,16 +392,35 @@ class MessageIterator(IterationMixin):
             else:
                 sub.unsubscribe()
         except (ConnectionClosedError, TimeoutError):
-            self._queue.close()
+            pass  # the subscription has ended locally all the same
 
     def stop(self) -> None:
-        """Stop pulling and discard what is buffered; iteration ends. Safe from any thread."""
+        """Stop pulling and discard what is buffered; iteration ends. Safe from any thread.
+
+        Raises:
+            ForkedClientError: called in a process forked after the iterator was made.
+        """
+        self._sub.check_usable()
+        self._discard = True
         self._close_sub(drain=False)
         self._buf.clear()
 
     def drain(self) -> None:
-        """Stop pulling; what was already received is still delivered, then iteration ends."""
+        """Stop pulling; what was already received is still delivered, then iteration ends.
+
+        Raises:
+            ForkedClientError: called in a process forked after the iterator was made.
+        """
+        self._sub.check_usable()
         self._close_sub(drain=True)
+
+    def check_usable(self) -> None:
+        """Raise when this process may not use the iterator.
+
+        Raises:
+            ForkedClientError: this is a child process forked after the iterator was made.
+        """
+        self._sub.check_usable()
 
     @property
     def closed(self) -> bool:

@@ -1,4 +1,6 @@
-"""The nats.py pull API: ``pull_subscribe``, ``pull_subscribe_bind`` and ``PullSubscription``.
+"""nats.py's entry points: ``pull_subscribe``, ``subscribe`` and their ``_bind`` forms.
+
+The pull side (``PullSubscription``) is here; the push side in ``push.py``.
 
 For code moving from nats.py: the same names and the same behaviour,
 including :meth:`PullSubscription.fetch` raising :class:`TimeoutError` when
@@ -9,19 +11,21 @@ earlier fetch never cuts a later one short.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from .. import _defaults as D
+from .._subjects import filter_subject
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
+from . import push
 from ._codec import merge_config
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig
 from .info import ConsumerInfo
+from .push import JetStreamSubscription
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["PullSubscription", "pull_subscribe"]
+__all__ = ["CompatSubscribeMixin", "PullSubscription", "pull_subscribe"]
 
 
 class PullSubscription:
@@ -36,7 +40,10 @@ class PullSubscription:
         self._owned = owned
 
     def fetch(
-        self, batch: int = 1, timeout: float = 5.0, heartbeat: float | None = None
+        self,
+        batch: int = D.FETCH_BATCH,
+        timeout: float = D.FETCH_TIMEOUT,
+        heartbeat: float | None = None,
     ) -> list[Msg]:
         """Pull up to ``batch`` messages, waiting up to ``timeout`` seconds.
 
@@ -95,8 +102,10 @@ def pull_subscribe(
 
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
+        BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         ValueError: the durable is a push consumer.
     """
+    filter_subject(subject)
     if stream is None:
         stream = ctx.stream_name_by_subject(subject, timeout=timeout)
     durable = durable or (config.durable_name if config is not None else None)
@@ -118,3 +127,72 @@ def pull_subscribe(
     cfg = merge_config(ConsumerConfig, config, fields)
     cons = ctx.create_consumer(stream, cfg, timeout=timeout)
     return PullSubscription(cons, owned=not durable)
+
+
+class CompatSubscribeMixin:
+    """nats.py's subscribe entry points on a ``JetStreamContext``.
+
+    Uses the context's consumer calls (``consumer``, ``create_consumer``,
+    ``stream_name_by_subject``...) and ``client``.
+    """
+
+    def pull_subscribe(
+        self,
+        subject: str,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> PullSubscription:
+        """nats.py's ``pull_subscribe``: a pull consumer on ``subject`` (:func:`pull_subscribe`)."""
+        return pull_subscribe(self, subject, durable, stream, config, timeout)
+
+    def pull_subscribe_bind(
+        self, stream: str, consumer: str, *, timeout: float | None = None
+    ) -> PullSubscription:
+        """nats.py's ``pull_subscribe_bind``: bind to an existing pull consumer.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return PullSubscription(self.consumer(stream, consumer, timeout), owned=False)
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: str | None = None,
+        cb: Callable[[Msg], object] | None = None,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        idle_heartbeat: float | None = None,
+        flow_control: bool = False,
+        *,
+        deliver_policy: Any = None,
+        timeout: float | None = None,
+    ) -> JetStreamSubscription:
+        """nats.py's push ``subscribe`` (see :func:`jetstream_sync.jetstream.push.subscribe`)."""
+        return push.subscribe(
+            self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
+            idle_heartbeat, flow_control, deliver_policy, timeout,
+        )  # fmt: skip
+
+    def subscribe_bind(
+        self,
+        stream: str,
+        consumer: str,
+        cb: Callable[[Msg], object] | None = None,
+        manual_ack: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> JetStreamSubscription:
+        """nats.py's ``subscribe_bind``: attach to an existing push consumer.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+            ValueError: it is a pull consumer.
+        """
+        return push.subscribe_bind(self, stream, consumer, cb, manual_ack, timeout)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from ..errors import ConnectionClosedError, IteratorClosedError, NatsError, TimeoutError
 from ..msg import Msg
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     from ._api import JsApi
 
 __all__ = ["ConsumeContext", "Consumer", "PauseResponse"]
-
-_DEFAULT_TIMEOUT = 5.0
 
 
 @attrs.frozen(kw_only=True)
@@ -103,7 +102,7 @@ class ConsumeContext:
         if self._thread.is_alive():
             raise TimeoutError("the consume thread did not finish in time")
 
-    def stop(self, timeout: float | None = 30.0) -> None:
+    def stop(self, timeout: float | None = D.CONSUME_JOIN_TIMEOUT) -> None:
         """Stop at once: discard buffered messages and join the thread.
 
         Called from the callback, it returns without joining (the thread ends
@@ -115,7 +114,7 @@ class ConsumeContext:
         self._source.stop()
         self._join(timeout)
 
-    def drain(self, timeout: float | None = 30.0) -> None:
+    def drain(self, timeout: float | None = D.CONSUME_JOIN_TIMEOUT) -> None:
         """Stop pulling, hand every buffered message to the callback, then join.
 
         Raises:
@@ -161,7 +160,7 @@ class Consumer:
         stream_name: str,
         name: str,
         info: ConsumerInfo | None = None,
-        timeout: float = _DEFAULT_TIMEOUT,
+        timeout: float = D.JS_TIMEOUT,
     ) -> None:
         self._client = client
         self._api = api
@@ -207,8 +206,8 @@ class Consumer:
 
     def fetch(
         self,
-        batch: int = 1,
-        timeout: float = 5.0,
+        batch: int = D.FETCH_BATCH,
+        timeout: float = D.FETCH_TIMEOUT,
         heartbeat: float | None = None,
         *,
         group: str | None = None,
@@ -250,7 +249,7 @@ class Consumer:
     def fetch_bytes(
         self,
         max_bytes: int,
-        timeout: float = 5.0,
+        timeout: float = D.FETCH_TIMEOUT,
         heartbeat: float | None = None,
         *,
         group: str | None = None,
@@ -271,7 +270,7 @@ class Consumer:
             priority=self._group(group, min_pending, min_ack_pending, priority),
         )  # fmt: skip
 
-    def fetch_no_wait(self, batch: int = 1, timeout: float | None = None) -> list[Msg]:
+    def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
         """Take up to ``batch`` messages that are available now; do not wait for more.
 
         Args:
@@ -283,7 +282,7 @@ class Consumer:
             check_timeout("timeout", timeout, self._timeout), no_wait=True,
         )  # fmt: skip
 
-    def next(self, timeout: float = 5.0, heartbeat: float | None = None) -> Msg:
+    def next(self, timeout: float = D.FETCH_TIMEOUT, heartbeat: float | None = None) -> Msg:
         """Block for one message.
 
         Raises:
@@ -297,9 +296,9 @@ class Consumer:
 
     def messages(
         self,
-        max_messages: int = 500,
+        max_messages: int = D.MESSAGES_MAX,
         max_bytes: int | None = None,
-        expires: float = 30.0,
+        expires: float = D.MESSAGES_EXPIRES,
         heartbeat: float | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,
@@ -336,9 +335,9 @@ class Consumer:
         callback: Callable[[Msg], object],
         *,
         error_handler: Callable[[BaseException], object] | None = None,
-        max_messages: int = 500,
+        max_messages: int = D.MESSAGES_MAX,
         max_bytes: int | None = None,
-        expires: float = 30.0,
+        expires: float = D.MESSAGES_EXPIRES,
         heartbeat: float | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,

@@ -1,54 +1,38 @@
-"""Consumer management, mixed into ``Stream`` and ``JetStreamContext``.
+"""Consumer management requests: create, update, create-or-update.
 
 Create/update use the ``action`` field of ``$JS.API.CONSUMER.CREATE`` (server
 2.10+): ``"create"`` fails with :class:`ConsumerExistsError` (10148) when a
 consumer of that name exists with another config, ``"update"`` fails with
 :class:`ConsumerDoesNotExistError` (10149) when there is none, and no
 action creates or updates.
+
+The methods users call (``stream.create_consumer``, ``ctx.delete_consumer``...)
+are in ``consumer_mixins.py``; the nats.py entry points in ``compat.py``.
 """
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._deadline import Deadline, check_timeout
+from .._deadline import Deadline
 from .._nuid import NUID
-from ..msg import Msg
 from . import _api
-from ._checks import asset_name
-from ._codec import merge_config
-from .consumer import Consumer, PauseResponse, _pause, _unpin
-from .consumer_config import ConsumerConfig, OrderedConsumerConfig
+from .consumer import Consumer
+from .consumer_config import ConsumerConfig
 from .info import ConsumerInfo
-from .ordered import OrderedConsumer
 
 if TYPE_CHECKING:
     from ..client import Client
     from ._api import JsApi
-    from .compat import JetStreamSubscription, PullSubscription
 
-__all__ = ["ContextConsumersMixin", "StreamConsumersMixin", "create_consumer"]
+__all__ = ["CREATE", "UPDATE", "UPSERT", "consumer_api_level", "create_consumer"]
 
-_CREATE = "create"
-_UPDATE = "update"
-_UPSERT = ""
-
-
-def check_consumer_name(name: str) -> str:
-    """Validate a consumer name before it goes into a subject.
-
-    Raises:
-        ValueError: empty, or holds whitespace, ``.``, ``*``, ``>``, ``/`` or ``\\``.
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"consumer name must be a str, not {type(name).__name__}")
-    asset_name(name, "consumer name")
-    return name
+# The ``action`` of a CONSUMER.CREATE request.
+CREATE = "create"
+UPDATE = "update"
+UPSERT = ""
 
 
 def consumer_api_level(config: ConsumerConfig) -> int:
@@ -79,11 +63,21 @@ def create_consumer(
     A consumer with neither ``name`` nor ``durable_name`` gets a unique name
     (it is ephemeral: the server removes it after ``inactive_threshold``).
 
+    Args:
+        client: the connection the handle pulls on.
+        api: the context's API helper.
+        stream: the stream's name (already checked).
+        config: the consumer's config.
+        action: :data:`CREATE`, :data:`UPDATE` or :data:`UPSERT`.
+        deadline: when to stop waiting for the server's answer.
+        timeout: the default timeout of the returned handle.
+
     Raises:
         ConsumerExistsError: ``action="create"`` and it exists with another config.
         ConsumerDoesNotExistError: ``action="update"`` and it does not exist.
         StreamNotFoundError: no such stream.
         APIError: any other refusal.
+        TimeoutError: no answer before ``deadline``.
     """
     name = config.name or config.durable_name
     if not name:
@@ -104,340 +98,3 @@ def create_consumer(
         )
     info = ConsumerInfo.from_api(reply)
     return Consumer(client, api, stream, info.name or name, info, timeout)
-
-
-class _Admin(abc.ABC):
-    """The operations both mixins share, given a stream name."""
-
-    @abc.abstractmethod
-    def _client_api_timeout(self) -> tuple[Client, JsApi, float]:
-        """The connection, the API helper and the default timeout."""
-
-    def _cdeadline(self, timeout: float | None) -> Deadline:
-        return Deadline(check_timeout("timeout", timeout, self._client_api_timeout()[2]))
-
-    def _upsert(
-        self,
-        stream: str,
-        config: ConsumerConfig | None,
-        fields: dict[str, Any],
-        action: str,
-        timeout: float | None,
-    ) -> Consumer:
-        from .stream import check_stream_name
-
-        cfg = merge_config(ConsumerConfig, config, fields)
-        client, api, default = self._client_api_timeout()
-        return create_consumer(
-            client, api, check_stream_name(stream), cfg, action, self._cdeadline(timeout), default
-        )
-
-    def _consumer(self, stream: str, name: str, timeout: float | None) -> Consumer:
-        client, api, default = self._client_api_timeout()
-        cons = Consumer(client, api, stream, check_consumer_name(name), None, default)
-        cons.info(timeout=timeout)
-        return cons
-
-    def _delete(self, stream: str, name: str, timeout: float | None) -> bool:
-        _, api, _ = self._client_api_timeout()
-        reply = api.request_json(
-            _api.CONSUMER_DELETE, None, self._cdeadline(timeout),
-            stream=stream, consumer=check_consumer_name(name),
-        )  # fmt: skip
-        return bool(reply.get("success"))
-
-    def _ordered(
-        self, stream: str, config: OrderedConsumerConfig | None, fields: dict[str, Any]
-    ) -> OrderedConsumer:
-        cfg = merge_config(OrderedConsumerConfig, config, fields)
-        client, api, default = self._client_api_timeout()
-        return OrderedConsumer(client, api, stream, cfg, default)
-
-
-class StreamConsumersMixin(_Admin):
-    """Consumer management on a ``Stream`` (uses ``self._ctx``, ``self._api``, ``self.name``)."""
-
-    _ctx: Any
-    _api: JsApi
-    name: str
-
-    def _client_api_timeout(self) -> tuple[Client, JsApi, float]:
-        return self._ctx.client, self._api, self._ctx.timeout
-
-    def create_consumer(
-        self, config: ConsumerConfig | None = None, *, timeout: float | None = None, **fields: Any
-    ) -> Consumer:
-        """Create a consumer on this stream from a :class:`ConsumerConfig` and/or its fields.
-
-        Without ``name`` or ``durable_name`` the consumer is ephemeral, with a
-        generated name. Creating one that exists with the same config succeeds.
-
-        Raises:
-            ConsumerExistsError: it exists with another config.
-            StreamNotFoundError: the stream does not exist.
-            ValueError, TypeError: a bad config, raised before sending.
-            TimeoutError: no answer within ``timeout``.
-        """
-        return self._upsert(self.name, config, fields, _CREATE, timeout)
-
-    def update_consumer(
-        self, config: ConsumerConfig | None = None, *, timeout: float | None = None, **fields: Any
-    ) -> Consumer:
-        """Change an existing consumer's config.
-
-        Raises:
-            ConsumerDoesNotExistError: there is no consumer of that name.
-            APIError: a field that cannot change was changed.
-        """
-        return self._upsert(self.name, config, fields, _UPDATE, timeout)
-
-    def create_or_update_consumer(
-        self, config: ConsumerConfig | None = None, *, timeout: float | None = None, **fields: Any
-    ) -> Consumer:
-        """Create the consumer, or update it when it exists.
-
-        Raises:
-            APIError: the server refused the config.
-        """
-        return self._upsert(self.name, config, fields, _UPSERT, timeout)
-
-    def consumer(self, name: str, timeout: float | None = None) -> Consumer:
-        """A handle on an existing consumer, with its info fetched.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        return self._consumer(self.name, name, timeout)
-
-    def consumer_info(self, name: str, timeout: float | None = None) -> ConsumerInfo:
-        """The info of consumer ``name``.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        return self._consumer(self.name, name, timeout).cached_info  # type: ignore[return-value]
-
-    def delete_consumer(self, name: str, timeout: float | None = None) -> bool:
-        """Delete a consumer.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        return self._delete(self.name, name, timeout)
-
-    def consumer_names(self, timeout: float | None = None) -> Iterator[str]:
-        """The names of this stream's consumers, paged lazily (``timeout`` spans all pages)."""
-        return self._ctx._pages(_api.CONSUMER_NAMES, "consumers", None, timeout, stream=self.name)
-
-    def consumers(self, timeout: float | None = None) -> Iterator[ConsumerInfo]:
-        """The info of every consumer of this stream, paged lazily."""
-        return (
-            ConsumerInfo.from_api(item)
-            for item in self._ctx._pages(
-                _api.CONSUMER_LIST, "consumers", None, timeout, stream=self.name
-            )
-        )
-
-    def ordered_consumer(
-        self, config: OrderedConsumerConfig | None = None, **fields: Any
-    ) -> OrderedConsumer:
-        """An ordered consumer on this stream (nothing is created until the first pull).
-
-        Raises:
-            ValueError, TypeError: a bad config.
-        """
-        return self._ordered(self.name, config, fields)
-
-    def pause_consumer(
-        self, name: str, until: datetime, timeout: float | None = None
-    ) -> PauseResponse:
-        """Pause consumer ``name`` until ``until`` (server 2.11+)."""
-        _, api, _ = self._client_api_timeout()
-        return _pause(api, self.name, check_consumer_name(name), until, self._cdeadline(timeout))
-
-    def resume_consumer(self, name: str, timeout: float | None = None) -> PauseResponse:
-        """Resume a paused consumer."""
-        _, api, _ = self._client_api_timeout()
-        return _pause(api, self.name, check_consumer_name(name), None, self._cdeadline(timeout))
-
-    def unpin_consumer(self, name: str, group: str, timeout: float | None = None) -> None:
-        """Unpin the pinned client of ``group`` on consumer ``name`` (server 2.11+)."""
-        _, api, _ = self._client_api_timeout()
-        _unpin(api, self.name, check_consumer_name(name), group, self._cdeadline(timeout))
-
-
-class ContextConsumersMixin(_Admin):
-    """Consumer management on a ``JetStreamContext``: the stream's name comes first.
-
-    Uses ``self._api``, ``self.client``, ``self.timeout``, ``self.stream_no_info``.
-    """
-
-    _api: JsApi
-    client: Client
-    timeout: float
-
-    def _client_api_timeout(self) -> tuple[Client, JsApi, float]:
-        return self.client, self._api, self.timeout
-
-    def _stream_admin(self, stream: str) -> StreamConsumersMixin:
-        return self.stream_no_info(stream)  # type: ignore[attr-defined,no-any-return]
-
-    def create_consumer(
-        self,
-        stream: str,
-        config: ConsumerConfig | None = None,
-        *,
-        timeout: float | None = None,
-        **fields: Any,
-    ) -> Consumer:
-        """Create a consumer on ``stream``; see :meth:`Stream.create_consumer`."""
-        return self._upsert(stream, config, fields, _CREATE, timeout)
-
-    def update_consumer(
-        self,
-        stream: str,
-        config: ConsumerConfig | None = None,
-        *,
-        timeout: float | None = None,
-        **fields: Any,
-    ) -> Consumer:
-        """Update a consumer on ``stream``; see :meth:`Stream.update_consumer`."""
-        return self._upsert(stream, config, fields, _UPDATE, timeout)
-
-    def create_or_update_consumer(
-        self,
-        stream: str,
-        config: ConsumerConfig | None = None,
-        *,
-        timeout: float | None = None,
-        **fields: Any,
-    ) -> Consumer:
-        """Create or update a consumer on ``stream``."""
-        return self._upsert(stream, config, fields, _UPSERT, timeout)
-
-    def consumer(self, stream: str, name: str, timeout: float | None = None) -> Consumer:
-        """A handle on consumer ``name`` of ``stream``, info fetched.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        return self._stream_admin(stream).consumer(name, timeout)
-
-    def consumer_info(self, stream: str, name: str, timeout: float | None = None) -> ConsumerInfo:
-        """The info of consumer ``name`` of ``stream``.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        return self._stream_admin(stream).consumer_info(name, timeout)
-
-    def delete_consumer(self, stream: str, name: str, timeout: float | None = None) -> bool:
-        """Delete consumer ``name`` of ``stream``.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        return self._stream_admin(stream).delete_consumer(name, timeout)
-
-    def consumer_names(self, stream: str, timeout: float | None = None) -> Iterator[str]:
-        """The consumer names of ``stream``, paged lazily."""
-        return self._stream_admin(stream).consumer_names(timeout)
-
-    def consumers(self, stream: str, timeout: float | None = None) -> Iterator[ConsumerInfo]:
-        """The consumer infos of ``stream``, paged lazily."""
-        return self._stream_admin(stream).consumers(timeout)
-
-    def ordered_consumer(
-        self, stream: str, config: OrderedConsumerConfig | None = None, **fields: Any
-    ) -> OrderedConsumer:
-        """An ordered consumer on ``stream``."""
-        return self._ordered(stream, config, fields)
-
-    def pause_consumer(
-        self, stream: str, name: str, until: datetime, timeout: float | None = None
-    ) -> PauseResponse:
-        """Pause a consumer until ``until`` (server 2.11+)."""
-        return self._stream_admin(stream).pause_consumer(name, until, timeout)
-
-    def resume_consumer(
-        self, stream: str, name: str, timeout: float | None = None
-    ) -> PauseResponse:
-        """Resume a paused consumer."""
-        return self._stream_admin(stream).resume_consumer(name, timeout)
-
-    def unpin_consumer(
-        self, stream: str, name: str, group: str, timeout: float | None = None
-    ) -> None:
-        """Unpin the pinned client of a priority group."""
-        self._stream_admin(stream).unpin_consumer(name, group, timeout)
-
-    # -- the nats.py compat layer ---------------------------------------------------
-
-    def pull_subscribe(
-        self,
-        subject: str,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> PullSubscription:
-        """nats.py's ``pull_subscribe``: a pull consumer on ``subject`` (see ``compat``)."""
-        from .compat import pull_subscribe
-
-        return pull_subscribe(self, subject, durable, stream, config, timeout)
-
-    def pull_subscribe_bind(
-        self, stream: str, consumer: str, *, timeout: float | None = None
-    ) -> PullSubscription:
-        """nats.py's ``pull_subscribe_bind``: bind to an existing pull consumer.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        from .compat import PullSubscription
-
-        return PullSubscription(self.consumer(stream, consumer, timeout), owned=False)
-
-    def subscribe(
-        self,
-        subject: str,
-        queue: str | None = None,
-        cb: Callable[[Msg], object] | None = None,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        manual_ack: bool = False,
-        ordered_consumer: bool = False,
-        idle_heartbeat: float | None = None,
-        flow_control: bool = False,
-        *,
-        deliver_policy: Any = None,
-        timeout: float | None = None,
-    ) -> JetStreamSubscription:
-        """nats.py's push ``subscribe`` (see :func:`jetstream_sync.jetstream.push.subscribe`)."""
-        from .push import subscribe
-
-        return subscribe(
-            self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
-            idle_heartbeat, flow_control, deliver_policy, timeout,
-        )  # fmt: skip
-
-    def subscribe_bind(
-        self,
-        stream: str,
-        consumer: str,
-        cb: Callable[[Msg], object] | None = None,
-        manual_ack: bool = False,
-        *,
-        timeout: float | None = None,
-    ) -> JetStreamSubscription:
-        """nats.py's ``subscribe_bind``: attach to an existing push consumer.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-            ValueError: it is a pull consumer.
-        """
-        from .push import subscribe_bind
-
-        return subscribe_bind(self, stream, consumer, cb, manual_ack, timeout)

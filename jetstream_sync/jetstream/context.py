@@ -6,16 +6,23 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
+from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
+from ..kv.manager import KeyValueManagerMixin
+from ..object_admin import ObjectStoresMixin
 from . import _api
+from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
-from .consumer_admin import ContextConsumersMixin
+from ._names import check_stream_name
+from .compat import CompatSubscribeMixin
+from .consumer_mixins import ContextConsumersMixin
 from .info import AccountInfo, PubAck, StreamInfo
-from .publish import RETRY_WAIT, AsyncPublisher, PubAckFuture, parse_pub_ack, publish_headers
-from .stream import Stream, check_stream_name
+from .publish import RETRY_WAIT, PubAckFuture, parse_pub_ack, publish_headers
+from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
@@ -58,7 +65,9 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin):
+class JetStreamContext(
+    ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin, ObjectStoresMixin
+):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -78,10 +87,10 @@ class JetStreamContext(ContextConsumersMixin):
         client: Client,
         prefix: str | None = None,
         domain: str | None = None,
-        timeout: float = 5.0,
-        max_ack_inflight: int = 5000,
+        timeout: float = D.JS_TIMEOUT,
+        max_ack_inflight: int = D.MAX_ACK_INFLIGHT,
         backpressure_on_inflight: bool = True,
-        ack_timeout: float = 30.0,
+        ack_timeout: float = D.ACK_TIMEOUT,
     ) -> None:
         if max_ack_inflight < 1:
             raise ValueError("max_ack_inflight must be at least 1")
@@ -113,7 +122,7 @@ class JetStreamContext(ContextConsumersMixin):
         expected_last_msg_id: str | None = None,
         ttl: float | str | None = None,
         timeout: float | None = None,
-        retry_attempts: int = 2,
+        retry_attempts: int = D.PUBLISH_RETRY_ATTEMPTS,
     ) -> PubAck:
         """Publish to a stream and block until it is stored (or refused).
 
@@ -141,6 +150,8 @@ class JetStreamContext(ContextConsumersMixin):
             WrongLastSequenceError, WrongLastMsgIdError, StreamWrongExpectedError:
                 an expectation failed.
             TimeoutError: no PubAck in time; the message may still have been stored.
+            ConnectionLostError: the connection dropped before the PubAck came
+                (raised at once); the message may or may not be stored.
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad
                 input, raised before anything is sent.
         """
@@ -368,26 +379,42 @@ class JetStreamContext(ContextConsumersMixin):
     def stream_names(
         self, subject: str | None = None, timeout: float | None = None
     ) -> Iterator[str]:
-        """The names of every stream (or of those capturing ``subject``), paged lazily."""
+        """The names of every stream (or of those capturing ``subject``), paged lazily.
+
+        Raises:
+            BadSubjectError: ``subject`` is not a filter subject (checked at the call).
+        """
+        if subject is not None:
+            filter_subject(subject)
         return self._pages(_api.STREAM_NAMES, "streams", subject, timeout)
 
     def streams(
         self, subject: str | None = None, timeout: float | None = None
     ) -> Iterator[StreamInfo]:
-        """The info of every stream (or of those capturing ``subject``), paged lazily."""
+        """The info of every stream (or of those capturing ``subject``), paged lazily.
+
+        Raises:
+            BadSubjectError: ``subject`` is not a filter subject (checked at the call).
+        """
+        if subject is not None:
+            filter_subject(subject)
         return (
             StreamInfo.from_api(item)
             for item in self._pages(_api.STREAM_LIST, "streams", subject, timeout)
         )
 
     def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
-        """The name of the stream that captures ``subject``.
+        """The name of the first stream whose subjects overlap ``subject``.
+
+        ``subject`` may hold wildcards (``orders.>``): the server lists every
+        stream with a subject that overlaps it.
 
         Raises:
             StreamNotFoundError: no stream captures it.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         """
         reply = self._api.request_json(
-            _api.STREAM_NAMES, {"subject": subject}, self._deadline(timeout)
+            _api.STREAM_NAMES, {"subject": filter_subject(subject)}, self._deadline(timeout)
         )
         names = reply.get("streams") or []
         if not names:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
 from ..errors import (
@@ -25,18 +26,21 @@ from ..errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
     ConsumerNotFoundError,
+    ForkedClientError,
     IteratorClosedError,
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
     OrderedConsumerResetError,
+    StreamNotFoundError,
     TimeoutError,
 )
 from ..msg import Msg
 from . import _api
 from ._pull import fetch
-from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator, _Reset
+from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator
 from .consumer import ConsumeContext, Consumer
+from .consumer_admin import CREATE, create_consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo
 
@@ -72,7 +76,7 @@ class OrderedConsumer:
         api: JsApi,
         stream_name: str,
         config: OrderedConsumerConfig,
-        timeout: float = 5.0,
+        timeout: float = D.JS_TIMEOUT,
     ) -> None:
         self._client = client
         self._api = api
@@ -133,9 +137,6 @@ class OrderedConsumer:
             OrderedConsumerResetError: ``max_reset_attempts`` failed in a row.
             StreamNotFoundError: the stream is gone.
         """
-        from ..errors import StreamNotFoundError
-        from .consumer_admin import create_consumer
-
         with self._lock:
             self._drop_current()
             attempts = 0
@@ -150,7 +151,7 @@ class OrderedConsumer:
                 left = self._timeout if deadline is None else deadline.remaining()
                 try:
                     cons = create_consumer(
-                        self._client, self._api, self.stream_name, cfg, "create",
+                        self._client, self._api, self.stream_name, cfg, CREATE,
                         Deadline(max(min(left, self._timeout), 0.001)), self._timeout,
                     )  # fmt: skip
                 except (StreamNotFoundError, ConnectionClosedError):
@@ -229,7 +230,10 @@ class OrderedConsumer:
     # -- pulling ------------------------------------------------------------------
 
     def fetch(
-        self, batch: int = 1, timeout: float = 5.0, heartbeat: float | None = None
+        self,
+        batch: int = D.FETCH_BATCH,
+        timeout: float = D.FETCH_TIMEOUT,
+        heartbeat: float | None = None,
     ) -> list[Msg]:
         """Up to ``batch`` next messages in order; ``[]`` when none came within ``timeout``.
 
@@ -253,7 +257,7 @@ class OrderedConsumer:
                 continue
             return self._in_order(got, current)
 
-    def fetch_no_wait(self, batch: int = 1, timeout: float | None = None) -> list[Msg]:
+    def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
         """The next messages available now, in order, up to ``batch``."""
         deadline = self._deadline(timeout)
         current = self._current or self._reset(deadline)
@@ -267,7 +271,7 @@ class OrderedConsumer:
             return []
         return self._in_order(got, current)
 
-    def next(self, timeout: float = 5.0) -> Msg:
+    def next(self, timeout: float = D.FETCH_TIMEOUT) -> Msg:
         """The next message in order.
 
         Raises:
@@ -280,9 +284,9 @@ class OrderedConsumer:
 
     def messages(
         self,
-        max_messages: int = 500,
+        max_messages: int = D.MESSAGES_MAX,
         max_bytes: int | None = None,
-        expires: float = 30.0,
+        expires: float = D.MESSAGES_EXPIRES,
         heartbeat: float | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,
@@ -331,6 +335,15 @@ class OrderedConsumer:
 class OrderedMessageIterator(IterationMixin):
     """Messages of an :class:`OrderedConsumer` in order; survives resets.
 
+    A layer over the plain pull iterator (:class:`MessageIterator`), as
+    nats.go's ``ordered.go`` over ``pull.go``: the iterator pulls from the
+    current link; this layer checks each message's sequence and owns the
+    recovery policy. It replaces the link on a sequence gap, a deleted
+    consumer, missed heartbeats, no responders, and a reconnect (it stops
+    the link's iterator to wake it, then starts a new one after the last
+    delivered stream sequence). Other warnings go to the consume
+    ``error_handler``.
+
     Iterate it or call :meth:`next`; :meth:`stop` ends it.
     """
 
@@ -342,23 +355,49 @@ class OrderedMessageIterator(IterationMixin):
         self._stopped = False
         self._draining = False
         self._current: Consumer | None = None
+        self._reset_reason: str | None = None
+        self._listener = self._on_status  # one bound method, so it can be removed
         consumer._abort.clear()
-        self._start(Deadline(consumer._timeout))
+        consumer._client.add_status_listener(self._listener)
+        try:
+            self._start(Deadline(consumer._timeout))
+        except BaseException:
+            consumer._client.remove_status_listener(self._listener)
+            raise
 
     def _start(self, deadline: Deadline | None) -> None:
         oc = self._oc
         current = oc._current if oc._current is not None else oc._reset(deadline)
         self._current = current
+        self._reset_reason = None
         self._inner = MessageIterator(
-            oc._client, current._next_subject, ordered=True,
-            on_warning=self._warn, **self._options,
-        )  # fmt: skip
+            oc._client, current._next_subject, on_warning=self._inner_warning, **self._options
+        )
         if self._stopped:
             self._inner.stop()
 
-    def _warn(self, exc: BaseException) -> None:
-        if self._on_warning is not None:
+    # -- the reset policy ---------------------------------------------------------
+
+    def _on_status(self, status: str) -> None:
+        """Client status listener (events thread): a reconnect replaces the link."""
+        if status == "reconnected" and not self._stopped:
+            self._need_reset("reconnected")
+
+    def _inner_warning(self, exc: BaseException) -> None:
+        """The link's iterator recovered from something (on the thread in :meth:`next`)."""
+        if isinstance(exc, NoHeartbeatError):
+            self._need_reset("missed heartbeats")
+        elif isinstance(exc, NoRespondersError):
+            self._need_reset("no responders")
+        elif self._on_warning is not None:
             self._on_warning(exc)
+
+    def _need_reset(self, reason: str) -> None:
+        """Mark the link for replacement and wake the thread waiting on it."""
+        self._reset_reason = reason
+        inner = self._inner
+        if inner is not None:
+            inner.stop()
 
     def _restart(self, reason: str) -> None:
         log.debug("jetstream_sync: ordered consumer reset: %s", reason)
@@ -371,6 +410,8 @@ class OrderedMessageIterator(IterationMixin):
         self._oc._current = None
         self._start(None)
 
+    # -- taking messages ----------------------------------------------------------
+
     def next(self, timeout: float | None = None) -> Msg:
         """Block until the next message in order.
 
@@ -378,38 +419,67 @@ class OrderedMessageIterator(IterationMixin):
             TimeoutError: none within ``timeout``.
             IteratorClosedError: :meth:`stop` was called.
             ConnectionClosedError: the client was closed.
+            ForkedClientError: called in a process forked after the iterator was made.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         while True:
-            if self._inner is None:
+            inner = self._inner
+            if inner is None:
                 self._restart("no link")
                 continue
             try:
                 left = None if deadline is None else max(deadline.remaining(), 1e-6)
-                msg = self._inner.next(left)
-            except _Reset as reset:
-                self._restart(reset.reason)
+                msg = inner.next(left)
+            except IteratorClosedError:
+                if self._stopped:
+                    self._end()
+                    raise
+                self._restart(self._reset_reason or "link ended")
                 continue
-            except ConsumerNotFoundError:
-                self._restart("consumer not found")
+            except (ConsumerDeletedError, ConsumerNotFoundError):
+                self._restart("consumer deleted")
                 continue
+            except (TimeoutError, ForkedClientError):
+                raise
+            except BaseException:
+                self._end()
+                raise
             ok = self._oc._accept(msg, self._current)  # type: ignore[arg-type]
             if ok:
                 return msg
             if ok is False and not self._draining:
                 self._restart("sequence gap")
 
+    def _end(self) -> None:
+        self._oc._client.remove_status_listener(self._listener)
+
+    def _check_usable(self) -> None:
+        if self._inner is not None:
+            self._inner.check_usable()
+
     def stop(self) -> None:
-        """Stop; discard what is buffered. Safe from any thread."""
+        """Stop; discard what is buffered. Safe from any thread.
+
+        Raises:
+            ForkedClientError: called in a process forked after the iterator was made.
+        """
+        self._check_usable()
         self._stopped = True
         self._oc._abort.set()
+        self._end()
         if self._inner is not None:
             self._inner.stop()
 
     def drain(self) -> None:
-        """Stop pulling; deliver what was received, then end."""
+        """Stop pulling; deliver what was received, then end.
+
+        Raises:
+            ForkedClientError: called in a process forked after the iterator was made.
+        """
+        self._check_usable()
         self._stopped = True
         self._draining = True
+        self._end()
         if self._inner is not None:
             self._inner.drain()
 

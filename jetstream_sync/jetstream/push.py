@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
+from .._subjects import filter_subject
 from ..errors import (
     ConnectionClosedError,
     ConsumerNotFoundError,
@@ -34,7 +36,7 @@ from .info import ConsumerInfo
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
-    from .consumer_admin import ContextConsumersMixin
+    from .consumer_mixins import ContextConsumersMixin
 
 __all__ = ["JetStreamSubscription", "subscribe", "subscribe_bind"]
 
@@ -96,16 +98,16 @@ class JetStreamSubscription:
 
     def _handle(self, msg: Msg) -> None:
         """Callback mode (the subscription's thread): control, user callback, auto ack."""
-        if msg._raw_headers is not None and msg.status is not None:
+        if msg.is_status:
             self._control(msg)
             return
         self._cb(msg)  # type: ignore[misc]
-        if self._auto_ack and not msg._ackd and msg.reply:
+        if self._auto_ack and not msg.is_acked and msg.reply:
             msg.ack()
 
     # -- taking messages ----------------------------------------------------------
 
-    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+    def next_msg(self, timeout: float | None = D.NEXT_MSG_TIMEOUT) -> Msg:
         """Block for the next message from the consumer (control messages are handled).
 
         Raises:
@@ -119,7 +121,7 @@ class JetStreamSubscription:
             if left is not None and left <= 0:
                 raise TimeoutError("no message within the timeout")
             msg = sub.next_msg(left)  # type: ignore[union-attr]
-            if msg._raw_headers is not None and msg.status is not None:
+            if msg.is_status:
                 self._control(msg)
                 continue
             return msg
@@ -211,7 +213,7 @@ class OrderedPushSubscription(JetStreamSubscription):
     def consumer(self, value: str) -> None:
         pass
 
-    def next_msg(self, timeout: float | None = 1.0) -> Msg:
+    def next_msg(self, timeout: float | None = D.NEXT_MSG_TIMEOUT) -> Msg:
         """Block for the next message in order.
 
         Raises:
@@ -285,8 +287,10 @@ def subscribe(
 
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
+        BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         ValueError: the existing durable is a pull consumer, or options clash.
     """
+    filter_subject(subject)
     if stream is None:
         stream = ctx.stream_name_by_subject(subject, timeout=timeout)
     if ordered_consumer:
@@ -317,7 +321,7 @@ def subscribe(
     if flow_control:
         fields["flow_control"] = True
         if idle_heartbeat is None and (config is None or not config.idle_heartbeat):
-            fields["idle_heartbeat"] = 5.0
+            fields["idle_heartbeat"] = D.PUSH_IDLE_HEARTBEAT
     if deliver_policy is not None:
         fields["deliver_policy"] = deliver_policy
     cfg = merge_config(ConsumerConfig, config, fields)

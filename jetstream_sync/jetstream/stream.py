@@ -7,13 +7,22 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
-from ..errors import MessageNotFoundError, NatsError, TimeoutError, api_error
+from .._subjects import filter_subject, filter_subjects
+from ..errors import (
+    DirectGetNotAllowedError,
+    JetStreamNotEnabledError,
+    MessageNotFoundError,
+    NatsError,
+    NoRespondersError,
+    TimeoutError,
+    api_error,
+)
 from ..headers import Headers
 from . import _api
-from ._checks import asset_name
 from ._timefmt import format_rfc3339, parse_rfc3339
-from .consumer_admin import StreamConsumersMixin
+from .consumer_mixins import StreamConsumersMixin
 from .info import RawStreamMsg, StreamInfo
 
 if TYPE_CHECKING:
@@ -30,18 +39,6 @@ _DIRECT_GET_HEADERS = frozenset(
      "Nats-UpTo-Sequence")
 )  # fmt: skip
 _BATCHED_GET_LEVEL = 1
-
-
-def check_stream_name(name: str) -> str:
-    """Validate a stream name before it goes into a subject.
-
-    Raises:
-        ValueError: empty, or holds whitespace, ``.``, ``*``, ``>``, ``/`` or ``\\``.
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"stream name must be a str, not {type(name).__name__}")
-    asset_name(name, "stream name")
-    return name
 
 
 def _raw_from_direct(msg: Msg) -> RawStreamMsg:
@@ -107,7 +104,7 @@ class Stream(StreamConsumersMixin):
         while True:
             body: dict[str, Any] = {}
             if subjects_filter:
-                body["subjects_filter"] = subjects_filter
+                body["subjects_filter"] = filter_subject(subjects_filter, "subjects_filter")
             if deleted_details:
                 body["deleted_details"] = True
             if offset:
@@ -147,7 +144,7 @@ class Stream(StreamConsumersMixin):
             raise ValueError("purge takes seq or keep, not both")
         body: dict[str, Any] = {}
         if subject:
-            body["filter"] = subject
+            body["filter"] = filter_subject(subject)
         if seq is not None:
             body["seq"] = int(seq)
         if keep is not None:
@@ -166,12 +163,16 @@ class Stream(StreamConsumersMixin):
         return self._get({"seq": int(seq)}, timeout)
 
     def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
-        """The newest stored message on ``subject``.
+        """The newest stored message on ``subject`` (through the stream leader).
+
+        ``subject`` may hold wildcards: ``orders.*.created`` or ``orders.>``
+        gives the newest message on any subject it matches.
 
         Raises:
             MessageNotFoundError: no message on that subject.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         """
-        return self._get({"last_by_subj": subject}, timeout)
+        return self._get({"last_by_subj": filter_subject(subject)}, timeout)
 
     def _get(self, body: dict[str, Any], timeout: float | None) -> RawStreamMsg:
         reply = self._api.request_json(
@@ -184,13 +185,25 @@ class Stream(StreamConsumersMixin):
 
         Raises:
             MessageNotFoundError: no message at that sequence.
+            DirectGetNotAllowedError: the stream was created without ``allow_direct``.
+            StreamNotFoundError: there is no such stream.
         """
         return self._direct(_api.DIRECT_GET, {"seq": int(seq)}, timeout)
 
     def direct_get_last_for_subject(
         self, subject: str, timeout: float | None = None
     ) -> RawStreamMsg:
-        """The newest message on ``subject``, answered by any replica."""
+        """The newest message on ``subject``, answered by any replica (stream ``allow_direct``).
+
+        ``subject`` may hold wildcards: ``orders.*.created`` or ``orders.>``
+        gives the newest message on any subject it matches.
+
+        Raises:
+            MessageNotFoundError: no message on that subject.
+            BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
+            DirectGetNotAllowedError: the stream was created without ``allow_direct``.
+            StreamNotFoundError: there is no such stream.
+        """
         return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
 
     def _direct(
@@ -199,12 +212,34 @@ class Stream(StreamConsumersMixin):
         deadline = self._deadline(timeout)
         subject = self._api.subject(template, stream=self.name, **parts)
         payload = b"" if body is None else json.dumps(body).encode()
-        return _raw_from_direct(self._api.request(subject, payload, deadline))
+        try:
+            reply = self._api.request(subject, payload, deadline)
+        except JetStreamNotEnabledError:  # nobody answered the direct get
+            raise self._direct_unavailable(deadline) from None
+        return _raw_from_direct(reply)
+
+    def _direct_unavailable(self, deadline: Deadline) -> NatsError:
+        """Why nobody answered a direct get, asked of the server (one STREAM.INFO).
+
+        Returns the error to raise. Raises ``StreamNotFoundError`` when the
+        stream does not exist and ``JetStreamNotEnabledError`` when JetStream
+        itself does not answer.
+        """
+        info = self.info(timeout=max(deadline.remaining(), 0.001))
+        if not info.config.allow_direct:
+            return DirectGetNotAllowedError(
+                f"stream {self.name!r} does not allow direct get "
+                "(create or update it with allow_direct=True, or use get_msg)"
+            )
+        return NoRespondersError(
+            f"no responders for a direct get on stream {self.name!r} "
+            "(allow_direct is set; its replicas may be unavailable)"
+        )
 
     def get_msgs(
         self,
         start_seq: int | None = None,
-        batch: int = 100,
+        batch: int = D.GET_MSGS_BATCH,
         subject: str | None = None,
         max_bytes: int | None = None,
         start_time: datetime | None = None,
@@ -222,6 +257,10 @@ class Stream(StreamConsumersMixin):
 
         Returns:
             The messages in sequence order; an empty list when none match.
+
+        Raises:
+            DirectGetNotAllowedError: the stream was created without ``allow_direct``.
+            StreamNotFoundError: there is no such stream.
         """
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -231,7 +270,7 @@ class Stream(StreamConsumersMixin):
         else:
             body["seq"] = int(start_seq or 1)
         if subject:
-            body["next_by_subj"] = subject
+            body["next_by_subj"] = filter_subject(subject)
         if max_bytes:
             body["max_bytes"] = int(max_bytes)
         return self._batched_direct(body, timeout)
@@ -244,7 +283,7 @@ class Stream(StreamConsumersMixin):
     ) -> list[RawStreamMsg]:
         """The newest message of each subject in ``subjects`` (wildcards allowed), as of
         ``up_to_seq`` when given — a consistent snapshot (server 2.11+)."""
-        body: dict[str, Any] = {"multi_last": list(subjects)}
+        body: dict[str, Any] = {"multi_last": filter_subjects(subjects)}
         if not body["multi_last"]:
             raise ValueError("subjects must name at least one subject")
         if up_to_seq is not None:
@@ -276,7 +315,7 @@ class Stream(StreamConsumersMixin):
                 if status == 404 and not out:
                     return out
                 if status == 503:
-                    raise NatsError(f"direct get is not enabled on stream {self.name!r}")
+                    raise self._direct_unavailable(deadline)
                 out.append(_raw_from_direct(msg))
 
     def delete_msg(self, seq: int, erase: bool = False, timeout: float | None = None) -> bool:

@@ -1,0 +1,138 @@
+"""Every subscription of one client, by sid: routing, delivery limits and removal under one lock.
+
+A subscription's delivery state (whether it is routed, how many messages it
+received, the limit an ``unsubscribe(limit)`` set, whether its queue still
+accepts messages) changes only here and only under :attr:`SubscriptionTable.lock`.
+The reader thread delivers a whole parsed buffer with one acquisition, so a
+limit set by another thread applies either before or after a batch, never
+half-way: no subscription receives more than its limit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .msg import Msg
+
+if TYPE_CHECKING:
+    from .subscription import Subscription
+
+
+class SubscriptionTable:
+    """The subscriptions of one client, the sids they use, and their delivery limits.
+
+    Attributes:
+        lock: guards everything here; the client also holds it while creating
+            its request multiplexer so the SUB frames sent on a reconnect
+            always include it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._subs: dict[int, Subscription] = {}
+        self._next_sid = 1
+
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def sids(self) -> list[int]:
+        """The sids routed now."""
+        with self.lock:
+            return list(self._subs)
+
+    def subscriptions(self) -> list[Subscription]:
+        """The subscriptions routed now."""
+        with self.lock:
+            return list(self._subs.values())
+
+    def new_sid(self) -> int:
+        """A fresh sid; call with :attr:`lock` held."""
+        sid = self._next_sid
+        self._next_sid += 1
+        return sid
+
+    def add(self, make: Callable[[int], Subscription]) -> Subscription:
+        """Route a new subscription: ``make(sid)`` builds it with a fresh sid."""
+        with self.lock:
+            sub = make(self.new_sid())
+            self._subs[sub.sid] = sub
+        return sub
+
+    def deliver(self, batches: dict[int, list[Msg]]) -> list[Subscription]:
+        """Queue each sid's messages, in order (reader thread).
+
+        A subscription that reaches its limit takes only the messages up to
+        it, stops being routed and has its queue closed (its pending messages
+        are still delivered).
+
+        Returns:
+            The subscriptions whose queue refused messages (slow consumers).
+        """
+        slow = []
+        with self.lock:
+            subs = self._subs
+            for sid, msgs in batches.items():
+                sub = subs.get(sid)
+                if sub is None:
+                    continue
+                queue = sub._queue
+                limit = sub._max
+                if limit is not None and limit - sub._received <= len(msgs):
+                    msgs = msgs[: limit - sub._received]
+                    del subs[sid]
+                    sub._received = limit
+                    if queue.put_batch(msgs):
+                        slow.append(sub)
+                    queue.close()
+                    continue
+                sub._received += len(msgs)
+                if queue.put_batch(msgs):
+                    slow.append(sub)
+        return slow
+
+    def limit(self, sub: Subscription, limit: int) -> bool:
+        """Let ``sub`` receive ``limit`` messages in total, then stop routing it.
+
+        When it already received that many, it stops at once and its queue
+        keeps only the messages that, with those already taken, make
+        ``limit``.
+
+        Returns:
+            True when the limit lies ahead (the server is to be told),
+            False when the subscription stopped now (or was already gone).
+        """
+        with self.lock:
+            if self._subs.get(sub.sid) is not sub:
+                return False
+            if limit > sub._received:
+                sub._max = limit
+                return True
+            del self._subs[sub.sid]
+            sub._queue.close_at(sub._received, limit)
+            return False
+
+    def remove(self, sub: Subscription, discard: bool) -> None:
+        """Stop routing ``sub`` and close its queue (``discard``: drop what is pending)."""
+        with self.lock:
+            self._subs.pop(sub.sid, None)
+            sub._queue.close(discard=discard)
+
+    def remove_all(self) -> list[Subscription]:
+        """Stop routing every subscription; return them (their queues are left open)."""
+        with self.lock:
+            subs = list(self._subs.values())
+            self._subs.clear()
+        return subs
+
+    def routed(self) -> list[tuple[Subscription, int | None]]:
+        """Each routed subscription with how many more messages it may receive.
+
+        ``None`` means no limit. Call with :attr:`lock` held (the client adds
+        its request multiplexer's frame to the same snapshot).
+        """
+        return [
+            (sub, None if sub._max is None else sub._max - sub._received)
+            for sub in self._subs.values()
+        ]

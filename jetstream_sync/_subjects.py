@@ -1,0 +1,139 @@
+"""Subjects by role: the two rules, the name-token rule, and API subjects.
+
+A subject someone publishes *to* has no wildcards (:func:`publish_subject`);
+a subject someone *filters or subscribes on* may hold ``*`` as a whole token
+anywhere and ``>`` as the last token (:func:`filter_subject`). Both rules
+share the token rule: a subject is non-empty dot-separated tokens, each
+non-empty and free of ASCII whitespace (space, ``\\t \\n \\v \\f \\r``) and
+NUL. ``*`` or ``>`` inside a longer token (``a*b``) is an ordinary character.
+A name that becomes one token of a subject (a stream, a consumer, a queue
+group) is a single token without wildcards (:func:`name_token`).
+
+Each user-supplied subject is checked once, by the rule of its role, where it
+enters the library. Subjects the library assembles from checked parts are
+:class:`ApiSubject` values, which the client sends without the publish check:
+``$JS.API.CONSUMER.CREATE.<stream>.<consumer>.<filter>`` legitimately ends
+in a filter that may hold wildcards.
+
+The rule itself is implemented once per protocol core (``jss_valid_subject``
+in C, ``valid_subject`` in the Python twin); this module only chooses the
+role and raises :class:`~jetstream_sync.errors.BadSubjectError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import _protocol
+from .errors import BadSubjectError
+
+__all__ = [
+    "ApiSubject",
+    "filter_subject",
+    "filter_subjects",
+    "is_filter_subject",
+    "is_name_token",
+    "is_publish_subject",
+    "name_token",
+    "publish_subject",
+]
+
+
+def _encode(value: object, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise BadSubjectError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        return value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise BadSubjectError(f"{what} is not encodable as UTF-8: {value!r}") from None
+
+
+def _valid(subject: object, wildcards: bool) -> bool:
+    try:
+        return _protocol.valid_subject(_encode(subject, "subject"), wildcards)
+    except BadSubjectError:
+        return False
+
+
+def is_publish_subject(subject: str) -> bool:
+    """Whether ``subject`` is valid to publish to (no wildcard tokens)."""
+    return _valid(subject, False)
+
+
+def is_filter_subject(subject: str) -> bool:
+    """Whether ``subject`` is valid to filter or subscribe on (``*`` tokens, ``>`` last)."""
+    return _valid(subject, True)
+
+
+def is_name_token(name: str) -> bool:
+    """Whether ``name`` is one valid subject token without wildcards (no ``.``)."""
+    return is_publish_subject(name) and "." not in name
+
+
+def publish_subject(subject: str, what: str = "subject") -> bytes:
+    """Check a subject to publish to; return its bytes.
+
+    Args:
+        subject: the subject.
+        what: how error messages name it (``"reply subject"``...).
+
+    Raises:
+        BadSubjectError: not a str, empty, an empty token, whitespace or NUL,
+            or a ``*``/``>`` token.
+    """
+    raw = _encode(subject, what)
+    if not _protocol.valid_subject(raw, False):
+        raise BadSubjectError(f"invalid {what} (publish subjects take no wildcards): {subject!r}")
+    return raw
+
+
+def filter_subject(subject: str, what: str = "filter subject") -> str:
+    """Check a subject to filter or subscribe on; return it.
+
+    Raises:
+        BadSubjectError: not a str, empty, an empty token, whitespace or NUL,
+            or a ``>`` token that is not the last.
+    """
+    if not _protocol.valid_subject(_encode(subject, what), True):
+        raise BadSubjectError(
+            f"invalid {what} ('*' must be a whole token, '>' the last token): {subject!r}"
+        )
+    return subject
+
+
+def filter_subjects(subjects: Iterable[str], what: str = "filter subject") -> list[str]:
+    """Check each of several filter subjects; return them as a list.
+
+    Raises:
+        BadSubjectError: one of them fails :func:`filter_subject`, or a bare
+            ``str`` was given where a sequence of subjects is expected.
+    """
+    if isinstance(subjects, (str, bytes)):
+        raise BadSubjectError(f"{what}s must be a sequence of subjects, not one string")
+    return [filter_subject(s, what) for s in subjects]
+
+
+def name_token(name: str, what: str = "name") -> str:
+    """Check a name that becomes one token of a subject; return it.
+
+    Raises:
+        BadSubjectError: not a str, empty, holds ``.``, whitespace or NUL, or
+            is ``*`` or ``>``.
+    """
+    if not is_name_token(name):
+        if not isinstance(name, str):
+            raise BadSubjectError(f"{what} must be a str, not {type(name).__name__}")
+        raise BadSubjectError(f"invalid {what} (one subject token, no wildcards): {name!r}")
+    return name
+
+
+class ApiSubject(str):
+    """A subject assembled from parts already checked by their roles.
+
+    The client sends it as it is, without the publish check: its last part
+    may be a filter with wildcards, which the server reads from the tail.
+    Only the code that checks those parts makes these (the JetStream API
+    helper, ``jetstream_sync.jetstream._api.JsApi.subject``).
+    """
+
+    __slots__ = ()

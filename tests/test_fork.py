@@ -1,0 +1,143 @@
+"""Objects inherited through os.fork(): every use in the child raises ForkedClientError.
+
+Each child runs one function, reports a line through a pipe and leaves with
+``os._exit``; the parent gives it a deadline and kills it if it hangs, so a
+blocking call in the child fails the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from collections.abc import Callable
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.polling import wait_for
+
+CHILD_DEADLINE = 10.0
+
+
+def in_child(fn: Callable[[], object]) -> str:
+    """Run ``fn`` in a forked child; return ``"ok: <result>"`` or ``"<ErrorClass>: <text>"``."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.close(read_fd)
+            try:
+                line = f"ok: {fn()!r}"
+            except BaseException as exc:  # reported to the parent
+                line = f"{type(exc).__name__}: {exc}"
+            os.write(write_fd, line.encode()[:4000])
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        ready, _, _ = select.select([read_fd], [], [], CHILD_DEADLINE)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"the forked child hung for {CHILD_DEADLINE} s")
+        report = os.read(read_fd, 4096).decode()
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+    return report
+
+
+def assert_forked(report: str) -> None:
+    assert report.startswith("ForkedClientError: "), report
+
+
+@pytest.fixture
+def nc_fork(shared_server):
+    """A client whose objects the tests hand to a forked child."""
+    with js.connect(shared_server.url) as client:
+        yield client
+
+
+def test_in_child_reports_results_and_errors():
+    """The harness itself: a result and an exception are each reported."""
+    assert in_child(lambda: 42) == "ok: 42"
+    assert in_child(lambda: 1 / 0).startswith("ZeroDivisionError")
+
+
+def test_next_msg_without_timeout(nc_fork):
+    """next_msg(timeout=None) in the child raises instead of blocking forever."""
+    sub = nc_fork.subscribe("fork.next")
+    assert_forked(in_child(lambda: sub.next_msg(timeout=None)))
+    assert_forked(in_child(lambda: sub.next_msg(timeout=0.5)))
+    assert_forked(in_child(lambda: sub.next_msgs(10, timeout=None)))
+
+
+def test_next_msg_with_messages_pending(nc_fork):
+    """Even messages the parent already received are not handed out in the child."""
+    sub = nc_fork.subscribe("fork.pending")
+    nc_fork.publish("fork.pending", b"x")
+    wait_for(lambda: sub.pending_msgs == 1)
+    assert_forked(in_child(lambda: sub.next_msg(timeout=1)))
+    assert sub.next_msg(timeout=1).data == b"x"  # the parent still has it
+
+
+def test_iterating_a_subscription(nc_fork):
+    """Iterating a subscription in the child raises, also an iteration begun in the parent."""
+    sub = nc_fork.subscribe("fork.iter")
+    assert_forked(in_child(lambda: next(iter(sub))))
+    nc_fork.publish("fork.iter", b"1")
+    it = iter(sub)
+    assert next(it).data == b"1"
+    assert_forked(in_child(lambda: next(it)))
+
+
+def test_is_connected_is_false_in_the_child(nc_fork):
+    """is_connected says False in the child and True again in the parent."""
+    assert in_child(lambda: nc_fork.is_connected) == "ok: False"
+    assert in_child(lambda: nc_fork.connected_url) == "ok: None"
+    assert nc_fork.is_connected
+
+
+def test_publish_request_flush_and_unsubscribe(nc_fork):
+    """The client's other calls and a subscription's unsubscribe raise in the child."""
+    sub = nc_fork.subscribe("fork.calls")
+    assert_forked(in_child(lambda: nc_fork.publish("fork.calls", b"x")))
+    assert_forked(in_child(lambda: nc_fork.request("fork.calls", b"x", timeout=1)))
+    assert_forked(in_child(lambda: nc_fork.flush(timeout=1)))
+    assert_forked(in_child(lambda: nc_fork.subscribe("fork.other")))
+    assert_forked(in_child(lambda: sub.unsubscribe(limit=5)))
+    assert sub.is_active
+
+
+def test_inherited_messages_iterator(nc_fork, shared_server):
+    """An inherited messages() iterator raises in the child, buffered messages or not."""
+    ctx = nc_fork.jetstream()
+    name = f"FORK{os.getpid()}"
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"])
+    try:
+        cons = stream.create_consumer()
+        it = cons.messages(max_messages=10)
+        assert_forked(in_child(lambda: it.next(timeout=None)))
+        for i in range(3):
+            ctx.publish(f"{name}.x", b"%d" % i)
+        first = it.next(timeout=5)
+        wait_for(lambda: len(it._buf) == 2)  # two more buffered in the parent
+        assert_forked(in_child(lambda: it.next(timeout=1)))
+        assert_forked(in_child(lambda: next(iter(it))))
+        assert_forked(in_child(first.ack))
+        assert_forked(in_child(it.stop))
+        assert_forked(in_child(lambda: cons.fetch(1, timeout=1)))
+        assert [it.next(timeout=5).data for _ in range(2)] == [b"1", b"2"]  # the parent goes on
+        it.stop()
+        oc = stream.ordered_consumer()
+        ordered = oc.messages()
+        assert_forked(in_child(lambda: ordered.next(timeout=None)))
+        assert_forked(in_child(ordered.stop))
+        assert ordered.next(timeout=5).data == b"0"
+        ordered.stop()
+        oc.close()
+    finally:
+        ctx.delete_stream(name)

@@ -1,0 +1,128 @@
+"""The package's module graph: no import cycles, not even through imports inside functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import jetstream_sync
+
+ROOT = Path(jetstream_sync.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in ROOT.rglob("*.py") if p.name != "_build_ffi.py"}
+
+
+def _targets(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - node.level + 1]
+        name = ".".join(base + ([node.module] if node.module else []))
+    else:
+        name = node.module or ""
+    return [f"{name}.{a.name}" if f"{name}.{a.name}" in MODULES else name for a in node.names]
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every package module ``module`` imports at run time (``TYPE_CHECKING`` blocks skipped)."""
+    found: set[str] = set()
+    is_package = path.name == "__init__.py"
+    todo: list[ast.AST] = [ast.parse(path.read_text())]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.ImportFrom):
+            found.update(t for t in _targets(module, is_package, node) if t in MODULES)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in MODULES)
+        todo.extend(ast.iter_child_nodes(node))
+    found.discard(module)
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (a path that ends where it starts), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                return path[path.index(dep) :] + [dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_cycle_finder_finds_a_cycle():
+    """The checker itself reports a cycle made through a function-level import."""
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles():
+    """No module imports, directly or through others, a module that imports it back."""
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    # The package's __init__ imports every public module; submodules never import it.
+    assert not any(
+        "jetstream_sync" in deps for name, deps in graph.items() if name != "jetstream_sync"
+    )
+    del graph["jetstream_sync"]
+    for deps in graph.values():
+        deps.discard("jetstream_sync")
+    assert _cycle(graph) is None
+
+
+def test_consumer_admin_split_by_job():
+    """consumer management, its stream/context delegation and the nats.py entry points are apart."""
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    admin = graph["jetstream_sync.jetstream.consumer_admin"]
+    assert "jetstream_sync.jetstream.ordered" not in admin
+    assert "jetstream_sync.jetstream.stream" not in admin
+    assert "jetstream_sync.jetstream.compat" not in admin
+    assert "jetstream_sync.jetstream.push" not in graph["jetstream_sync.jetstream.consumer_mixins"]
+
+
+# What Subscription and Msg keep to themselves (their public methods stand in front).
+PRIVATE = {"_queue", "_raw_headers", "_parsed", "_ackd", "_received", "_max", "_worker"}
+ENGINE = ["_pull", "_pull_stream", "ordered", "push", "consumer", "compat", "consumer_admin"]
+
+
+def test_pull_engine_uses_only_the_public_seams_of_subscription_and_msg():
+    """The pull/push engines and the ordered consumer read no private field of Subscription/Msg."""
+    for name in ENGINE:
+        path = MODULES[f"jetstream_sync.jetstream.{name}"]
+        used = {
+            node.attr
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr in PRIVATE
+        }
+        assert not used, f"{path.name} reaches into {sorted(used)}"
+
+
+def test_ordered_policy_is_not_in_the_generic_iterator():
+    """MessageIterator has no ``ordered`` switch; the ordered consumer is a layer over it."""
+    import inspect
+
+    from jetstream_sync.jetstream import _pull_stream
+
+    assert "ordered" not in inspect.signature(_pull_stream.MessageIterator).parameters
+    assert not hasattr(_pull_stream, "_Reset")
