@@ -427,7 +427,7 @@ class Client(ConnectionMixin):
             TimeoutError: no room within ``timeout``; nothing was sent.
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
             ConnectionClosedError: the client is closed.
-            NatsError: disconnected, and ``reconnect_buf_size`` is used up.
+            ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
         """
         if self._closed or self._forked:
             self._check_usable()
