@@ -53,12 +53,15 @@ def _all_threads_stopped(pid: int) -> bool:
 
 
 def fill_past_high_water(nc: js.Client) -> int:
-    """Publish 512 KiB messages until one times out waiting for room; return how many went."""
+    """Publish 512 KiB messages until one times out waiting for room; return how many went.
+
+    Also stops if the connection was declared stale first (a very slow machine).
+    """
     sent = 0
     while True:
         try:
             nc.publish("stall.fill", CHUNK, timeout=0.2)
-        except js.TimeoutError:
+        except (js.TimeoutError, js.ReconnectBufferFullError):
             return sent
         sent += 1
         assert sent * len(CHUNK) < 4 * HIGH_WATER, "the buffer never filled up"
