@@ -222,3 +222,13 @@ def test_pings_buffered_at_a_disconnect_are_not_sent_on_the_next_connection():
         # The handshake's PING and the last flush's: none carried over from the first connection.
         assert second.pings == 2
         assert len(second.pubs) > 0 and all(p[0] == b"stall.fill" for p in second.pubs)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_publish_timeout_is_checked_before_sending(nc, timeout):
+    """publish(timeout=) must be a positive, finite number of seconds; nothing is sent otherwise."""
+    sub = nc.subscribe("deadline.checked")
+    with pytest.raises(ValueError, match="timeout"):
+        nc.publish("deadline.checked", b"no", timeout=timeout)
+    nc.publish("deadline.checked", b"yes", timeout=1)
+    assert sub.next_msg(timeout=5).data == b"yes"
