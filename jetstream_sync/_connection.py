@@ -199,6 +199,10 @@ class ConnectionMixin:
                     frames.append(b"UNSUB %d %d\r\n" % (sub.sid, left))
         return b"".join(frames)
 
+    def _reader_crashed(self, exc: BaseException) -> None:
+        """Reader thread: reconnecting failed on a bug; close (reporting it) rather than go deaf."""
+        self._close_in_background(exc)
+
     def _close_in_background(self, reason: BaseException) -> None:
         threading.Thread(
             target=self._close, args=(reason,), name=f"jetstream_sync-{self._id}-closer"

@@ -191,7 +191,9 @@ class Client(ConnectionMixin):
         self._events = EventRunner(f"{tag}-events")
         self._writer = Writer(self._write_failed, self._reconnect_buf_size, f"{tag}-writer")
         self._writer.attach(conn.transport)
-        self._reader = Reader(conn, self._route, self._connection_lost, f"{tag}-reader")
+        self._reader = Reader(
+            conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed
+        )
         self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
         self._pinger.start()
         _live_clients.add(self)
