@@ -8,12 +8,8 @@ on what was raised.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,31 +17,11 @@ import jetstream_sync as js
 from jetstream_sync._writer import HIGH_WATER
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
-from tests.fixtures.server import NatsServer
+from tests.fixtures.server import NatsServer, stopped
 
 pytestmark = pytest.mark.timeout(90)
 
 CHUNK = b"x" * (512 * 1024)
-
-
-@contextlib.contextmanager
-def stopped(server: NatsServer) -> Iterator[None]:
-    """SIGSTOP the server for the block; SIGCONT it afterwards, whatever happens."""
-    pid = server.pid
-    os.kill(pid, signal.SIGSTOP)
-    # The signal is delivered asynchronously: wait until the kernel shows the process stopped,
-    # or a PING sent next could still be answered.
-    wait_for(lambda: _process_state(pid) in ("T", "t"))
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
-def _process_state(pid: int) -> str:
-    """The one-letter state of a Linux process (``R``, ``S``, ``T`` for stopped...)."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 def fill_past_high_water(nc: js.Client) -> int:
