@@ -179,3 +179,25 @@ def test_reconnect_recreates_the_link(restartable_server):
             assert oc.name != first_link
             with pytest.raises(jetstream_sync.TimeoutError):
                 it.next(timeout=0.5)  # nothing repeated
+
+
+def test_ordered_iterator_stops_listening_when_it_ends(js, stream):
+    """stop() and drain() remove the reconnect listeners; a bad argument to next() does not."""
+    publish_numbered(js, f"{stream.name}.a", 3)
+    before = len(js.client._listeners)
+    oc = stream.ordered_consumer()
+    it = oc.messages(max_messages=10)
+    assert len(js.client._listeners) == before + 2  # the ordered layer's and its link's
+    assert it.next(timeout=5).data == b"0"
+    it.stop()
+    assert len(js.client._listeners) == before
+    it2 = oc.messages(max_messages=10)
+    it2.drain()
+    assert [int(m.data) for m in it2] in ([], [1, 2])
+    assert len(js.client._listeners) == before
+    it3 = oc.messages(max_messages=10)
+    with pytest.raises(ValueError):
+        it3.next(timeout=-1)  # bad input is not the end of the iteration
+    assert len(js.client._listeners) == before + 2
+    it3.stop()
+    assert len(js.client._listeners) == before
