@@ -23,6 +23,8 @@ SUBJECTS = ["bench.>"]
 SERVICE = "svc"  # the S5 request/reply subject
 BATCH = 500  # fetch batch of S3/S4 and the buffer of consume()/messages() in S7/MEM
 WINDOW = 4000  # async publish acks in flight (S2/S6)
+OBJ_BUCKET = "BENCH"
+OBJ_SIZE = 100 * 1024 * 1024  # OBJput/OBJget: one "message" is one 100 MiB object
 
 CLIENTS = ("raw", "ours", "nats-py")
 
@@ -53,6 +55,16 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("S6_64k", "S2", size=65536, title="async publish, 64 KiB payloads"),
         Scenario("S7", "S7", prefilled=True, title="consume() callback + ack, AckExplicit"),
         Scenario("MEM", "MEM", prefilled=True, title="RSS growth over messages() + ack"),
+        Scenario("KVput", "KVput", title="KV put, one after another (1,000 keys)"),
+        Scenario("KVget", "KVget", title="KV get (direct), one after another (1,000 keys)"),
+        Scenario(
+            "KVwatch",
+            "KVwatch",
+            prefilled=True,
+            title="KV watch of a bucket's initial values, up to the end marker",
+        ),
+        Scenario("OBJput", "OBJput", size=OBJ_SIZE, title="Object Store put of a 100 MiB object"),
+        Scenario("OBJget", "OBJget", size=OBJ_SIZE, title="Object Store get of a 100 MiB object"),
     )
 }
 
@@ -73,6 +85,11 @@ FULL_N: dict[str, dict[str, int]] = {
     "S6_64k": {"raw": 25_000, "ours": 20_000, "nats-py": 10_000},
     "S7": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
     "MEM": {"*": 1_000_000},
+    "KVput": {"raw": 25_000, "ours": 15_000, "nats-py": 10_000},
+    "KVget": {"raw": 25_000, "ours": 15_000, "nats-py": 10_000},
+    "KVwatch": {"*": 100_000},
+    "OBJput": {"*": 3},
+    "OBJget": {"*": 3},
 }
 
 # --quick: about a minute for everything on 2 cores.
@@ -88,6 +105,11 @@ QUICK_N: dict[str, dict[str, int]] = {
     "S6_64k": {"*": 3_000},
     "S7": {"*": 40_000},
     "MEM": {"*": 100_000},
+    "KVput": {"*": 3_000},
+    "KVget": {"*": 3_000},
+    "KVwatch": {"*": 100_000},
+    "OBJput": {"*": 1},
+    "OBJget": {"*": 1},
 }
 
 
@@ -197,7 +219,9 @@ def driver_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Scen
     """Parse a driver's command line; ``--scenario`` takes a label (S6_64k) or a base (S6)."""
     ap = argparse.ArgumentParser(description="Run one benchmark scenario; print JSON lines.")
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--scenario", required=True, help="S1 S2 S2mem S3 S4 S5 S6 S6_1k S7 MEM ...")
+    ap.add_argument(
+        "--scenario", required=True, help="S1 S2 S2mem S3 S4 S5 S6 S6_1k S7 MEM KVput ..."
+    )
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--size", type=int, default=None, help="payload bytes (default: scenario's)")
     ap.add_argument("--storage", choices=("file", "memory"), default=None)

@@ -1,5 +1,8 @@
 """``python -m benchmarks``: every scenario for every client, each in its own process.
 
+``python -m benchmarks spark [...]`` runs the Spark data source family instead
+(``benchmarks/spark_bench.py``).
+
 For each repetition, scenario and client: start a fresh loopback nats-server, prefill
 the stream when the scenario consumes, run the client's driver as a subprocess, charge
 the server's CPU to it, stop the server. Progress goes to stderr, the markdown table to
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import CLIENTS, SCENARIOS, count_for
+from .kv_prefill import prefill_kv
 from .prefill import prefill
 from .report import check_targets, markdown, summarize, write_json
 from .server import BenchServer, server_binary, server_version
@@ -126,7 +130,9 @@ def run_step(label: str, client: str, n: int, rep: int, timeout: float) -> tuple
            "--n", str(n), "--size", str(sc.size), "--storage", sc.storage]  # fmt: skip
     with BenchServer() as server:
         cmd[4] = str(server.port)
-        if sc.prefilled:
+        if sc.prefilled and sc.base == "KVwatch":
+            prefill_kv(server.port, n, sc.size)
+        elif sc.prefilled:
             prefill(server.port, n, sc.size, sc.storage)
         cpu0, t0 = server.cpu_seconds(), time.perf_counter()
         try:
@@ -159,7 +165,7 @@ def describe(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"{row['scenario']}: {row['error']}"
     text = f"{row['scenario']}: {row['msgs_per_s']:,.0f} msgs/s"
-    if row["scenario"].startswith("S5"):
+    if row["scenario"].startswith(("S5", "KVput", "KVget")):
         text += f", p50 {row['p50_us']:.0f} us, p99 {row['p99_us']:.0f} us"
     elif row.get("size", 0) >= 1024:
         text += f", {row['mb_per_s']:,.1f} MB/s"
@@ -170,6 +176,11 @@ def describe(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["spark"]:  # the Spark data source family: benchmarks/spark_bench.py
+        from .spark_bench import main as spark_main
+
+        return spark_main(argv[1:])
     args = parse_args(argv)
     server_binary()  # fail early, and clearly, without a server
     meta = machine_meta(args)

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import (
     BATCH,
+    OBJ_BUCKET,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -29,6 +30,7 @@ from . import (
     rss_mb,
     unavailable,
 )
+from .kv_prefill import BUCKET, KEYS
 
 CLIENT = "nats-py"
 
@@ -165,6 +167,75 @@ async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str)
     emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
 
 
+async def kv_ops(js: Any, label: str, n: int, size: int, get: bool) -> None:
+    """KVput / KVget: ``await kv.put`` / ``await kv.get`` over 1,000 keys (direct gets)."""
+    kv = await js.create_key_value(bucket=BUCKET, direct=True)
+    payload = b"x" * size
+    keys = [f"k{i}" for i in range(KEYS)]
+    for key in keys:
+        await kv.put(key, payload)
+    lat = []
+    record = lat.append
+    clock = time.perf_counter_ns
+    with Timed() as t:
+        for i in range(n):
+            t0 = clock()
+            if get:
+                await kv.get(keys[i % KEYS])
+            else:
+                await kv.put(keys[i % KEYS], payload)
+            record((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+
+async def kv_watch(js: Any, label: str, n: int, size: int) -> None:
+    """KVwatch: ``kv.watchall()`` delivers the prefilled bucket's keys, up to None."""
+    kv = await js.key_value(BUCKET)
+    got = 0
+    with Timed() as t:
+        watcher = await kv.watchall()
+        while await watcher.updates(timeout=30) is not None:
+            got += 1
+        await watcher.stop()
+    if got != n:
+        raise RuntimeError(f"the watcher delivered {got} of {n} keys")
+    emit(result(CLIENT, label, got, size, t))
+class _Sink:
+    """A writer that counts and drops what it is given (OBJget measures the client)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+
+async def object_store(js: Any, label: str, n: int, size: int, get: bool) -> None:
+    """OBJput: ``put`` of a ``size``-byte object, ``n`` times; OBJget: ``get(writeinto=)``.
+
+    ``writeinto`` is nats-py's streaming path (``get()`` alone appends chunk after
+    chunk to one ``bytes``, which grows quadratically on a 100 MiB object).
+    """
+    obs = await js.create_object_store(OBJ_BUCKET)
+    data = bytes(size)
+    await obs.put("warm-up", data[: 1 << 20])
+    await obs.get("warm-up", writeinto=_Sink())
+    if get:
+        await obs.put("big", data)
+        with Timed() as t:
+            for _ in range(n):
+                sink = _Sink()
+                await obs.get("big", writeinto=sink)
+                if sink.n != size:
+                    raise RuntimeError(f"get wrote {sink.n} of {size} bytes")
+    else:
+        with Timed() as t:
+            for _ in range(n):
+                await obs.put("big", data)
+    emit(result(CLIENT, label, n, size, t))
+
+
 async def run(args: Any, base: str) -> None:
     import nats
 
@@ -183,6 +254,12 @@ async def run(args: Any, base: str) -> None:
             await iterate_memory(nc, js, args.label, args.n, args.size)
         elif base == "S5":
             await latency(nc, js, args.label, args.n, args.size, args.storage)
+        elif base in ("KVput", "KVget"):
+            await kv_ops(js, args.label, args.n, args.size, base == "KVget")
+        elif base == "KVwatch":
+            await kv_watch(js, args.label, args.n, args.size)
+        elif base in ("OBJput", "OBJget"):
+            await object_store(js, args.label, args.n, args.size, base == "OBJget")
     finally:
         await nc.close()
 

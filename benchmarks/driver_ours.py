@@ -17,6 +17,7 @@ import jetstream_sync as js_sync
 
 from . import (
     BATCH,
+    OBJ_BUCKET,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -31,6 +32,7 @@ from . import (
     rss_mb,
     unavailable,
 )
+from .kv_prefill import BUCKET, KEYS
 
 CLIENT = "ours"
 
@@ -204,6 +206,70 @@ def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> No
     emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
 
 
+def kv_ops(js: Any, label: str, n: int, size: int, get: bool) -> None:
+    """KVput / KVget: ``kv.put`` / ``kv.get`` one after another over 1,000 keys."""
+    kv = js.create_key_value(bucket=BUCKET)
+    payload = b"x" * size
+    keys = [f"k{i}" for i in range(KEYS)]
+    for key in keys:
+        kv.put(key, payload)
+    op = kv.get if get else (lambda key: kv.put(key, payload))
+    lat = []
+    record = lat.append
+    clock = time.perf_counter_ns
+    with Timed() as t:
+        for i in range(n):
+            t0 = clock()
+            op(keys[i % KEYS])
+            record((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+
+def kv_watch(js: Any, label: str, n: int, size: int) -> None:
+    """KVwatch: a watcher delivers the prefilled bucket's ``n`` keys, up to the None marker."""
+    kv = js.key_value(BUCKET)
+    got = 0
+    with Timed() as t:
+        with kv.watch() as watcher:
+            for entry in watcher:
+                if entry is None:
+                    break
+                got += 1
+    if got != n:
+        raise RuntimeError(f"the watcher delivered {got} of {n} keys")
+    emit(result(CLIENT, label, got, size, t))
+class _Sink:
+    """A writer that counts and drops what it is given (OBJget measures the client)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+
+def object_store(js: Any, label: str, n: int, size: int, get: bool) -> None:
+    """OBJput: ``put`` of a ``size``-byte object, ``n`` times; OBJget: ``get_into`` a sink."""
+    obs = js.create_object_store(bucket=OBJ_BUCKET)
+    data = bytes(size)
+    obs.put("warm-up", data[: 1 << 20])
+    obs.get("warm-up")
+    if get:
+        obs.put("big", data)
+        with Timed() as t:
+            for _ in range(n):
+                sink = _Sink()
+                obs.get_into("big", sink)
+                if sink.n != size:
+                    raise RuntimeError(f"get_into wrote {sink.n} of {size} bytes")
+    else:
+        with Timed() as t:
+            for _ in range(n):
+                obs.put("big", data)
+    emit(result(CLIENT, label, n, size, t))
+
+
 def main(argv: list[str] | None = None) -> None:
     args, sc = driver_args(argv)
     nc = js_sync.connect(f"nats://127.0.0.1:{args.port}")
@@ -227,6 +293,12 @@ def main(argv: list[str] | None = None) -> None:
             iterate_memory(nc, js, args.label, args.n, args.size)
         elif sc.base == "S5":
             latency(nc, js, args.label, args.n, args.size, args.storage)
+        elif sc.base in ("KVput", "KVget"):
+            kv_ops(js, args.label, args.n, args.size, sc.base == "KVget")
+        elif sc.base == "KVwatch":
+            kv_watch(js, args.label, args.n, args.size)
+        elif sc.base in ("OBJput", "OBJget"):
+            object_store(js, args.label, args.n, args.size, sc.base == "OBJget")
     finally:
         nc.close()
 

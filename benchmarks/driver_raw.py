@@ -27,8 +27,10 @@ from . import (
     reset_peak_rss,
     result,
     rss_mb,
+    unavailable,
 )
 from ._wire import INBOX, REPLY, RawConn, create_durable, create_stream
+from .kv_prefill import BUCKET, KEYS, KV_STREAM, create_bucket, key_subject, prefill_kv
 from .prefill import pipelined_publish
 
 CLIENT = "raw"
@@ -153,6 +155,58 @@ def latency(conn: RawConn, label: str, n: int, size: int, storage: str) -> None:
     emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
 
 
+def kv_ops(conn: RawConn, port: int, label: str, n: int, size: int, get: bool) -> None:
+    """KVput / KVget: one PUB to a key (or one direct-get request), then wait for the reply."""
+    create_bucket(conn)
+    prefill_kv(port, KEYS, size)
+    payload = b"x" * size
+    if get:
+        frames = [b"PUB $JS.API.DIRECT.GET.%s.%s %s 0\r\n\r\n" % (KV_STREAM.encode(),
+                  key_subject(i), REPLY) for i in range(KEYS)]  # fmt: skip
+    else:
+        frames = [b"PUB %s %s %d\r\n%s\r\n" % (key_subject(i), REPLY, size, payload)
+                  for i in range(KEYS)]  # fmt: skip
+    send, pump = conn.sock.sendall, conn.pump
+    lat = []
+    clock = time.perf_counter_ns
+    with Timed() as t:
+        for i in range(n):
+            t0 = clock()
+            send(frames[i % KEYS])
+            while not pump():
+                pass
+            lat.append((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+
+def kv_watch(conn: RawConn, label: str, n: int, size: int) -> None:
+    """KVwatch: an ack-none consumer delivering last per subject, pulled 1,000 at a time."""
+    body = {"stream_name": KV_STREAM, "config": {
+        "name": "W", "ack_policy": "none", "deliver_policy": "last_per_subject",
+        "filter_subject": f"$KV.{BUCKET}.>", "mem_storage": True, "num_replicas": 1,
+    }}  # fmt: skip
+    req = json.dumps({"batch": 1000, "expires": 5_000_000_000}).encode()
+    next_req = b"PUB $JS.API.CONSUMER.MSG.NEXT.%s.W %s.w %d\r\n%s\r\n" % (
+        KV_STREAM.encode(), INBOX, len(req), req
+    )  # fmt: skip
+    prefix = b"$KV."
+    state = {"got": 0}
+
+    def on_msg(subj: bytes, reply: bytes | None, data: bytes) -> None:
+        if subj.startswith(prefix):
+            state["got"] += 1
+
+    with Timed() as t:
+        conn.api(f"$JS.API.CONSUMER.CREATE.{KV_STREAM}.W.$KV.{BUCKET}.>", body)
+        requested = 0
+        while state["got"] < n:
+            while requested < n and requested - state["got"] <= 1000:
+                conn.send(next_req)
+                requested += 1000
+            conn.pump(on_msg)
+    emit(result(CLIENT, label, state["got"], size, t))
+
+
 def main(argv: list[str] | None = None) -> None:
     args, sc = driver_args(argv)
     conn = RawConn(args.port)
@@ -169,6 +223,12 @@ def main(argv: list[str] | None = None) -> None:
             memory(conn, args.label, args.n, args.size)
         elif sc.base == "S5":
             latency(conn, args.label, args.n, args.size, args.storage)
+        elif sc.base in ("KVput", "KVget"):
+            kv_ops(conn, args.port, args.label, args.n, args.size, sc.base == "KVget")
+        elif sc.base == "KVwatch":
+            kv_watch(conn, args.label, args.n, args.size)
+        elif sc.base.startswith("OBJ"):
+            unavailable(CLIENT, args.label, "the raw driver has no Object Store")
     finally:
         conn.close()
 

@@ -88,6 +88,10 @@ def _ratio(metric: str) -> Callable[[list[Row], Row], float | None]:
     return lambda rows, s: paired_ratio(rows, s["scenario"], metric, "ours", "raw")
 
 
+def _vs_natspy(metric: str) -> Callable[[list[Row], Row], float | None]:
+    return lambda rows, s: paired_ratio(rows, s["scenario"], metric, "ours", "nats-py")
+
+
 def _field(metric: str) -> Callable[[list[Row], Row], float | None]:
     return lambda rows, s: s.get(metric)
 
@@ -103,7 +107,17 @@ TARGETS = (
     Target("S5", "p99 <= 1.5x raw", _ratio("p99_us"), lambda v: v <= 1.5, "x"),
     Target("S6_64k", "MB/s >= 0.7x raw", _ratio("mb_per_s"), lambda v: v >= 0.7, "x"),
     Target("MEM", "RSS growth <= 50 MB", _field("rss_mb"), lambda v: v <= 50, "MB"),
-)
+    Target("KVput", "ops/s >= 1.5x nats-py", _vs_natspy("msgs_per_s"), lambda v: v >= 1.5,
+           "x nats-py"),
+    Target("KVget", "ops/s >= 1.5x nats-py", _vs_natspy("msgs_per_s"), lambda v: v >= 1.5,
+           "x nats-py"),
+    Target("KVwatch", ">= 100,000 keys/s", _field("msgs_per_s"), lambda v: v >= 100_000,
+           "msgs/s"),
+    Target("OBJput", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), lambda v: v >= 2,
+           "x nats-py"),
+    Target("OBJget", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), lambda v: v >= 2,
+           "x nats-py"),
+)  # fmt: skip
 
 
 def check_targets(rows: list[Row], summary: list[Row]) -> list[Row]:
@@ -140,6 +154,8 @@ def _measured(t: Row) -> str:
         return "n/a"
     if t["unit"] == "x":
         return f"{v:.2f}x raw"
+    if t["unit"] == "x nats-py":
+        return f"{v:.2f}x nats-py"
     if t["unit"] == "msgs/s":
         return f"{v:,.0f} msgs/s"
     return f"{v:.2f} {t['unit']}"
@@ -165,7 +181,7 @@ def markdown(summary: list[Row], targets: list[Row], meta: dict[str, Any]) -> st
             lines.append(f"| {s['scenario']} | {s['client']} | 0 | - | {reason} |"
                          " - | - | - | - | - | - | - | - |")  # fmt: skip
             continue
-        latency = s["scenario"].startswith("S5")
+        latency = s["scenario"].startswith(("S5", "KVput", "KVget"))
         lines.append(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 s["scenario"],

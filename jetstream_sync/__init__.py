@@ -11,7 +11,9 @@ from .errors import (
     APIError,
     AuthorizationError,
     BadHeaderError,
+    BadObjectMetaError,
     BadSubjectError,
+    BucketNotFoundError,
     ConnectionClosedError,
     ConnectionLostError,
     ConsumerDeletedError,
@@ -20,12 +22,23 @@ from .errors import (
     ConsumerNameExistsError,
     ConsumerNotFoundError,
     ConsumerPushBasedError,
+    DigestMismatchError,
     DirectGetNotAllowedError,
     ForkedClientError,
+    InvalidBucketNameError,
+    InvalidKeyError,
+    InvalidObjectNameError,
+    InvalidObjectStoreNameError,
     IteratorClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValueError,
+    KeyWrongLastSequenceError,
     LeadershipChangedError,
+    LinkIsABucketError,
     MaxPayloadError,
     MessageNotFoundError,
     MsgAlreadyAckedError,
@@ -35,6 +48,13 @@ from .errors import (
     NoRespondersError,
     NoServersError,
     NotJetStreamMsgError,
+    ObjectAlreadyExistsError,
+    ObjectLinkError,
+    ObjectNotFoundError,
+    ObjectSizeMismatchError,
+    ObjectStoreError,
+    ObjectStoreExistsError,
+    ObjectStoreNotFoundError,
     OrderedConsumerResetError,
     PinIdMismatchError,
     ProtocolError,
@@ -96,7 +116,18 @@ from .jetstream.ordered import OrderedConsumer, OrderedMessageIterator
 from .jetstream.publish import PubAckFuture
 from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
+from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 from .msg import Msg
+from .object_config import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+)
+from .object_store import ObjectStore
+from .object_watch import ObjectWatcher
 from .subscription import Subscription
 
 __version__ = "0.1.0"
@@ -195,4 +226,41 @@ __all__ = [
     "__impl__",
     "__version__",
     "connect",
+]
+
+__all__ += [
+    "BucketNotFoundError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueEntry",
+    "KeyValueError",
+    "KeyValueOp",
+    "KeyValueStatus",
+    "KeyWatcher",
+    "KeyWrongLastSequenceError",
+    "BadObjectMetaError",
+    "DigestMismatchError",
+    "InvalidObjectNameError",
+    "InvalidObjectStoreNameError",
+    "LinkIsABucketError",
+    "ObjectAlreadyExistsError",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectLinkError",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectNotFoundError",
+    "ObjectSizeMismatchError",
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreError",
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
 ]

@@ -143,6 +143,14 @@ class ConnectionMixin:
         self._pings.connection_lost(
             ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
         )
+        if self._mux is not None:  # replies to the old connection can no longer come
+            self._mux.fail_all(
+                ConnectionLostError(
+                    f"connection lost before the reply arrived ({exc}); the request may or may "
+                    "not have been processed by the server: retry (a JetStream publish with "
+                    "the same msg_id)"
+                )
+            )
         self._announce("disconnected")
         if not self._allow_reconnect:
             self._close_in_background(exc)

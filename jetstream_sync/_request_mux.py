@@ -2,7 +2,9 @@
 
 Each request gets a token; the reply subject is ``<inbox>.<token>``. The reader
 thread hands a reply to the waiting thread by releasing a lock the waiter
-blocks on: the cheapest cross-thread wake-up CPython has.
+blocks on: the cheapest cross-thread wake-up CPython has. When the connection
+drops, every request then waiting is woken at once with the reason
+(:meth:`RequestMux.fail_all`): its reply was addressed to the lost connection.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class ReplyWaiter:
         self._lock.release()
 
     def fail(self, error: BaseException) -> None:
-        """Wake the requester with ``error`` (the client is closing)."""
+        """Wake the requester with ``error`` (the connection dropped or the client closed)."""
         self.error = error
         self._lock.release()
 
@@ -47,34 +49,44 @@ class ReplyWaiter:
 
 
 class RequestMux:
-    """The token → waiter table behind one wildcard inbox."""
+    """The token → waiter table behind one wildcard inbox.
+
+    Every method may be called from any thread: a waiter leaves the table
+    exactly once (answered, failed or forgotten), under one lock, so it is
+    woken at most once.
+    """
 
     def __init__(self, inbox: str) -> None:
         self.prefix = inbox + "."
         self.subject = inbox + ".*"
         self._prefix_len = len(self.prefix)
         self._tokens = itertools.count(1)
+        self._lock = threading.Lock()
         self._waiters: dict[str, ReplyWaiter] = {}
 
     def register(self) -> tuple[str, ReplyWaiter]:
         """A fresh reply subject and the waiter its reply will wake."""
-        token = str(next(self._tokens))
         waiter = ReplyWaiter()
-        self._waiters[token] = waiter
+        with self._lock:
+            token = str(next(self._tokens))
+            self._waiters[token] = waiter
         return self.prefix + token, waiter
 
     def forget(self, reply_subject: str) -> None:
         """Drop a finished or abandoned request."""
-        self._waiters.pop(reply_subject[self._prefix_len :], None)
+        with self._lock:
+            self._waiters.pop(reply_subject[self._prefix_len :], None)
 
     def route(self, msg: Msg) -> None:
         """Wake the requester ``msg`` answers; late or unknown replies are dropped."""
-        waiter = self._waiters.pop(msg.subject[self._prefix_len :], None)
+        with self._lock:
+            waiter = self._waiters.pop(msg.subject[self._prefix_len :], None)
         if waiter is not None:
             waiter.deliver(msg)
 
     def fail_all(self, error: BaseException) -> None:
         """Wake every waiting requester with ``error``."""
-        waiters, self._waiters = self._waiters, {}
+        with self._lock:
+            waiters, self._waiters = self._waiters, {}
         for waiter in waiters.values():
             waiter.fail(error)

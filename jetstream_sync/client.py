@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .jetstream.context import JetStreamContext
 
 HeadersIn = Mapping[str, str | Sequence[str]]
+T = TypeVar("T")
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -163,6 +164,7 @@ class Client(ConnectionMixin):
         self._writer: Writer | None = None
         self._events: EventRunner | None = None
         self._pinger: threading.Thread | None = None
+        self._resources: dict[str, Any] = {}  # shared_resource(): closed by close()
 
     # ------------------------------------------------------------------ connect
 
@@ -533,6 +535,9 @@ class Client(ConnectionMixin):
             TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
             NoRespondersError: nobody is subscribed to ``subject`` (status 503).
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            ConnectionLostError: the connection dropped while the request waited
+                (raised at once, not at the timeout); the request may or may not
+                have been processed.
             ConnectionClosedError: the client closed while waiting.
         """
         self._check_usable()
@@ -616,10 +621,36 @@ class Client(ConnectionMixin):
         finally:
             self.close()
 
+    def shared_resource(self, key: str, factory: Callable[[Client], T]) -> T:
+        """The client's one object under ``key``, made by ``factory(client)`` on first use.
+
+        For machinery that must exist once per client, not once per user of it
+        (JetStream's async-publish ack multiplexer is shared this way by every
+        context): every caller gets the same object. :meth:`close` calls its
+        ``close()`` after the connection and the subscriptions are closed and
+        before the closed callbacks; it must fail what still waits and join
+        its threads — except the calling thread, which may be one of them.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+        """
+        resource = self._resources.get(key)
+        if resource is None:
+            with self._state_lock:
+                self._check_usable()
+                resource = self._resources.get(key)
+                if resource is None:
+                    resource = self._resources[key] = factory(self)
+        return resource
+
     def close(self) -> None:
         """Flush what is buffered (briefly), close the connection and join every thread.
 
-        Safe to call more than once and from any thread, including callbacks.
+        Safe to call more than once and from any thread, including callbacks
+        (subscription callbacks, ``PubAckFuture`` done-callbacks,
+        ``error_cb``, ``disconnected_cb``...). Called on one of the client's
+        own threads, it joins every other thread but not that one: it returns,
+        and that thread ends as soon as the callback returns.
         """
         self._close(None)
 
@@ -656,6 +687,10 @@ class Client(ConnectionMixin):
         for sub in subs:
             if sub._worker is not None:
                 sub._worker.join()
+        with self._state_lock:
+            resources, self._resources = list(self._resources.values()), {}
+        for resource in resources:
+            resource.close()
         if reason is not None:
             self._report_error(reason)
         self._announce("closed")

@@ -29,7 +29,14 @@ class ConnectionClosedError(NatsError):
 
 
 class ConnectionLostError(NatsError):
-    """The connection broke while the call waited (the client may reconnect)."""
+    """The connection broke while the call waited (the client may reconnect).
+
+    Raised at once to every request, JetStream publish or API call then waiting
+    for its reply, and to every pending ``publish_async`` future: the reply was
+    addressed to the lost connection and cannot come. The request may or may
+    not have been processed by the server; retry it (republish with the same
+    ``msg_id`` so the stream stores the message once).
+    """
 
 
 class NoServersError(NatsError):
@@ -242,3 +249,98 @@ class OrderedConsumerResetError(JetStreamError):
 class NKeyError(NatsError, ValueError):
     """A malformed nkey seed or credentials file: bad encoding, checksum or key
     type, a missing block, or a file that cannot be read."""
+
+
+class KeyValueError(JetStreamError):
+    """Base class of Key-Value errors."""
+
+
+class InvalidBucketNameError(KeyValueError, ValueError):
+    """A bucket name is empty or holds characters other than ``a-z A-Z 0-9 _ -``."""
+
+
+class InvalidKeyError(KeyValueError, ValueError):
+    """A key (or key filter) is not valid: empty, a character outside
+    ``-/_=.a-zA-Z0-9``, a leading or trailing dot, or an empty token."""
+
+
+class BucketNotFoundError(KeyValueError, StreamNotFoundError):
+    """The bucket (its ``KV_<bucket>`` stream) does not exist."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value (or the revision asked for is not this key's)."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a delete or purge marker.
+
+    Attributes:
+        entry: the marker (a ``KeyValueEntry`` with operation DEL or PURGE).
+    """
+
+    def __init__(self, message: str = "key was deleted", entry: object = None) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.entry))
+
+
+class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
+    """``update``/``create``/``delete(last=...)`` found another revision than expected."""
+
+
+class KeyExistsError(KeyWrongLastSequenceError):
+    """``create`` found the key holding a value."""
+
+
+# ---------------------------------------------------------------- Object Store
+
+
+class ObjectStoreError(JetStreamError):
+    """Base class of Object Store errors raised by the client itself."""
+
+
+class ObjectStoreNotFoundError(StreamNotFoundError):
+    """The Object Store bucket (its stream ``OBJ_<bucket>``) does not exist."""
+
+
+class ObjectStoreExistsError(StreamNameInUseError):
+    """An Object Store bucket of that name exists with another config."""
+
+
+class InvalidObjectStoreNameError(ObjectStoreError, ValueError):
+    """An Object Store bucket name is not 1 or more of ``A-Z a-z 0-9 _ -``."""
+
+
+class InvalidObjectNameError(ObjectStoreError, ValueError):
+    """An object name is empty or not a ``str``."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """No such object in the bucket (or it was deleted)."""
+
+
+class ObjectAlreadyExistsError(ObjectStoreError):
+    """The name is taken by an object that is not deleted (a rename or link target)."""
+
+
+class BadObjectMetaError(ObjectStoreError):
+    """An object's stored meta is not valid (not JSON, no ``nuid``, a bad digest form)."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """The chunks read do not hash to the SHA-256 digest the object's meta records."""
+
+
+class ObjectSizeMismatchError(ObjectStoreError):
+    """The chunks read do not add up to the size or chunk count the meta records."""
+
+
+class ObjectLinkError(ObjectStoreError, ValueError):
+    """A link rule was broken: a put over a link, a link to a link or to a deleted object."""
+
+
+class LinkIsABucketError(ObjectLinkError):
+    """A get of a link to a whole bucket (it names no object to read)."""

@@ -9,9 +9,11 @@ class Headers(Mapping[str, str]):
     """Message headers: a read-only mapping from key to its first value.
 
     Keys are case-sensitive, as on the wire, and may repeat; ``get_all`` returns
-    every value of a key in wire order. Build one from any mapping whose values
-    are a string or a sequence of strings, or from ``(key, value)`` pairs with
-    :meth:`from_pairs`.
+    every value of a key in wire order. Build one from any mapping whose keys
+    are strings and whose values are a string or a sequence (list, tuple) of
+    strings, or from ``(key, value)`` pairs with :meth:`from_pairs`. Nothing
+    else is converted: ``bytes`` values (decode them first), numbers and
+    ``None`` raise :class:`TypeError` naming the key.
     """
 
     __slots__ = ("_values",)
@@ -22,11 +24,8 @@ class Headers(Mapping[str, str]):
             if isinstance(source, Headers):
                 values = {k: list(v) for k, v in source._values.items()}
             else:
-                for key, value in source.items():
-                    if isinstance(value, str):
-                        values[key] = [value]
-                    else:
-                        values[key] = [str(v) for v in value]
+                for key, value in _items(source):
+                    values[_key(key)] = _values(key, value)
         self._values = values
 
     @classmethod
@@ -75,13 +74,49 @@ class Headers(Mapping[str, str]):
 
 
 def header_pairs(headers: Mapping[str, str | Sequence[str]]) -> list[tuple[str, str]]:
-    """Flatten any accepted header mapping into ``(key, value)`` pairs."""
+    """Flatten any accepted header mapping into ``(key, value)`` pairs.
+
+    Raises:
+        TypeError: ``headers`` is not a mapping, a key is not a ``str``, or a
+            value is neither a ``str`` nor a sequence of ``str`` (``bytes``
+            included); the message names the key.
+    """
     if isinstance(headers, Headers):
         return headers.pairs()
     pairs = []
-    for key, value in headers.items():
-        if isinstance(value, str):
+    for key, value in _items(headers):
+        if type(value) is str and type(key) is str:
             pairs.append((key, value))
         else:
-            pairs.extend((key, str(v)) for v in value)
+            key = _key(key)
+            pairs.extend((key, v) for v in _values(key, value))
     return pairs
+
+
+def _items(headers: object):
+    """The ``(key, value)`` items of a header mapping."""
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"headers must be a mapping of str to str, not {type(headers).__name__}")
+    return headers.items()
+
+
+def _key(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"header key {key!r} must be a str, not {type(key).__name__}")
+    return key
+
+
+def _values(key: str, value: object) -> list[str]:
+    """The values of one header: a ``str``, or a sequence of ``str``."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        if all(isinstance(v, str) for v in value):
+            return list(value)
+        bad = next(v for v in value if not isinstance(v, str))
+        raise TypeError(f"header {key!r}: every value must be a str, got {bad!r}")
+    hint = " (decode it first)" if isinstance(value, bytes | bytearray | memoryview) else ""
+    raise TypeError(
+        f"header {key!r}: the value must be a str or a sequence of str, "
+        f"not {type(value).__name__}{hint}"
+    )

@@ -391,3 +391,35 @@ def test_bad_asset_names_are_refused_before_sending(js, name):
     with pytest.raises(ValueError, match="name"):
         js.consumer_info("S", name)
     assert js.client.stats.out_msgs == before
+
+
+@pytest.mark.parametrize(
+    "options", [{"domain": "a b"}, {"domain": "hub.eu"}, {"domain": "*"}, {"prefix": "$JS.X.>"}]
+)
+def test_api_prefix_parts_are_checked(nc, options):
+    """A domain is one name token and a custom API prefix a publish subject."""
+    with pytest.raises(BadSubjectError):
+        nc.jetstream(**options)
+
+
+def test_api_subjects_come_from_checked_parts(nc):
+    """Names and tails are checked by their roles; the result skips the publish check."""
+    api = nc.jetstream(domain="hub")._api
+    subject = api.subject("CONSUMER.CREATE.{stream}.{consumer}.{filter}",
+                          stream="S", consumer="c", filter="ev.*.>")  # fmt: skip
+    assert subject == "$JS.hub.API.CONSUMER.CREATE.S.c.ev.*.>"
+    assert isinstance(subject, _subjects.ApiSubject)
+    with pytest.raises(BadSubjectError, match="stream name"):
+        api.subject("STREAM.INFO.{stream}", stream="S.x")
+    with pytest.raises(BadSubjectError, match="filter subject"):
+        api.subject("CONSUMER.CREATE.{stream}.{consumer}.{filter}",
+                    stream="S", consumer="c", filter="ev.>.x")  # fmt: skip
+
+
+def test_compat_ordered_subscribe_with_a_wildcard(js, ev):
+    """``js.subscribe("<s>.*.x", ordered_consumer=True)`` delivers the matching ones in order."""
+    sub = js.subscribe(f"{ev.name}.*.x", ordered_consumer=True)
+    try:
+        assert _subjects_of([sub.next_msg(timeout=2) for _ in range(2)]) == ["a.x", "b.x"]
+    finally:
+        sub.unsubscribe()

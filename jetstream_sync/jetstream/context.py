@@ -12,13 +12,16 @@ from .._nuid import NUID
 from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
+from ..kv.manager import KeyValueManagerMixin
+from ..object_admin import ObjectStoresMixin
 from . import _api
+from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
 from ._names import check_stream_name
 from .compat import CompatSubscribeMixin
 from .consumer_mixins import ContextConsumersMixin
 from .info import AccountInfo, PubAck, StreamInfo
-from .publish import RETRY_WAIT, AsyncPublisher, PubAckFuture, parse_pub_ack, publish_headers
+from .publish import RETRY_WAIT, PubAckFuture, parse_pub_ack, publish_headers
 from .stream import Stream
 from .stream_config import StreamConfig
 
@@ -62,7 +65,9 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
+class JetStreamContext(
+    ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin, ObjectStoresMixin
+):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -145,6 +150,8 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             WrongLastSequenceError, WrongLastMsgIdError, StreamWrongExpectedError:
                 an expectation failed.
             TimeoutError: no PubAck in time; the message may still have been stored.
+            ConnectionLostError: the connection dropped before the PubAck came
+                (raised at once); the message may or may not be stored.
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad
                 input, raised before anything is sent.
         """

@@ -1,32 +1,24 @@
-"""JetStream publishing: blocking publish, async publish with a bounded ack window."""
+"""JetStream publishing: the headers of a publish, PubAck parsing and ``PubAckFuture``.
+
+The async-publish machinery (the shared ack multiplexer and each context's
+window) is in ``_ack_mux.py``.
+"""
 
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import json
 import math
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _protocol
-from .._deadline import Deadline, check_timeout
-from ..errors import (
-    ConnectionClosedError,
-    ConnectionLostError,
-    NatsError,
-    NoRespondersError,
-    TimeoutError,
-    TooManyPendingAcksError,
-    api_error,
-)
+from ..errors import NoRespondersError, api_error
 from ..headers import Headers, header_pairs
 from .info import PubAck
 
 if TYPE_CHECKING:
-    from ..client import Client
     from ..msg import Msg
 
 HeadersIn = Mapping[str, str | Sequence[str]]
@@ -121,7 +113,7 @@ _ACK_PREFIXES = _AckPrefixes()
 
 def _fast_ack(msg: Msg) -> tuple[str, int, bool, str | None] | None:
     """The PubAck fields of a plain success reply, or None (status, error, batch...)."""
-    if msg._raw_headers is not None:
+    if msg.header_size:
         return None
     return _ACK_PREFIXES.parse(msg.data)
 
@@ -163,62 +155,104 @@ def parse_pub_ack(msg: Msg) -> PubAck:
     return PubAck.from_api(body)
 
 
-_LAZY = threading.Lock()
-_PENDING = concurrent.futures._base.PENDING
-_FINISHED = concurrent.futures._base.FINISHED
+_LAZY = threading.Lock()  # orders a future's resolution against making its Future state
 
 
 class PubAckFuture(concurrent.futures.Future):
     """The future of one :meth:`JetStreamContext.publish_async`: a ``PubAck`` or an error.
 
-    A full ``concurrent.futures.Future``. To keep async publishing cheap, its
-    condition variable is only made when someone waits on it or adds a
-    callback, and a successful reply is only parsed into its ``PubAck`` when
-    the result is read (errors are recognised at once and fail the future).
+    A ``concurrent.futures.Future``: ``concurrent.futures.wait``,
+    ``as_completed``, ``add_done_callback``, ``result`` and ``exception``
+    work as with any future. Done-callbacks run on the client's ack thread
+    (or its ack-timer thread, or the thread that closes the client); a
+    callback added after completion runs at once on the caller's thread. A
+    callback may publish, or close the client.
+
+    The message is on its way when the future is made and cannot be
+    recalled: :meth:`cancel` always returns False, :meth:`running` is True
+    until the future is done, and the future always resolves — with the
+    ``PubAck``, the stream's error, ``TimeoutError`` (no ack within
+    ``ack_timeout``), ``ConnectionLostError`` or ``ConnectionClosedError``.
+
+    Cost: a ``Future``'s own state (a ``Condition`` with its lock and lists)
+    made for every message would triple the client's CPU per async publish
+    (the allocations and the garbage collector's work over thousands of live
+    futures, measured). So the future keeps its outcome in three fields of
+    its own, and ``Future.__init__`` runs only when some ``Future`` machinery
+    is first needed — a wait, a callback, ``concurrent.futures.wait`` — after
+    which the outcome is handed over with the public ``set_result`` /
+    ``set_exception``. Nothing of ``Future``'s private state is named here.
+    A successful reply is parsed into its ``PubAck`` when the result is
+    first read.
 
     Attributes:
         subject: where the message was published.
     """
 
-    def __init__(self, subject: str) -> None:  # noqa: D107 - Future.__init__ is replaced
-        # Future.__init__ would make a Condition and two lists per message; they
-        # are made by _condition on first use instead (every Future method that
-        # touches them goes through _condition first).
-        self._cond: threading.Condition | None = None
-        self._expires = 0.0  # when the ack is overdue (monotonic seconds)
-        self._state = _PENDING
-        self._result = None
-        self._exception = None
+    # This class's own state; class defaults keep the constructor to one store.
+    _ack_real = False  # Future.__init__ has run: Future's methods hold the outcome
+    _ack_done = False  # resolved while not real: the outcome is in the two fields below
+    _ack_value: object = None
+    _ack_error: BaseException | None = None
+    _ack_parsed: PubAck | None = None
+    _ack_expires = 0.0  # when the ack is overdue (monotonic seconds); set by its window
+
+    def __init__(self, subject: str) -> None:  # noqa: D107 - Future.__init__ runs on first need
         self.subject = subject
 
-    @property
-    def _condition(self) -> threading.Condition:
-        cond = self._cond
-        if cond is None:
-            with _LAZY:
-                cond = self._cond
-                if cond is None:
-                    self._waiters = []
-                    self._done_callbacks = []
-                    cond = self._cond = threading.Condition()
-        return cond
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for attributes this object lacks: the Future state that
+        # Future's methods and concurrent.futures.wait()/as_completed() read.
+        if name.startswith("__") or self._ack_real:
+            raise AttributeError(name)
+        self._ack_make_real()
+        return object.__getattribute__(self, name)
 
-    def _complete(self, result=None, error: BaseException | None = None) -> None:
-        """Resolve from the ack thread; quiet if the user cancelled first."""
+    def _ack_make_real(self) -> None:
+        """Run ``Future.__init__`` and hand it the outcome, if there is one yet."""
         with _LAZY:
-            if self._cond is None:
-                # Nobody waits or listens yet (that would have made the condition).
-                if self._state == _PENDING:
-                    self._result, self._exception = result, error
-                    self._state = _FINISHED
+            if self._ack_real:
+                return
+            concurrent.futures.Future.__init__(self)
+            if self._ack_done:  # nobody can wait or listen yet: nothing runs here
+                if self._ack_error is not None:
+                    concurrent.futures.Future.set_exception(self, self._ack_error)
+                else:
+                    concurrent.futures.Future.set_result(self, self._ack_value)
+            self._ack_real = True
+
+    def _resolve(self, value: object = None, error: BaseException | None = None) -> None:
+        """Settle the future (the client's threads): with a reply body, a ``PubAck`` or an error."""
+        with _LAZY:
+            if not self._ack_real:  # nobody waits or listens: keep the outcome
+                self._ack_value, self._ack_error = value, error
+                self._ack_done = True
                 return
         try:
             if error is not None:
                 self.set_exception(error)
             else:
-                self.set_result(result)
+                self.set_result(value)
         except concurrent.futures.InvalidStateError:
-            pass
+            pass  # someone else already called the public setters
+
+    def cancel(self) -> bool:
+        """Always False: a published message cannot be recalled (the future still resolves)."""
+        return False
+
+    def cancelled(self) -> bool:
+        """Always False (see :meth:`cancel`)."""
+        return False
+
+    def running(self) -> bool:
+        """True until the ack (or the error) has come: the publish is in progress."""
+        return not self.done()
+
+    def done(self) -> bool:
+        """True once the ack or the error has come."""
+        if self._ack_real:
+            return super().done()
+        return self._ack_done
 
     def result(self, timeout: float | None = None) -> PubAck:
         """The ``PubAck``, waiting up to ``timeout`` seconds.
@@ -228,206 +262,25 @@ class PubAckFuture(concurrent.futures.Future):
             The publish's error: ``WrongLastSequenceError``, ``NoRespondersError``,
                 ``ConnectionLostError``, ``TimeoutError`` (no ack in ``ack_timeout``)...
         """
-        value = super().result(timeout)
-        if type(value) is bytes:
-            value = self._result = _pub_ack_from_body(value)
+        if self._ack_done and not self._ack_real:
+            if self._ack_error is not None:
+                raise self._ack_error
+            value = self._ack_value
+        else:
+            value = super().result(timeout)
+        if type(value) is bytes:  # a success reply's body, parsed on first read
+            ack = self._ack_parsed
+            if ack is None:
+                ack = self._ack_parsed = _pub_ack_from_body(value)
+            return ack
         return value
 
-
-class AsyncPublisher:
-    """The async-publish machinery of one context.
-
-    One wildcard reply subscription (``<inbox>.*``) receives every ack; each
-    message gets a token. The in-flight count lives under one condition, so
-    any number of publishing threads together never exceed the window. One
-    ack thread takes acks off the subscription in batches and resolves their
-    futures; a publisher waiting for room is woken once the window has
-    drained to three quarters, not once per ack. Acks not back within
-    ``ack_timeout`` fail their futures with :class:`TimeoutError`; when the
-    connection drops, every pending future fails with
-    :class:`ConnectionLostError` (its ack was addressed to the old
-    connection and cannot arrive).
-    """
-
-    _ACK_BATCH = 1024
-
-    def __init__(
-        self, client: Client, max_inflight: int, backpressure: bool, ack_timeout: float
-    ) -> None:
-        self._client = client
-        self._max_inflight = max_inflight
-        self._low_water = max_inflight * 3 // 4
-        self._backpressure = backpressure
-        self._ack_timeout = ack_timeout
-        self._cond = threading.Condition(threading.Lock())
-        self._waiting = 0  # threads blocked on the window or on completion
-        self._pending: dict[str, PubAckFuture] = {}
-        self._tokens = itertools.count(1)
-        self._prefix: str | None = None
-        self._ack_thread: threading.Thread | None = None
-        self._timer: threading.Thread | None = None
-
-    def _ensure_subscription(self) -> str:
-        prefix = self._prefix
-        if prefix is not None:
-            return prefix
-        with self._cond:
-            if self._prefix is None:
-                prefix = self._client.new_inbox() + "."
-                sub = self._client.subscribe(prefix + "*")
-                self._client.add_status_listener(self._on_status)
-                self._ack_thread = threading.Thread(
-                    target=self._ack_loop,
-                    args=(sub, len(prefix)),
-                    name="jetstream_sync-acks",
-                    daemon=True,
-                )
-                self._ack_thread.start()
-                self._prefix = prefix
-            return self._prefix
-
-    def publish(
-        self, subject: str, data: bytes | str, headers: Headers | None, timeout: float
-    ) -> PubAckFuture:
-        """Register a future, send the message with its reply token, return the future."""
-        prefix = self._ensure_subscription()
-        future = PubAckFuture(subject)
-        with self._cond:
-            if len(self._pending) >= self._max_inflight:
-                self._wait_for_room(timeout)
-            token = str(next(self._tokens))
-            future._expires = time.monotonic() + self._ack_timeout
-            self._pending[token] = future
-            if self._timer is None:
-                self._timer = threading.Thread(
-                    target=self._expire_loop, name="jetstream_sync-ack-timer", daemon=True
-                )
-                self._timer.start()
-        try:
-            self._client.publish(subject, data, reply=prefix + token, headers=headers)
-        except BaseException:
-            with self._cond:
-                self._pending.pop(token, None)
-            raise
-        return future
-
-    def _wait_for_room(self, timeout: float) -> None:
-        """Under the lock: block until the window has room (or raise)."""
-        if not self._backpressure:
-            raise TooManyPendingAcksError(f"{len(self._pending)} acks pending (max_ack_inflight)")
-        deadline = Deadline(timeout)
-        self._waiting += 1
-        try:
-            while len(self._pending) >= self._max_inflight:
-                if deadline.expired():
-                    raise TimeoutError("timed out waiting for room in the async publish window")
-                self._cond.wait(deadline.slice())
-        finally:
-            self._waiting -= 1
-
-    def _ack_loop(self, sub, prefix_len: int) -> None:
-        """The ack thread: resolve futures batch by batch until the subscription ends."""
-        while True:
-            try:
-                msgs = sub.next_msgs(self._ACK_BATCH, timeout=None)
-            except NatsError:
-                return
-            if not msgs:
-                return
-            settled = []
-            with self._cond:
-                pending = self._pending
-                for msg in msgs:
-                    future = pending.pop(msg.subject[prefix_len:], None)
-                    if future is not None:  # else a late ack for a timed-out future
-                        settled.append((future, msg))
-                if self._waiting and len(pending) <= self._low_water:
-                    self._cond.notify_all()
-            for future, msg in settled:
-                data = msg.data
-                if msg._raw_headers is None and b'"error"' not in data:
-                    future._complete(data)  # a success: parsed when the result is read
-                    continue
-                try:
-                    ack = parse_pub_ack(msg)
-                except Exception as exc:
-                    future._complete(error=exc)
-                else:
-                    future._complete(ack)
-
-    def _expire_loop(self) -> None:
-        """Fail futures whose ack is overdue; ends when nothing is pending.
-
-        ``_pending`` keeps publish order and every future gets the same
-        ``ack_timeout``, so the overdue ones are always at its front.
-        """
-        while True:
-            with self._cond:
-                now = time.monotonic()
-                next_due = None
-                overdue = []
-                for token, future in self._pending.items():
-                    if future._expires > now:
-                        next_due = future._expires
-                        break
-                    overdue.append(token)
-                expired = [self._pending.pop(token) for token in overdue]
-                if expired:
-                    self._cond.notify_all()
-                elif next_due is None:
-                    self._timer = None
-                    return
-                else:
-                    self._cond.wait(min(next_due - now, 0.5))
-            for future in expired:
-                future._complete(
-                    error=TimeoutError(
-                        f"no PubAck for {future.subject!r} within {self._ack_timeout} s"
-                    )
-                )
-
-    def _on_status(self, status: str) -> None:
-        if status not in ("disconnected", "closed"):
-            return
-        with self._cond:
-            lost, self._pending = list(self._pending.values()), {}
-            self._cond.notify_all()
-        if status == "closed":
-            error: Exception = ConnectionClosedError("client closed before the PubAck arrived")
-        else:
-            error = ConnectionLostError(
-                "connection lost before the PubAck arrived; the message may or may not be "
-                "stored (republish with the same msg_id to be sure)"
-            )
-        for future in lost:
-            future._complete(error=error)
-        if status == "closed":
-            with self._cond:
-                timer, ack_thread = self._timer, self._ack_thread
-                self._cond.notify_all()
-            for thread in (timer, ack_thread):
-                if thread is not None:
-                    thread.join()
-
-    def pending(self) -> int:
-        """Async publishes whose ack has not arrived yet."""
-        return len(self._pending)
-
-    def wait_completed(self, timeout: float) -> None:
-        """Block until no ack is pending.
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The publish's error, or None once it succeeded, waiting up to ``timeout`` seconds.
 
         Raises:
-            TimeoutError: acks were still pending after ``timeout``.
+            TimeoutError: not resolved in time (the builtin ``TimeoutError``).
         """
-        deadline = Deadline(check_timeout("timeout", timeout))
-        with self._cond:
-            self._waiting += 1
-            try:
-                while self._pending:
-                    if deadline.expired():
-                        raise TimeoutError(
-                            f"{len(self._pending)} acks still pending after {timeout} s"
-                        )
-                    self._cond.wait(deadline.slice())
-            finally:
-                self._waiting -= 1
+        if self._ack_done and not self._ack_real:
+            return self._ack_error
+        return super().exception(timeout)

@@ -1,0 +1,344 @@
+"""The async-publish ack multiplexer: one per client, shared by every JetStream context.
+
+The :class:`AckMux` of a client owns one wildcard inbox subscription
+(``<inbox>.*``) that receives every PubAck, the token → future table, one ack
+thread and one ack-timer thread. It is made on a context's first
+``publish_async`` (through :meth:`Client.shared_resource`, so 50 contexts
+share one mux) and closed — threads joined — by :meth:`Client.close`.
+
+Each context keeps its own :class:`AsyncPublisher`: its window
+(``max_ack_inflight``, backpressure), its ``ack_timeout`` and its pending
+futures, so contexts never wait on each other's acks. Everything is guarded
+by the mux's one lock; each window has its own condition on that lock, woken
+only when someone waits on that window.
+
+Threads:
+
+* the ack thread takes acks off the subscription in batches, pops their
+  futures under the lock, and resolves them outside it; a publisher waiting
+  for room is woken once its window has drained to three quarters;
+* the timer fails futures whose ack is overdue with :class:`TimeoutError`.
+  Within a window futures are kept in publish order and share one
+  ``ack_timeout``, so the overdue ones are at the front; it sleeps until the
+  earliest front is due and ends when nothing is pending.
+
+When the connection drops, every pending future fails with
+:class:`ConnectionLostError` (its ack was addressed to the old connection);
+when the client closes, with :class:`ConnectionClosedError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .._deadline import Deadline, check_timeout
+from ..errors import (
+    ConnectionClosedError,
+    ConnectionLostError,
+    NatsError,
+    TimeoutError,
+    TooManyPendingAcksError,
+)
+from .publish import PubAckFuture, parse_pub_ack
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..headers import Headers
+    from ..subscription import Subscription
+
+_RESOURCE_KEY = "jetstream.ack_mux"
+_ACK_BATCH = 1024
+
+
+class AckMux:
+    """The per-client ack machinery; see the module docstring.
+
+    Args:
+        client: the connection whose acks this multiplexes.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._timer_cond = threading.Condition(self._lock)
+        self._owners: dict[str, AsyncPublisher] = {}  # token -> the window it counts in
+        self._active: dict[AsyncPublisher, None] = {}  # windows the timer must look at
+        self._tokens = itertools.count(1)
+        self._prefix: str | None = None
+        self._ack_thread: threading.Thread | None = None
+        self._timer: threading.Thread | None = None
+        self._timer_due = math.inf  # when the timer wakes next (inf: it is not running)
+        self._closed = False
+
+    def _start(self) -> str:
+        """Subscribe to the ack inbox and start the ack thread (first publish only)."""
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("the client is closed")
+            if self._prefix is None:
+                prefix = self._client.new_inbox() + "."
+                sub = self._client.subscribe(prefix + "*")
+                self._client.add_status_listener(self._on_status)
+                self._ack_thread = threading.Thread(
+                    target=self._ack_loop,
+                    args=(sub, len(prefix)),
+                    name="jetstream_sync-acks",
+                    daemon=True,
+                )
+                self._ack_thread.start()
+                self._prefix = prefix
+            return self._prefix
+
+    # ------------------------------------------------------------------ ack thread
+
+    def _ack_loop(self, sub: Subscription, prefix_len: int) -> None:
+        """Resolve futures batch by batch until the subscription ends (the client closed)."""
+        lock = self._lock
+        owners = self._owners
+        while True:
+            try:
+                msgs = sub.next_msgs(_ACK_BATCH, timeout=None)
+            except NatsError:
+                return
+            if not msgs:
+                return
+            settled = []
+            waited_on = []
+            with lock:
+                for msg in msgs:
+                    token = msg.subject[prefix_len:]
+                    window = owners.pop(token, None)
+                    if window is not None:  # else a late ack of a failed future
+                        settled.append((window._pending.pop(token), msg))
+                        if window._waiting:
+                            waited_on.append(window)
+                for window in set(waited_on):
+                    if len(window._pending) <= window._low_water:
+                        window._cond.notify_all()
+            for future, msg in settled:
+                data = msg.data
+                if not msg.header_size and b'"error"' not in data:
+                    future._resolve(data)  # a success: parsed when the result is read
+                    continue
+                try:
+                    ack = parse_pub_ack(msg)
+                except Exception as exc:
+                    future._resolve(error=exc)
+                else:
+                    future._resolve(ack)
+
+    # ------------------------------------------------------------------ timer
+
+    def _wake_timer(self, due: float) -> None:
+        """Under the lock: make sure the timer wakes by ``due``."""
+        self._timer_due = due
+        if self._timer is None:
+            self._timer = threading.Thread(
+                target=self._expire_loop, name="jetstream_sync-ack-timer", daemon=True
+            )
+            self._timer.start()
+        else:
+            self._timer_cond.notify()
+
+    def _expire_loop(self) -> None:
+        """Fail futures whose ack is overdue; end when nothing is pending."""
+        while True:
+            expired = []
+            with self._lock:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                next_due = math.inf
+                for window in list(self._active):
+                    pending = window._pending
+                    overdue = []
+                    for token, future in pending.items():
+                        if future._ack_expires > now:
+                            next_due = min(next_due, future._ack_expires)
+                            break
+                        overdue.append(token)
+                    for token in overdue:
+                        expired.append((pending.pop(token), window._ack_timeout))
+                        self._owners.pop(token, None)
+                    if overdue and window._waiting:
+                        window._cond.notify_all()
+                    if not pending:
+                        del self._active[window]
+                if not expired:
+                    if next_due == math.inf:
+                        self._timer = None
+                        self._timer_due = math.inf
+                        return
+                    self._timer_due = next_due
+                    self._timer_cond.wait(next_due - now)
+                    continue
+            for future, ack_timeout in expired:
+                future._resolve(
+                    error=TimeoutError(f"no PubAck for {future.subject!r} within {ack_timeout} s")
+                )
+
+    # ------------------------------------------------------------------ failing everything
+
+    def _take_all(self) -> list[PubAckFuture]:
+        """Under the lock: empty every window, wake its waiters, return the futures."""
+        futures = []
+        for window in self._active:
+            futures.extend(window._pending.values())
+            window._pending.clear()
+            window._cond.notify_all()
+        self._active.clear()
+        self._owners.clear()
+        self._timer_cond.notify()
+        return futures
+
+    def _on_status(self, status: str) -> None:
+        """Events thread: fail every pending future when the connection drops."""
+        if status != "disconnected":
+            return
+        with self._lock:
+            lost = self._take_all()
+        if lost:
+            error = ConnectionLostError(
+                "connection lost before the PubAck arrived; the message may or may not "
+                "have been processed by the server (republish with the same msg_id to be sure)"
+            )
+            for future in lost:
+                future._resolve(error=error)
+
+    def close(self) -> None:
+        """Fail what is pending and join the threads (called by :meth:`Client.close`).
+
+        The client has already closed the ack subscription, so the ack thread
+        ends. A thread that is itself closing the client (a done-callback
+        calling ``close()``) is not joined: it ends as soon as its callback returns.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending = self._take_all()
+            threads = (self._ack_thread, self._timer)
+        self._client.remove_status_listener(self._on_status)
+        error = ConnectionClosedError("client closed before the PubAck arrived")
+        for future in pending:
+            future._resolve(error=error)
+        current = threading.current_thread()
+        for thread in threads:
+            if thread is not None and thread is not current:
+                thread.join()
+
+
+class AsyncPublisher:
+    """One context's async publishing: its window and ack timeout, on the client's mux.
+
+    Args:
+        client: the connection; its :class:`AckMux` is fetched on the first publish.
+        max_inflight: the most futures of this context pending at once.
+        backpressure: block when the window is full (else raise).
+        ack_timeout: seconds before a future without ack fails with ``TimeoutError``.
+    """
+
+    def __init__(
+        self, client: Client, max_inflight: int, backpressure: bool, ack_timeout: float
+    ) -> None:
+        self._client = client
+        self._mux: AckMux | None = None
+        self._max_inflight = max_inflight
+        self._low_water = max_inflight * 3 // 4
+        self._backpressure = backpressure
+        self._ack_timeout = ack_timeout
+        self._pending: dict[str, PubAckFuture] = {}  # publish order = expiry order
+        self._waiting = 0  # threads blocked on this window (room or completion)
+        self._cond: threading.Condition | None = None
+
+    def _attach(self) -> AckMux:
+        """Find (or make) the client's mux and start it: the first publish only."""
+        mux = self._client.shared_resource(_RESOURCE_KEY, AckMux)
+        if mux._prefix is None:
+            mux._start()
+        with mux._lock:
+            if self._cond is None:
+                self._cond = threading.Condition(mux._lock)
+        self._mux = mux
+        return mux
+
+    def publish(
+        self, subject: str, data: bytes | str, headers: Headers | None, timeout: float
+    ) -> PubAckFuture:
+        """Register a future, send the message with its reply token, return the future.
+
+        Raises:
+            TooManyPendingAcksError: the window is full and backpressure is off.
+            TimeoutError: the window stayed full for ``timeout`` seconds.
+            ConnectionClosedError: the client is closed.
+        """
+        mux = self._mux or self._attach()
+        future = PubAckFuture(subject)
+        pending = self._pending
+        with mux._lock:
+            if mux._closed:
+                raise ConnectionClosedError("the client is closed")
+            if len(pending) >= self._max_inflight:
+                self._wait_for_room(mux, timeout)
+            token = str(next(mux._tokens))
+            expires = future._ack_expires = time.monotonic() + self._ack_timeout
+            if not pending:
+                mux._active[self] = None
+            pending[token] = future
+            mux._owners[token] = self
+            if expires < mux._timer_due:
+                mux._wake_timer(expires)
+        try:
+            self._client.publish(subject, data, reply=mux._prefix + token, headers=headers)
+        except BaseException:
+            with mux._lock:
+                if pending.pop(token, None) is not None:
+                    mux._owners.pop(token, None)
+            raise
+        return future
+
+    def _wait_for_room(self, mux: AckMux, timeout: float) -> None:
+        """Under the lock: block until this window has room (or raise)."""
+        if not self._backpressure:
+            raise TooManyPendingAcksError(f"{len(self._pending)} acks pending (max_ack_inflight)")
+        deadline = Deadline(timeout)
+        self._waiting += 1
+        try:
+            while len(self._pending) >= self._max_inflight:
+                if mux._closed:
+                    raise ConnectionClosedError("the client is closed")
+                if deadline.expired():
+                    raise TimeoutError("timed out waiting for room in the async publish window")
+                self._cond.wait(deadline.slice())
+        finally:
+            self._waiting -= 1
+
+    def pending(self) -> int:
+        """This context's async publishes whose ack has not arrived yet."""
+        return len(self._pending)
+
+    def wait_completed(self, timeout: float) -> None:
+        """Block until none of this context's acks is pending.
+
+        Raises:
+            TimeoutError: acks were still pending after ``timeout``.
+        """
+        deadline = Deadline(check_timeout("timeout", timeout))
+        mux = self._mux
+        if mux is None:
+            return
+        with mux._lock:
+            self._waiting += 1
+            try:
+                while self._pending:
+                    if deadline.expired():
+                        raise TimeoutError(
+                            f"{len(self._pending)} acks still pending after {timeout} s"
+                        )
+                    self._cond.wait(deadline.slice())
+            finally:
+                self._waiting -= 1

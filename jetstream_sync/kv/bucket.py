@@ -1,0 +1,352 @@
+"""``KeyValue``: one bucket's reads and writes (ADR-8, ADR-48), on the public JetStream API."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .._deadline import check_timeout
+from ..errors import (
+    JetStreamNotEnabledError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    MessageNotFoundError,
+    NoRespondersError,
+    WrongLastSequenceError,
+    api_error,
+)
+from ..jetstream.info import StreamInfo
+from ._keys import check_filter, check_key, subjects_prefix
+from .config import KeyValueStatus
+from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
+from .watch import KeyWatcher
+
+if TYPE_CHECKING:
+    from ..jetstream.context import JetStreamContext
+
+__all__ = ["KeyValue"]
+
+_ROLLUP = "Nats-Rollup"
+_DEFAULT_API_PREFIX = "$JS.API"
+#: ``purge_deletes`` keeps markers younger than this by default (as nats.go).
+PURGE_DELETES_OLDER_THAN = 30 * 60.0
+
+
+def _wrong_last(exc: WrongLastSequenceError, cls: type = KeyWrongLastSequenceError):
+    return cls(exc.code, exc.err_code, exc.description)
+
+
+class KeyValue:
+    """A handle on one bucket. Made by ``ctx.key_value(bucket)`` and ``ctx.create_key_value()``.
+
+    Every call blocks and takes ``timeout=`` (seconds; ``None``: the
+    context's default). Keys are checked before anything is sent
+    (:class:`InvalidKeyError`, also a ``ValueError``). The handle is
+    thread-safe; it holds no resources of its own (watchers do).
+
+    Attributes:
+        bucket: the bucket's name.
+        stream_name: its stream, ``KV_<bucket>``.
+    """
+
+    def __init__(self, ctx: JetStreamContext, info: StreamInfo, api_prefix: str) -> None:
+        config = info.config
+        self._ctx = ctx
+        self.stream_name = config.name
+        self.bucket = config.name.removeprefix("KV_")
+        self._stream = ctx.stream_no_info(config.name)
+        self._direct = bool(config.allow_direct)
+        self._direct_pre = f"{api_prefix}.DIRECT.GET.{config.name}"
+        # Reads use this stream's subjects; a mirror keeps its origin's.
+        self._read_pre = subjects_prefix(self.bucket)
+        write_pre = self._read_pre
+        use_api_prefix = api_prefix != _DEFAULT_API_PREFIX
+        mirror = config.mirror
+        if mirror is not None:
+            origin = mirror.name.removeprefix("KV_")
+            self._read_pre = write_pre = subjects_prefix(origin)
+            if mirror.external is not None and mirror.external.api:
+                use_api_prefix = False
+                write_pre = f"{mirror.external.api}.{write_pre}"
+        # ADR-8: behind a domain or an imported API, writes carry the API prefix.
+        self._write_pre = f"{api_prefix}.{write_pre}" if use_api_prefix else write_pre
+
+    # ------------------------------------------------------------------ reads
+
+    def _get(self, key: str, revision: int | None, timeout: float | None) -> KeyValueEntry:
+        """The entry at ``revision`` (or the latest), markers included as entries."""
+        subject = self._read_pre + check_key(key)
+        missing = f"key {key!r} not found in bucket {self.bucket!r}"
+        if revision is not None and (isinstance(revision, bool) or revision < 1):
+            raise ValueError(f"revision must be an int >= 1, not {revision!r}")
+        if self._direct:
+            if revision is None:
+                request = (self._direct_pre + "." + subject, b"")
+            else:
+                request = (self._direct_pre, b'{"seq":%d}' % revision)
+            try:
+                msg = self._ctx.client.request(
+                    *request, timeout=check_timeout("timeout", timeout, self._ctx.timeout)
+                )
+            except NoRespondersError:
+                raise JetStreamNotEnabledError(
+                    503, 0, f"no responders for direct gets on {self.stream_name!r}"
+                ) from None
+            status = msg.status
+            if status == 404:
+                raise KeyNotFoundError(missing)
+            if status is not None:
+                raise api_error(status, 0, msg.description or f"direct get failed ({status})")
+            stored, entry = entry_from_direct(self.bucket, key, msg)
+        else:
+            try:
+                if revision is None:
+                    raw = self._stream.get_last_msg_for_subject(subject, timeout=timeout)
+                else:
+                    raw = self._stream.get_msg(revision, timeout=timeout)
+            except MessageNotFoundError:
+                raise KeyNotFoundError(missing) from None
+            stored, entry = raw.subject, entry_from_stored(self.bucket, key, raw)
+        if stored != subject:
+            raise KeyNotFoundError(f"revision {revision} of bucket {self.bucket!r} is not {key!r}")
+        return entry
+
+    def get(
+        self, key: str, revision: int | None = None, timeout: float | None = None
+    ) -> KeyValueEntry:
+        """The latest entry of ``key``, or the one at ``revision``; a direct get.
+
+        Args:
+            key: the key.
+            revision: a revision (stream sequence) of this key.
+
+        Raises:
+            KeyNotFoundError: no such key (or ``revision`` holds another key's entry).
+            KeyDeletedError: the entry is a delete/purge marker (a
+                ``KeyNotFoundError`` too); ``.entry`` is the marker.
+            InvalidKeyError: a bad key, before anything is sent.
+            TimeoutError: no answer within ``timeout``.
+        """
+        entry = self._get(key, revision, timeout)
+        if entry.operation is not KeyValueOp.PUT:
+            raise KeyDeletedError(
+                f"key {key!r} was deleted at revision {entry.revision} ({entry.operation.value})",
+                entry,
+            )
+        return entry
+
+    # ------------------------------------------------------------------ writes
+
+    def _publish(
+        self,
+        key: str,
+        value: bytes | str,
+        *,
+        headers: dict[str, str] | None = None,
+        last: int | None = None,
+        ttl: float | str | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        subject = self._write_pre + check_key(key)
+        try:
+            ack = self._ctx.publish(
+                subject, value, headers=headers, expected_last_subject_seq=last,
+                ttl=ttl, timeout=timeout,
+            )  # fmt: skip
+        except WrongLastSequenceError as exc:
+            raise _wrong_last(exc) from None
+        return ack.seq
+
+    def put(self, key: str, value: bytes | str, timeout: float | None = None) -> int:
+        """Store ``value`` under ``key``; return its revision.
+
+        Raises:
+            InvalidKeyError: a bad key.
+            MaxPayloadError: the value is larger than the server accepts.
+            APIError: the bucket refused it (e.g. over ``max_value_size``).
+            TimeoutError: no acknowledgement in time (the value may be stored).
+        """
+        return self._publish(key, value, timeout=timeout)
+
+    def create(
+        self,
+        key: str,
+        value: bytes | str,
+        ttl: float | timedelta | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Store ``value`` only if ``key`` has no value (none yet, or deleted/purged).
+
+        Args:
+            ttl: seconds until the server removes this value (a per-key TTL:
+                the bucket needs ``limit_marker_ttl``; server 2.11+).
+
+        Returns:
+            The new revision.
+
+        Raises:
+            KeyExistsError: the key holds a value (a ``KeyWrongLastSequenceError``).
+            APIError: e.g. a ``ttl`` on a bucket without limit markers.
+        """
+        if isinstance(ttl, timedelta):
+            ttl = ttl.total_seconds()
+        try:
+            return self._publish(key, value, last=0, ttl=ttl, timeout=timeout)
+        except KeyWrongLastSequenceError as exc:
+            first = exc
+        # ADR-8: the key may only hold a delete/purge marker; retry over it once.
+        try:
+            latest = self._get(key, None, timeout)
+        except KeyNotFoundError:
+            latest = None
+        if latest is None or latest.operation is KeyValueOp.PUT:
+            raise _wrong_last(first, KeyExistsError) from None
+        try:
+            return self._publish(key, value, last=latest.revision, ttl=ttl, timeout=timeout)
+        except KeyWrongLastSequenceError as exc:
+            raise _wrong_last(exc, KeyExistsError) from None
+
+    def update(self, key: str, value: bytes | str, last: int, timeout: float | None = None) -> int:
+        """Store ``value`` only if ``key``'s latest revision is ``last``; return the new one.
+
+        Raises:
+            KeyWrongLastSequenceError: the latest revision is another.
+        """
+        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+            raise ValueError(f"last must be a revision (an int >= 0), not {last!r}")
+        return self._publish(key, value, last=last, timeout=timeout)
+
+    def delete(self, key: str, last: int | None = None, timeout: float | None = None) -> int:
+        """Mark ``key`` deleted, keeping its history; return the marker's revision.
+
+        Args:
+            last: delete only if the latest revision is this one.
+
+        Raises:
+            KeyWrongLastSequenceError: ``last`` did not match.
+        """
+        return self._publish(key, b"", headers={OPERATION: "DEL"}, last=last, timeout=timeout)
+
+    def purge(
+        self,
+        key: str,
+        ttl: float | timedelta | None = None,
+        last: int | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Remove every revision of ``key``, leaving one purge marker; return its revision.
+
+        Args:
+            ttl: seconds until the server removes the marker too (the bucket
+                needs ``limit_marker_ttl``; server 2.11+).
+            last: purge only if the latest revision is this one.
+
+        Raises:
+            KeyWrongLastSequenceError: ``last`` did not match.
+        """
+        if isinstance(ttl, timedelta):
+            ttl = ttl.total_seconds()
+        headers = {OPERATION: "PURGE", _ROLLUP: "sub"}
+        return self._publish(key, b"", headers=headers, last=last, ttl=ttl, timeout=timeout)
+
+    # ------------------------------------------------------------------ listings
+
+    def watch(
+        self,
+        keys: str | Sequence[str] = ">",
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+        timeout: float | None = None,
+    ) -> KeyWatcher:
+        """Watch keys: first their current entries, then ``None``, then every update.
+
+        The watcher recovers by itself from reconnects, server restarts and
+        the deletion of its consumer, resuming after the last revision it
+        delivered: no update is lost or repeated.
+
+        Args:
+            keys: a key filter (``*`` for one token, ``>`` for the rest) or a
+                list of them.
+            include_history: deliver every stored revision, not only the latest.
+            ignore_deletes: leave delete and purge markers out.
+            meta_only: leave the values out (``value == b""``).
+            updates_only: only changes made from now on; ``None`` comes first.
+            timeout: seconds to set the watch up.
+
+        Raises:
+            InvalidKeyError: a bad filter.
+            ValueError: ``include_history`` together with ``updates_only``.
+        """
+        filters = [keys] if isinstance(keys, str) else list(keys)
+        if not filters:
+            filters = [">"]
+        if include_history and updates_only:
+            raise ValueError("include_history and updates_only cannot be combined")
+        subjects = [self._read_pre + check_filter(f) for f in filters]
+        return KeyWatcher(
+            self._ctx, self.stream_name, self.bucket, len(self._read_pre), subjects,
+            include_history=include_history, ignore_deletes=ignore_deletes,
+            meta_only=meta_only, updates_only=updates_only, timeout=timeout,
+        )  # fmt: skip
+
+    def _initial(
+        self, keys: str | Sequence[str], timeout: float | None, **options: bool
+    ) -> list[KeyValueEntry]:
+        with self.watch(keys, timeout=timeout, **options) as watcher:
+            return watcher.initial()
+
+    def keys(self, filters: str | Sequence[str] = ">", timeout: float | None = None) -> list[str]:
+        """The keys holding a value (markers left out), filtered on the server.
+
+        Args:
+            filters: a key filter or a list of them.
+
+        Returns:
+            The keys, in revision order; ``[]`` for an empty bucket.
+        """
+        entries = self._initial(filters, timeout, ignore_deletes=True, meta_only=True)
+        return list(dict.fromkeys(e.key for e in entries))
+
+    def history(self, key: str, timeout: float | None = None) -> list[KeyValueEntry]:
+        """Every stored revision of ``key`` (markers included), oldest first.
+
+        Raises:
+            KeyNotFoundError: the key has no revision stored.
+        """
+        entries = self._initial(check_key(key), timeout, include_history=True)
+        if not entries:
+            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+        return entries
+
+    def purge_deletes(
+        self, older_than: float | timedelta | None = None, timeout: float | None = None
+    ) -> int:
+        """Remove the delete and purge markers of the bucket; return how many keys were cleaned.
+
+        Args:
+            older_than: seconds; markers younger than this keep their own
+                revision (older data still goes). ``None``: 30 minutes; a
+                negative value removes every marker.
+        """
+        if isinstance(older_than, timedelta):
+            older_than = older_than.total_seconds()
+        if older_than is None or older_than == 0:
+            older_than = PURGE_DELETES_OLDER_THAN
+        markers = [e for e in self._initial(">", timeout) if e.operation is not KeyValueOp.PUT]
+        limit = datetime.now(UTC) - timedelta(seconds=max(older_than, 0))
+        for entry in markers:
+            keep = 1 if older_than > 0 and entry.created > limit else None
+            self._stream.purge(subject=self._read_pre + entry.key, keep=keep, timeout=timeout)
+        return len(markers)
+
+    def status(self, timeout: float | None = None) -> KeyValueStatus:
+        """The bucket's status (values, history, TTL, bytes...) from its stream's info."""
+        return KeyValueStatus(bucket=self.bucket, stream_info=self._stream.info(timeout=timeout))
+
+    def __repr__(self) -> str:
+        return f"<KeyValue {self.bucket!r}>"

@@ -1,0 +1,601 @@
+"""``ObjectStore``: large objects in chunks on a JetStream stream (ADR-20).
+
+An object is its chunks, published to ``$O.<bucket>.C.<nuid>``, then one
+meta message ``$O.<bucket>.M.<base64url(name)>`` holding its
+:class:`ObjectInfo` as JSON, rolled up (``Nats-Rollup: sub``) so only the
+newest meta of a name is kept. Built on the public JetStream API only:
+direct get for meta, async publish for chunks, the ordered consumer to read.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from ._nuid import NUID
+from .errors import (
+    BadObjectMetaError,
+    DigestMismatchError,
+    DirectGetNotAllowedError,
+    LinkIsABucketError,
+    MessageNotFoundError,
+    NatsError,
+    ObjectAlreadyExistsError,
+    ObjectLinkError,
+    ObjectNotFoundError,
+    ObjectSizeMismatchError,
+    ObjectStoreNotFoundError,
+    StreamNotFoundError,
+    TimeoutError,
+)
+from .jetstream._codec import merge_config
+from .jetstream.info import RawStreamMsg
+from .object_config import (
+    DEFAULT_CHUNK_SIZE,
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectStoreStatus,
+    check_bucket,
+    check_object_name,
+    decode_digest,
+    digest_value,
+    encode_name,
+)
+from .object_watch import ObjectWatcher
+
+if TYPE_CHECKING:
+    from .jetstream.context import JetStreamContext
+    from .jetstream.publish import PubAckFuture
+    from .jetstream.stream import Stream
+
+__all__ = ["ObjectStore"]
+
+_ROLLUP = {"Nats-Rollup": "sub"}
+# Bytes of chunks in flight (published, ack not yet seen) during a put, and
+# requested ahead during a get: what bounds the memory a transfer uses.
+WINDOW_BYTES = 8 * 1024 * 1024
+_MAX_WINDOW_CHUNKS = 64
+
+Data = bytes | bytearray | memoryview | str | IO[bytes]
+
+
+class Writable(Protocol):
+    """Anything with ``write(bytes)`` (a file opened ``"wb"``, ``BytesIO``, a socket file)."""
+
+    def write(self, data: bytes, /) -> int | None:
+        """Write ``data``; return how many bytes were written (or ``None``: all)."""
+
+
+def _window(chunk_size: int) -> int:
+    return max(2, min(_MAX_WINDOW_CHUNKS, WINDOW_BYTES // max(chunk_size, 1)))
+
+
+def _chunks(data: Any, chunk_size: int) -> Iterator[bytes | memoryview]:
+    """The chunks of ``data`` (at most ``chunk_size`` bytes each); a file is read lazily.
+
+    Raises:
+        TypeError: ``data`` is not bytes-like, ``str`` or a binary file (checked
+            before the first chunk is made).
+    """
+    if isinstance(data, str):
+        data = data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data).cast("B")
+        return (view[off : off + chunk_size] for off in range(0, len(view), chunk_size))
+    if callable(getattr(data, "readinto", None)):
+        return _read_into(data, chunk_size)
+    if callable(getattr(data, "read", None)):
+        return _read(data, chunk_size)
+    raise TypeError(f"data must be bytes, str or a binary file, not {type(data).__name__}")
+
+
+def _read_into(f: Any, chunk_size: int) -> Iterator[memoryview]:
+    """Fill one reused buffer per chunk (each chunk is published before the next read)."""
+    buf = memoryview(bytearray(chunk_size))
+    while True:
+        n = 0
+        while n < chunk_size:
+            got = f.readinto(buf[n:])
+            if not got:
+                break
+            n += got
+        if n:
+            yield buf[:n]
+        if n < chunk_size:
+            return
+
+
+def _read(f: Any, chunk_size: int) -> Iterator[bytes]:
+    while True:
+        data = f.read(chunk_size)
+        if isinstance(data, str):
+            raise TypeError("data is a text file: open it in binary mode ('rb')")
+        if not data:
+            return
+        yield data
+
+
+def _ack(future: PubAckFuture, wait: float) -> None:
+    """Wait for one chunk's ack; raise the publish's error or this package's TimeoutError."""
+    try:
+        future.result(wait)
+    except TimeoutError:
+        raise
+    except builtins.TimeoutError:
+        raise TimeoutError(f"no ack for a chunk within {wait} s") from None
+
+
+def _write_all(writer: Writable, data: bytes) -> None:
+    """Write all of ``data`` (raw files may take part of it per call)."""
+    n = writer.write(data)
+    if n is None or n >= len(data):
+        return
+    view = memoryview(data)
+    while n < len(view):
+        wrote = writer.write(view[n:])
+        if not wrote:
+            raise OSError(f"the writer took no bytes ({len(view) - n} left)")
+        n += wrote
+
+
+class _Collect:
+    """A writer keeping the chunks (for :meth:`ObjectStore.get`)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+
+class ObjectStore:
+    """A handle on one Object Store bucket; made by ``ctx.object_store(bucket)`` and friends.
+
+    Thread-safe: every call works on its own consumer or request. Calls take
+    ``timeout``: the seconds each server round trip may take (an API call,
+    one chunk's ack, one chunk's arrival), default the context's; a
+    transfer as a whole takes as long as its size needs.
+
+    Attributes:
+        bucket: the bucket name.
+        stream_name: its stream, ``OBJ_<bucket>``.
+    """
+
+    def __init__(self, ctx: JetStreamContext, bucket: str, stream: Stream) -> None:
+        self._ctx = ctx
+        self.bucket = bucket
+        self.stream_name = stream.name
+        self._stream = stream
+        info = stream.cached_info
+        self._direct = bool(info is not None and info.config.allow_direct)
+
+    def _chunk_subject(self, nuid: str) -> str:
+        return f"$O.{self.bucket}.C.{nuid}"
+
+    def _meta_subject(self, name: str) -> str:
+        return f"$O.{self.bucket}.M.{encode_name(name)}"
+
+    # -- meta ---------------------------------------------------------------------
+
+    def _last_meta(self, subject: str, timeout: float | None) -> RawStreamMsg:
+        """The newest meta on ``subject``: by direct get (any replica) when the stream allows.
+
+        A bucket whose stream no longer allows direct get (changed by another
+        client) is read through the stream leader instead.
+        """
+        try:
+            if self._direct:
+                try:
+                    return self._stream.direct_get_last_for_subject(subject, timeout=timeout)
+                except DirectGetNotAllowedError:
+                    self._direct = False
+            return self._stream.get_last_msg_for_subject(subject, timeout=timeout)
+        except StreamNotFoundError as exc:
+            raise ObjectStoreNotFoundError(
+                404, 10059, f"object store {self.bucket!r} not found"
+            ) from exc
+
+    def get_info(
+        self, name: str, show_deleted: bool = False, timeout: float | None = None
+    ) -> ObjectInfo:
+        """The info of object ``name`` (``mtime``: when its meta was stored).
+
+        Args:
+            show_deleted: return the info of a deleted object too.
+
+        Raises:
+            ObjectNotFoundError: no such object (or deleted, without ``show_deleted``).
+            BadObjectMetaError: the stored meta is not an object's info.
+            InvalidObjectNameError: ``name`` is empty or not a ``str``.
+        """
+        check_object_name(name)
+        try:
+            raw = self._last_meta(self._meta_subject(name), timeout)
+        except MessageNotFoundError:
+            raise ObjectNotFoundError(f"object {name!r} not found in {self.bucket!r}") from None
+        try:
+            info = ObjectInfo.from_api(json.loads(raw.data), mtime=raw.time)
+        except (ValueError, TypeError) as exc:
+            raise BadObjectMetaError(f"the meta of object {name!r} is not valid: {exc}") from exc
+        if info.deleted and not show_deleted:
+            raise ObjectNotFoundError(f"object {name!r} in {self.bucket!r} was deleted")
+        return info
+
+    def _find(self, name: str, timeout: float | None) -> ObjectInfo | None:
+        """The info of ``name``, deleted ones included; ``None`` when there is none."""
+        try:
+            return self.get_info(name, show_deleted=True, timeout=timeout)
+        except ObjectNotFoundError:
+            return None
+
+    def _publish_meta(self, info: ObjectInfo, timeout: float | None) -> ObjectInfo:
+        """Store ``info`` as the (rolled up) meta of its name; return it with ``mtime`` now."""
+        body = json.dumps(info.stored_json(), separators=(",", ":")).encode()
+        self._ctx.publish(self._meta_subject(info.name), body, headers=_ROLLUP, timeout=timeout)
+        return attrs.evolve(info, mtime=datetime.now(UTC))
+
+    def _purge_chunks(self, nuid: str, timeout: float | None) -> None:
+        self._stream.purge(subject=self._chunk_subject(nuid), timeout=timeout)
+
+    # -- put ------------------------------------------------------------------------
+
+    def put(
+        self,
+        name: str,
+        data: Data,
+        description: str | None = None,
+        headers: Mapping[str, str | Sequence[str]] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        timeout: float | None = None,
+    ) -> ObjectInfo:
+        """Store ``data`` as object ``name``, replacing what the name held.
+
+        A file is read chunk by chunk, never whole; at most about 8 MiB of
+        chunks wait for their acks at once. The meta is stored once every
+        chunk is; then the chunks of the object it replaced are purged. If
+        anything fails, the chunks sent so far are purged and the name keeps
+        what it held.
+
+        Args:
+            name: the object's name (any non-empty ``str``).
+            data: ``bytes``-like, ``str`` (UTF-8) or a binary file (anything
+                with ``readinto`` or ``read``).
+            description, headers, metadata: stored in the object's meta.
+            chunk_size: bytes per chunk (at most the server's max payload).
+            timeout: seconds each round trip may take.
+
+        Returns:
+            The object's info (``mtime`` is the local time of the put).
+
+        Raises:
+            InvalidObjectNameError, TypeError, ValueError: bad input, raised
+                before anything is sent.
+            ObjectLinkError: ``name`` is a link (delete it first).
+            APIError: the server refused a chunk or the meta (bucket sealed,
+                full...).
+        """
+        check_object_name(name)
+        max_payload = int(self._ctx.client.server_info.get("max_payload", 1024 * 1024))
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+            raise TypeError(f"chunk_size must be an int, got {type(chunk_size).__name__}")
+        if not 0 < chunk_size <= max_payload:
+            raise ValueError(f"chunk_size must be in 1..{max_payload} (max payload)")
+        meta = ObjectMeta(name=name, description=description, headers=headers, metadata=metadata)
+        chunks = _chunks(data, chunk_size)
+        existing = self._find(name, timeout)
+        if existing is not None and existing.is_link and not existing.deleted:
+            raise ObjectLinkError(f"object {name!r} is a link: a put cannot replace it")
+        nuid = NUID.next()
+        wait = self._ctx.timeout if timeout is None else timeout
+        try:
+            size, count, digest = self._put_chunks(
+                self._chunk_subject(nuid), chunks, chunk_size, wait
+            )
+            info = ObjectInfo(
+                name=name, bucket=self.bucket, nuid=nuid, size=size, chunks=count,
+                digest=digest, description=meta.description, headers=meta.headers,
+                metadata=meta.metadata,
+                options=ObjectMetaOptions(max_chunk_size=chunk_size),
+            )  # fmt: skip
+            info = self._publish_meta(info, timeout)
+        except BaseException:
+            try:
+                self._purge_chunks(nuid, timeout)
+            except NatsError:
+                pass  # best effort: the failure is what is raised
+            raise
+        if existing is not None and not existing.deleted and existing.nuid:
+            self._purge_chunks(existing.nuid, timeout)
+        return info
+
+    def _put_chunks(
+        self, subject: str, chunks: Iterator[bytes | memoryview], chunk_size: int, wait: float
+    ) -> tuple[int, int, str]:
+        """Publish every chunk with a bounded window of pending acks; wait for all.
+
+        On a failure, the acks still pending are awaited (so a purge after it
+        finds every chunk that was stored) before the error is raised.
+        """
+        window = _window(chunk_size)
+        pending: deque[PubAckFuture] = deque()
+        sha = hashlib.sha256()
+        size = count = 0
+        publish = self._ctx.publish_async
+        try:
+            for chunk in chunks:
+                if len(pending) >= window:
+                    _ack(pending.popleft(), wait)
+                sha.update(chunk)
+                pending.append(publish(subject, chunk, timeout=wait))  # type: ignore[arg-type]
+                size += len(chunk)
+                count += 1
+            while pending:
+                _ack(pending.popleft(), wait)
+        except BaseException:
+            for future in pending:
+                try:
+                    future.result(wait)
+                except (NatsError, builtins.TimeoutError):
+                    pass
+            raise
+        return size, count, digest_value(sha.digest())
+
+    # -- get ------------------------------------------------------------------------
+
+    def _resolve(self, name: str, timeout: float | None) -> tuple[ObjectStore, ObjectInfo]:
+        """The store and info holding ``name``'s bytes: a link to an object is followed."""
+        info = self.get_info(name, timeout=timeout)
+        link = info.link
+        if link is None:
+            return self, info
+        if not link.name:
+            raise LinkIsABucketError(f"object {name!r} links to bucket {link.bucket!r}")
+        store = self if link.bucket == self.bucket else self._ctx.object_store(link.bucket)
+        target = store.get_info(link.name, timeout=timeout)
+        if target.is_link:
+            raise ObjectLinkError(f"object {name!r} links to {link.name!r}, itself a link")
+        return store, target
+
+    def get_into(self, name: str, writer: Writable, timeout: float | None = None) -> ObjectInfo:
+        """Write object ``name``'s bytes to ``writer`` chunk by chunk; return its info.
+
+        Follows a link to an object (in this bucket or another). The SHA-256
+        is computed as the chunks arrive and checked at the end, with the
+        size and chunk count; on a mismatch what was written is not the
+        object (the error says so). At most about 8 MiB is requested ahead.
+
+        Args:
+            writer: anything with ``write(bytes)``.
+            timeout: seconds to wait for each chunk (and each API call).
+
+        Raises:
+            ObjectNotFoundError: no such object.
+            LinkIsABucketError: ``name`` links to a whole bucket.
+            DigestMismatchError, ObjectSizeMismatchError: the bytes read are
+                not those the meta describes.
+            BadObjectMetaError: the meta has no ``nuid`` or a bad digest form.
+            TimeoutError: a chunk did not arrive within ``timeout``.
+        """
+        store, info = self._resolve(name, timeout)
+        return store._read_chunks(info, writer, timeout)
+
+    def _read_chunks(self, info: ObjectInfo, writer: Writable, timeout: float | None) -> ObjectInfo:
+        if not info.nuid:
+            raise BadObjectMetaError(f"the meta of object {info.name!r} has no nuid")
+        want = decode_digest(info.digest) if info.digest is not None else None
+        sha = hashlib.sha256()
+        size = count = 0
+        more = 0  # chunks stored after the last one read
+        if info.chunks:
+            chunk_size = (info.options.max_chunk_size if info.options else None) or (
+                -(-info.size // info.chunks) or DEFAULT_CHUNK_SIZE
+            )
+            wait = self._ctx.timeout if timeout is None else timeout
+            oc = self._ctx.ordered_consumer(
+                self.stream_name, filter_subjects=[self._chunk_subject(info.nuid)]
+            )
+            with oc, oc.messages(max_messages=_window(chunk_size)) as msgs:
+                while count < info.chunks:
+                    msg = msgs.next(timeout=wait)
+                    data = msg.data
+                    sha.update(data)
+                    _write_all(writer, data)
+                    size += len(data)
+                    count += 1
+                    more = msg.metadata.num_pending
+                    if more == 0:
+                        break
+        if count != info.chunks or size != info.size or more:
+            raise ObjectSizeMismatchError(
+                f"object {info.name!r}: read {count} chunks, {size} bytes"
+                f"{f' ({more} more stored)' if more else ''}; its meta says {info.chunks} "
+                f"chunks, {info.size} bytes (what was written is not the object)"
+            )
+        if want is not None and sha.digest() != want:
+            raise DigestMismatchError(
+                f"object {info.name!r}: the bytes read hash to {digest_value(sha.digest())}, "
+                f"its meta says {info.digest} (what was written is not the object)"
+            )
+        return info
+
+    def get(self, name: str, timeout: float | None = None) -> bytes:
+        """Object ``name``'s bytes, checked as :meth:`get_into` checks them.
+
+        Holds the whole object in memory: prefer :meth:`get_into` for big ones.
+
+        Raises:
+            As :meth:`get_into`.
+        """
+        out = _Collect()
+        self.get_into(name, out, timeout)
+        return b"".join(out.parts)
+
+    # -- changes ----------------------------------------------------------------
+
+    def delete(self, name: str, timeout: float | None = None) -> None:
+        """Delete object ``name``: its meta is marked deleted, its chunks purged.
+
+        Deleting a deleted object does nothing.
+
+        Raises:
+            ObjectNotFoundError: no object of that name ever existed.
+            BadObjectMetaError: its meta has no ``nuid``.
+        """
+        info = self.get_info(name, show_deleted=True, timeout=timeout)
+        if info.deleted:
+            return
+        if not info.nuid:
+            raise BadObjectMetaError(f"the meta of object {name!r} has no nuid")
+        gone = attrs.evolve(info, deleted=True, size=0, chunks=0, digest=None, mtime=None)
+        self._publish_meta(gone, timeout)
+        self._purge_chunks(info.nuid, timeout)
+
+    def update_meta(self, name: str, meta: ObjectMeta, timeout: float | None = None) -> ObjectInfo:
+        """Change object ``name``'s name, description, headers and metadata.
+
+        ``meta.options`` is ignored: the chunks, size and link stay. A new
+        ``meta.name`` renames the object (links and bucket links too).
+
+        Raises:
+            ObjectNotFoundError: no such object, or it was deleted.
+            ObjectAlreadyExistsError: the new name is taken by an object not deleted.
+        """
+        if not isinstance(meta, ObjectMeta):
+            raise TypeError(f"meta must be an ObjectMeta, not {type(meta).__name__}")
+        info = self.get_info(name, timeout=timeout)
+        renamed = meta.name != name
+        if renamed:
+            taken = self._find(meta.name, timeout)
+            if taken is not None and not taken.deleted:
+                raise ObjectAlreadyExistsError(f"object {meta.name!r} exists in {self.bucket!r}")
+        info = attrs.evolve(
+            info, name=meta.name, description=meta.description, headers=meta.headers,
+            metadata=meta.metadata, mtime=None,
+        )  # fmt: skip
+        info = self._publish_meta(info, timeout)
+        if renamed:
+            self._stream.purge(subject=self._meta_subject(name), timeout=timeout)
+        return info
+
+    def _link(self, name: str, link: ObjectLink, timeout: float | None) -> ObjectInfo:
+        check_object_name(name)
+        existing = self._find(name, timeout)
+        if existing is not None and not existing.deleted and not existing.is_link:
+            raise ObjectAlreadyExistsError(
+                f"object {name!r} exists in {self.bucket!r}: a link cannot replace it"
+            )
+        info = ObjectInfo(
+            name=name, bucket=self.bucket, nuid=NUID.next(),
+            options=ObjectMetaOptions(link=link),
+        )  # fmt: skip
+        return self._publish_meta(info, timeout)
+
+    def add_link(self, name: str, obj: ObjectInfo, timeout: float | None = None) -> ObjectInfo:
+        """Make ``name`` a link to the object ``obj`` describes (in any bucket).
+
+        A get of ``name`` reads the linked object. The name may be new, a
+        deleted object's or another link's (replaced).
+
+        Raises:
+            ObjectLinkError: ``obj`` is deleted or is itself a link.
+            ObjectAlreadyExistsError: ``name`` is an object that is not deleted.
+        """
+        if not isinstance(obj, ObjectInfo):
+            raise TypeError(f"obj must be an ObjectInfo, not {type(obj).__name__}")
+        if obj.deleted:
+            raise ObjectLinkError(f"object {obj.name!r} is deleted: it cannot be linked to")
+        if obj.is_link:
+            raise ObjectLinkError(f"object {obj.name!r} is a link: a link cannot point to it")
+        check_object_name(obj.name)
+        return self._link(name, ObjectLink(bucket=obj.bucket, name=obj.name), timeout)
+
+    def add_bucket_link(
+        self, name: str, bucket: ObjectStore | str, timeout: float | None = None
+    ) -> ObjectInfo:
+        """Make ``name`` a link to a whole bucket (a get of it raises ``LinkIsABucketError``).
+
+        Raises:
+            ObjectAlreadyExistsError: ``name`` is an object that is not deleted.
+        """
+        target = bucket.bucket if isinstance(bucket, ObjectStore) else check_bucket(bucket)
+        return self._link(name, ObjectLink(bucket=target), timeout)
+
+    # -- listing and watching ---------------------------------------------------
+
+    def watch(
+        self,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        updates_only: bool = False,
+        timeout: float | None = None,
+    ) -> ObjectWatcher:
+        """Watch the bucket's objects: the info of each, then of each change.
+
+        The watcher yields the newest info of every object (every stored one
+        with ``include_history``), then ``None`` once, then each change as it
+        is stored. Stop it with ``stop()`` or a ``with`` block.
+
+        Args:
+            include_history: start from every meta stored, not the newest of each name.
+            ignore_deletes: skip deleted objects.
+            updates_only: only changes from now on (no initial values, no ``None``).
+            timeout: seconds for the set-up calls.
+        """
+        return ObjectWatcher(self._ctx, self, include_history, ignore_deletes, updates_only,
+                             timeout)  # fmt: skip
+
+    def list(self, show_deleted: bool = False, timeout: float | None = None) -> list[ObjectInfo]:
+        """The info of every object in the bucket (an empty bucket gives ``[]``).
+
+        Args:
+            show_deleted: include deleted objects.
+            timeout: seconds to wait for each info.
+        """
+        out: list[ObjectInfo] = []
+        with self.watch(ignore_deletes=not show_deleted, timeout=timeout) as watcher:
+            while True:
+                info = watcher.next(timeout=timeout if timeout is not None else self._ctx.timeout)
+                if info is None:
+                    return out
+                out.append(info)
+
+    # -- the bucket --------------------------------------------------------------
+
+    def status(self, timeout: float | None = None) -> ObjectStoreStatus:
+        """The bucket's status (size, TTL, replicas, sealed...).
+
+        Raises:
+            ObjectStoreNotFoundError: the bucket was deleted.
+        """
+        try:
+            info = self._stream.info(timeout=timeout)
+        except StreamNotFoundError as exc:
+            raise ObjectStoreNotFoundError(
+                404, 10059, f"object store {self.bucket!r} not found"
+            ) from exc
+        return ObjectStoreStatus.from_stream_info(self.bucket, info)
+
+    def seal(self, timeout: float | None = None) -> ObjectStoreStatus:
+        """Seal the bucket: no change is accepted afterwards (it cannot be undone).
+
+        Returns:
+            The sealed bucket's status.
+        """
+        cfg = self.status(timeout).stream_info.config
+        stream = self._ctx.update_stream(merge_config(type(cfg), cfg, {"sealed": True}),
+                                         timeout=timeout)  # fmt: skip
+        info = stream.cached_info or stream.info(timeout=timeout)
+        return ObjectStoreStatus.from_stream_info(self.bucket, info)
+
+    def __repr__(self) -> str:
+        return f"<ObjectStore {self.bucket!r}>"

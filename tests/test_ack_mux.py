@@ -1,0 +1,135 @@
+"""One async-ack multiplexer per client, shared by every context; each context keeps its window."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
+
+ACK_THREADS = ("jetstream_sync-acks", "jetstream_sync-ack-timer")
+
+
+def _ack_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name in ACK_THREADS]
+
+
+def _subscriptions(server, name: str) -> int:
+    """How many subscriptions the server holds for the connection called ``name``."""
+    conns = server.monitor("connz", subs=True)["connections"]
+    return sum(c["subscriptions"] for c in conns if c.get("name") == name)
+
+
+@pytest.fixture
+def stream(shared_server):
+    """A fresh stream capturing ``<name>.>``, deleted afterwards."""
+    name = unique_stream_name("ACKMUX")
+    with js.connect(shared_server.url) as admin:
+        ctx = admin.jetstream()
+        ctx.create_stream(name=name, subjects=[f"{name}.>"])
+        yield name
+        ctx.delete_stream(name)
+
+
+def test_fifty_contexts_share_one_mux(shared_server, stream):
+    """50 contexts publishing async add no thread and no subscription after the first."""
+    assert not _ack_threads(), "another test left ack threads running"
+    name = unique_stream_name("mux-client")
+    with js.connect(shared_server.url, name=name) as nc:
+        first = nc.jetstream()
+        first.publish_async(f"{stream}.first", b"x").result(timeout=10)
+        threads = len(_ack_threads())
+        subs = _subscriptions(shared_server, name)
+        assert threads <= 2 and subs == 1  # the ack inbox; the timer may come and go
+        contexts = [nc.jetstream() for _ in range(50)]
+        futures = [ctx.publish_async(f"{stream}.c{i}", b"x") for i, ctx in enumerate(contexts)]
+        for ctx in contexts:
+            ctx.publish_async_completed(timeout=10)
+            assert ctx.publish_async_pending() == 0
+        assert sorted(f.result().seq for f in futures) == list(range(2, 52))
+        assert len(_ack_threads()) <= 2
+        assert _subscriptions(shared_server, name) == subs
+    wait_for(lambda: not _ack_threads(), message="ack threads outlived close()")
+
+
+def test_windows_and_ack_timeouts_are_per_context(nc, stream):
+    """A context with a full window or a short ack_timeout does not affect another."""
+    hole = nc.subscribe("hole.>")  # receives the messages, never acks them
+    nc.flush()
+    patient = nc.jetstream(ack_timeout=60)
+    hasty = nc.jetstream(ack_timeout=0.3, max_ack_inflight=2, backpressure_on_inflight=False)
+    busy = nc.jetstream(max_ack_inflight=10)
+    waiting = patient.publish_async("hole.patient", b"x")  # first in, longest timeout
+    lost = [hasty.publish_async("hole.hasty", b"x") for _ in range(2)]
+    with pytest.raises(js.TooManyPendingAcksError):
+        hasty.publish_async("hole.hasty", b"x")
+    # another context's window is untouched by the full one, and drains on its own
+    stored = [busy.publish_async(f"{stream}.busy", b"x") for _ in range(100)]
+    busy.publish_async_completed(timeout=10)
+    assert [f.result().seq for f in stored] == list(range(1, 101))
+    # the short timeout fires although a longer one was published before it
+    for future in lost:
+        assert isinstance(future.exception(timeout=10), js.TimeoutError)
+    assert hasty.publish_async_pending() == 0
+    assert not waiting.done() and patient.publish_async_pending() == 1
+    assert len(hole.next_msgs(10, timeout=5)) >= 1
+
+
+def test_backpressure_blocks_only_its_own_context(nc, stream):
+    """A context blocked on its full window times out; another context publishes meanwhile."""
+    nc.subscribe("hole2.>")
+    nc.flush()
+    full = nc.jetstream(max_ack_inflight=1, ack_timeout=60)
+    other = nc.jetstream()
+    full.publish_async("hole2.x", b"x")
+    blocked = threading.Event()
+    outcome: list[BaseException] = []
+
+    def publish_into_full_window():
+        blocked.set()
+        try:
+            full.publish_async("hole2.x", b"x", timeout=1)
+        except BaseException as exc:  # checked below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=publish_into_full_window)
+    thread.start()
+    assert blocked.wait(5)
+    assert other.publish_async(f"{stream}.free", b"x").result(timeout=5).seq == 1
+    thread.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], js.TimeoutError)
+
+
+def test_disconnect_fails_every_context_pending_future(restartable_server):
+    """A disconnect fails the pending futures of every context with ConnectionLostError."""
+    nc = js.connect(restartable_server.url, reconnect_time_wait=0.1)
+    try:
+        nc.subscribe("never.acked")
+        nc.flush()
+        contexts = [nc.jetstream(ack_timeout=60) for _ in range(3)]
+        futures = [ctx.publish_async("never.acked", b"x") for ctx in contexts for _ in range(5)]
+        restartable_server.restart()
+        for future in futures:
+            assert isinstance(future.exception(timeout=15), js.ConnectionLostError)
+        assert all(ctx.publish_async_pending() == 0 for ctx in contexts)
+        wait_for(lambda: nc.is_connected, timeout=15)
+        sub = nc.subscribe("after.reconnect")
+        contexts[0].publish_async("after.reconnect", b"x")
+        assert sub.next_msg(timeout=5).data == b"x"  # the mux carries on
+    finally:
+        nc.close()
+
+
+def test_close_fails_pending_futures_of_every_context(shared_server):
+    """close() fails every context's pending futures with ConnectionClosedError and joins."""
+    nc = js.connect(shared_server.url)
+    nc.subscribe("never.acked.3")
+    nc.flush()
+    futures = [nc.jetstream(ack_timeout=60).publish_async("never.acked.3", b"x") for _ in range(4)]
+    nc.close()
+    for future in futures:
+        assert isinstance(future.exception(timeout=5), js.ConnectionClosedError)
+    wait_for(lambda: not _ack_threads(), message="ack threads outlived close()")

@@ -1,0 +1,135 @@
+"""close() called from any of the client's own threads returns, and no thread is left running."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
+
+ACK = b'{"stream":"MANUAL","seq":1}'
+
+
+class Closer:
+    """A callback that closes the client, recording the thread it ran on."""
+
+    def __init__(self) -> None:
+        """Nothing called yet."""
+        self.client: js.Client | None = None
+        self.thread_name: str | None = None
+        self.returned = threading.Event()
+
+    def __call__(self, *_args: object) -> None:
+        """Close the client (once), then mark the callback as returned."""
+        if self.thread_name is not None:
+            return
+        self.thread_name = threading.current_thread().name
+        self.client.close()
+        self.returned.set()
+
+
+@pytest.fixture
+def baseline(shared_server) -> Iterator[Callable[[], None]]:
+    """``check()`` waits until only the threads running before the test are left."""
+    responder = js.connect(shared_server.url)  # made first: its threads are in the baseline
+    before = set(threading.enumerate())
+
+    def check() -> None:
+        wait_for(
+            lambda: set(threading.enumerate()) <= before,
+            message=lambda: f"threads left: {set(threading.enumerate()) - before}",
+        )
+
+    check.responder = responder
+    yield check
+    responder.close()
+
+
+def _finish(closer: Closer, nc: js.Client, check: Callable[[], None], thread: str) -> None:
+    """The callback returned on the expected thread, the client is closed, no thread is left."""
+    assert closer.returned.wait(10), "close() did not return in the callback"
+    assert thread in closer.thread_name, closer.thread_name
+    assert nc.is_closed
+    check()
+
+
+def test_close_from_a_done_callback_on_the_ack_thread(shared_server, baseline):
+    """A PubAckFuture done-callback running on the ack thread may close the client."""
+    closer = Closer()
+    nc = closer.client = js.connect(shared_server.url)
+    stand_in = baseline.responder.subscribe("manual.ack")  # acks by hand, when told to
+    baseline.responder.flush()
+    future = nc.jetstream().publish_async("manual.ack", b"x")
+    future.add_done_callback(closer)
+    stand_in.next_msg(timeout=5).respond(ACK)
+    _finish(closer, nc, baseline, "jetstream_sync-acks")
+    assert future.result().seq == 1
+
+
+def test_close_from_a_done_callback_on_the_timer_thread(shared_server, baseline):
+    """A done-callback of a future failed by ack_timeout (timer thread) may close the client."""
+    closer = Closer()
+    nc = closer.client = js.connect(shared_server.url)
+    baseline.responder.subscribe("manual.never")
+    baseline.responder.flush()
+    future = nc.jetstream(ack_timeout=0.2).publish_async("manual.never", b"x")
+    future.add_done_callback(closer)
+    _finish(closer, nc, baseline, "jetstream_sync-ack-timer")
+    assert isinstance(future.exception(), js.TimeoutError)
+
+
+def test_close_from_a_subscription_callback(shared_server, baseline):
+    """A subscription callback (its worker thread) may close the client."""
+    closer = Closer()
+    nc = closer.client = js.connect(shared_server.url)
+    nc.subscribe("close.me", cb=closer)
+    nc.jetstream().publish_async("close.me", b"x")  # never acked: pending when closed
+    _finish(closer, nc, baseline, "jetstream_sync-sub-")
+
+
+def test_close_from_error_cb(shared_server, baseline):
+    """error_cb (the events thread) may close the client."""
+    closer = Closer()
+    nc = closer.client = js.connect(shared_server.url, error_cb=closer)
+
+    def fail(msg):
+        raise RuntimeError("boom")  # reported to error_cb
+
+    nc.subscribe("close.err", cb=fail)
+    nc.jetstream().publish_async("close.err", b"x")  # never acked: pending when closed
+    _finish(closer, nc, baseline, "-events")
+
+
+def test_close_from_disconnected_cb(restartable_server):
+    """disconnected_cb (the events thread) may close the client while acks are pending."""
+    before = set(threading.enumerate())
+    closer = Closer()
+    nc = closer.client = js.connect(restartable_server.url, disconnected_cb=closer)
+    nc.subscribe("never.acked")
+    nc.flush()
+    future = nc.jetstream(ack_timeout=60).publish_async("never.acked", b"x")
+    restartable_server.kill()
+    assert closer.returned.wait(10)
+    assert nc.is_closed
+    # disconnected_cb runs before the ack machinery hears of the disconnect: close() came first
+    assert isinstance(future.exception(timeout=5), js.ConnectionClosedError)
+    wait_for(lambda: set(threading.enumerate()) <= before)
+
+
+def test_close_from_a_consume_callback(shared_server, baseline):
+    """A consume() callback (its own thread) may close the client; that thread ends too."""
+    closer = Closer()
+    nc = closer.client = js.connect(shared_server.url)
+    name = unique_stream_name("CLOSECB")
+    admin = baseline.responder.jetstream()
+    stream = admin.create_stream(name=name, subjects=[f"{name}.>"])
+    try:
+        admin.publish(f"{name}.x", b"x")
+        nc.jetstream().stream_no_info(name).create_consumer(durable_name="d").consume(closer)
+        _finish(closer, nc, baseline, "jetstream_sync-consume-")
+    finally:
+        admin.delete_stream(stream.name)

@@ -1,0 +1,282 @@
+"""Key-Value buckets and their reads and writes, against the real server (ADR-8, ADR-48)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
+import jetstream_sync as nats_sync
+from jetstream_sync import KeyValueOp, StreamSource
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
+from tests.fixtures.server import NatsServer
+
+
+@pytest.fixture
+def bucket(js: nats_sync.JetStreamContext) -> Iterator[str]:
+    """A unique bucket name, its bucket deleted afterwards if made."""
+    name = unique_stream_name("KV")
+    yield name
+    with contextlib.suppress(nats_sync.BucketNotFoundError):
+        js.delete_key_value(name)
+
+
+@pytest.fixture
+def kv(js: nats_sync.JetStreamContext, bucket: str) -> nats_sync.KeyValue:
+    """A bucket keeping 5 revisions per key."""
+    return js.create_key_value(bucket=bucket, history=5)
+
+
+# ---------------------------------------------------------------- buckets
+
+
+def test_create_bind_list_and_delete(js, bucket):
+    """A bucket is made, found by name and in the listings, then deleted."""
+    kv = js.create_key_value(bucket=bucket, description="settings", metadata={"team": "a"})
+    assert kv.bucket == bucket and kv.stream_name == f"KV_{bucket}"
+    assert js.create_key_value(bucket=bucket, description="settings", metadata={"team": "a"})
+    assert js.key_value(bucket).bucket == bucket
+    assert bucket in list(js.key_value_store_names())
+    (status,) = [s for s in js.key_values() if s.bucket == bucket]
+    assert status.metadata == {"team": "a"} and status.backing_store == "JetStream"
+    assert js.delete_key_value(bucket)
+    with pytest.raises(nats_sync.BucketNotFoundError) as info:
+        js.key_value(bucket)
+    assert isinstance(info.value, nats_sync.StreamNotFoundError)
+    with pytest.raises(nats_sync.BucketNotFoundError):
+        js.delete_key_value(bucket)
+
+
+def test_stream_settings_on_the_server(js, bucket):
+    """The server holds the ADR-8 stream: history as max per subject, discard new, rollups."""
+    js.create_key_value(bucket=bucket, history=7, ttl=30, max_value_size=64, compression=True)
+    cfg = js.stream(f"KV_{bucket}").cached_info.config
+    assert cfg.subjects == (f"$KV.{bucket}.>",) and cfg.max_msgs_per_subject == 7
+    assert cfg.discard.value == "new" and cfg.allow_rollup_hdrs and cfg.deny_delete
+    assert cfg.allow_direct and cfg.duplicate_window == 30.0 and cfg.max_age == 30.0
+    assert cfg.max_msg_size == 64 and cfg.compression.value == "s2"
+
+
+def test_update_and_create_or_update(js, bucket):
+    """update_key_value changes a bucket; it needs one; create_or_update does both."""
+    with pytest.raises(nats_sync.BucketNotFoundError):
+        js.update_key_value(bucket=bucket, history=2)
+    js.create_or_update_key_value(bucket=bucket, history=2)
+    js.update_key_value(bucket=bucket, history=4, description="more")
+    status = js.key_value(bucket).status()
+    assert (status.history, status.config.description) == (4, "more")
+    js.create_or_update_key_value(bucket=bucket, history=6)
+    assert js.key_value(bucket).status().history == 6
+
+
+def test_create_with_other_settings_is_refused(js, bucket):
+    """Creating an existing bucket with different settings fails with the stream's error."""
+    js.create_key_value(bucket=bucket, history=2)
+    with pytest.raises(nats_sync.StreamNameInUseError):
+        js.create_key_value(bucket=bucket, history=3)
+
+
+def test_bad_names_raise_before_sending(js):
+    """Bad bucket names and keys are typed ValueErrors raised before any request."""
+    for call in (lambda: js.key_value("a.b"), lambda: js.create_key_value(bucket="a b")):
+        with pytest.raises(nats_sync.InvalidBucketNameError):
+            call()
+
+
+def test_key_value_refuses_a_stream_that_is_no_bucket(js, bucket):
+    """Binding to a KV_ stream without per-key history is refused."""
+    js.create_stream(name=f"KV_{bucket}", subjects=[f"$KV.{bucket}.>"])
+    with pytest.raises(nats_sync.KeyValueError, match="not a Key-Value bucket"):
+        js.key_value(bucket)
+
+
+# ---------------------------------------------------------------- operations
+
+
+def test_put_get_and_revisions(kv):
+    """put returns increasing revisions; get returns the latest or a given revision."""
+    r1 = kv.put("color", b"red")
+    r2 = kv.put("color", "blue")
+    entry = kv.get("color")
+    assert (entry.key, entry.value, entry.revision, entry.operation) == (
+        "color", b"blue", r2, KeyValueOp.PUT,
+    )  # fmt: skip
+    assert entry.bucket == kv.bucket and entry.delta == 0 and entry.created.tzinfo
+    assert kv.get("color", revision=r1).value == b"red"
+    other = kv.put("size", b"L")
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("color", revision=other)
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("missing")
+    with pytest.raises(nats_sync.InvalidKeyError):
+        kv.put("bad key", b"")
+
+
+def test_delete_and_purge_markers(kv):
+    """A deleted or purged key raises KeyDeletedError (a KeyNotFoundError) carrying the marker."""
+    kv.put("a", b"1")
+    rev = kv.delete("a")
+    with pytest.raises(nats_sync.KeyDeletedError) as info:
+        kv.get("a")
+    assert isinstance(info.value, nats_sync.KeyNotFoundError)
+    assert (info.value.entry.revision, info.value.entry.operation) == (rev, KeyValueOp.DEL)
+    kv.put("b", b"1")
+    kv.put("b", b"2")
+    prev = kv.purge("b")
+    with pytest.raises(nats_sync.KeyDeletedError) as info:
+        kv.get("b")
+    assert info.value.entry.operation is KeyValueOp.PURGE
+    assert kv.status().values == 3  # a: put + DEL; b: only the purge marker is left
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("b", revision=prev - 1)
+
+
+def test_create_only_when_absent(kv):
+    """create succeeds on a new, deleted or purged key and fails on a live one."""
+    r = kv.create("k", b"1")
+    with pytest.raises(nats_sync.KeyExistsError) as info:
+        kv.create("k", b"2")
+    assert isinstance(info.value, nats_sync.KeyWrongLastSequenceError)
+    assert info.value.err_code in (10071, 10164)
+    kv.delete("k")
+    assert kv.create("k", b"3") > r
+    kv.purge("k")
+    assert kv.get("k", revision=kv.create("k", b"4")).value == b"4"
+
+
+def test_update_and_conditional_delete(kv):
+    """update and delete(last=) apply only at the expected revision."""
+    r = kv.put("k", b"1")
+    r2 = kv.update("k", b"2", r)
+    with pytest.raises(nats_sync.KeyWrongLastSequenceError):
+        kv.update("k", b"3", r)
+    with pytest.raises(nats_sync.KeyWrongLastSequenceError):
+        kv.delete("k", last=r)
+    kv.delete("k", last=r2)
+    with pytest.raises(nats_sync.KeyDeletedError):
+        kv.get("k")
+    with pytest.raises(ValueError):
+        kv.update("k", b"x", -1)
+
+
+def test_bucket_without_direct_gets(js, bucket):
+    """A bucket with allow_direct off reads through the stream leader, same results."""
+    kv = js.create_key_value(bucket=bucket, allow_direct=False, history=2)
+    r = kv.put("k", b"1")
+    kv.put("k", b"2")
+    assert kv.get("k").value == b"2" and kv.get("k", revision=r).value == b"1"
+    kv.delete("k")
+    with pytest.raises(nats_sync.KeyDeletedError):
+        kv.get("k")
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("other")
+    with pytest.raises(ValueError):
+        kv.get("k", revision=0)
+
+
+def test_max_value_size_is_enforced(js, bucket):
+    """A value over max_value_size is refused by the server with an API error."""
+    kv = js.create_key_value(bucket=bucket, max_value_size=8)
+    kv.put("ok", b"12345678")
+    with pytest.raises(nats_sync.APIError):
+        kv.put("big", b"123456789")
+
+
+def test_history_limit_keeps_the_newest(kv):
+    """Only `history` revisions are kept per key."""
+    revs = [kv.put("h", str(i)) for i in range(7)]
+    assert kv.status().values == 5
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("h", revision=revs[0])
+    assert kv.get("h", revision=revs[2]).value == b"2"
+
+
+def test_per_key_ttl_leaves_a_marker(js, bucket):
+    """create(ttl=) expires the key; the server's MaxAge marker reads as a purge (ADR-48)."""
+    kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5)
+    assert kv.status().limit_marker_ttl == 5.0
+    kv.create("session", b"x", ttl=1)
+    kv.put("stays", b"y")
+
+    def expired():
+        try:
+            kv.get("session")
+        except nats_sync.KeyDeletedError as exc:
+            return exc.entry
+        return None
+
+    marker = wait_for(expired, timeout=10, interval=0.1)
+    assert marker.operation is KeyValueOp.PURGE
+    assert kv.get("stays").value == b"y"
+    assert kv.create("session", b"again") > marker.revision
+
+
+def test_purge_with_ttl_removes_the_marker_later(js, bucket):
+    """purge(ttl=) leaves a marker that the server removes after the TTL."""
+    kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5)
+    kv.put("k", b"1")
+    kv.purge("k", ttl=1)
+    with pytest.raises(nats_sync.KeyDeletedError):
+        kv.get("k")
+
+    def gone():
+        try:
+            kv.get("k")
+        except nats_sync.KeyDeletedError:
+            return False
+        except nats_sync.KeyNotFoundError:
+            return True
+        return False
+
+    wait_for(gone, timeout=10, interval=0.1)
+
+
+def test_ttl_without_limit_markers_is_refused(kv):
+    """A per-key TTL on a bucket without limit_marker_ttl is refused by the server."""
+    with pytest.raises(nats_sync.APIError):
+        kv.create("k", b"1", ttl=5)
+
+
+def test_status(kv):
+    """status() reports the bucket's numbers and settings."""
+    kv.put("a", b"12345")
+    s = kv.status()
+    assert (s.bucket, s.values, s.history, s.ttl, s.is_compressed) == (kv.bucket, 1, 5, 0.0, False)
+    assert s.bytes > 0 and s.limit_marker_ttl == 0.0 and s.config.history == 5
+
+
+def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
+    """A mirrored bucket serves reads with the origin's keys; writes go to the origin."""
+    origin = js.create_key_value(bucket=bucket)
+    mirror_name = bucket + "_M"
+    try:
+        js.create_key_value(bucket=mirror_name, mirror=StreamSource(name=bucket))
+        mirror = js.key_value(mirror_name)
+        origin.put("k", b"from origin")
+        assert wait_for(lambda: _value(mirror, "k") == b"from origin")
+        mirror.put("k", b"through mirror")
+        assert origin.get("k").value == b"through mirror"
+        assert wait_for(lambda: _value(mirror, "k") == b"through mirror")
+    finally:
+        js.delete_key_value(mirror_name)
+
+
+def _value(kv: nats_sync.KeyValue, key: str) -> bytes | None:
+    try:
+        return kv.get(key).value
+    except nats_sync.KeyNotFoundError:
+        return None
+
+
+def test_domain_prefix_in_key_subjects(tmp_path):
+    """Behind a JetStream domain, writes carry the domain's API prefix and still land."""
+    with NatsServer(directory=tmp_path / "srv", jetstream_config=["domain: HUB"]) as server:
+        with nats_sync.connect(server.url) as nc:
+            ctx = nc.jetstream(domain="HUB")
+            kv = ctx.create_key_value(bucket="D")
+            assert kv._write_pre == "$JS.HUB.API.$KV.D."
+            rev = kv.put("k", b"v")
+            assert kv.get("k").revision == rev
+            assert nc.jetstream().key_value("D").get("k").value == b"v"

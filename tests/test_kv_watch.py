@@ -1,0 +1,223 @@
+"""KV watch, keys, history and purge_deletes; a watcher that survives restarts and deletions."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import jetstream_sync as nats_sync
+from jetstream_sync import KeyValueOp
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
+
+
+@pytest.fixture
+def kv(js: nats_sync.JetStreamContext) -> Iterator[nats_sync.KeyValue]:
+    """A fresh bucket keeping 10 revisions per key, deleted afterwards."""
+    name = unique_stream_name("WATCH")
+    yield js.create_key_value(bucket=name, history=10)
+    with contextlib.suppress(nats_sync.BucketNotFoundError):
+        js.delete_key_value(name)
+
+
+def _until_marker(watcher: nats_sync.KeyWatcher) -> list[nats_sync.KeyValueEntry]:
+    out = []
+    while (entry := watcher.next(timeout=5)) is not None:
+        out.append(entry)
+    return out
+
+
+def test_empty_bucket_gives_the_marker_at_once(kv):
+    """On an empty bucket None comes first, then updates as they happen."""
+    with kv.watch() as w:
+        assert w.next(timeout=1) is None
+        rev = kv.put("a", b"1")
+        entry = w.next(timeout=5)
+        assert (entry.key, entry.value, entry.revision, entry.delta) == ("a", b"1", rev, 0)
+
+
+def test_initial_latest_values_then_marker_then_updates(kv):
+    """The latest entry of each key (markers included) in revision order, None, then updates."""
+    kv.put("a", b"1")
+    kv.put("b", b"1")
+    kv.put("a", b"2")
+    kv.delete("b")
+    with kv.watch() as w:
+        initial = _until_marker(w)
+        assert [(e.key, e.value, e.operation) for e in initial] == [
+            ("a", b"2", KeyValueOp.PUT),
+            ("b", b"", KeyValueOp.DEL),
+        ]
+        assert initial[-1].delta == 0
+        kv.purge("a")
+        update = w.next(timeout=5)
+        assert (update.key, update.operation) == ("a", KeyValueOp.PURGE)
+
+
+def test_options_history_ignore_deletes_meta_only(kv):
+    """include_history, ignore_deletes and meta_only shape what is delivered."""
+    kv.put("a", b"1")
+    kv.put("a", b"2")
+    kv.put("b", b"x")
+    kv.delete("b")
+    with kv.watch(include_history=True) as w:
+        assert [e.value for e in _until_marker(w)] == [b"1", b"2", b"x", b""]
+    with kv.watch(ignore_deletes=True) as w:
+        assert [e.key for e in _until_marker(w)] == ["a"]
+    with kv.watch(meta_only=True) as w:
+        entries = _until_marker(w)
+        assert [(e.key, e.value) for e in entries] == [("a", b""), ("b", b"")]
+        assert entries[0].revision == 2
+
+
+def test_updates_only_and_filters(kv):
+    """updates_only starts after what is stored; filters (literal, *, >, a list) work."""
+    kv.put("cfg.a", b"old")
+    with kv.watch("cfg.*", updates_only=True) as w:
+        assert w.next(timeout=1) is None
+        kv.put("other", b"x")
+        kv.put("cfg.a", b"new")
+        assert w.next(timeout=5).value == b"new"
+    kv.put("cfg.b.c", b"deep")
+    with kv.watch(["other", "cfg.>"]) as w:
+        assert sorted(e.key for e in _until_marker(w)) == ["cfg.a", "cfg.b.c", "other"]
+    with kv.watch("cfg.*") as w:
+        assert [e.key for e in _until_marker(w)] == ["cfg.a"]
+    with pytest.raises(nats_sync.InvalidKeyError):
+        kv.watch("cfg*")
+    with pytest.raises(ValueError):
+        kv.watch(include_history=True, updates_only=True)
+
+
+def test_iteration_and_stop_from_another_thread(kv):
+    """Iterating blocks; stop() from another thread ends the loop."""
+    kv.put("a", b"1")
+    w = kv.watch()
+    seen = []
+
+    def read():
+        seen.extend(w)
+
+    t = threading.Thread(target=read)
+    t.start()
+    wait_for(lambda: len(seen) == 2)
+    w.stop()
+    t.join(5)
+    assert not t.is_alive() and seen[0].key == "a" and seen[1] is None
+
+
+def test_keys(kv):
+    """keys() lists live keys once each, filtered on the server; [] when there are none."""
+    assert kv.keys() == []
+    kv.put("a", b"1")
+    kv.put("a", b"2")
+    kv.put("b.x", b"1")
+    kv.put("b.y", b"1")
+    kv.put("c", b"1")
+    kv.delete("c")
+    assert kv.keys() == ["a", "b.x", "b.y"]
+    assert kv.keys("b.*") == ["b.x", "b.y"]
+    assert kv.keys(["a", "b.>"]) == ["a", "b.x", "b.y"]
+    assert kv.keys("nothing.>") == []
+
+
+def test_history(kv):
+    """history() returns every kept revision of one key, markers included."""
+    kv.put("k", b"1")
+    kv.put("other", b"x")
+    kv.put("k", b"2")
+    kv.delete("k")
+    entries = kv.history("k")
+    assert [(e.value, e.operation) for e in entries] == [
+        (b"1", KeyValueOp.PUT), (b"2", KeyValueOp.PUT), (b"", KeyValueOp.DEL),
+    ]  # fmt: skip
+    assert [e.delta for e in entries] == [2, 1, 0]
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.history("never")
+
+
+def test_purge_deletes(kv):
+    """purge_deletes removes markers (and what they hide); recent ones keep their marker."""
+    kv.put("a", b"1")
+    kv.delete("a")
+    kv.put("b", b"1")
+    kv.purge("b")
+    kv.put("live", b"1")
+    assert kv.purge_deletes() == 2  # both markers are recent: only older data goes
+    assert [e.key for e in kv.history("a")] == ["a"]
+    assert kv.purge_deletes(older_than=-1) == 2
+    assert kv.status().values == 1
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.history("a")
+
+
+def _collect(watcher, seen, until):
+    while len(seen) < until:
+        entry = watcher.next(timeout=30)
+        if entry is not None:
+            seen.append(entry)
+
+
+def test_watch_survives_the_deletion_of_its_consumer(js, kv):
+    """Deleting the watcher's consumer mid-stream: every update arrives in order, once."""
+    with kv.watch() as w:
+        assert w.next(timeout=1) is None
+        seen: list[nats_sync.KeyValueEntry] = []
+        revs = [kv.put(f"k{i % 7}", b"%d" % i) for i in range(20)]
+        _collect(w, seen, 20)
+        for name in js.consumer_names(kv.stream_name):
+            js.delete_consumer(kv.stream_name, name)
+        revs += [kv.put(f"k{i % 7}", b"%d" % i) for i in range(20, 40)]
+        _collect(w, seen, 40)
+        revs += [kv.put("last", b"x")]
+        _collect(w, seen, 41)
+        assert [e.revision for e in seen] == revs
+
+
+def test_watch_survives_a_server_restart(restartable_server):
+    """Across a restart (file storage) the watcher delivers every update in order, once."""
+    with nats_sync.connect(restartable_server.url, reconnect_time_wait=0.1) as nc:
+        ctx = nc.jetstream()
+        kv = ctx.create_key_value(bucket="RESTART", history=5)
+        kv.put("before", b"0")
+        with kv.watch() as w:
+            assert w.next(timeout=5).key == "before"
+            assert w.next(timeout=5) is None
+            seen: list[nats_sync.KeyValueEntry] = []
+            revs = [kv.put(f"k{i % 3}", b"%d" % i) for i in range(10)]
+            _collect(w, seen, 5)
+            restartable_server.restart()
+            wait_for(lambda: nc.is_connected, timeout=20)
+            revs += [
+                wait_for(lambda i=i: kv.put(f"k{i % 3}", b"%d" % i), timeout=20,
+                         ignore=(nats_sync.NatsError,))
+                for i in range(10, 20)
+            ]  # fmt: skip
+            _collect(w, seen, 20)
+            assert [e.revision for e in seen] == revs
+            assert [e.value for e in seen] == [b"%d" % i for i in range(20)]
+
+
+def test_consumer_deleted_during_the_initial_values(js):
+    """A deletion mid-way through the initial values: each key once, in order, then None once."""
+    name = unique_stream_name("WATCHINIT")
+    kv = js.create_key_value(bucket=name)
+    try:
+        for i in range(2000):
+            js.publish_async(f"$KV.{name}.k{i}", b"%d" % i)
+        js.publish_async_completed(timeout=30)
+        seen = []
+        with kv.watch() as w:
+            while (entry := w.next(timeout=10)) is not None:
+                seen.append(entry.key)
+                if len(seen) == 500:
+                    for consumer in js.consumer_names(kv.stream_name):
+                        js.delete_consumer(kv.stream_name, consumer)
+            kv.put("after", b"x")
+            assert w.next(timeout=10).key == "after"
+        assert seen == [f"k{i}" for i in range(2000)]
+    finally:
+        js.delete_key_value(name)

@@ -1,0 +1,484 @@
+"""Object Store (ADR-20) against a real server: buckets, objects, links, checks."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import os
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jetstream_sync as jsync
+from jetstream_sync.object_config import ObjectStoreConfig
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
+
+CHUNK = 1024
+
+
+@pytest.fixture
+def bucket(js: jsync.JetStreamContext) -> Iterator[str]:
+    """A unique bucket name; the bucket is deleted afterwards if made."""
+    name = unique_stream_name("OBJ")
+    yield name
+    with contextlib.suppress(jsync.ObjectStoreNotFoundError):
+        js.delete_object_store(name)
+
+
+@pytest.fixture
+def obs(js: jsync.JetStreamContext, bucket: str) -> jsync.ObjectStore:
+    """A fresh bucket."""
+    return js.create_object_store(bucket=bucket)
+
+
+def _digest(data: bytes) -> str:
+    return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def _meta_subject(bucket: str, name: str) -> str:
+    return f"$O.{bucket}.M.{base64.urlsafe_b64encode(name.encode()).decode()}"
+
+
+def _chunk_count(js: jsync.JetStreamContext, bucket: str) -> int:
+    state = js.stream(f"OBJ_{bucket}").info(subjects_filter=f"$O.{bucket}.C.>").state
+    return sum((state.subjects or {}).values())
+
+
+# ---------------------------------------------------------------- buckets
+
+
+def test_create_makes_the_adr_stream(js, bucket):
+    """The bucket's stream has the ADR-20 name, subjects and settings."""
+    js.create_object_store(bucket=bucket, description="d", metadata={"owner": "infra"})
+    cfg = js.stream(f"OBJ_{bucket}").cached_info.config
+    assert cfg.subjects == (f"$O.{bucket}.C.>", f"$O.{bucket}.M.>")
+    assert cfg.discard == jsync.DiscardPolicy.NEW
+    assert cfg.allow_rollup_hdrs and cfg.allow_direct
+    assert cfg.max_bytes == -1 and cfg.num_replicas == 1
+    assert cfg.description == "d" and cfg.metadata["owner"] == "infra"
+
+
+def test_config_maps_to_stream_fields():
+    """ttl, max_bytes, storage, replicas and compression become the stream's fields."""
+    cfg = ObjectStoreConfig(
+        bucket="b", ttl=60.0, max_bytes=1000, storage="memory", replicas=3, compression=True
+    ).stream_config()
+    assert (cfg.name, cfg.max_age, cfg.max_bytes, cfg.num_replicas) == ("OBJ_b", 60.0, 1000, 3)
+    assert cfg.storage == jsync.StorageType.MEMORY and cfg.compression == jsync.StoreCompression.S2
+    assert ObjectStoreConfig.from_api(ObjectStoreConfig(bucket="b", ttl=5.0).to_api()).ttl == 5.0
+
+
+@pytest.mark.parametrize("bad", ["", "a.b", "a b", "a*", "a>", "ü"])
+def test_bad_bucket_names_are_refused(js, bad):
+    """A bucket name outside [A-Za-z0-9_-]+ raises before anything is sent."""
+    with pytest.raises(jsync.InvalidObjectStoreNameError):
+        js.create_object_store(bucket=bad)
+    with pytest.raises(jsync.InvalidObjectStoreNameError):
+        js.object_store(bad)
+
+
+def test_bucket_lookup_listing_and_delete(js, bucket):
+    """A bucket is found by name, listed with its status, and gone after delete."""
+    with pytest.raises(jsync.ObjectStoreNotFoundError):
+        js.object_store(bucket)
+    js.create_object_store(bucket=bucket, description="x")
+    assert js.object_store(bucket).bucket == bucket
+    assert bucket in list(js.object_store_names())
+    status = {s.bucket: s for s in js.object_stores()}[bucket]
+    assert status.description == "x" and status.backing_store == "JetStream"
+    assert js.delete_object_store(bucket)
+    with pytest.raises(jsync.ObjectStoreNotFoundError):
+        js.delete_object_store(bucket)
+
+
+def test_calls_on_a_deleted_bucket(js, bucket):
+    """A handle on a bucket deleted since raises ObjectStoreNotFoundError."""
+    obs = js.create_object_store(bucket=bucket)
+    obs.put("a", b"1")
+    js.delete_object_store(bucket)
+    for call in (lambda: obs.get_info("a"), lambda: obs.put("b", b"2"), obs.status):
+        with pytest.raises(jsync.ObjectStoreNotFoundError):
+            call()
+
+
+def test_bucket_without_direct_get_is_read_through_the_leader(js, bucket):
+    """A bucket whose stream stopped allowing direct get still answers get_info and get."""
+    obs = js.create_object_store(bucket=bucket)
+    obs.put("a", b"1")
+    cfg = js.stream(f"OBJ_{bucket}").cached_info.config
+    js.update_stream(cfg, allow_direct=False)
+    assert obs.get_info("a").size == 1 and obs.get("a") == b"1"
+
+
+def test_create_with_another_config_and_update(js, bucket):
+    """Re-creating with another config fails; update changes it; update of nothing fails."""
+    js.create_object_store(bucket=bucket)
+    js.create_object_store(bucket=bucket)  # same config: fine
+    with pytest.raises(jsync.ObjectStoreExistsError):
+        js.create_object_store(bucket=bucket, description="other")
+    assert js.update_object_store(bucket=bucket, description="new").status().description == "new"
+    other = unique_stream_name("OBJ")
+    with pytest.raises(jsync.ObjectStoreNotFoundError):
+        js.update_object_store(bucket=other)
+    js.create_or_update_object_store(bucket=other, ttl=30.0)
+    assert js.object_store(other).status().ttl == 30.0
+    js.delete_object_store(other)
+
+
+def test_status_and_seal(obs):
+    """status() reports the bucket; after seal() a put is refused."""
+    obs.put("a", b"x" * 10)
+    status = obs.status()
+    assert status.bucket == obs.bucket and not status.sealed and status.size > 0
+    assert obs.seal().sealed and obs.status().sealed
+    with pytest.raises(jsync.APIError):
+        obs.put("b", b"y")
+
+
+# ---------------------------------------------------------------- put and get
+
+
+def test_put_get_bytes_round_trip(obs):
+    """Bytes in several chunks come back equal; the info follows ADR-20."""
+    data = os.urandom(5 * CHUNK + 7)
+    info = obs.put("dir/file.bin", data, description="d", headers={"a": "1", "b": ["2", "3"]},
+                   metadata={"k": "v"}, chunk_size=CHUNK)  # fmt: skip
+    assert (info.size, info.chunks, info.digest) == (len(data), 6, _digest(data))
+    assert info.bucket == obs.bucket and info.mtime is not None and not info.deleted
+    assert obs.get("dir/file.bin") == data
+    got = obs.get_info("dir/file.bin")
+    assert got.headers == {"a": ("1",), "b": ("2", "3")} and got.metadata == {"k": "v"}
+    assert got.options.max_chunk_size == CHUNK and got.description == "d"
+    assert got.mtime is not None and got.nuid == info.nuid
+
+
+def test_meta_json_is_the_adr_form(js, obs):
+    """The stored meta is the ADR JSON on the base64url subject, rolled up, without mtime."""
+    obs.put("x/y", b"abc", headers={"h": "v"}, chunk_size=CHUNK)
+    raw = js.stream(obs.stream_name).get_last_msg_for_subject(_meta_subject(obs.bucket, "x/y"))
+    body = json.loads(raw.data)
+    assert raw.headers["Nats-Rollup"] == "sub"
+    assert body == {
+        "name": "x/y", "headers": {"h": ["v"]}, "options": {"max_chunk_size": CHUNK},
+        "bucket": obs.bucket, "nuid": body["nuid"], "size": 3, "chunks": 1,
+        "digest": _digest(b"abc"),
+    }  # fmt: skip
+    assert jsync.ObjectInfo.from_api(body).to_api() == body
+
+
+def test_object_info_json_round_trip():
+    """The ADR's example info reads and writes back key for key; Go's zero mtime reads as None."""
+    wire = {
+        "name": "object-name", "description": "object-desc", "metadata": {"owner": "infra"},
+        "headers": {"key1": ["foo"], "key2": ["bar", "baz"]},
+        "options": {"link": {"bucket": "link-to-bucket", "name": "link-to-name"},
+                    "max_chunk_size": 8196},
+        "bucket": "object-bucket", "nuid": "CkuyLEX4z2hbyjj1aWCfiH", "size": 344000,
+        "chunks": 42, "digest": "SHA-256=abcdefghijklmnopqrstuvwxyz=", "deleted": True,
+        "future_key": [1],
+    }  # fmt: skip
+    info = jsync.ObjectInfo.from_api(dict(wire, mtime="0001-01-01T00:00:00Z"))
+    assert info.mtime is None and info.link == jsync.ObjectLink(
+        bucket="link-to-bucket", name="link-to-name"
+    )
+    assert info.headers["key2"] == ("bar", "baz") and info.extra == {"future_key": [1]}
+    assert info.to_api() == wire
+    meta = jsync.ObjectMeta.from_api(wire)
+    assert meta.to_api() == {k: wire[k] for k in ("name", "description", "metadata",
+                                                   "headers", "options")}  # fmt: skip
+    with_time = jsync.ObjectInfo.from_api(dict(wire, mtime="2024-01-02T03:04:05.123456789Z"))
+    assert with_time.to_api()["mtime"] == "2024-01-02T03:04:05.123456789Z"
+    assert "mtime" not in with_time.stored_json()
+
+
+def test_put_str_file_and_empty(obs, tmp_path: Path):
+    """A str is UTF-8, a binary file is read, an empty object has no chunks."""
+    assert obs.put("s", "héllo").size == len("héllo".encode())
+    assert obs.get("s") == "héllo".encode()
+    path = tmp_path / "f.bin"
+    data = os.urandom(3 * CHUNK)
+    path.write_bytes(data)
+    with path.open("rb") as f:
+        assert obs.put("f", f, chunk_size=CHUNK).chunks == 3
+    assert obs.get("f") == data
+    empty = obs.put("empty", b"")
+    assert (empty.size, empty.chunks, empty.digest) == (0, 0, _digest(b""))
+    assert obs.get("empty") == b""
+
+
+def test_get_into_streams_to_a_writer(obs, tmp_path: Path):
+    """get_into writes every chunk to a file and returns the info."""
+    data = os.urandom(10 * CHUNK + 1)
+    obs.put("big", io.BytesIO(data), chunk_size=CHUNK)
+    out = tmp_path / "out.bin"
+    with out.open("wb") as f:
+        info = obs.get_into("big", f)
+    assert out.read_bytes() == data and info.chunks == 11
+
+
+def test_bad_input_raises_before_sending(js, obs):
+    """Bad names, data and chunk sizes raise typed errors and store nothing."""
+    for bad in ("", None, 5):
+        with pytest.raises(jsync.InvalidObjectNameError):
+            obs.put(bad, b"x")
+        with pytest.raises(jsync.InvalidObjectNameError):
+            obs.get_info(bad)
+    with pytest.raises(TypeError):
+        obs.put("a", 12345)
+    with pytest.raises(TypeError):
+        obs.put("a", io.StringIO("text"))
+    with pytest.raises(ValueError):
+        obs.put("a", b"x", chunk_size=0)
+    with pytest.raises(ValueError):
+        obs.put("a", b"x", chunk_size=10 * 1024 * 1024)
+    with pytest.raises(TypeError):
+        obs.put("a", b"x", headers={"k": 1})
+    assert js.stream(obs.stream_name).info().state.messages == 0
+
+
+def test_missing_objects(obs):
+    """get, get_info and delete of a name never stored raise ObjectNotFoundError."""
+    for call in (obs.get, obs.get_info, obs.delete):
+        with pytest.raises(jsync.ObjectNotFoundError):
+            call("nope")
+
+
+def test_overwrite_purges_old_chunks(js, obs):
+    """A second put under a name replaces the object and purges the first one's chunks."""
+    first = obs.put("o", os.urandom(4 * CHUNK), chunk_size=CHUNK)
+    second = obs.put("o", b"new", chunk_size=CHUNK)
+    assert first.nuid != second.nuid and obs.get("o") == b"new"
+    assert _chunk_count(js, obs.bucket) == 1
+
+
+def test_failed_put_purges_its_chunks_and_keeps_the_old_object(js, bucket):
+    """A put refused by the bucket's limit leaves no chunks and the name's old object."""
+    obs = js.create_object_store(bucket=bucket, max_bytes=20 * CHUNK)
+    obs.put("o", b"old")
+    with pytest.raises(jsync.APIError):
+        obs.put("o", os.urandom(40 * CHUNK), chunk_size=CHUNK)
+    assert obs.get("o") == b"old" and _chunk_count(js, bucket) == 1
+
+
+def test_digest_mismatch_is_detected(js, obs):
+    """A meta whose digest does not match the chunks makes get raise DigestMismatchError."""
+    info = obs.put("o", b"payload")
+    wrong = dict(info.stored_json(), digest=_digest(b"other"))
+    js.publish(_meta_subject(obs.bucket, "o"), json.dumps(wrong).encode(),
+               headers={"Nats-Rollup": "sub"})  # fmt: skip
+    with pytest.raises(jsync.DigestMismatchError, match="hash to"):
+        obs.get("o")
+
+
+def test_size_mismatch_is_detected(js, obs):
+    """A meta promising more chunks than stored makes get raise ObjectSizeMismatchError."""
+    info = obs.put("o", b"a" * (2 * CHUNK), chunk_size=CHUNK)
+    wrong = dict(info.stored_json(), chunks=1, size=CHUNK)
+    js.publish(_meta_subject(obs.bucket, "o"), json.dumps(wrong).encode(),
+               headers={"Nats-Rollup": "sub"})  # fmt: skip
+    with pytest.raises(jsync.ObjectSizeMismatchError, match="1 more stored"):
+        obs.get("o")
+    js.publish(f"$O.{obs.bucket}.C.{info.nuid}", b"x")
+    short = dict(info.stored_json(), chunks=5, size=5 * CHUNK)
+    js.publish(_meta_subject(obs.bucket, "o"), json.dumps(short).encode(),
+               headers={"Nats-Rollup": "sub"})  # fmt: skip
+    with pytest.raises(jsync.ObjectSizeMismatchError, match="read 3 chunks"):
+        obs.get("o")
+
+
+def test_bad_meta_is_reported(js, obs):
+    """A meta that is not JSON, or has a digest not in the ADR form, raises BadObjectMetaError."""
+    js.publish(_meta_subject(obs.bucket, "o"), b"not json")
+    with pytest.raises(jsync.BadObjectMetaError):
+        obs.get_info("o")
+    info = obs.put("p", b"abc")
+    for digest in ("MD5=abc", "SHA-256=***", "SHA-256=YWJj"):
+        bad = dict(info.stored_json(), digest=digest)
+        js.publish(_meta_subject(obs.bucket, "p"), json.dumps(bad).encode(),
+                   headers={"Nats-Rollup": "sub"})  # fmt: skip
+        with pytest.raises(jsync.BadObjectMetaError):
+            obs.get("p")
+
+
+# ---------------------------------------------------------------- delete and update_meta
+
+
+def test_delete_marks_deleted_and_purges(js, obs):
+    """delete hides the object, keeps a deleted meta, purges the chunks; twice is a no-op."""
+    obs.put("o", os.urandom(3 * CHUNK), chunk_size=CHUNK)
+    obs.delete("o")
+    with pytest.raises(jsync.ObjectNotFoundError):
+        obs.get_info("o")
+    with pytest.raises(jsync.ObjectNotFoundError):
+        obs.get("o")
+    gone = obs.get_info("o", show_deleted=True)
+    assert gone.deleted and (gone.size, gone.chunks, gone.digest) == (0, 0, None)
+    assert _chunk_count(js, obs.bucket) == 0
+    obs.delete("o")
+
+
+def test_update_meta_and_rename(obs):
+    """update_meta changes description/headers/metadata; a new name moves the object."""
+    data = os.urandom(2 * CHUNK)
+    obs.put("old", data, chunk_size=CHUNK)
+    meta = jsync.ObjectMeta(name="old", description="d", metadata={"a": "b"})
+    info = obs.update_meta("old", meta)
+    assert info.description == "d" and obs.get_info("old").metadata == {"a": "b"}
+    obs.update_meta("old", jsync.ObjectMeta(name="new", description="moved"))
+    with pytest.raises(jsync.ObjectNotFoundError):
+        obs.get_info("old", show_deleted=True)
+    assert obs.get("new") == data and obs.get_info("new").description == "moved"
+
+
+def test_update_meta_rules(obs):
+    """Renaming onto a live object fails; onto a deleted one works; a deleted one cannot change."""
+    obs.put("a", b"1")
+    obs.put("b", b"2")
+    with pytest.raises(jsync.ObjectAlreadyExistsError):
+        obs.update_meta("a", jsync.ObjectMeta(name="b"))
+    obs.delete("b")
+    obs.update_meta("a", jsync.ObjectMeta(name="b"))
+    assert obs.get("b") == b"1"
+    with pytest.raises(jsync.ObjectNotFoundError):
+        obs.update_meta("a", jsync.ObjectMeta(name="c"))
+
+
+# ---------------------------------------------------------------- links
+
+
+def test_links_in_the_same_and_another_bucket(js, obs, bucket):
+    """A get of a link reads the linked object, in this bucket or another."""
+    other_name = bucket + "X"
+    other = js.create_object_store(bucket=other_name)
+    try:
+        target = other.put("t", b"target bytes")
+        local = obs.put("l", b"local bytes")
+        link = obs.add_link("to-other", target)
+        assert link.is_link and link.link == jsync.ObjectLink(bucket=other_name, name="t")
+        assert obs.get("to-other") == b"target bytes"
+        obs.add_link("to-local", local)
+        assert obs.get("to-local") == b"local bytes"
+        bucket_link = obs.add_bucket_link("whole", other)
+        assert bucket_link.link == jsync.ObjectLink(bucket=other_name)
+        with pytest.raises(jsync.LinkIsABucketError):
+            obs.get("whole")
+    finally:
+        js.delete_object_store(other_name)
+
+
+def test_link_rules(obs):
+    """No link to a link or a deleted object; no link over an object; no put over a link."""
+    target = obs.put("t", b"x")
+    link = obs.add_link("l", target)
+    with pytest.raises(jsync.ObjectLinkError):
+        obs.add_link("l2", link)
+    with pytest.raises(jsync.ObjectAlreadyExistsError):
+        obs.add_link("t", target)
+    with pytest.raises(jsync.ObjectLinkError):
+        obs.put("l", b"over the link")
+    obs.add_link("l", target)  # a link may replace a link
+    obs.delete("t")
+    with pytest.raises(jsync.ObjectLinkError):
+        obs.add_link("l3", obs.get_info("t", show_deleted=True))
+    obs.add_link("t", obs.put("u", b"y"))  # a deleted object's name may become a link
+    assert obs.get("t") == b"y"
+
+
+# ---------------------------------------------------------------- list and watch
+
+
+def test_list_skips_deleted_objects(obs):
+    """list() gives the newest info of each live object; show_deleted adds the deleted."""
+    assert obs.list() == []
+    obs.put("a", b"1")
+    obs.put("b", b"2")
+    obs.put("a", b"3")
+    obs.delete("b")
+    listed = obs.list()
+    assert [(i.name, i.size) for i in listed] == [("a", 1)]
+    assert listed[0].mtime is not None
+    assert sorted((i.name, i.deleted) for i in obs.list(show_deleted=True)) == [
+        ("a", False), ("b", True),
+    ]  # fmt: skip
+
+
+def test_watch_initial_values_marker_then_updates(obs):
+    """A watcher yields the current infos, None, then each change in order."""
+    obs.put("a", b"1")
+    obs.put("b", b"2")
+    with obs.watch() as w:
+        assert [w.next(5).name, w.next(5).name] == ["a", "b"]
+        assert w.next(5) is None
+        obs.put("c", b"3")
+        obs.delete("a")
+        got = w.next(5)
+        assert (got.name, got.deleted) == ("c", False)
+        got = w.next(5)
+        assert (got.name, got.deleted) == ("a", True)
+        with pytest.raises(jsync.TimeoutError):
+            w.next(0.2)
+
+
+def test_watch_empty_bucket_and_options(obs):
+    """Empty: None at once; ignore_deletes skips deletes; updates_only skips the present.
+
+    Meta messages roll up, so ``include_history`` sees the newest meta of each name too.
+    """
+    with obs.watch(ignore_deletes=True) as w:
+        assert w.next(5) is None
+        obs.put("a", b"1")
+        obs.delete("a")
+        obs.put("b", b"2")
+        assert w.next(5).name == "a" and w.next(5).name == "b"
+    with obs.watch(include_history=True) as w:
+        seen = [w.next(5) for _ in range(2)]
+        assert [(i.name, i.deleted) for i in seen] == [("a", True), ("b", False)]
+        assert w.next(5) is None
+    with obs.watch(updates_only=True) as w:
+        obs.put("c", b"3")
+        assert w.next(5).name == "c"
+
+
+def test_watch_iterates_until_stopped(obs):
+    """Iterating a watcher yields entries; stop() ends the iteration."""
+    obs.put("a", b"1")
+    w = obs.watch()
+    got = []
+    for info in w:
+        got.append(info)
+        if info is None:
+            w.stop()
+    assert [i.name if i else None for i in got] == ["a", None]
+    with pytest.raises(jsync.IteratorClosedError):
+        w.next(1)
+
+
+def test_errors_pickle():
+    """Object Store errors survive pickling (Spark ships them) with their type and text."""
+    for exc in (
+        jsync.ObjectNotFoundError("x"),
+        jsync.DigestMismatchError("d"),
+        jsync.ObjectStoreNotFoundError(404, 10059, "object store 'b' not found"),
+    ):
+        again = pickle.loads(pickle.dumps(exc))
+        assert type(again) is type(exc) and str(again) == str(exc)
+
+
+def test_watch_survives_a_server_restart(restartable_server):
+    """A watcher keeps delivering, in order, the changes made after a server restart."""
+    with jsync.connect(restartable_server.url) as nc:
+        obs = nc.jetstream().create_object_store(bucket="RESTART")
+        obs.put("before", b"1")
+        with obs.watch() as w:
+            assert w.next(5).name == "before" and w.next(5) is None
+            restartable_server.restart()
+            wait_for(lambda: nc.is_connected, timeout=15, message="no reconnect")
+            wait_for(lambda: obs.put("after", b"2"), timeout=15, ignore=jsync.NatsError)
+            got = w.next(30)
+            assert (got.name, got.size) == ("after", 1)

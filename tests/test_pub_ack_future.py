@@ -1,0 +1,140 @@
+"""PubAckFuture is a concurrent.futures.Future: wait, as_completed, callbacks and cancel."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+
+import jetstream_sync
+
+ACK = b'{"stream":"MANUAL","seq":7}'
+
+
+@pytest.fixture
+def manual(nc):
+    """``(ctx, stand_in)``: publishes to ``manual.ack`` are acked only when the test says so."""
+    stand_in = nc.subscribe("manual.ack")
+    nc.flush()
+    return nc.jetstream(ack_timeout=30), stand_in
+
+
+def test_is_a_future(js, stream):
+    """publish_async returns a concurrent.futures.Future resolving to a PubAck."""
+    future = js.publish_async(f"{stream.name}.a", b"x")
+    assert isinstance(future, concurrent.futures.Future)
+    ack = future.result(timeout=5)
+    assert (ack.stream, ack.seq) == (stream.name, 1)
+    assert future.result() is ack  # parsed once
+    assert future.exception() is None and future.done() and not future.running()
+
+
+def test_wait_all_completed(js, stream):
+    """concurrent.futures.wait returns every future done."""
+    futures = [js.publish_async(f"{stream.name}.w", b"%d" % i) for i in range(200)]
+    done, not_done = concurrent.futures.wait(futures, timeout=10)
+    assert len(done) == 200 and not not_done
+    assert sorted(f.result().seq for f in done) == list(range(1, 201))
+
+
+def test_wait_first_exception(js, stream):
+    """wait(FIRST_EXCEPTION) returns once a publish fails."""
+    ok = js.publish_async(f"{stream.name}.ok", b"x")
+    ok.result(timeout=5)
+    bad = js.publish_async(f"{stream.name}.bad", b"x", expected_last_seq=99)
+    done, _ = concurrent.futures.wait(
+        [ok, bad], timeout=10, return_when=concurrent.futures.FIRST_EXCEPTION
+    )
+    assert bad in done
+    assert isinstance(bad.exception(), jetstream_sync.WrongLastSequenceError)
+
+
+def test_wait_first_completed_on_a_pending_future(manual):
+    """wait(FIRST_COMPLETED) blocks on a pending future and wakes when its ack comes."""
+    ctx, stand_in = manual
+    future = ctx.publish_async("manual.ack", b"x")
+    done, not_done = concurrent.futures.wait([future], timeout=0.05)
+    assert not done and not_done == {future}
+    stand_in.next_msg(timeout=5).respond(ACK)
+    done, _ = concurrent.futures.wait(
+        [future], timeout=10, return_when=concurrent.futures.FIRST_COMPLETED
+    )
+    assert done == {future} and future.result().seq == 7
+
+
+def test_as_completed_yields_each_once(js, stream):
+    """as_completed yields every future exactly once."""
+    futures = [js.publish_async(f"{stream.name}.c", b"x") for _ in range(100)]
+    seen = list(concurrent.futures.as_completed(futures, timeout=10))
+    assert len(seen) == 100 and set(seen) == set(futures)
+
+
+def test_done_callback_before_and_after_completion(manual):
+    """A callback added while pending runs on the ack thread; one added afterwards runs at once."""
+    ctx, stand_in = manual
+    future = ctx.publish_async("manual.ack", b"x")
+    called = []
+    ran = threading.Event()
+
+    def early(f):
+        called.append(("early", threading.current_thread().name, f.result().seq))
+        ran.set()
+
+    future.add_done_callback(early)
+    assert not called
+    stand_in.next_msg(timeout=5).respond(ACK)
+    assert ran.wait(5)
+    future.add_done_callback(
+        lambda f: called.append(("late", threading.current_thread().name, f.result().seq))
+    )
+    assert called == [
+        ("early", "jetstream_sync-acks", 7),
+        ("late", threading.current_thread().name, 7),
+    ]
+
+
+def test_done_callback_added_after_an_unwatched_completion(js, stream):
+    """A future resolved while nobody watched still runs a callback added later, at once."""
+    future = js.publish_async(f"{stream.name}.late", b"x")
+    js.publish_async_completed(timeout=5)
+    got = []
+    future.add_done_callback(lambda f: got.append(f.result().seq))
+    assert got == [1]
+    assert concurrent.futures.wait([future], timeout=0.01).done == {future}
+
+
+def test_cancel_is_refused(manual):
+    """cancel() is False while pending and once done; the future still resolves."""
+    ctx, stand_in = manual
+    future = ctx.publish_async("manual.ack", b"x")
+    assert future.running() and not future.done()
+    assert future.cancel() is False
+    assert not future.cancelled() and future.running()
+    stand_in.next_msg(timeout=5).respond(ACK)
+    assert future.result(timeout=5).seq == 7
+    assert future.cancel() is False and not future.cancelled() and not future.running()
+
+
+def test_result_timeout_is_the_builtin_timeout(manual):
+    """result(timeout) on a pending future raises TimeoutError and the future stays usable."""
+    ctx, stand_in = manual
+    future = ctx.publish_async("manual.ack", b"x")
+    with pytest.raises(TimeoutError):
+        future.result(timeout=0.05)
+    with pytest.raises(TimeoutError):
+        future.exception(timeout=0.05)
+    stand_in.next_msg(timeout=5).respond(ACK)
+    assert future.result(timeout=5).seq == 7
+
+
+def test_error_reply_fails_the_future(manual):
+    """An error PubAck fails the future with the matching APIError subclass."""
+    ctx, stand_in = manual
+    future = ctx.publish_async("manual.ack", b"x")
+    stand_in.next_msg(timeout=5).respond(
+        b'{"stream":"MANUAL","seq":0,"error":{"code":400,"err_code":10071,'
+        b'"description":"wrong last sequence: 3"}}'
+    )
+    with pytest.raises(jetstream_sync.WrongLastSequenceError):
+        future.result(timeout=5)
