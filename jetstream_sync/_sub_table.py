@@ -119,11 +119,17 @@ class SubscriptionTable:
             self._subs.pop(sub.sid, None)
             sub._queue.close(discard=discard)
 
-    def remove_all(self) -> list[Subscription]:
-        """Stop routing every subscription; return them (their queues are left open)."""
+    def remove_all(self, reason: BaseException) -> list[Subscription]:
+        """Stop routing every subscription and close its queue (the client closed).
+
+        Pending messages are dropped; a waiter gets ``reason``. Returns the
+        subscriptions (the caller joins their callback threads, outside the lock).
+        """
         with self.lock:
             subs = list(self._subs.values())
             self._subs.clear()
+            for sub in subs:
+                sub._queue.close(discard=True, reason=reason)
         return subs
 
     def routed(self) -> list[tuple[Subscription, int | None]]:

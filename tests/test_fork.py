@@ -123,8 +123,9 @@ def test_inherited_messages_iterator(nc_fork, shared_server):
         assert_forked(in_child(lambda: it.next(timeout=None)))
         for i in range(3):
             ctx.publish(f"{name}.x", b"%d" % i)
+        wait_for(lambda: it._sub.pending_msgs >= 3)  # all three reached the inbox
         first = it.next(timeout=5)
-        wait_for(lambda: len(it._buf) == 2)  # two more buffered in the parent
+        assert len(it._buf) == 2  # two more buffered in the parent
         assert_forked(in_child(lambda: it.next(timeout=1)))
         assert_forked(in_child(lambda: next(iter(it))))
         assert_forked(in_child(first.ack))
