@@ -54,10 +54,16 @@ class SubscriptionTable:
         return sid
 
     def add(self, make: Callable[[int], Subscription]) -> Subscription:
-        """Route a new subscription: ``make(sid)`` builds it with a fresh sid."""
+        """Route a new subscription: ``make(sid)`` builds it with a fresh sid.
+
+        ``make`` runs outside the lock (it may start the callback thread);
+        nothing arrives for the sid before its SUB frame is sent, after this.
+        """
         with self.lock:
-            sub = make(self.new_sid())
-            self._subs[sub.sid] = sub
+            sid = self.new_sid()
+        sub = make(sid)
+        with self.lock:
+            self._subs[sid] = sub
         return sub
 
     def deliver(self, batches: dict[int, list[Msg]]) -> list[Subscription]:
