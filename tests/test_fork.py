@@ -131,6 +131,8 @@ def test_inherited_messages_iterator(nc_fork, shared_server):
         assert_forked(in_child(first.ack))
         assert_forked(in_child(it.stop))
         assert_forked(in_child(lambda: cons.fetch(1, timeout=1)))
+        assert_forked(in_child(lambda: ctx.account_info()))
+        assert_forked(in_child(lambda: ctx.publish(f"{name}.x", b"child")))
         assert [it.next(timeout=5).data for _ in range(2)] == [b"1", b"2"]  # the parent goes on
         it.stop()
         oc = stream.ordered_consumer()
