@@ -683,9 +683,7 @@ class Client(ConnectionMixin):
         if self._mux is not None:
             self._mux.fail_all(closed)
         self._pings.fail_all(closed)
-        subs = self._subs.remove_all()
-        for sub in subs:
-            sub._queue.close(discard=True, reason=closed)
+        subs = self._subs.remove_all(closed)
         for sub in subs:
             if sub._worker is not None:
                 sub._worker.join()

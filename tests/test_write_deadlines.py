@@ -8,13 +8,8 @@ on what was raised.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,33 +18,11 @@ from jetstream_sync import _pings
 from jetstream_sync._writer import HIGH_WATER
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
-from tests.fixtures.server import NatsServer
+from tests.fixtures.server import NatsServer, stopped
 
 pytestmark = pytest.mark.timeout(90)
 
 CHUNK = b"x" * (512 * 1024)
-
-
-@contextlib.contextmanager
-def stopped(server: NatsServer) -> Iterator[None]:
-    """SIGSTOP the server for the block; SIGCONT it afterwards, whatever happens."""
-    pid = server.pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        wait_for(lambda: _all_threads_stopped(pid), message="the server did not stop")
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
-def _all_threads_stopped(pid: int) -> bool:
-    """Every thread of ``pid`` is in state T (SIGSTOP is delivered asynchronously)."""
-    states = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):
-            stat = (task / "stat").read_text()
-            states.append(stat[stat.rindex(")") + 2])
-    return bool(states) and all(state in "tT" for state in states)
 
 
 def fill_past_high_water(nc: js.Client) -> int:
