@@ -49,6 +49,18 @@ def test_create_bind_list_and_delete(js, bucket):
         js.delete_key_value(bucket)
 
 
+def test_calls_on_a_deleted_bucket(js, bucket):
+    """Reads and status on a bucket deleted under the handle raise BucketNotFoundError."""
+    for direct in (True, False):
+        kv = js.create_key_value(bucket=bucket, allow_direct=direct)
+        kv.put("k", b"v")
+        js.delete_key_value(bucket)
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            kv.get("k")
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            kv.status()
+
+
 def test_stream_settings_on_the_server(js, bucket):
     """The server holds the ADR-8 stream: history as max per subject, discard new, rollups."""
     js.create_key_value(bucket=bucket, history=7, ttl=30, max_value_size=64, compression=True)

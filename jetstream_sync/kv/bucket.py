@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 from .._deadline import check_timeout
 from ..errors import (
-    JetStreamNotEnabledError,
+    BucketNotFoundError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     MessageNotFoundError,
     NoRespondersError,
+    StreamNotFoundError,
     WrongLastSequenceError,
     api_error,
 )
@@ -60,6 +61,7 @@ class KeyValue:
         self._stream = ctx.stream_no_info(config.name)
         self._direct = bool(config.allow_direct)
         self._direct_pre = f"{api_prefix}.DIRECT.GET.{config.name}"
+        self._gone = f"bucket {self.bucket!r} not found"
         # Reads use this stream's subjects; a mirror keeps its origin's.
         self._read_pre = subjects_prefix(self.bucket)
         write_pre = self._read_pre
@@ -92,9 +94,8 @@ class KeyValue:
                     *request, timeout=check_timeout("timeout", timeout, self._ctx.timeout)
                 )
             except NoRespondersError:
-                raise JetStreamNotEnabledError(
-                    503, 0, f"no responders for direct gets on {self.stream_name!r}"
-                ) from None
+                self.status(timeout)  # BucketNotFoundError when the bucket is gone
+                raise
             status = msg.status
             if status == 404:
                 raise KeyNotFoundError(missing)
@@ -109,6 +110,8 @@ class KeyValue:
                     raw = self._stream.get_msg(revision, timeout=timeout)
             except MessageNotFoundError:
                 raise KeyNotFoundError(missing) from None
+            except StreamNotFoundError as exc:
+                raise BucketNotFoundError(exc.code, exc.err_code, self._gone) from None
             stored, entry = raw.subject, entry_from_stored(self.bucket, key, raw)
         if stored != subject:
             raise KeyNotFoundError(f"revision {revision} of bucket {self.bucket!r} is not {key!r}")
@@ -125,6 +128,7 @@ class KeyValue:
 
         Raises:
             KeyNotFoundError: no such key (or ``revision`` holds another key's entry).
+            BucketNotFoundError: the bucket was deleted.
             KeyDeletedError: the entry is a delete/purge marker (a
                 ``KeyNotFoundError`` too); ``.entry`` is the marker.
             InvalidKeyError: a bad key, before anything is sent.
@@ -345,8 +349,16 @@ class KeyValue:
         return len(markers)
 
     def status(self, timeout: float | None = None) -> KeyValueStatus:
-        """The bucket's status (values, history, TTL, bytes...) from its stream's info."""
-        return KeyValueStatus(bucket=self.bucket, stream_info=self._stream.info(timeout=timeout))
+        """The bucket's status (values, history, TTL, bytes...) from its stream's info.
+
+        Raises:
+            BucketNotFoundError: the bucket was deleted.
+        """
+        try:
+            info = self._stream.info(timeout=timeout)
+        except StreamNotFoundError as exc:
+            raise BucketNotFoundError(exc.code, exc.err_code, self._gone) from None
+        return KeyValueStatus(bucket=self.bucket, stream_info=info)
 
     def __repr__(self) -> str:
         return f"<KeyValue {self.bucket!r}>"
