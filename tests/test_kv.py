@@ -83,6 +83,14 @@ def test_update_and_create_or_update(js, bucket):
     assert js.key_value(bucket).status().history == 6
 
 
+def test_limit_markers_can_be_enabled_not_disabled(js, bucket):
+    """ADR-48: an update may turn limit markers on; turning them off is refused."""
+    js.create_key_value(bucket=bucket)
+    assert js.update_key_value(bucket=bucket, limit_marker_ttl=2).status().limit_marker_ttl == 2.0
+    with pytest.raises(nats_sync.APIError):
+        js.update_key_value(bucket=bucket)
+
+
 def test_create_with_other_settings_is_refused(js, bucket):
     """Creating an existing bucket with different settings fails with the stream's error."""
     js.create_key_value(bucket=bucket, history=2)
