@@ -1,5 +1,8 @@
 """``python -m benchmarks``: every scenario for every client, each in its own process.
 
+``python -m benchmarks spark [...]`` runs the Spark data source family instead
+(``benchmarks/spark_bench.py``).
+
 For each repetition, scenario and client: start a fresh loopback nats-server, prefill
 the stream when the scenario consumes, run the client's driver as a subprocess, charge
 the server's CPU to it, stop the server. Progress goes to stderr, the markdown table to
@@ -173,6 +176,11 @@ def describe(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["spark"]:  # the Spark data source family: benchmarks/spark_bench.py
+        from .spark_bench import main as spark_main
+
+        return spark_main(argv[1:])
     args = parse_args(argv)
     server_binary()  # fail early, and clearly, without a server
     meta = machine_meta(args)

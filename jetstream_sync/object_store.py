@@ -23,7 +23,7 @@ from ._nuid import NUID
 from .errors import (
     BadObjectMetaError,
     DigestMismatchError,
-    JetStreamNotEnabledError,
+    DirectGetNotAllowedError,
     LinkIsABucketError,
     MessageNotFoundError,
     NatsError,
@@ -189,15 +189,15 @@ class ObjectStore:
     def _last_meta(self, subject: str, timeout: float | None) -> RawStreamMsg:
         """The newest meta on ``subject``: by direct get (any replica) when the stream allows.
 
-        A direct get nobody answers means the stream is gone (or not direct any
-        more): the leader's answer says which.
+        A bucket whose stream no longer allows direct get (changed by another
+        client) is read through the stream leader instead.
         """
         try:
             if self._direct:
                 try:
                     return self._stream.direct_get_last_for_subject(subject, timeout=timeout)
-                except JetStreamNotEnabledError:
-                    pass
+                except DirectGetNotAllowedError:
+                    self._direct = False
             return self._stream.get_last_msg_for_subject(subject, timeout=timeout)
         except StreamNotFoundError as exc:
             raise ObjectStoreNotFoundError(

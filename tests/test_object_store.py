@@ -107,6 +107,15 @@ def test_calls_on_a_deleted_bucket(js, bucket):
             call()
 
 
+def test_bucket_without_direct_get_is_read_through_the_leader(js, bucket):
+    """A bucket whose stream stopped allowing direct get still answers get_info and get."""
+    obs = js.create_object_store(bucket=bucket)
+    obs.put("a", b"1")
+    cfg = js.stream(f"OBJ_{bucket}").cached_info.config
+    js.update_stream(cfg, allow_direct=False)
+    assert obs.get_info("a").size == 1 and obs.get("a") == b"1"
+
+
 def test_create_with_another_config_and_update(js, bucket):
     """Re-creating with another config fails; update changes it; update of nothing fails."""
     js.create_object_store(bucket=bucket)

@@ -1,0 +1,254 @@
+"""``python -m benchmarks spark``: the ``jetstream`` data source vs nats-py in ``mapPartitions``.
+
+One Spark session (``local[2]`` by default) and one fresh loopback nats-server
+for the whole run; every scenario runs both ways in the same run, in turn:
+
+- ``read-count``: a batch read of N 128-byte messages into ``count()``;
+- ``read-agg``: the same read into an aggregation (count and bytes per
+  ``seq % 16``), collected on the driver;
+- ``write``: a batch write of N 128-byte rows into a fresh stream.
+
+"ours" is ``format("jetstream")``; "nats-py" is ``benchmarks.spark_natspy``.
+Every result is checked (counts, stored messages) before its time is reported.
+Prints a markdown table (and writes JSON with ``--json``); figures are
+information, never a verdict: the exit code is 1 only when a run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ._wire import RawConn
+from .prefill import pipelined_publish
+from .server import BenchServer, server_version
+
+ROOT = Path(__file__).resolve().parent.parent
+READ_STREAM = "S"  # prefill.pipelined_publish publishes to bench.s
+WRITE_SUBJECT = "sparkw.rows"
+SIZE = 128
+TARGETS = {"read-count": 150_000, "read-agg": 150_000, "write": 75_000}
+CLIENTS = ("ours", "nats-py")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """``--n``, ``--master``, ``--partitions``, ``--reps``, ``--json``."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks spark", description=__doc__)
+    ap.add_argument("--n", type=int, default=1_000_000, help="messages per scenario")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--partitions", type=int, default=2, help="read/write partitions")
+    ap.add_argument("--reps", type=int, default=1, help="repetitions (the best is reported)")
+    ap.add_argument("--only", default="", help="scenarios, e.g. read-count,write")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+    args.scenarios = [s for s in TARGETS if not args.only or s in args.only.split(",")]
+    return args
+
+
+def start_spark(master: str) -> Any:
+    """A Spark session whose Python workers can import ``benchmarks`` and ``jetstream_sync``."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+    )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    import jetstream_sync.spark
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("jetstream_sync-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    jetstream_sync.spark.register(spark)
+    return spark
+
+
+def prefill_read_stream(server: BenchServer, n: int) -> None:
+    """Create the read stream (direct get allowed) and store ``n`` messages of ``SIZE`` bytes."""
+    import jetstream_sync
+
+    with jetstream_sync.connect(server.url) as nc:
+        nc.jetstream().create_stream(name=READ_STREAM, subjects=["bench.>"], allow_direct=True)
+    conn = RawConn(server.port)
+    try:
+        pipelined_publish(conn, n, SIZE, check=True)
+    finally:
+        conn.close()
+
+
+def fresh_write_stream(url: str, name: str) -> None:
+    """(Re)create the empty stream a write scenario fills."""
+    import jetstream_sync
+
+    with jetstream_sync.connect(url) as nc:
+        ctx = nc.jetstream()
+        if name in set(ctx.stream_names()):
+            ctx.delete_stream(name)
+        ctx.create_stream(name=name, subjects=[WRITE_SUBJECT], duplicate_window=600.0)
+
+
+def stored(url: str, name: str) -> int:
+    """How many messages stream ``name`` holds."""
+    import jetstream_sync
+
+    with jetstream_sync.connect(url) as nc:
+        return nc.jetstream().stream(name).info().state.messages
+
+
+# -- the two ways to read and write ----------------------------------------------------
+
+
+def read_ours(spark: Any, url: str, partitions: int) -> Any:
+    """The stream as a DataFrame through ``format("jetstream")``."""
+    return (
+        spark.read.format("jetstream")
+        .option("servers", url)
+        .option("stream", READ_STREAM)
+        .option("numPartitions", partitions)
+        .load()
+    )
+
+
+def read_natspy(spark: Any, url: str, partitions: int, n: int) -> Any:
+    """The stream as a DataFrame through nats-py in ``mapPartitions``."""
+    from benchmarks import spark_natspy
+
+    ranges = spark_natspy.split(1, n, partitions)
+    rdd = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
+        lambda part: spark_natspy.read_partition(url, READ_STREAM, part)
+    )
+    return spark.createDataFrame(rdd, "subject STRING, seq LONG, data BINARY")
+
+
+def rows_to_write(spark: Any, n: int, partitions: int) -> Any:
+    """``n`` rows of ``subject`` and a distinct ``SIZE``-byte ``data``."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0, n, 1, partitions).select(
+        F.lit(WRITE_SUBJECT).alias("subject"),
+        F.lpad(F.col("id").cast("string"), SIZE, "x").cast("binary").alias("data"),
+    )
+
+
+def aggregate(frame: Any) -> int:
+    """Count and bytes per ``seq % 16``, collected; return the total count."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        frame.groupBy((F.col("seq") % 16).alias("bucket"))
+        .agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("bytes"))
+        .collect()
+    )
+    return sum(row.n for row in rows)
+
+
+def scenario(name: str, client: str, spark: Any, url: str, args: argparse.Namespace) -> int:
+    """Run one scenario one way; return the count it checked."""
+    n, parts = args.n, args.partitions
+    if name == "write":
+        target = f"W{client.replace('-', '').upper()}"
+        fresh_write_stream(url, target)
+        frame = rows_to_write(spark, n, parts)
+        if client == "ours":
+            frame.write.format("jetstream").option("servers", url).mode("append").save()
+        else:
+            from benchmarks import spark_natspy
+
+            frame.rdd.mapPartitions(lambda rows: spark_natspy.write_partition(url, rows)).sum()
+        return stored(url, target)
+    frame = read_ours(spark, url, parts) if client == "ours" else read_natspy(spark, url, parts, n)
+    return frame.count() if name == "read-count" else aggregate(frame)
+
+
+def measure(name: str, client: str, spark: Any, url: str, args: argparse.Namespace) -> dict:
+    """Run one scenario one way ``--reps`` times; the best time, or the error."""
+    best: dict[str, Any] = {"scenario": name, "client": client, "n": args.n}
+    for _ in range(args.reps):
+        start = time.perf_counter()
+        try:
+            count = scenario(name, client, spark, url, args)
+        except Exception as exc:  # reported in the table; the exit code says 1
+            best["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            return best
+        secs = time.perf_counter() - start
+        if count != args.n:
+            best["error"] = f"checked {count:,} messages, expected {args.n:,}"
+            return best
+        if "secs" not in best or secs < best["secs"]:
+            best.update(secs=round(secs, 3), msgs_per_s=round(args.n / secs))
+    return best
+
+
+def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every scenario, both ways, against one fresh server; one row per scenario and client."""
+    rows: list[dict[str, Any]] = []
+    with BenchServer() as server:
+        prefill_read_stream(server, args.n)
+        spark = start_spark(args.master)
+        try:
+            spark.range(10).count()  # the JVM and the Python workers are warm before timing
+            for name in args.scenarios:
+                for client in CLIENTS:
+                    rows.append(measure(name, client, spark, server.url, args))
+                    sys.stderr.write(f"{name} {client}: {rows[-1]}\n")
+        finally:
+            spark.stop()
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The results as a markdown table, with the ratio ours / nats-py and the targets."""
+    rate = {(r["scenario"], r["client"]): r.get("msgs_per_s") for r in rows}
+    lines = [
+        "| scenario | client | msgs/s | seconds | ours / nats-py | target |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        ours, theirs = rate.get((r["scenario"], "ours")), rate.get((r["scenario"], "nats-py"))
+        if "error" in r:
+            lines.append(f"| {r['scenario']} | {r['client']} | error: {r['error']} | | | |")
+            continue
+        ratio = target = ""
+        if r["client"] == "ours" and ours and theirs:
+            ratio = f"{ours / theirs:.1f}x"
+            met = ours >= TARGETS[r["scenario"]] and ours >= 3 * theirs
+            target = f"≥ {TARGETS[r['scenario']]:,}/s and ≥ 3x: {'met' if met else 'NOT met'}"
+        lines.append(
+            f"| {r['scenario']} | {r['client']} | {r['msgs_per_s']:,} | {r['secs']:.2f} "
+            f"| {ratio} | {target} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, print the table; exit 1 if a scenario failed."""
+    args = parse_args(argv)
+    rows = run_all(args)
+    meta = {
+        "master": args.master,
+        "partitions": args.partitions,
+        "n": args.n,
+        "size": SIZE,
+        "nproc": os.cpu_count(),
+        "nats_server": server_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    print(f"Spark data source vs nats-py in mapPartitions ({json.dumps(meta)})\n")
+    print(markdown(rows))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

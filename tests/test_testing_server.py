@@ -1,0 +1,176 @@
+"""jetstream_sync.testing.NatsServer: the dev server users and examples start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync.testing import NatsServer, ServerStartError, find_nats_server
+from tests.fixtures.polling import wait_for
+
+PACKAGE_ROOT = Path(jetstream_sync.__file__).resolve().parent.parent
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether no process (or only a zombie) has this pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _port_closed(port: int) -> bool:
+    """Whether nothing accepts connections on 127.0.0.1:port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+    except OSError:
+        return True
+    return False
+
+
+def _free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serves_jetstream_and_cleans_up_on_exit():
+    """Inside the block the server serves JetStream; afterwards process, port and files are gone."""
+    with NatsServer() as server:
+        pid, port, workdir = server.pid, server.port, server.store_dir.parent
+        assert server.url == f"nats://127.0.0.1:{port}"
+        with jetstream_sync.connect(server.url) as nc:
+            ctx = nc.jetstream()
+            ctx.create_stream(name="T", subjects=["t.>"])
+            assert ctx.publish("t.1", b"x").seq == 1
+        assert any(server.store_dir.iterdir())
+    assert pid is not None
+    assert _process_gone(pid)
+    assert _port_closed(port)
+    assert not workdir.exists()
+    assert server.pid is None and not server.running
+    with pytest.raises(RuntimeError):
+        server.url  # noqa: B018
+
+
+def test_without_jetstream():
+    """jetstream=False starts a core-NATS-only server."""
+    with NatsServer(jetstream=False) as server, jetstream_sync.connect(server.url) as nc:
+        assert not nc.server_info.get("jetstream")
+
+
+def test_fixed_port_and_extra_args():
+    """A requested port is used, and extra args reach the server (here: user/password)."""
+    port = _free_port()
+    with NatsServer(port=port, args=("--user", "alice", "--pass", "s3cret")) as server:
+        assert server.port == port
+        with pytest.raises(jetstream_sync.AuthorizationError):
+            jetstream_sync.connect(server.url, allow_reconnect=False)
+        with jetstream_sync.connect(server.url, user="alice", password="s3cret") as nc:
+            assert nc.is_connected
+
+
+def test_given_store_dir_is_kept_and_reused(tmp_path: Path):
+    """A store_dir passed in survives stop(), so a second server sees the first one's streams."""
+    store = tmp_path / "store"
+    with NatsServer(store_dir=store) as server, jetstream_sync.connect(server.url) as nc:
+        nc.jetstream().create_stream(name="KEPT", subjects=["kept"])
+        nc.jetstream().publish("kept", b"1")
+    assert store.is_dir()
+    with NatsServer(store_dir=store) as server, jetstream_sync.connect(server.url) as nc:
+        assert nc.jetstream().stream("KEPT").info().state.messages == 1
+
+
+def test_start_twice_and_bad_port():
+    """A second start() raises; a port outside 1..65535 is rejected before anything runs."""
+    with NatsServer() as server, pytest.raises(RuntimeError, match="already started"):
+        server.start()
+    with pytest.raises(ValueError, match="port"):
+        NatsServer(port=70000)
+
+
+def test_failed_start_reports_the_log_and_leaves_nothing():
+    """A server that cannot start raises ServerStartError with its log, and cleans up."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = NatsServer(port=taken.getsockname()[1])
+        with pytest.raises(ServerStartError, match="address already in use"):
+            server.start(timeout=10)
+    assert not server.running
+
+
+def test_binary_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """$NATS_SERVER_BIN wins; when it names no executable, FileNotFoundError says so."""
+    real = find_nats_server()
+    monkeypatch.setenv("NATS_SERVER_BIN", real)
+    assert find_nats_server() == real
+    monkeypatch.setenv("NATS_SERVER_BIN", str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="NATS_SERVER_BIN"):
+        NatsServer()
+
+
+def _run_owner(script: str) -> subprocess.Popen[str]:
+    """Start a Python process running ``script`` with this package importable."""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+_OWNER = """
+    import json, sys
+    from jetstream_sync.testing import NatsServer
+    server = NatsServer().start()
+    print(json.dumps(dict(pid=server.pid, port=server.port,
+                          workdir=str(server.store_dir.parent))), flush=True)
+    AFTER
+"""
+
+
+def _started(owner: subprocess.Popen[str]) -> dict:
+    """The pid, port and working directory the owner process printed."""
+    assert owner.stdout is not None
+    return json.loads(owner.stdout.readline())
+
+
+def _assert_cleaned_up(started: dict) -> None:
+    """The server process is gone, its port closed and its files removed."""
+    wait_for(lambda: _process_gone(started["pid"]), timeout=20, message="server still runs")
+    wait_for(lambda: not Path(started["workdir"]).exists(), timeout=20, message="files left")
+    assert _port_closed(started["port"])
+
+
+def test_owner_killed_with_sigkill_takes_the_server_along():
+    """When the owning process dies by SIGKILL, the server stops and its files go."""
+    owner = _run_owner(_OWNER.replace("AFTER", "import signal; signal.pause()"))
+    try:
+        started = _started(owner)
+        assert not _process_gone(started["pid"])
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        _assert_cleaned_up(started)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+def test_interpreter_exit_stops_the_server():
+    """A server never stopped explicitly is stopped at interpreter exit."""
+    owner = _run_owner(_OWNER.replace("AFTER", "pass"))
+    started = _started(owner)
+    assert owner.wait(30) == 0
+    _assert_cleaned_up(started)
