@@ -271,7 +271,8 @@ class KeyValue:
 
         The watcher recovers by itself from reconnects, server restarts and
         the deletion of its consumer, resuming after the last revision it
-        delivered: no update is lost or repeated.
+        delivered: no update is lost or repeated (except revisions the
+        bucket itself dropped meanwhile, through ``history`` or ``ttl``).
 
         Args:
             keys: a key filter (``*`` for one token, ``>`` for the rest) or a
