@@ -265,6 +265,7 @@ def test_status(kv):
     s = kv.status()
     assert (s.bucket, s.values, s.history, s.ttl, s.is_compressed) == (kv.bucket, 1, 5, 0.0, False)
     assert s.bytes > 0 and s.limit_marker_ttl == 0.0 and s.config.history == 5
+    assert kv.info() == nats_sync.KeyValueConfig(bucket=kv.bucket, history=5)
 
 
 def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):

@@ -21,7 +21,7 @@ from ..errors import (
 )
 from ..jetstream.info import StreamInfo
 from ._keys import check_filter, check_key, subjects_prefix
-from .config import KeyValueStatus
+from .config import KeyValueConfig, KeyValueStatus
 from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
 from .watch import KeyWatcher
 
@@ -360,6 +360,14 @@ class KeyValue:
         except StreamNotFoundError as exc:
             raise BucketNotFoundError(exc.code, exc.err_code, self._gone) from None
         return KeyValueStatus(bucket=self.bucket, stream_info=info)
+
+    def info(self, timeout: float | None = None) -> KeyValueConfig:
+        """The bucket's settings as the server holds them (ADR-8 ``Info()``).
+
+        Raises:
+            BucketNotFoundError: the bucket was deleted.
+        """
+        return self.status(timeout).config
 
     def __repr__(self) -> str:
         return f"<KeyValue {self.bucket!r}>"
