@@ -14,8 +14,8 @@ from .config import KeyValueConfig, KeyValueStatus
 
 if TYPE_CHECKING:
     from ..jetstream.info import StreamInfo
-    from ..jetstream.stream_config import StreamConfig
     from ..jetstream.stream import Stream
+    from ..jetstream.stream_config import StreamConfig
 
 __all__ = ["KeyValueManagerMixin"]
 
