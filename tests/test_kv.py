@@ -177,8 +177,11 @@ def test_update_and_conditional_delete(kv):
     kv.delete("k", last=r2)
     with pytest.raises(nats_sync.KeyDeletedError):
         kv.get("k")
-    with pytest.raises(ValueError):
-        kv.update("k", b"x", -1)
+    for bad in (-1, "3", True):
+        with pytest.raises(ValueError):
+            kv.update("k", b"x", bad)
+        with pytest.raises(ValueError):
+            kv.delete("k", last=bad)
 
 
 def test_bucket_without_direct_gets(js, bucket):
@@ -227,7 +230,7 @@ def test_per_key_ttl_leaves_a_marker(js, bucket):
             return exc.entry
         return None
 
-    marker = wait_for(expired, timeout=10, interval=0.1)
+    marker = wait_for(expired, timeout=20, interval=0.1)
     assert marker.operation is KeyValueOp.PURGE
     assert kv.get("stays").value == b"y"
     assert kv.create("session", b"again") > marker.revision
@@ -237,7 +240,7 @@ def test_purge_with_ttl_removes_the_marker_later(js, bucket):
     """purge(ttl=) leaves a marker that the server removes after the TTL."""
     kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5)
     kv.put("k", b"1")
-    kv.purge("k", ttl=1)
+    kv.purge("k", ttl=3)
     with pytest.raises(nats_sync.KeyDeletedError):
         kv.get("k")
 
@@ -250,7 +253,7 @@ def test_purge_with_ttl_removes_the_marker_later(js, bucket):
             return True
         return False
 
-    wait_for(gone, timeout=10, interval=0.1)
+    wait_for(gone, timeout=20, interval=0.1)
 
 
 def test_ttl_without_limit_markers_is_refused(kv):
@@ -276,10 +279,10 @@ def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
         js.create_key_value(bucket=mirror_name, mirror=StreamSource(name=bucket))
         mirror = js.key_value(mirror_name)
         origin.put("k", b"from origin")
-        assert wait_for(lambda: _value(mirror, "k") == b"from origin")
+        assert wait_for(lambda: _value(mirror, "k") == b"from origin", timeout=20)
         mirror.put("k", b"through mirror")
         assert origin.get("k").value == b"through mirror"
-        assert wait_for(lambda: _value(mirror, "k") == b"through mirror")
+        assert wait_for(lambda: _value(mirror, "k") == b"through mirror", timeout=20)
     finally:
         js.delete_key_value(mirror_name)
 

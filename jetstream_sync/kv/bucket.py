@@ -155,6 +155,8 @@ class KeyValue:
         timeout: float | None = None,
     ) -> int:
         subject = self._write_pre + check_key(key)
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+            raise ValueError(f"last must be a revision (an int >= 0), not {last!r}")
         try:
             ack = self._ctx.publish(
                 subject, value, headers=headers, expected_last_subject_seq=last,
@@ -219,8 +221,6 @@ class KeyValue:
         Raises:
             KeyWrongLastSequenceError: the latest revision is another.
         """
-        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
-            raise ValueError(f"last must be a revision (an int >= 0), not {last!r}")
         return self._publish(key, value, last=last, timeout=timeout)
 
     def delete(self, key: str, last: int | None = None, timeout: float | None = None) -> int:
