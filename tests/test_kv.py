@@ -287,6 +287,23 @@ def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
         js.delete_key_value(mirror_name)
 
 
+def test_sources_aggregate_buckets(js, bucket):
+    """A bucket sourcing two buckets holds their keys as its own (ADR-57 transforms)."""
+    a, b, agg = bucket + "_A", bucket + "_B", bucket
+    try:
+        js.create_key_value(bucket=a).put("x", b"from a")
+        js.create_key_value(bucket=b).put("y", b"from b")
+        kv = js.create_key_value(
+            bucket=agg, sources=[StreamSource(name=a), StreamSource(name=f"KV_{b}")]
+        )
+        assert wait_for(lambda: _value(kv, "x") == b"from a", timeout=20)
+        assert wait_for(lambda: _value(kv, "y") == b"from b", timeout=20)
+        assert sorted(kv.keys()) == ["x", "y"]
+    finally:
+        for name in (a, b):
+            js.delete_key_value(name)
+
+
 def _value(kv: nats_sync.KeyValue, key: str) -> bytes | None:
     try:
         return kv.get(key).value
