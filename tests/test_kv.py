@@ -321,3 +321,42 @@ def test_domain_prefix_in_key_subjects(tmp_path):
             rev = kv.put("k", b"v")
             assert kv.get("k").revision == rev
             assert nc.jetstream().key_value("D").get("k").value == b"v"
+
+
+_CROSS_ACCOUNT = """
+accounts: {
+  A: {
+    users: [ {user: a, password: a} ]
+    jetstream: enabled
+    exports: [ {service: "$JS.API.>", response_type: stream}, {service: "$KV.>"} ]
+  }
+  I: {
+    users: [ {user: i, password: i} ]
+    imports: [
+      {service: {account: A, subject: "$JS.API.>"}, to: "fromA.>"}
+      {service: {account: A, subject: "$KV.>"}, to: "fromA.$KV.>"}
+    ]
+  }
+}
+"""
+
+
+def test_imported_api_prefix_in_key_subjects(tmp_path):
+    """Through an imported API (prefix=): writes, gets and watches (pulls: response_type stream)."""
+    with NatsServer(directory=tmp_path / "srv", extra_config=_CROSS_ACCOUNT) as server:
+        url = server.url.replace("nats://", "nats://{}:{}@")
+        with (
+            nats_sync.connect(url.format("a", "a")) as owner,
+            nats_sync.connect(url.format("i", "i")) as guest,
+        ):
+            mine = owner.jetstream().create_key_value(bucket="Map", history=5)
+            kv = guest.jetstream(prefix="fromA").key_value("Map")
+            rev = kv.put("k", b"from I")
+            assert mine.get("k").revision == rev
+            assert kv.get("k").value == b"from I"
+            kv.update("k", b"again", rev)
+            with kv.watch() as w:
+                assert w.next(timeout=5).value == b"again"
+                assert w.next(timeout=5) is None
+                mine.put("k", b"from A")
+                assert w.next(timeout=5).value == b"from A"
