@@ -13,6 +13,7 @@ import ssl
 import threading
 
 from . import _protocol
+from ._events import log
 from ._handshake import Connected, handshake, parse_info
 from .errors import (
     AuthorizationError,
@@ -113,6 +114,7 @@ class ConnectionMixin:
             info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
+                log.info("server %s entered lame duck mode", self._conn.address.url())
                 self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:
             text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
@@ -152,6 +154,7 @@ class ConnectionMixin:
                     "the same msg_id)"
                 )
             )
+        log.info("disconnected from %s: %s", old.address.url() if old else "-", exc)
         self._announce("disconnected")
         if not self._allow_reconnect:
             self._close_in_background(exc)
@@ -169,6 +172,7 @@ class ConnectionMixin:
             try:
                 conn = handshake(address, self._handshake_opts, self._connect_timeout)
             except Exception as error:  # noqa: BLE001 - one bad attempt must not end the reader
+                log.debug("reconnect to %s failed: %s", address.url(), error)
                 if isinstance(error, (AuthorizationError, ProtocolError)) or not isinstance(
                     error, CONNECT_ERRORS
                 ):
@@ -182,6 +186,7 @@ class ConnectionMixin:
                 self._reconnecting = False
                 self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
                 self._reconnects += 1
+            log.info("reconnected to %s", conn.address.url())
             self._announce("reconnected")
             return conn
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import threading
@@ -197,6 +198,9 @@ class Client(ConnectionMixin):
         self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
         self._pinger.start()
         _live_clients.add(self)
+        log.info(
+            "connected to %s (nats-server %s)", conn.address.url(), conn.info.get("version", "?")
+        )
 
     def _adopt(self, conn: Connected) -> None:
         """Make ``conn`` the current connection and learn from its INFO."""
@@ -325,7 +329,9 @@ class Client(ConnectionMixin):
             self._events.submit(self._status_changed, status)
 
     def _report_error(self, exc: BaseException) -> None:
-        """Hand an asynchronous error to ``error_cb`` on the events thread."""
+        """Log an asynchronous error, and hand it to ``error_cb`` on the events thread."""
+        fatal = isinstance(exc, (AuthorizationError, ProtocolError, NoServersError))
+        log.log(logging.ERROR if fatal else logging.WARNING, "%s: %s", type(exc).__name__, exc)
         if self._events is not None:
             self._events.submit(self._callbacks["error"], exc)
 
@@ -693,6 +699,7 @@ class Client(ConnectionMixin):
             resource.close()
         if reason is not None:
             self._report_error(reason)
+        log.info("closed the connection to %s", self._conn.address.url() if self._conn else "-")
         self._announce("closed")
         if self._events is not None:
             self._events.stop()
