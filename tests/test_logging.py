@@ -46,6 +46,21 @@ def test_lame_duck_mode_is_logged_at_info(restartable_server, caplog):
         wait_for(lambda: expected in _client_info(caplog), timeout=10)
 
 
+def test_giving_up_on_reconnecting_is_an_error(nats_server, caplog):
+    """When every reconnect attempt failed, the client closes and says so at ERROR."""
+    caplog.set_level(logging.INFO, logger="jetstream_sync")
+    nc = jetstream_sync.connect(
+        nats_server.url, max_reconnect_attempts=1, reconnect_time_wait=0.05, connect_timeout=0.5
+    )
+    nats_server.stop()
+    expected = "NoServersError: reconnect attempts exhausted"
+    wait_for(
+        lambda: expected in _messages(caplog, logging.ERROR, "jetstream_sync.client"), timeout=15
+    )
+    assert nc.is_closed
+    nc.close()
+
+
 def test_a_slow_consumer_is_a_warning(nats_server, caplog):
     """A subscription whose queue overflows is reported at WARNING with its subject."""
     caplog.set_level(logging.WARNING, logger="jetstream_sync")
