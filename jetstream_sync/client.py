@@ -183,7 +183,8 @@ class Client(ConnectionMixin):
             except CONNECT_ERRORS as exc:
                 errors.append(exc)
         if conn is None:
-            raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
+            tried = [address.url() for address in self._pool.addresses()]  # no credentials
+            raise NoServersError(f"could not connect to any server in {tried}: {errors}") from (
                 errors[-1] if errors else None
             )
         self._pid = os.getpid()

@@ -109,6 +109,16 @@ def test_no_credentials_in_any_record(auth_server, caplog):
     assert not [t for t in texts if "s3cret" in t or "alice" in t]
 
 
+def test_the_connect_error_names_the_servers_without_credentials(nats_server):
+    """NoServersError (often logged by applications) lists the URLs without user:pass@."""
+    url = nats_server.url
+    nats_server.stop()
+    with pytest.raises(jetstream_sync.NoServersError) as caught:
+        jetstream_sync.connect(url.replace("nats://", "nats://alice:s3cret@"), connect_timeout=0.5)
+    assert f"could not connect to any server in ['{url}']" in str(caught.value)
+    assert "s3cret" not in str(caught.value) and "alice" not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
