@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 import json
 import multiprocessing
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,14 +23,14 @@ def django_project() -> Iterator[None]:
     from django.conf import settings
     from django.test.utils import setup_test_environment, teardown_test_environment
 
-    sys.path.insert(0, str(PROJECT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orders_site.settings")
-    django.setup()
-    assert settings.ROOT_URLCONF == "orders_site.urls"
-    setup_test_environment()
-    yield
-    teardown_test_environment()
-    sys.path.remove(str(PROJECT))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(PROJECT))
+        mp.setenv("DJANGO_SETTINGS_MODULE", "orders_site.settings")
+        django.setup()
+        assert settings.ROOT_URLCONF == "orders_site.urls"
+        setup_test_environment()
+        yield
+        teardown_test_environment()
 
 
 @pytest.fixture
@@ -114,6 +112,15 @@ def test_an_unreachable_server_is_a_503(django_project, nats_server):
         status, body = _post(Client(), {"item": "apple"})
         nats_client.close_client()
     assert (status, body) == (503, {"error": "orders unavailable: NoServersError"})
+
+
+def test_no_stream_is_a_503(nats_settings):
+    """Before setup_orders created the stream, an order is refused with 503, not lost."""
+    from django.test import Client
+
+    assert _post(Client(), {"item": "apple"}) == (
+        503, {"error": "orders unavailable: NoRespondersError"}
+    )  # fmt: skip
 
 
 def _publish_in_child(queue) -> None:

@@ -37,6 +37,8 @@ def get_client() -> js.Client:
         return client
     with _lock:
         if _client is None or _pid != os.getpid() or _client.is_closed:
+            if _client is not None and _pid != os.getpid():
+                _client.close()  # inherited through fork(): closes only this process's fd
             _client = js.connect(
                 settings.NATS_URL,
                 name=f"django-orders-{os.getpid()}",

@@ -35,7 +35,13 @@ def create_order(request: HttpRequest) -> JsonResponse:
             json.dumps(order).encode(),
             msg_id=request.headers.get("Idempotency-Key"),
         )
-    except (js.NoServersError, js.TimeoutError, js.ConnectionClosedError) as exc:
+    except (
+        js.NoServersError,  # the server is down
+        js.NoRespondersError,  # no stream stores the subject (run setup_orders)
+        js.TimeoutError,  # no PubAck in time: retry with the same Idempotency-Key
+        js.ConnectionLostError,  # the connection broke before the PubAck came
+        js.ConnectionClosedError,  # the client gave up reconnecting: the next request reconnects
+    ) as exc:
         return JsonResponse({"error": f"orders unavailable: {type(exc).__name__}"}, status=503)
     return JsonResponse(
         {"stream": ack.stream, "seq": ack.seq, "duplicate": ack.duplicate}, status=201
