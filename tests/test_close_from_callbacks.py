@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import jetstream_sync as js
+from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
 
 ACK = b'{"stream":"MANUAL","seq":1}'
@@ -117,3 +118,18 @@ def test_close_from_disconnected_cb(restartable_server):
     # disconnected_cb runs before the ack machinery hears of the disconnect: close() came first
     assert isinstance(future.exception(timeout=5), js.ConnectionClosedError)
     wait_for(lambda: set(threading.enumerate()) <= before)
+
+
+def test_close_from_a_consume_callback(shared_server, baseline):
+    """A consume() callback (its own thread) may close the client; that thread ends too."""
+    closer = Closer()
+    nc = closer.client = js.connect(shared_server.url)
+    name = unique_stream_name("CLOSECB")
+    admin = baseline.responder.jetstream()
+    stream = admin.create_stream(name=name, subjects=[f"{name}.>"])
+    try:
+        admin.publish(f"{name}.x", b"x")
+        nc.jetstream().stream_no_info(name).create_consumer(durable_name="d").consume(closer)
+        _finish(closer, nc, baseline, "jetstream_sync-consume-")
+    finally:
+        admin.delete_stream(stream.name)

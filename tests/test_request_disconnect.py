@@ -134,3 +134,30 @@ def test_jetstream_api_call_fails_when_the_server_dies(core_server):
     finally:
         nc.close()
         api.close()
+
+
+def test_every_waiting_request_fails_at_once(server):
+    """Eight requests waiting on one silent responder all raise ConnectionLostError at the kill."""
+    nc = _connect(server)
+    responder = _connect(server)
+    try:
+        arrived = []
+        all_there = threading.Event()
+
+        def count(msg):
+            arrived.append(msg)
+            if len(arrived) == 8:
+                all_there.set()
+
+        responder.subscribe("svc.silent8", cb=count)
+        responder.flush()
+        outcomes = [
+            Outcome(lambda: nc.request("svc.silent8", b"x", timeout=CALL_TIMEOUT)) for _ in range(8)
+        ]
+        assert all_there.wait(10), f"only {len(arrived)} requests reached the responder"
+        server.kill()
+        for outcome in outcomes:
+            _assert_lost(outcome)
+    finally:
+        nc.close()
+        responder.close()

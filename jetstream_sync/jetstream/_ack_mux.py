@@ -121,7 +121,7 @@ class AckMux:
                         window._cond.notify_all()
             for future, msg in settled:
                 data = msg.data
-                if msg._raw_headers is None and b'"error"' not in data:
+                if not msg.header_size and b'"error"' not in data:
                     future._resolve(data)  # a success: parsed when the result is read
                     continue
                 try:

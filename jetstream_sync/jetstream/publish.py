@@ -113,7 +113,7 @@ _ACK_PREFIXES = _AckPrefixes()
 
 def _fast_ack(msg: Msg) -> tuple[str, int, bool, str | None] | None:
     """The PubAck fields of a plain success reply, or None (status, error, batch...)."""
-    if msg._raw_headers is not None:
+    if msg.header_size:
         return None
     return _ACK_PREFIXES.parse(msg.data)
 
