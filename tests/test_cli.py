@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import jetstream_sync
+from jetstream_sync.cli import main
 from tests.fixtures.cli import REPO_ROOT, Cli, cli_env
 from tests.fixtures.jetstream import unique_stream_name
 
@@ -70,14 +71,24 @@ def test_help_exits_0(cli):
         ("pub", "x", "--count", "0"),
         ("--timeout", "soon", "pub", "x"),
         ("stream", "add", "S", "--retention", "forever"),
-        ("stream", "ls", "--bogus"),
+        ("consumer", "pause", "S", "C", "whenever"),
+        ("object", "get", "B"),
     ],
 )
-def test_bad_usage_exits_2(cli, args):
-    """A missing argument, an unknown command or option, or a bad value: exit 2, usage on stderr."""
-    result = cli.run(*args)
+def test_bad_usage_is_exit_2(args, capsys):
+    """A missing argument, an unknown command, or a bad value: SystemExit(2), usage on stderr."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert "usage:" in captured.err and captured.out == ""
+
+
+def test_bad_usage_exits_2_from_the_command(cli):
+    """The process itself exits 2 on bad usage, with argparse's message and no output."""
+    result = cli.run("stream", "ls", "--bogus")
     assert result.code == 2
-    assert "usage:" in result.stderr and result.stdout == ""
+    assert "unrecognized arguments: --bogus" in result.stderr and result.stdout == ""
 
 
 def test_unreachable_server_exits_1_with_a_clear_message(cli):

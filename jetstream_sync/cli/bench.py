@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import secrets
-import subprocess
 import sys
 import time
 from typing import Any
@@ -168,6 +167,8 @@ def suite() -> int:
     Raises:
         CommandError: the ``benchmarks`` package is not importable.
     """
+    import subprocess  # here: only --suite starts a process
+
     if importlib.util.find_spec("benchmarks") is None:
         raise CommandError(
             "--suite needs the project's benchmarks package: run it from a "

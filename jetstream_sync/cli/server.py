@@ -15,7 +15,6 @@ import threading
 from types import FrameType
 from typing import Any
 
-from ..testing import NatsServer
 from ._args import count
 from ._errors import CommandError
 from ._output import Output
@@ -51,6 +50,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def serve(args: argparse.Namespace, out: Output) -> int:
     """Start the server, print its URL, wait for Ctrl-C/SIGTERM, stop it; 0 when it stopped."""
+    from ..testing import NatsServer  # here: the other commands need not load the launcher
+
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
