@@ -8,6 +8,7 @@ printed as text (``--raw``: the bytes only); in JSON, ``value`` is the text, or
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 
@@ -107,7 +108,7 @@ def entry_text(entry: KeyValueEntry) -> str:
 
 def status_doc(status: KeyValueStatus) -> dict[str, Any]:
     """A bucket's status as a JSON document."""
-    cfg = status.stream_info.config
+    cfg = status.config
     return {
         "bucket": status.bucket,
         "values": status.values,
@@ -115,7 +116,7 @@ def status_doc(status: KeyValueStatus) -> dict[str, Any]:
         "ttl": status.ttl,
         "bytes": status.bytes,
         "storage": cfg.storage,
-        "replicas": cfg.num_replicas or 1,
+        "replicas": cfg.replicas,
         "compressed": status.is_compressed,
         "metadata": status.metadata,
     }
@@ -226,7 +227,7 @@ def watch(args: argparse.Namespace, out: Output) -> int:
                 if entry is None:  # the current values are all delivered
                     continue
                 seen += 1
-                out.result(entry_doc(entry), lambda e=entry: entry_text(e))
+                out.result(entry_doc(entry), functools.partial(entry_text, entry))
     return 0
 
 

@@ -23,6 +23,7 @@ from ..jetstream.enums import (
 from ..jetstream.info import StreamInfo
 from ._args import count, duration, limit, size_limit, subjects
 from ._connect import session
+from ._errors import CommandError
 from ._output import Output, format_bytes, message_doc, message_text
 
 VIEW_DEFAULT = 100
@@ -159,9 +160,20 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
+def config_of(info: StreamInfo) -> StreamConfig:
+    """The info's config (the server always sends one).
+
+    Raises:
+        CommandError: it did not.
+    """
+    if info.config is None:
+        raise CommandError("the server's stream info has no config")
+    return info.config
+
+
 def describe(info: StreamInfo) -> str:
     """A stream's info for people."""
-    cfg, state = info.config, info.state
+    cfg, state = config_of(info), info.state
 
     def name(value: Any) -> str:
         return "default" if value is None else getattr(value, "value", str(value))
@@ -199,7 +211,7 @@ def ls(args: argparse.Namespace, out: Output) -> int:
             names = sorted(js.stream_names(subject=args.subject))
             out.result(names, lambda: "\n".join(names) or "no streams")
             return 0
-        infos = sorted(js.streams(subject=args.subject), key=lambda i: i.config.name)
+        infos = sorted(js.streams(subject=args.subject), key=lambda i: config_of(i).name)
 
     def table() -> str:
         if not infos:
@@ -207,8 +219,8 @@ def ls(args: argparse.Namespace, out: Output) -> int:
         rows = [("NAME", "SUBJECTS", "MESSAGES", "BYTES")]
         rows += [
             (
-                i.config.name,
-                ",".join(i.config.subjects or ()),
+                config_of(i).name,
+                ",".join(config_of(i).subjects or ()),
                 f"{i.state.messages:,}" if i.state else "0",
                 format_bytes(i.state.bytes if i.state else 0),
             )
@@ -246,7 +258,7 @@ def edit(args: argparse.Namespace, out: Output) -> int:
     """Change the given fields of a stream's config."""
     with session(args) as nc:
         js = nc.jetstream(timeout=args.timeout)
-        current = js.stream(args.name).info().config
+        current = config_of(js.stream(args.name).info())
         updated = js.update_stream(attrs.evolve(current, **_fields(args))).info()
     out.result(updated, lambda: f"Updated stream {args.name}\n{describe(updated)}")
     return 0
