@@ -131,12 +131,15 @@ def test_token_from_the_environment(token_server, tmp_path):
 
 
 def test_tls_ca(tls_server, tmp_path):
-    """--tls-ca trusts the test CA; without it the certificate is refused (exit 1)."""
+    """--tls-ca trusts the test CA; without it, or with a missing file, exit 1 saying why."""
     server, ca = tls_server
     cli = Cli(server.url, tmp_path)
     ok = cli.run("--tls-ca", str(ca), "pub", "tls.x", "hi")
     assert ok.code == 0, ok.stderr
-    assert cli.run("--timeout", "2", "pub", "tls.x", "hi").code == 1
+    untrusted = cli.run("--timeout", "2", "pub", "tls.x", "hi")
+    assert untrusted.code == 1 and "TLS certificate is not trusted" in untrusted.stderr
+    missing = cli.run("--tls-ca", str(tmp_path / "nope.pem"), "pub", "tls.x", "hi")
+    assert missing.code == 1 and "cannot load the CA file" in missing.stderr
 
 
 # -- pub / sub / req / reply ----------------------------------------------------

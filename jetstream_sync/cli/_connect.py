@@ -19,6 +19,7 @@ from typing import Any
 
 from ..client import Client, connect
 from ..errors import NoServersError
+from ._errors import CommandError
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 CLIENT_NAME = "jetstream-sync"
@@ -119,15 +120,22 @@ def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     """A verifying TLS context when a CA or a client certificate was given, else None.
 
     Raises:
-        OSError: a file cannot be read.
-        ssl.SSLError: a file is not a certificate or a key.
+        CommandError: a file cannot be read, or is not a certificate or a key.
     """
     ca, cert, key = option(args, "tls_ca"), option(args, "tls_cert"), option(args, "tls_key")
     if not (ca or cert):
         return None
-    context = ssl.create_default_context(cafile=ca)
+    try:
+        context = ssl.create_default_context(cafile=ca)
+    except OSError as exc:
+        raise CommandError(f"cannot load the CA file {ca}: {_reason(exc)}") from None
     if cert:
-        context.load_cert_chain(cert, key)
+        try:
+            context.load_cert_chain(cert, key)
+        except OSError as exc:
+            raise CommandError(
+                f"cannot load the client certificate {cert}: {_reason(exc)}"
+            ) from None
     return context
 
 
@@ -177,6 +185,10 @@ def _without_userinfo(url: str) -> str:
 
 def _reason(exc: BaseException) -> str:
     """``connection refused`` rather than ``ConnectionRefusedError(111, ...)``."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"the server's TLS certificate is not trusted ({exc.verify_message}; see --tls-ca)"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error: {exc.reason or exc}"
     if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
+        return exc.strerror[:1].lower() + exc.strerror[1:]
     return str(exc) or type(exc).__name__
