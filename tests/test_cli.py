@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 
 import jetstream_sync
+from jetstream_sync._nkeys import KeyPair
 from jetstream_sync.cli import main
 from tests.fixtures.cli import REPO_ROOT, Cli, cli_env
 from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.server import NatsServer
 
 LISTEN_TIMEOUT = 15.0
 
@@ -140,6 +142,21 @@ def test_tls_ca(tls_server, tmp_path):
     assert untrusted.code == 1 and "TLS certificate is not trusted" in untrusted.stderr
     missing = cli.run("--tls-ca", str(tmp_path / "nope.pem"), "pub", "tls.x", "hi")
     assert missing.code == 1 and "cannot load the CA file" in missing.stderr
+
+
+def test_nkey_seed_file_and_an_unreadable_creds_file(tmp_path):
+    """--nkey authenticates with a seed file; a missing --creds file exits 1 naming it."""
+    user = KeyPair.create()
+    seed = tmp_path / "user.nk"
+    seed.write_text(user.seed)
+    admitted = f'authorization {{ users = [ {{ nkey: "{user.public_key}" }} ] }}'
+    with NatsServer(jetstream=False, extra_config=[admitted]) as server:
+        cli = Cli(server.url, tmp_path)
+        assert cli.run("--nkey", str(seed), "pub", "x", "y").code == 0
+        refused = cli.run("pub", "x", "y")
+        assert refused.code == 1 and "Authorization Violation" in refused.stderr
+    creds = Cli(None, tmp_path).run("--creds", str(tmp_path / "gone.creds"), "pub", "x", "y")
+    assert creds.code == 1 and "gone.creds" in creds.stderr
 
 
 # -- pub / sub / req / reply ----------------------------------------------------
