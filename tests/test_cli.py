@@ -232,6 +232,19 @@ def test_req_without_responders_exits_1(cli):
     assert "no responders" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_reader_that_goes_away_ends_sub_quietly(cli):
+    """Like ``sub | head -1``: once stdout's reader is gone, sub exits 1 without a traceback."""
+    topic = subject()
+    sub = cli.start("sub", topic)
+    sub.stderr.readline(LISTEN_TIMEOUT)
+    assert cli.run("pub", topic, "first").code == 0
+    assert sub.stdout.readline(LISTEN_TIMEOUT) == f"[#1] Received on {topic!r}"
+    sub.close_stdout()
+    assert cli.run("pub", topic, "more", "--count", "3").code == 0
+    assert sub.process.wait(LISTEN_TIMEOUT) == 1
+    assert sub.stderr.rest() == ""
+
+
 def test_ctrl_c_exits_130(cli):
     """SIGINT (Ctrl-C) stops a waiting sub cleanly: exit 130, no traceback."""
     sub = cli.start("sub", subject())
