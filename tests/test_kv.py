@@ -49,6 +49,18 @@ def test_create_bind_list_and_delete(js, bucket):
         js.delete_key_value(bucket)
 
 
+def test_calls_on_a_deleted_bucket(js, bucket):
+    """Reads and status on a bucket deleted under the handle raise BucketNotFoundError."""
+    for direct in (True, False):
+        kv = js.create_key_value(bucket=bucket, allow_direct=direct)
+        kv.put("k", b"v")
+        js.delete_key_value(bucket)
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            kv.get("k")
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            kv.status()
+
+
 def test_stream_settings_on_the_server(js, bucket):
     """The server holds the ADR-8 stream: history as max per subject, discard new, rollups."""
     js.create_key_value(bucket=bucket, history=7, ttl=30, max_value_size=64, compression=True)
@@ -69,6 +81,14 @@ def test_update_and_create_or_update(js, bucket):
     assert (status.history, status.config.description) == (4, "more")
     js.create_or_update_key_value(bucket=bucket, history=6)
     assert js.key_value(bucket).status().history == 6
+
+
+def test_limit_markers_can_be_enabled_not_disabled(js, bucket):
+    """ADR-48: an update may turn limit markers on; turning them off is refused."""
+    js.create_key_value(bucket=bucket)
+    assert js.update_key_value(bucket=bucket, limit_marker_ttl=2).status().limit_marker_ttl == 2.0
+    with pytest.raises(nats_sync.APIError):
+        js.update_key_value(bucket=bucket)
 
 
 def test_create_with_other_settings_is_refused(js, bucket):
@@ -157,8 +177,11 @@ def test_update_and_conditional_delete(kv):
     kv.delete("k", last=r2)
     with pytest.raises(nats_sync.KeyDeletedError):
         kv.get("k")
-    with pytest.raises(ValueError):
-        kv.update("k", b"x", -1)
+    for bad in (-1, "3", True):
+        with pytest.raises(ValueError):
+            kv.update("k", b"x", bad)
+        with pytest.raises(ValueError):
+            kv.delete("k", last=bad)
 
 
 def test_bucket_without_direct_gets(js, bucket):
@@ -207,7 +230,7 @@ def test_per_key_ttl_leaves_a_marker(js, bucket):
             return exc.entry
         return None
 
-    marker = wait_for(expired, timeout=10, interval=0.1)
+    marker = wait_for(expired, timeout=20, interval=0.1)
     assert marker.operation is KeyValueOp.PURGE
     assert kv.get("stays").value == b"y"
     assert kv.create("session", b"again") > marker.revision
@@ -217,7 +240,7 @@ def test_purge_with_ttl_removes_the_marker_later(js, bucket):
     """purge(ttl=) leaves a marker that the server removes after the TTL."""
     kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5)
     kv.put("k", b"1")
-    kv.purge("k", ttl=1)
+    kv.purge("k", ttl=3)
     with pytest.raises(nats_sync.KeyDeletedError):
         kv.get("k")
 
@@ -230,7 +253,7 @@ def test_purge_with_ttl_removes_the_marker_later(js, bucket):
             return True
         return False
 
-    wait_for(gone, timeout=10, interval=0.1)
+    wait_for(gone, timeout=20, interval=0.1)
 
 
 def test_ttl_without_limit_markers_is_refused(kv):
@@ -245,6 +268,7 @@ def test_status(kv):
     s = kv.status()
     assert (s.bucket, s.values, s.history, s.ttl, s.is_compressed) == (kv.bucket, 1, 5, 0.0, False)
     assert s.bytes > 0 and s.limit_marker_ttl == 0.0 and s.config.history == 5
+    assert kv.info() == nats_sync.KeyValueConfig(bucket=kv.bucket, history=5)
 
 
 def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
@@ -255,12 +279,29 @@ def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
         js.create_key_value(bucket=mirror_name, mirror=StreamSource(name=bucket))
         mirror = js.key_value(mirror_name)
         origin.put("k", b"from origin")
-        assert wait_for(lambda: _value(mirror, "k") == b"from origin")
+        assert wait_for(lambda: _value(mirror, "k") == b"from origin", timeout=20)
         mirror.put("k", b"through mirror")
         assert origin.get("k").value == b"through mirror"
-        assert wait_for(lambda: _value(mirror, "k") == b"through mirror")
+        assert wait_for(lambda: _value(mirror, "k") == b"through mirror", timeout=20)
     finally:
         js.delete_key_value(mirror_name)
+
+
+def test_sources_aggregate_buckets(js, bucket):
+    """A bucket sourcing two buckets holds their keys as its own (ADR-57 transforms)."""
+    a, b, agg = bucket + "_A", bucket + "_B", bucket
+    try:
+        js.create_key_value(bucket=a).put("x", b"from a")
+        js.create_key_value(bucket=b).put("y", b"from b")
+        kv = js.create_key_value(
+            bucket=agg, sources=[StreamSource(name=a), StreamSource(name=f"KV_{b}")]
+        )
+        assert wait_for(lambda: _value(kv, "x") == b"from a", timeout=20)
+        assert wait_for(lambda: _value(kv, "y") == b"from b", timeout=20)
+        assert sorted(kv.keys()) == ["x", "y"]
+    finally:
+        for name in (a, b):
+            js.delete_key_value(name)
 
 
 def _value(kv: nats_sync.KeyValue, key: str) -> bytes | None:
@@ -280,3 +321,42 @@ def test_domain_prefix_in_key_subjects(tmp_path):
             rev = kv.put("k", b"v")
             assert kv.get("k").revision == rev
             assert nc.jetstream().key_value("D").get("k").value == b"v"
+
+
+_CROSS_ACCOUNT = """
+accounts: {
+  A: {
+    users: [ {user: a, password: a} ]
+    jetstream: enabled
+    exports: [ {service: "$JS.API.>", response_type: stream}, {service: "$KV.>"} ]
+  }
+  I: {
+    users: [ {user: i, password: i} ]
+    imports: [
+      {service: {account: A, subject: "$JS.API.>"}, to: "fromA.>"}
+      {service: {account: A, subject: "$KV.>"}, to: "fromA.$KV.>"}
+    ]
+  }
+}
+"""
+
+
+def test_imported_api_prefix_in_key_subjects(tmp_path):
+    """Through an imported API (prefix=): writes, gets and watches (pulls: response_type stream)."""
+    with NatsServer(directory=tmp_path / "srv", extra_config=_CROSS_ACCOUNT) as server:
+        url = server.url.replace("nats://", "nats://{}:{}@")
+        with (
+            nats_sync.connect(url.format("a", "a")) as owner,
+            nats_sync.connect(url.format("i", "i")) as guest,
+        ):
+            mine = owner.jetstream().create_key_value(bucket="Map", history=5)
+            kv = guest.jetstream(prefix="fromA").key_value("Map")
+            rev = kv.put("k", b"from I")
+            assert mine.get("k").revision == rev
+            assert kv.get("k").value == b"from I"
+            kv.update("k", b"again", rev)
+            with kv.watch() as w:
+                assert w.next(timeout=5).value == b"again"
+                assert w.next(timeout=5) is None
+                mine.put("k", b"from A")
+                assert w.next(timeout=5).value == b"from A"
