@@ -181,6 +181,19 @@ def test_timed_stall_ends_by_itself(proxy):
         assert time.monotonic() - started >= 0.3
 
 
+def test_stall_after_forwards_n_bytes_then_holds_the_rest(proxy):
+    """stall_after(n) lets n client-bound bytes through, then holds everything until resume()."""
+    with dial(proxy) as sock:
+        proxy.wait(lambda p: p.live == 1)
+        proxy.stall_after(4, TO_CLIENT)
+        sock.sendall(b"0123456789")
+        assert read_exactly(sock, 4) == b"0123"
+        proxy.wait(lambda p: p.held == 6)
+        proxy.resume()
+        assert read_exactly(sock, 6) == b"456789"
+    assert proxy.cuts == 0
+
+
 def test_trickle_sends_client_bound_bytes_one_at_a_time(proxy):
     """While trickling, every client-bound byte is a send of its own; data is intact."""
     proxy.trickle()
