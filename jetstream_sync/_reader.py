@@ -47,12 +47,15 @@ def _unroutable(exc: Exception) -> ProtocolError:
 
 
 def _detached(exc: BaseException) -> BaseException:
-    """``exc`` without the reader's frame in its traceback.
+    """``exc`` without the reader's frame in its traceback, nor a hidden context.
 
-    That frame holds the read buffer (as large as the largest frame the server
-    sent, up to the parser's limits): an ``error_cb`` that keeps the error
-    must not keep the buffer too.
+    Those frames hold the read buffer (as large as the largest frame the
+    server sent, up to the parser's limits): an ``error_cb`` that keeps the
+    error must not keep the buffer too. (The pure-Python parser raises its
+    errors ``from None``: the suppressed context still held its frames.)
     """
+    if exc.__suppress_context__:
+        exc.__context__ = None
     return exc.with_traceback(None)
 
 

@@ -247,15 +247,19 @@ def rss_bytes() -> int:
 
 
 def big_buffers_held_by(error: BaseException) -> list[int]:
-    """Sizes of the buffers over 64 KiB that frames in ``error``'s tracebacks still hold."""
+    """Sizes of the buffers over 64 KiB that frames in the tracebacks of ``error`` (and
+    of its causes and contexts) still hold."""
     sizes = []
-    for exc in (error, error.__cause__):
-        tb = exc.__traceback__ if exc is not None else None
+    chain = [error]
+    while chain:
+        exc = chain.pop()
+        tb = exc.__traceback__
         while tb is not None:
             for value in tb.tb_frame.f_locals.values():
                 if isinstance(value, (bytes, bytearray, memoryview)) and len(value) > 65536:
                     sizes.append(len(value))
             tb = tb.tb_next
+        chain += [e for e in (exc.__cause__, exc.__context__) if e is not None]
     return sizes
 
 
