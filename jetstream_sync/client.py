@@ -182,9 +182,9 @@ class Client(ConnectionMixin):
             except CONNECT_ERRORS as exc:
                 errors.append(exc)
         if conn is None:
-            raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
-                errors[-1] if errors else None
-            )
+            raise NoServersError(  # URLs without their credentials
+                f"could not connect to any server in {self.servers}: {errors}"
+            ) from (errors[-1] if errors else None)
         self._pid = os.getpid()
         self._adopt(conn)
         tag = f"jetstream_sync-{self._id}"
