@@ -43,7 +43,9 @@ class ServerAddress:
         try:
             self.port = parts.port or DEFAULT_PORT
         except ValueError:
-            raise ValueError(f"server URL {redact_url(url)!r}: the port is not a number in 0-65535") from None
+            raise ValueError(
+                f"server URL {redact_url(url)!r}: the port is not a number in 0-65535"
+            ) from None
         self.tls = _SCHEMES[parts.scheme]
         self.user = self.password = self.token = None
         if parts.username is not None and parts.password is not None:
