@@ -107,7 +107,7 @@ QUICK_N: dict[str, dict[str, int]] = {
     "MEM": {"*": 100_000},
     "KVput": {"*": 3_000},
     "KVget": {"*": 3_000},
-    "KVwatch": {"*": 100_000},
+    "KVwatch": {"*": 20_000},
     "OBJput": {"*": 1},
     "OBJget": {"*": 1},
 }

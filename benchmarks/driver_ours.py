@@ -238,6 +238,8 @@ def kv_watch(js: Any, label: str, n: int, size: int) -> None:
     if got != n:
         raise RuntimeError(f"the watcher delivered {got} of {n} keys")
     emit(result(CLIENT, label, got, size, t))
+
+
 class _Sink:
     """A writer that counts and drops what it is given (OBJget measures the client)."""
 

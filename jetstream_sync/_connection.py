@@ -133,7 +133,9 @@ class ConnectionMixin:
 
     def _connection_lost(self, exc: BaseException) -> Connected | None:
         """Reader thread: the connection broke. Reconnect, or return None to stop."""
-        self._writer.detach()
+        if not self._closing.is_set():
+            self._reconnecting = True  # before the writer detaches: is_connected must say False
+        self._writer.detach()  # drops the PINGs still buffered: failed just below
         old = self._conn
         if old is not None and not self._forked:
             old.transport.shutdown()
@@ -142,7 +144,6 @@ class ConnectionMixin:
             return None
         if isinstance(exc, ProtocolError):  # the server (or a client) sent what we cannot use
             self._report_error(exc)
-        self._reconnecting = True
         self._pings.connection_lost(
             ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
         )
@@ -189,11 +190,8 @@ class ConnectionMixin:
                     conn.transport.close()
                     return None
                 self._adopt(conn)
-                deferred = self._pings.resume()
                 self._reconnecting = False
-                self._writer.attach(
-                    conn.transport, self._resubscribe_frames(), b"PING\r\n" * deferred
-                )
+                self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
                 self._reconnects += 1
             self._announce("reconnected")
             return conn
@@ -211,6 +209,10 @@ class ConnectionMixin:
                 if left is not None:
                     frames.append(b"UNSUB %d %d\r\n" % (sub.sid, left))
         return b"".join(frames)
+
+    def _reader_crashed(self, exc: BaseException) -> None:
+        """Reader thread: reconnecting failed on a bug; close (reporting it) rather than go deaf."""
+        self._close_in_background(exc)
 
     def _close_in_background(self, reason: BaseException) -> None:
         threading.Thread(

@@ -6,7 +6,9 @@ a keep-alive PING has no waiter. A flush that gave up waiting leaves a
 placeholder in its place, so its late PONG is consumed by no one instead of
 completing the next flush before the server has that flush's data. While the
 connection is down, new flushes are deferred: their PINGs go out on the next
-connection, after whatever was buffered meanwhile.
+connection, after whatever was buffered meanwhile. Registration happens
+under the writer's lock (``Writer.write_ping``), so the FIFO's order is the
+order of the PINGs in the stream.
 """
 
 from __future__ import annotations
@@ -27,17 +29,16 @@ class PingTracker:
         self._lock = threading.Lock()
         self._in_flight: deque[ReplyWaiter | None] = deque()
         self._deferred: list[ReplyWaiter] = []
-        self._paused = False
         self.keepalives_unanswered = 0
 
-    def register(self, waiter: ReplyWaiter | None) -> bool:
+    def register(self, waiter: ReplyWaiter | None, connected: bool) -> bool:
         """Account for a PING about to be written; False when it must not be written now.
 
-        While the connection is down a flush's waiter is kept for the next
-        connection and a keep-alive is dropped.
+        While the connection is down (``connected`` False) a flush's waiter is
+        kept for the next connection and a keep-alive is dropped.
         """
         with self._lock:
-            if self._paused:
+            if not connected:
                 if waiter is not None:
                     self._deferred.append(waiter)
                 return False
@@ -65,9 +66,8 @@ class PingTracker:
                 self._deferred.remove(waiter)
 
     def connection_lost(self, error: BaseException) -> None:
-        """Fail the flushes whose PINGs went out on the lost connection; defer new ones."""
+        """Fail the flushes whose PINGs went out on the lost connection (or were dropped)."""
         with self._lock:
-            self._paused = True
             lost, self._in_flight = self._in_flight, deque()
             self.keepalives_unanswered = 0
         for waiter in lost:
@@ -75,11 +75,13 @@ class PingTracker:
                 waiter.fail(error)
 
     def resume(self) -> int:
-        """A new connection is up: return how many deferred PINGs to send on it."""
+        """A new connection is up: return how many deferred PINGs to send on it.
+
+        Called by ``Writer.attach`` under the writer's lock.
+        """
         with self._lock:
             deferred, self._deferred = self._deferred, []
             self._in_flight.extend(deferred)
-            self._paused = False
             return len(deferred)
 
     def fail_all(self, error: BaseException) -> None:

@@ -46,6 +46,9 @@ class Reader:
         route: called with ``(ops, view, consumed)`` for every buffer holding whole ops.
         connection_lost: called with the error; returns the next connection or None.
         name: the thread's name.
+        crashed: called with the exception if ``connection_lost`` itself raised
+            (a bug): the thread then ends, and the client must close rather
+            than stay connected to nothing.
     """
 
     def __init__(
@@ -54,10 +57,12 @@ class Reader:
         route: Callable[[list[int], memoryview, int], None],
         connection_lost: Callable[[BaseException], object | None],
         name: str,
+        crashed: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._first = first
         self._route = route
         self._connection_lost = connection_lost
+        self._crashed = crashed
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -66,7 +71,13 @@ class Reader:
         self._first = None
         while conn is not None:
             error = self._read_until_error(conn.transport, conn.leftover)
-            conn = self._connection_lost(error)
+            try:
+                conn = self._connection_lost(error)
+            except Exception as exc:
+                if self._crashed is None:
+                    raise
+                self._crashed(exc)
+                return
 
     def _read_until_error(self, transport, leftover: bytes) -> BaseException:
         buf = bytearray(max(_INITIAL_BUFFER, 2 * len(leftover)))

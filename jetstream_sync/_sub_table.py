@@ -54,10 +54,16 @@ class SubscriptionTable:
         return sid
 
     def add(self, make: Callable[[int], Subscription]) -> Subscription:
-        """Route a new subscription: ``make(sid)`` builds it with a fresh sid."""
+        """Route a new subscription: ``make(sid)`` builds it with a fresh sid.
+
+        ``make`` runs outside the lock (it may start the callback thread);
+        nothing arrives for the sid before its SUB frame is sent, after this.
+        """
         with self.lock:
-            sub = make(self.new_sid())
-            self._subs[sub.sid] = sub
+            sid = self.new_sid()
+        sub = make(sid)
+        with self.lock:
+            self._subs[sid] = sub
         return sub
 
     def deliver(self, batches: dict[int, list[Msg]]) -> list[Subscription]:
@@ -119,11 +125,17 @@ class SubscriptionTable:
             self._subs.pop(sub.sid, None)
             sub._queue.close(discard=discard)
 
-    def remove_all(self) -> list[Subscription]:
-        """Stop routing every subscription; return them (their queues are left open)."""
+    def remove_all(self, reason: BaseException) -> list[Subscription]:
+        """Stop routing every subscription and close its queue (the client closed).
+
+        Pending messages are dropped; a waiter gets ``reason``. Returns the
+        subscriptions (the caller joins their callback threads, outside the lock).
+        """
         with self.lock:
             subs = list(self._subs.values())
             self._subs.clear()
+            for sub in subs:
+                sub._queue.close(discard=True, reason=reason)
         return subs
 
     def routed(self) -> list[tuple[Subscription, int | None]]:

@@ -15,8 +15,16 @@ finds the socket idle takes the whole buffer and writes it outside the lock:
 
 Above :data:`HIGH_WATER` pending bytes, ``write`` waits for room until the
 caller's deadline (raising :class:`~jetstream_sync.errors.TimeoutError`); a
-frame is appended whole or not at all. ``write_control`` (PING, PONG) never
-waits: keep-alives must get through however full the buffer is.
+frame is appended whole or not at all. ``write_control`` (PONG) and
+``write_ping`` never wait: keep-alives must get through however full the
+buffer is.
+
+PINGs are answered in order, so each PONG must answer a PING the client
+still expects an answer to on *this* connection. The writer remembers where
+each PING it holds sits in the buffer; when the connection is lost, the PINGs
+still buffered are removed (their flushes fail with the lost connection) so
+none is answered on the next connection, and ``write_ping`` registers a PING
+with the caller's tracker under the writer's lock, atomically with appending it.
 
 While disconnected the buffer keeps filling up to ``reconnect_buf_size``; past
 that, writes raise instead of dropping anything silently.
@@ -25,6 +33,7 @@ that, writes raise instead of dropping anything silently.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 
 from ._deadline import WAIT_SLICE, Deadline
@@ -32,6 +41,7 @@ from .errors import ConnectionClosedError, NatsError, TimeoutError
 
 # Above this many pending bytes, writers wait for the socket (bounded memory).
 HIGH_WATER = 32 << 20
+_PING = b"PING\r\n"
 
 
 class ReconnectBufferFullError(NatsError):
@@ -66,6 +76,9 @@ class Writer:
         # the current transport (a non-blocking send took part of a chunk):
         # they are dropped if that transport is detached, never sent elsewhere.
         self._partial = 0
+        # Where each PING frame still in _buf ends, in bytes since the start
+        # (bytes_out + offset in _buf); older ones are pruned lazily.
+        self._ping_ends: deque[int] = deque()
         self._transport = None
         self._sending = False
         self._kicked = False  # the flusher was woken and has not run yet
@@ -111,7 +124,7 @@ class Writer:
             self._kick.release()
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
-        """Queue a PING or PONG: never waits for room (see the module docstring).
+        """Queue a PONG (dropped while disconnected): never waits for room.
 
         Raises:
             ConnectionClosedError: the writer is closed.
@@ -119,18 +132,52 @@ class Writer:
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("connection closed")
+            if self._transport is None:  # it answers a connection that is gone
+                return
             self._buf += frame
-            if self._sending or self._transport is None:
+            send_now = self._claim(urgent)
+        self._go(send_now)
+
+    def write_ping(self, register: Callable[[bool], bool], urgent: bool = False) -> None:
+        """Queue a PING if ``register(connected)`` says so; never waits for room.
+
+        ``register`` runs under the writer's lock, so the order of registered
+        PINGs is their order in the stream, and no PING registered as sent on
+        a connection ends up on the next one.
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if not register(self._transport is not None):
                 return
-            if urgent:
-                self._sending = True
-            elif self._kicked:
-                return
-            else:
-                self._kicked = True
+            self._buf += _PING
+            ends = self._ping_ends
+            while ends and ends[0] <= self.bytes_out:
+                ends.popleft()
+            ends.append(self.bytes_out + len(self._buf))
+            send_now = self._claim(urgent)
+        self._go(send_now)
+
+    def _claim(self, urgent: bool) -> bool | None:
+        """Under the lock, after appending: True to send now, False to kick the flusher."""
+        if self._sending or self._transport is None:
+            return None
         if urgent:
+            self._sending = True
+            return True
+        if self._kicked:
+            return None
+        self._kicked = True
+        return False
+
+    def _go(self, send_now: bool | None) -> None:
+        """Outside the lock: act on what :meth:`_claim` decided."""
+        if send_now:
             self._send_now()
-        else:
+        elif send_now is not None:
             self._kick.release()
 
     def _append(self, frame: bytes, msgs: int, deadline: Deadline | None) -> None:
@@ -241,15 +288,20 @@ class Writer:
 
     # -- lifecycle (called by the client) ------------------------------------------
 
-    def attach(self, transport, preamble: bytes = b"", postamble: bytes = b"") -> None:
+    def attach(
+        self, transport, preamble: bytes = b"", resume: Callable[[], int] | None = None
+    ) -> None:
         """Start sending on ``transport``.
 
-        ``preamble`` goes before what was buffered while disconnected, ``postamble`` after it.
+        ``preamble`` goes before what was buffered while disconnected; then,
+        after it, as many PINGs as ``resume()`` (called under the lock) returns.
         """
         with self._lock:
             if preamble:
                 self._buf[:0] = preamble
-            self._buf += postamble
+            for _ in range(resume() if resume is not None else 0):
+                self._buf += _PING
+                self._ping_ends.append(self.bytes_out + len(self._buf))
             self._transport = transport
             kick = not self._kicked
             self._kicked = True
@@ -262,8 +314,14 @@ class Writer:
         The tail of a frame whose start went out on the lost connection is dropped.
         """
         with self._lock:
+            start = self.bytes_out + self._partial  # where the bytes to keep start
             del self._buf[: self._partial]
             self._partial = 0
+            for end in reversed(self._ping_ends):  # no buffered PING outlives its connection
+                if end <= start:
+                    break
+                del self._buf[end - start - len(_PING) : end - start]
+            self._ping_ends.clear()
             self._transport = None
             self._idle.notify_all()
 

@@ -192,7 +192,9 @@ class Client(ConnectionMixin):
         self._events = EventRunner(f"{tag}-events")
         self._writer = Writer(self._write_failed, self._reconnect_buf_size, f"{tag}-writer")
         self._writer.attach(conn.transport)
-        self._reader = Reader(conn, self._route, self._connection_lost, f"{tag}-reader")
+        self._reader = Reader(
+            conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed
+        )
         self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
         self._pinger.start()
         _live_clients.add(self)
@@ -428,7 +430,7 @@ class Client(ConnectionMixin):
             TimeoutError: no room within ``timeout``; nothing was sent.
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
             ConnectionClosedError: the client is closed.
-            NatsError: disconnected, and ``reconnect_buf_size`` is used up.
+            ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
         """
         if self._closed or self._forked:
             self._check_usable()
@@ -573,8 +575,8 @@ class Client(ConnectionMixin):
     def _send_ping(self, waiter: ReplyWaiter | None) -> None:
         # A PING never waits for room in the write buffer: stale-connection
         # detection and flush deadlines must hold however full it is.
-        if self._pings.register(waiter):
-            self._writer.write_control(b"PING\r\n", urgent=True)
+        pings = self._pings
+        self._writer.write_ping(lambda connected: pings.register(waiter, connected), urgent=True)
 
     def flush(self, timeout: float = D.FLUSH_TIMEOUT) -> None:
         """Block until everything published so far has reached the server.
@@ -687,9 +689,7 @@ class Client(ConnectionMixin):
         if self._mux is not None:
             self._mux.fail_all(closed)
         self._pings.fail_all(closed)
-        subs = self._subs.remove_all()
-        for sub in subs:
-            sub._queue.close(discard=True, reason=closed)
+        subs = self._subs.remove_all(closed)
         for sub in subs:
             if sub._worker is not None:
                 sub._worker.join()

@@ -22,6 +22,21 @@ _NAK = b"-NAK"
 _WPI = b"+WPI"
 
 
+def first_status(msgs: Sequence[Msg], start: int = 0) -> int:
+    """The index of the first status message in ``msgs[start:]``, or ``len(msgs)``.
+
+    What :attr:`Msg.is_status` tells of one message, for a whole batch at
+    about the cost of an attribute read per message: layers that take
+    messages in batches (the JetStream pull engine) hand out the user
+    messages between two statuses with one slice.
+    """
+    for i in range(start, len(msgs)):
+        raw = msgs[i]._raw_headers
+        if raw is not None and raw[8:9] == b" ":
+            return i
+    return len(msgs)
+
+
 class Msg:
     """A message received from the server.
 

@@ -28,7 +28,7 @@ from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.server import NatsServer, kill_leftovers
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.fixtures.spark"]
 
 # fixture name -> marker given to every test that uses it
 _FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}

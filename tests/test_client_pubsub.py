@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import jetstream_sync as js
+from jetstream_sync.msg import first_status
 from tests.fixtures.polling import wait_for
 
 
@@ -326,7 +327,7 @@ def test_interrupt_wakes_a_blocked_next_msgs(nc):
 
 
 def test_msg_status_accessors(nc):
-    """is_status and header_size tell status messages and header sizes without parsing."""
+    """is_status, first_status and header_size tell statuses and header sizes without parsing."""
     sub = nc.subscribe("acc")
     nc.publish("acc", b"plain")
     nc.publish("acc", b"h", headers={"K": "v"})
@@ -335,3 +336,5 @@ def test_msg_status_accessors(nc):
     assert not second.is_status and second.header_size == len(b"NATS/1.0\r\nK: v\r\n\r\n")
     status = js.Msg("x", "", b"", b"NATS/1.0 503\r\n\r\n")
     assert status.is_status and status.status == 503
+    batch = [first, status, second, status]
+    assert [first_status(batch), first_status(batch, 2), first_status(batch[2:3])] == [1, 3, 1]

@@ -123,13 +123,16 @@ def test_inherited_messages_iterator(nc_fork, shared_server):
         assert_forked(in_child(lambda: it.next(timeout=None)))
         for i in range(3):
             ctx.publish(f"{name}.x", b"%d" % i)
+        wait_for(lambda: it._sub.pending_msgs >= 3)  # all three reached the inbox
         first = it.next(timeout=5)
-        wait_for(lambda: len(it._buf) == 2)  # two more buffered in the parent
+        assert len(it._buf) == 2  # two more buffered in the parent
         assert_forked(in_child(lambda: it.next(timeout=1)))
         assert_forked(in_child(lambda: next(iter(it))))
         assert_forked(in_child(first.ack))
         assert_forked(in_child(it.stop))
         assert_forked(in_child(lambda: cons.fetch(1, timeout=1)))
+        assert_forked(in_child(lambda: ctx.account_info()))
+        assert_forked(in_child(lambda: ctx.publish(f"{name}.x", b"child")))
         assert [it.next(timeout=5).data for _ in range(2)] == [b"1", b"2"]  # the parent goes on
         it.stop()
         oc = stream.ordered_consumer()

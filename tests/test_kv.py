@@ -49,6 +49,18 @@ def test_create_bind_list_and_delete(js, bucket):
         js.delete_key_value(bucket)
 
 
+def test_calls_on_a_deleted_bucket(js, bucket):
+    """Reads and status on a bucket deleted under the handle raise BucketNotFoundError."""
+    for direct in (True, False):
+        kv = js.create_key_value(bucket=bucket, allow_direct=direct)
+        kv.put("k", b"v")
+        js.delete_key_value(bucket)
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            kv.get("k")
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            kv.status()
+
+
 def test_stream_settings_on_the_server(js, bucket):
     """The server holds the ADR-8 stream: history as max per subject, discard new, rollups."""
     js.create_key_value(bucket=bucket, history=7, ttl=30, max_value_size=64, compression=True)
@@ -69,6 +81,14 @@ def test_update_and_create_or_update(js, bucket):
     assert (status.history, status.config.description) == (4, "more")
     js.create_or_update_key_value(bucket=bucket, history=6)
     assert js.key_value(bucket).status().history == 6
+
+
+def test_limit_markers_can_be_enabled_not_disabled(js, bucket):
+    """ADR-48: an update may turn limit markers on; turning them off is refused."""
+    js.create_key_value(bucket=bucket)
+    assert js.update_key_value(bucket=bucket, limit_marker_ttl=2).status().limit_marker_ttl == 2.0
+    with pytest.raises(nats_sync.APIError):
+        js.update_key_value(bucket=bucket)
 
 
 def test_create_with_other_settings_is_refused(js, bucket):
@@ -157,8 +177,11 @@ def test_update_and_conditional_delete(kv):
     kv.delete("k", last=r2)
     with pytest.raises(nats_sync.KeyDeletedError):
         kv.get("k")
-    with pytest.raises(ValueError):
-        kv.update("k", b"x", -1)
+    for bad in (-1, "3", True):
+        with pytest.raises(ValueError):
+            kv.update("k", b"x", bad)
+        with pytest.raises(ValueError):
+            kv.delete("k", last=bad)
 
 
 def test_bucket_without_direct_gets(js, bucket):
@@ -207,7 +230,7 @@ def test_per_key_ttl_leaves_a_marker(js, bucket):
             return exc.entry
         return None
 
-    marker = wait_for(expired, timeout=10, interval=0.1)
+    marker = wait_for(expired, timeout=20, interval=0.1)
     assert marker.operation is KeyValueOp.PURGE
     assert kv.get("stays").value == b"y"
     assert kv.create("session", b"again") > marker.revision
@@ -217,7 +240,7 @@ def test_purge_with_ttl_removes_the_marker_later(js, bucket):
     """purge(ttl=) leaves a marker that the server removes after the TTL."""
     kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5)
     kv.put("k", b"1")
-    kv.purge("k", ttl=1)
+    kv.purge("k", ttl=3)
     with pytest.raises(nats_sync.KeyDeletedError):
         kv.get("k")
 
@@ -230,7 +253,7 @@ def test_purge_with_ttl_removes_the_marker_later(js, bucket):
             return True
         return False
 
-    wait_for(gone, timeout=10, interval=0.1)
+    wait_for(gone, timeout=20, interval=0.1)
 
 
 def test_ttl_without_limit_markers_is_refused(kv):
@@ -245,6 +268,7 @@ def test_status(kv):
     s = kv.status()
     assert (s.bucket, s.values, s.history, s.ttl, s.is_compressed) == (kv.bucket, 1, 5, 0.0, False)
     assert s.bytes > 0 and s.limit_marker_ttl == 0.0 and s.config.history == 5
+    assert kv.info() == nats_sync.KeyValueConfig(bucket=kv.bucket, history=5)
 
 
 def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
@@ -255,10 +279,10 @@ def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
         js.create_key_value(bucket=mirror_name, mirror=StreamSource(name=bucket))
         mirror = js.key_value(mirror_name)
         origin.put("k", b"from origin")
-        assert wait_for(lambda: _value(mirror, "k") == b"from origin")
+        assert wait_for(lambda: _value(mirror, "k") == b"from origin", timeout=20)
         mirror.put("k", b"through mirror")
         assert origin.get("k").value == b"through mirror"
-        assert wait_for(lambda: _value(mirror, "k") == b"through mirror")
+        assert wait_for(lambda: _value(mirror, "k") == b"through mirror", timeout=20)
     finally:
         js.delete_key_value(mirror_name)
 

@@ -221,3 +221,22 @@ def test_consumer_deleted_during_the_initial_values(js):
         assert seen == [f"k{i}" for i in range(2000)]
     finally:
         js.delete_key_value(name)
+
+
+def test_watching_a_deleted_bucket(js):
+    """Watching a deleted bucket, or one deleted under the watcher: BucketNotFoundError."""
+    name = unique_stream_name("WATCHGONE")
+    kv = js.create_key_value(bucket=name)
+    kv.put("a", b"1")
+    w = kv.watch()
+    try:
+        assert w.next(timeout=5).key == "a"
+        assert w.next(timeout=5) is None
+        js.delete_key_value(name)
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            w.next(timeout=10)
+    finally:
+        w.stop()
+    for call in (kv.watch, kv.keys, lambda: kv.watch(updates_only=True)):
+        with pytest.raises(nats_sync.BucketNotFoundError):
+            call()

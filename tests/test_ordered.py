@@ -9,6 +9,7 @@ from jetstream_sync.jetstream.consumer_config import OrderedConsumerConfig
 from jetstream_sync.jetstream.enums import DeliverPolicy, StorageType
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
+from tests.fixtures.server import stopped
 
 
 def test_fetch_and_next_in_order(js, stream):
@@ -134,3 +135,69 @@ def test_fits_the_streams_consumer_inactive_threshold_limit(js, stream_name):
     oc = stream.ordered_consumer()
     assert [int(m.data) for m in oc.fetch(3, timeout=2)] == [0, 1, 2]
     assert oc.info().config.inactive_threshold == 60.0
+
+
+def test_missed_heartbeats_recreate_the_link(nats_server):
+    """A stalled server (no heartbeats) makes the ordered layer replace its link; nothing is
+    lost or repeated, and the reset is not reported to the error handler as a failure."""
+    with jetstream_sync.connect(nats_server.url) as nc:
+        js = nc.jetstream(timeout=1.0)
+        st = js.create_stream(name="HB", subjects=["hb.>"])
+        publish_numbered(js, "hb.x", 5)
+        oc = st.ordered_consumer()
+        seen: list[int] = []
+        errors: list[BaseException] = []
+        with oc.consume(
+            lambda m: seen.append(int(m.data)), error_handler=errors.append,
+            max_messages=10, expires=2, heartbeat=0.2,
+        ):  # fmt: skip
+            wait_for(lambda: len(seen) == 5)
+            first_link, serial = oc.name, oc._serial
+            with stopped(nats_server):
+                wait_for(lambda: oc._serial > serial, timeout=10)  # a reset was attempted
+            publish_numbered(js, "hb.x", 5, start=5)
+            wait_for(lambda: len(seen) == 10, timeout=20)
+        assert seen == list(range(10))
+        assert oc.name != first_link
+        assert not any(isinstance(e, jetstream_sync.NoHeartbeatError) for e in errors)
+
+
+def test_reconnect_recreates_the_link(restartable_server):
+    """After a reconnect the ordered layer starts a new link after the last delivered message."""
+    with jetstream_sync.connect(restartable_server.url, reconnect_time_wait=0.1) as nc:
+        js = nc.jetstream()
+        st = js.create_stream(name="RC", subjects=["rc.>"], storage=StorageType.FILE)
+        publish_numbered(js, "rc.x", 5)
+        oc = st.ordered_consumer()
+        with oc.messages(max_messages=10, expires=2, heartbeat=0.5) as it:
+            assert [int(it.next(timeout=5).data) for _ in range(5)] == list(range(5))
+            first_link = oc.name
+            restartable_server.restart()
+            wait_for(lambda: nc.is_connected, timeout=20)
+            publish_numbered(js, "rc.x", 5, start=5)
+            assert [int(it.next(timeout=20).data) for _ in range(5)] == list(range(5, 10))
+            assert oc.name != first_link
+            with pytest.raises(jetstream_sync.TimeoutError):
+                it.next(timeout=0.5)  # nothing repeated
+
+
+def test_ordered_iterator_stops_listening_when_it_ends(js, stream):
+    """stop() and drain() remove the reconnect listeners; a bad argument to next() does not."""
+    publish_numbered(js, f"{stream.name}.a", 3)
+    before = len(js.client._listeners)
+    oc = stream.ordered_consumer()
+    it = oc.messages(max_messages=10)
+    assert len(js.client._listeners) == before + 2  # the ordered layer's and its link's
+    assert it.next(timeout=5).data == b"0"
+    it.stop()
+    assert len(js.client._listeners) == before
+    it2 = oc.messages(max_messages=10)
+    it2.drain()
+    assert [int(m.data) for m in it2] in ([], [1, 2])
+    assert len(js.client._listeners) == before
+    it3 = oc.messages(max_messages=10)
+    with pytest.raises(ValueError):
+        it3.next(timeout=-1)  # bad input is not the end of the iteration
+    assert len(js.client._listeners) == before + 2
+    it3.stop()
+    assert len(js.client._listeners) == before

@@ -267,3 +267,44 @@ def test_an_exception_while_routing_ends_the_connection_not_the_thread(fake):
     [error] = lost
     assert isinstance(error, js.ProtocolError)
     assert isinstance(error.__cause__, RuntimeError) and "routing failed" in str(error)
+
+
+def test_a_failing_reconnect_ends_the_reader_through_crashed(fake):
+    """If connection_lost itself raises, the reader hands the exception to crashed and ends."""
+    crashed: list[BaseException] = []
+
+    def connection_lost(exc):
+        raise RuntimeError("reconnect bug")
+
+    sock = socket.create_connection((LOOPBACK, fake.port))
+
+    class Conn:
+        transport = sock
+        leftover = b""
+
+    try:
+        reader = Reader(Conn, lambda *a: None, connection_lost, "test-reader", crashed.append)
+        wait_for(lambda: fake.connection_count == 1)
+        sock.shutdown(socket.SHUT_RDWR)  # the end of the stream: connection_lost is called
+        reader.join()
+    finally:
+        sock.close()
+    [error] = crashed
+    assert isinstance(error, RuntimeError) and "reconnect bug" in str(error)
+
+
+def test_a_reconnect_bug_closes_the_client_and_reports_it(fake, monkeypatch):
+    """A client whose reconnect raised is closed, with the error reported: never deaf."""
+    errors = Errors()
+    closed = threading.Event()
+    with _connect(fake, errors, closed_cb=closed.set) as nc:
+        fake.connection(0)
+
+        def broken(exc):
+            raise RuntimeError("reconnect bug")
+
+        monkeypatch.setattr(nc._reader, "_connection_lost", broken)  # inject the bug
+        fake.connection(0).close()
+        assert closed.wait(10)
+        assert nc.is_closed and not nc.is_connected
+        wait_for(lambda: any("reconnect bug" in str(e) for e in errors.seen))

@@ -12,7 +12,7 @@ import pytest
 
 import jetstream_sync as js
 from tests.fixtures.polling import wait_for
-from tests.fixtures.server import NatsServer
+from tests.fixtures.server import NatsServer, all_threads_stopped
 
 # Each call waits up to this long for its reply; failing "at once" means well before it.
 CALL_TIMEOUT = 30.0
@@ -103,6 +103,7 @@ def test_js_publish_fails_when_the_server_dies_mid_flight(server):
         ctx.publish("lost.before", b"1", timeout=5)
         sent = nc.stats.out_msgs
         os.kill(server.pid, signal.SIGSTOP)  # the publish goes out but is never answered
+        wait_for(lambda: all_threads_stopped(server.pid), message="the server did not stop")
         outcome = Outcome(lambda: ctx.publish("lost.x", b"2", msg_id="m-2", timeout=CALL_TIMEOUT))
         wait_for(lambda: nc.stats.out_msgs > sent, message="the publish was never written")
         server.kill()

@@ -8,53 +8,33 @@ on what was raised.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 import jetstream_sync as js
+from jetstream_sync import _pings
 from jetstream_sync._writer import HIGH_WATER
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
-from tests.fixtures.server import NatsServer
+from tests.fixtures.server import NatsServer, stopped
 
 pytestmark = pytest.mark.timeout(90)
 
 CHUNK = b"x" * (512 * 1024)
 
 
-@contextlib.contextmanager
-def stopped(server: NatsServer) -> Iterator[None]:
-    """SIGSTOP the server for the block; SIGCONT it afterwards, whatever happens."""
-    pid = server.pid
-    os.kill(pid, signal.SIGSTOP)
-    # The signal is delivered asynchronously: wait until the kernel shows the process stopped,
-    # or a PING sent next could still be answered.
-    wait_for(lambda: _process_state(pid) in ("T", "t"))
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
-def _process_state(pid: int) -> str:
-    """The one-letter state of a Linux process (``R``, ``S``, ``T`` for stopped...)."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
-
-
 def fill_past_high_water(nc: js.Client) -> int:
-    """Publish 512 KiB messages until one times out waiting for room; return how many went."""
+    """Publish 512 KiB messages until one times out waiting for room; return how many went.
+
+    Also stops if the connection was declared stale first (a very slow machine).
+    """
     sent = 0
     while True:
         try:
             nc.publish("stall.fill", CHUNK, timeout=0.2)
-        except js.TimeoutError:
+        except (js.TimeoutError, js.ReconnectBufferFullError):
             return sent
         sent += 1
         assert sent * len(CHUNK) < 4 * HIGH_WATER, "the buffer never filled up"
@@ -152,10 +132,16 @@ def test_late_pong_of_a_timed_out_flush_does_not_complete_the_next(nats_server):
             result: list[BaseException | None] = []
             flusher = threading.Thread(target=lambda: result.append(_flush(nc, 60)))
             flusher.start()
-            wait_for(lambda: len(nc._pings._in_flight) == 2)
+            wait_for(lambda: _flush_waiting(nc))
         flusher.join()
         assert result == [None]
         assert in_msgs(nats_server, "pongs") - before == 5000
+
+
+def _flush_waiting(nc: js.Client) -> bool:
+    """A flush has registered its PING (the timed-out one's placeholder aside)."""
+    abandoned = getattr(_pings, "_ABANDONED", None)
+    return any(w is not None and w is not abandoned for w in list(nc._pings._in_flight))
 
 
 def _flush(nc: js.Client, timeout: float) -> BaseException | None:
@@ -187,3 +173,35 @@ def test_late_pong_is_consumed_by_its_placeholder():
         assert isinstance(result[0], js.ConnectionLostError), result
         fake.connection(1)
         nc.flush(timeout=5)
+
+
+def test_pings_buffered_at_a_disconnect_are_not_sent_on_the_next_connection():
+    """A PING stuck behind a full buffer dies with its connection.
+
+    Sent on the next connection, its PONG would complete that connection's
+    first flush before the server had that flush's data.
+    """
+    with FakeServer() as fake:
+        with js.connect(fake.url, reconnect_time_wait=0.05, reconnect_buf_size=64 << 20) as nc:
+            first = fake.connection(0)
+            first.stop_reading()
+            fill_past_high_water(nc)
+            with pytest.raises(js.TimeoutError):
+                nc.flush(timeout=0.3)  # its PING waits in the buffer, behind 32 MiB
+            first.close()
+            second = fake.connection(1)
+            nc.flush(timeout=30)
+        assert second.closed.wait(10)
+        # The handshake's PING and the last flush's: none carried over from the first connection.
+        assert second.pings == 2
+        assert len(second.pubs) > 0 and all(p[0] == b"stall.fill" for p in second.pubs)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_publish_timeout_is_checked_before_sending(nc, timeout):
+    """publish(timeout=) must be a positive, finite number of seconds; nothing is sent otherwise."""
+    sub = nc.subscribe("deadline.checked")
+    with pytest.raises(ValueError, match="timeout"):
+        nc.publish("deadline.checked", b"no", timeout=timeout)
+    nc.publish("deadline.checked", b"yes", timeout=1)
+    assert sub.next_msg(timeout=5).data == b"yes"

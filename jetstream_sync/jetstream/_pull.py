@@ -26,8 +26,9 @@ status      description                             meaning here
 Every fetch uses a fresh inbox, unsubscribed when it returns, so a late
 status from an earlier request can never end a later one. The continuous
 modes live in ``_pull_stream.py``. Both use only the subscription's
-``next_msgs`` / ``interrupt`` / ``is_active`` and the message's ``is_status``
-/ ``status`` / ``header_size``, never their internals.
+``next_msgs`` / ``interrupt`` / ``is_active`` / ``check_usable``, and
+``jetstream_sync.msg.first_status`` with the message's ``status`` /
+``header_size``, never their internals.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from ..errors import (
     ServerShutdownError,
     TimeoutError,
 )
-from ..msg import Msg
+from ..msg import Msg, first_status
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -222,7 +223,6 @@ def fetch(
     inbox = client.new_inbox()
     sub = client.subscribe(inbox)
     msgs: list[Msg] = []
-    nbytes = 0
     track = priority is not None and priority.group is not None
     try:
         client.publish(
@@ -248,14 +248,19 @@ def fetch(
             if hb_wait is not None:
                 hb_wait = Deadline(2 * heartbeat)  # type: ignore[operator]
             done = False
-            for msg in got:
-                if not msg.is_status:
-                    msgs.append(msg)
-                    if max_bytes is not None:
-                        nbytes += len(msg.data)
+            i, n = 0, len(got)
+            while i < n:
+                j = first_status(got, i)
+                if j > i:  # user messages up to the next status
+                    user = got[i:j] if i or j < n else got
+                    msgs.extend(user)
                     if track:
-                        priority.track(msg)  # type: ignore[union-attr]
-                    continue
+                        for msg in user:
+                            priority.track(msg)  # type: ignore[union-attr]
+                    if j == n:
+                        break
+                msg = got[j]
+                i = j + 1
                 kind, error = classify(msg)
                 if kind == HEARTBEAT:
                     continue

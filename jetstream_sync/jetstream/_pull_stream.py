@@ -34,7 +34,7 @@ from ..errors import (
     ServerShutdownError,
     TimeoutError,
 )
-from ..msg import Msg
+from ..msg import Msg, first_status
 from ._pull import (
     DONE,
     HEARTBEAT,
@@ -320,18 +320,23 @@ class MessageIterator(IterationMixin):
         taken_msgs = 0
         taken_bytes = 0
         bytes_mode = self._max_bytes is not None
-        for msg in got:
-            if not msg.is_status:
-                buf.append(msg)
-                taken_msgs += 1
+        i, n = 0, len(got)
+        while i < n:
+            j = first_status(got, i)
+            if j > i:  # user messages up to the next status
+                user = got[i:j] if i or j < n else got
+                buf.extend(user)
+                taken_msgs += len(user)
                 if bytes_mode:  # the server's count: subject, reply, headers, payload
-                    taken_bytes += (
-                        len(msg.subject) + len(msg.reply) + len(msg.data) + msg.header_size
+                    taken_bytes += sum(
+                        len(m.subject) + len(m.reply) + len(m.data) + m.header_size for m in user
                     )
                 if self._track:
-                    self._priority.track(msg)  # type: ignore[union-attr]
-                continue
-            self._status(msg)
+                    for msg in user:
+                        self._priority.track(msg)  # type: ignore[union-attr]
+            if j < n:
+                self._status(got[j])
+            i = j + 1
         if self._discard:  # stop() was called meanwhile (e.g. by a warning handler)
             buf.clear()
         if taken_msgs:

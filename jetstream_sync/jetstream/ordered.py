@@ -422,6 +422,15 @@ class OrderedMessageIterator(IterationMixin):
             ForkedClientError: called in a process forked after the iterator was made.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        try:
+            return self._next(deadline)
+        except (TimeoutError, ForkedClientError):
+            raise
+        except BaseException:  # the iteration is over: stop listening
+            self._end()
+            raise
+
+    def _next(self, deadline: Deadline | None) -> Msg:
         while True:
             inner = self._inner
             if inner is None:
@@ -432,18 +441,12 @@ class OrderedMessageIterator(IterationMixin):
                 msg = inner.next(left)
             except IteratorClosedError:
                 if self._stopped:
-                    self._end()
                     raise
                 self._restart(self._reset_reason or "link ended")
                 continue
             except (ConsumerDeletedError, ConsumerNotFoundError):
                 self._restart("consumer deleted")
                 continue
-            except (TimeoutError, ForkedClientError):
-                raise
-            except BaseException:
-                self._end()
-                raise
             ok = self._oc._accept(msg, self._current)  # type: ignore[arg-type]
             if ok:
                 return msg

@@ -8,19 +8,20 @@ from typing import TYPE_CHECKING
 
 from .._deadline import check_timeout
 from ..errors import (
-    JetStreamNotEnabledError,
+    BucketNotFoundError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     MessageNotFoundError,
     NoRespondersError,
+    StreamNotFoundError,
     WrongLastSequenceError,
     api_error,
 )
 from ..jetstream.info import StreamInfo
 from ._keys import check_filter, check_key, subjects_prefix
-from .config import KeyValueStatus
+from .config import KeyValueConfig, KeyValueStatus
 from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
 from .watch import KeyWatcher
 
@@ -60,6 +61,7 @@ class KeyValue:
         self._stream = ctx.stream_no_info(config.name)
         self._direct = bool(config.allow_direct)
         self._direct_pre = f"{api_prefix}.DIRECT.GET.{config.name}"
+        self._gone = f"bucket {self.bucket!r} not found"
         # Reads use this stream's subjects; a mirror keeps its origin's.
         self._read_pre = subjects_prefix(self.bucket)
         write_pre = self._read_pre
@@ -92,9 +94,8 @@ class KeyValue:
                     *request, timeout=check_timeout("timeout", timeout, self._ctx.timeout)
                 )
             except NoRespondersError:
-                raise JetStreamNotEnabledError(
-                    503, 0, f"no responders for direct gets on {self.stream_name!r}"
-                ) from None
+                self.status(timeout)  # BucketNotFoundError when the bucket is gone
+                raise
             status = msg.status
             if status == 404:
                 raise KeyNotFoundError(missing)
@@ -109,6 +110,8 @@ class KeyValue:
                     raw = self._stream.get_msg(revision, timeout=timeout)
             except MessageNotFoundError:
                 raise KeyNotFoundError(missing) from None
+            except StreamNotFoundError as exc:
+                raise BucketNotFoundError(exc.code, exc.err_code, self._gone) from None
             stored, entry = raw.subject, entry_from_stored(self.bucket, key, raw)
         if stored != subject:
             raise KeyNotFoundError(f"revision {revision} of bucket {self.bucket!r} is not {key!r}")
@@ -125,6 +128,7 @@ class KeyValue:
 
         Raises:
             KeyNotFoundError: no such key (or ``revision`` holds another key's entry).
+            BucketNotFoundError: the bucket was deleted.
             KeyDeletedError: the entry is a delete/purge marker (a
                 ``KeyNotFoundError`` too); ``.entry`` is the marker.
             InvalidKeyError: a bad key, before anything is sent.
@@ -151,6 +155,8 @@ class KeyValue:
         timeout: float | None = None,
     ) -> int:
         subject = self._write_pre + check_key(key)
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+            raise ValueError(f"last must be a revision (an int >= 0), not {last!r}")
         try:
             ack = self._ctx.publish(
                 subject, value, headers=headers, expected_last_subject_seq=last,
@@ -215,8 +221,6 @@ class KeyValue:
         Raises:
             KeyWrongLastSequenceError: the latest revision is another.
         """
-        if isinstance(last, bool) or not isinstance(last, int) or last < 0:
-            raise ValueError(f"last must be a revision (an int >= 0), not {last!r}")
         return self._publish(key, value, last=last, timeout=timeout)
 
     def delete(self, key: str, last: int | None = None, timeout: float | None = None) -> int:
@@ -267,7 +271,8 @@ class KeyValue:
 
         The watcher recovers by itself from reconnects, server restarts and
         the deletion of its consumer, resuming after the last revision it
-        delivered: no update is lost or repeated.
+        delivered: no update is lost or repeated (except revisions the
+        bucket itself dropped meanwhile, through ``history`` or ``ttl``).
 
         Args:
             keys: a key filter (``*`` for one token, ``>`` for the rest) or a
@@ -345,8 +350,24 @@ class KeyValue:
         return len(markers)
 
     def status(self, timeout: float | None = None) -> KeyValueStatus:
-        """The bucket's status (values, history, TTL, bytes...) from its stream's info."""
-        return KeyValueStatus(bucket=self.bucket, stream_info=self._stream.info(timeout=timeout))
+        """The bucket's status (values, history, TTL, bytes...) from its stream's info.
+
+        Raises:
+            BucketNotFoundError: the bucket was deleted.
+        """
+        try:
+            info = self._stream.info(timeout=timeout)
+        except StreamNotFoundError as exc:
+            raise BucketNotFoundError(exc.code, exc.err_code, self._gone) from None
+        return KeyValueStatus(bucket=self.bucket, stream_info=info)
+
+    def info(self, timeout: float | None = None) -> KeyValueConfig:
+        """The bucket's settings as the server holds them (ADR-8 ``Info()``).
+
+        Raises:
+            BucketNotFoundError: the bucket was deleted.
+        """
+        return self.status(timeout).config
 
     def __repr__(self) -> str:
         return f"<KeyValue {self.bucket!r}>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BucketNotFoundError, StreamNotFoundError
+from ..errors import BucketNotFoundError, KeyValueError, StreamNotFoundError
 from ..jetstream._api import RequiredApiLevelError
 from ..jetstream._codec import merge_config
 from ._keys import STREAM_PREFIX, check_bucket, stream_name
@@ -15,6 +15,7 @@ from .config import KeyValueConfig, KeyValueStatus
 if TYPE_CHECKING:
     from ..jetstream.info import StreamInfo
     from ..jetstream.stream import Stream
+    from ..jetstream.stream_config import StreamConfig
 
 __all__ = ["KeyValueManagerMixin"]
 
@@ -31,7 +32,9 @@ class KeyValueManagerMixin:
     def _kv(self, stream: Stream) -> KeyValue:
         return KeyValue(self, stream.cached_info, self._api.prefix)  # type: ignore[arg-type, attr-defined]
 
-    def _kv_stream_config(self, config: KeyValueConfig | None, fields: dict[str, Any], timeout):
+    def _kv_stream_config(
+        self, config: KeyValueConfig | None, fields: dict[str, Any], timeout: float | None
+    ) -> StreamConfig:
         cfg = merge_config(KeyValueConfig, config, fields)
         if cfg.limit_marker_ttl:
             # ADR-48: limit markers need JetStream API level 1, asked of $JS.API.INFO.
@@ -91,8 +94,6 @@ class KeyValueManagerMixin:
             BucketNotFoundError: no such bucket (also a ``StreamNotFoundError``).
             KeyValueError: the stream is not a bucket (no per-key history).
         """
-        from ..errors import KeyValueError
-
         try:
             stream = self.stream(stream_name(check_bucket(bucket)), timeout=timeout)  # type: ignore[attr-defined]
         except StreamNotFoundError as exc:

@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Self
 
 from .._deadline import Deadline, check_timeout
-from ..errors import IteratorClosedError, TimeoutError
+from ..errors import BucketNotFoundError, IteratorClosedError, StreamNotFoundError, TimeoutError
 from ..jetstream.consumer_config import OrderedConsumerConfig
 from ..jetstream.enums import DeliverPolicy
 from .entry import KeyValueEntry, KeyValueOp, entry_from_delivered
@@ -63,7 +63,11 @@ class KeyWatcher:
         if updates_only:
             # Start after the last stored message, not at "new": a consumer
             # recreated before the first update must not miss one.
-            last = ctx.stream_no_info(stream).info(timeout=self._timeout).state.last_seq
+            try:
+                info = ctx.stream_no_info(stream).info(timeout=self._timeout)
+            except StreamNotFoundError as exc:
+                raise self._gone(exc) from None
+            last = info.state.last_seq
             fields.update(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=last + 1)
         elif include_history:
             fields["deliver_policy"] = DeliverPolicy.ALL
@@ -77,6 +81,9 @@ class KeyWatcher:
             self._messages = self._consumer.messages(
                 max_messages=_MAX_MESSAGES, expires=_EXPIRES, heartbeat=_HEARTBEAT
             )
+        except StreamNotFoundError as exc:
+            self._consumer.close()
+            raise self._gone(exc) from None
         except BaseException:
             self._consumer.close()
             raise
@@ -94,6 +101,7 @@ class KeyWatcher:
 
         Raises:
             TimeoutError: nothing came within ``timeout``.
+            BucketNotFoundError: the bucket was deleted.
             IteratorClosedError: the watcher was stopped.
             ConnectionClosedError: the client was closed.
         """
@@ -103,7 +111,10 @@ class KeyWatcher:
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         while True:
             left = None if deadline is None else max(deadline.remaining(), 1e-6)
-            msg = self._messages.next(left)
+            try:
+                msg = self._messages.next(left)
+            except StreamNotFoundError as exc:
+                raise self._gone(exc) from None
             entry = entry_from_delivered(self.bucket, self._prefix_len, msg)
             if not self._initial_done:
                 self._received += 1
@@ -116,6 +127,9 @@ class KeyWatcher:
                     return None
                 continue
             return entry
+
+    def _gone(self, exc: StreamNotFoundError) -> BucketNotFoundError:
+        return BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found")
 
     def initial(self) -> list[KeyValueEntry]:
         """The entries before the ``None`` marker (the first call only).

@@ -1,0 +1,95 @@
+"""PySpark integration: the ``jetstream`` and ``jetstream-kv`` data sources, and ``client()``.
+
+Install with the ``spark`` extra (``pyspark>=4.0``, ``pyarrow``)::
+
+    import jetstream_sync.spark as jss
+
+    jss.register(spark)
+    df = (spark.read.format("jetstream")
+          .option("servers", "nats://127.0.0.1:4222").option("stream", "ORDERS").load())
+
+Importing this package imports neither pyspark nor pyarrow, connects nothing
+and starts no thread. See ``docs/spark.md``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from ._client import client
+
+__all__ = ["client", "register"]
+
+_REQUIRED = ("pyspark", "pyarrow")
+_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def _check_installed() -> None:
+    for package in _REQUIRED:
+        if importlib.util.find_spec(package) is None:
+            raise ImportError(
+                f"jetstream_sync.spark needs the {package!r} package, which is not installed: "
+                "pip install 'jetstream_sync[spark]' (without pyarrow Spark only reports "
+                "'Python worker exited unexpectedly')"
+            )
+
+
+def _plans_scoped_per_scan(spark: Any) -> bool:
+    """Whether this Spark keeps a pushed-down read plan to its own scan.
+
+    Spark 4.3 stores the plan made by filter push-down on the data source
+    object a DataFrame shares with every later query on it: after
+    ``df.where("seq > 5").count()``, ``df.count()`` reuses the filtered plan
+    and returns 5 rows too. Those versions have
+    ``PythonDataSourceV2.setReadInfo``; later ones do not.
+    """
+    try:
+        cls = spark._jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
+        )
+        return not any(m.getName() == "setReadInfo" for m in cls.getDeclaredMethods())
+    except Exception:  # no JVM class to inspect (e.g. Spark Connect): stay safe
+        return False
+
+
+def register(spark: Any, pushdown: bool | None = None) -> None:
+    """Register ``format("jetstream")`` and ``format("jetstream-kv")`` with a Spark session.
+
+    Executors need ``jetstream_sync`` importable, like any Python dependency.
+
+    Args:
+        spark: the ``SparkSession``.
+        pushdown: push ``where`` clauses on ``seq``, ``subject`` and
+            ``timestamp`` down to JetStream (this also sets
+            ``spark.sql.python.filterPushdown.enabled``). The default turns it
+            on where Spark keeps each pushed-down plan to its own query; on
+            Spark 4.3 it stays off, because there a DataFrame reused after a
+            filtered query silently reads with that query's filters (see
+            ``docs/spark.md``). The ``subject``, ``startSeq``, ``endSeq`` and
+            ``startTime`` options narrow a read either way.
+
+    Raises:
+        ImportError: pyspark or pyarrow is missing (the message names it).
+    """
+    _check_installed()
+    from ._source import JetStreamDataSource
+
+    if pushdown is None:
+        pushdown = _plans_scoped_per_scan(spark)
+    if pushdown:
+        spark.conf.set(_PUSHDOWN_CONF, "true")
+    parallelism = max(1, int(spark.sparkContext.defaultParallelism))
+    for base in (JetStreamDataSource,):
+        # A subclass made here carries these settings to the Python workers
+        # (it is pickled by value).
+        configured = type(
+            base.__name__ + "Registered",
+            (base,),
+            {
+                "default_partitions": parallelism,
+                "pushdown": bool(pushdown),
+                "__module__": base.__module__,
+            },
+        )
+        spark.dataSource.register(configured)

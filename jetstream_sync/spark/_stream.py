@@ -1,0 +1,165 @@
+"""The ``jetstream`` micro-batch stream reader: offsets are stream sequences.
+
+An offset is ``{"stream": name, "seq": the next sequence to read, "created":
+the stream's creation time}``. A micro-batch reads ``start.seq .. end.seq - 1``
+split into sequence ranges like a batch read, so a restarted query resumes
+from its checkpointed offsets with no loss and no duplicates, and a failed
+micro-batch is simply read again. Nothing is acknowledged, ever: ``commit``
+has nothing to do (it runs a batch late, and not at all for a lone
+``availableNow`` batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from ._fetch import ReadRange, read_range
+from ._options import Options
+from ._plan import DataLossError, StreamPosition, bounds_from_options, split
+from ._source import RangePartition, connection, stream_position
+
+log = logging.getLogger("jetstream_sync.spark")
+
+
+class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads new messages of one stream micro-batch by micro-batch.
+
+    Args:
+        opts: the data source options (``startingOffsets``,
+            ``maxMessagesPerTrigger``, ``failOnDataLoss``, ``subject``...).
+        schema: the read schema.
+        default_partitions: partitions per micro-batch without ``numPartitions``.
+    """
+
+    def __init__(self, opts: Options, schema: StructType, default_partitions: int) -> None:
+        self.conn = connection(opts)
+        self.stream = opts.required("stream")
+        bounds = bounds_from_options(opts)
+        self.subject = bounds.subject
+        self.starting = (opts.get("startingOffsets") or "latest").strip().lower()
+        if self.starting not in ("earliest", "latest") and not self.starting.isdigit():
+            raise ValueError(
+                "option 'startingOffsets' must be earliest, latest or a sequence number, "
+                f"got {self.starting!r}"
+            )
+        self.max_per_trigger = opts.integer("maxMessagesPerTrigger", None, minimum=1)
+        self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
+        self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
+        self.schema = schema
+        self.target: int | None = None  # availableNow: the end fixed when the query started
+
+    def _position(self) -> StreamPosition:
+        return stream_position(self.conn, self.stream)
+
+    def _offset(self, seq: int, pos: StreamPosition) -> dict[str, Any]:
+        return {"stream": self.stream, "seq": int(seq), "created": pos.created}
+
+    def initialOffset(self) -> dict:
+        """Where a new query starts: ``startingOffsets`` against the stream as it is now."""
+        pos = self._position()
+        if self.starting == "earliest":
+            seq = max(pos.first, 1)
+        elif self.starting == "latest":
+            seq = pos.last + 1
+        else:
+            seq = int(self.starting)
+        return self._offset(seq, pos)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxMessagesPerTrigger`` sequences per micro-batch, or everything available."""
+        if self.max_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.max_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the end of an ``availableNow`` run: the stream's last sequence now."""
+        self.target = self._position().last + 1
+
+    def reportLatestOffset(self) -> dict:
+        """The offset after the stream's last message (for the query's progress)."""
+        pos = self._position()
+        return self._offset(pos.last + 1, pos)
+
+    def _lost(self, what: str) -> None:
+        if self.fail_on_data_loss:
+            raise DataLossError(f"{what}; set failOnDataLoss=false to skip ahead")
+        log.warning("%s; skipping ahead (failOnDataLoss=false)", what)
+
+    def _first_unread(self, start: dict, pos: StreamPosition) -> int:
+        """The first sequence to read from ``start``, after checking for lost data."""
+        if start.get("created") != pos.created:
+            self._lost(
+                f"stream {self.stream!r} was deleted and created again (created "
+                f"{start.get('created')} in the checkpoint, {pos.created} now): the offsets "
+                "in the checkpoint no longer mean anything"
+            )
+            return max(pos.first, 1)
+        seq = int(start["seq"])
+        if pos.first and seq < pos.first:
+            self._lost(
+                f"stream {self.stream!r}: messages {seq}..{pos.first - 1} were removed "
+                "(limits, purge or deletes) before this query read them"
+            )
+            return pos.first
+        return seq
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next micro-batch: what is available, capped by ``limit``.
+
+        Raises:
+            DataLossError: the stream was recreated, or unread messages were
+                removed, and ``failOnDataLoss`` is true.
+        """
+        pos = self._position()
+        first = self._first_unread(start, pos)
+        end = pos.last + 1
+        if self.target is not None:
+            end = min(end, max(self.target, first))
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, first + limit.max_rows)
+        if end <= first and start.get("created") == pos.created:
+            return start
+        return self._offset(max(end, first), pos)
+
+    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+        """The micro-batch's sequences ``start.seq .. end.seq - 1`` split into ranges.
+
+        Raises:
+            DataLossError: messages of the micro-batch are gone (or the stream
+                was recreated) and ``failOnDataLoss`` is true.
+        """
+        if start == end:
+            return []
+        pos = self._position()
+        if pos.created != end.get("created"):
+            self._lost(f"stream {self.stream!r} was deleted and created again since {end}")
+            return []
+        if start.get("created") != end.get("created"):
+            first = max(pos.first, 1)  # recreated before this batch; accepted by latestOffset
+        else:
+            first = self._first_unread(start, pos)
+        last = int(end["seq"]) - 1
+        if first > last:
+            return []
+        whole = ReadRange(self.stream, first, last, subject=self.subject, direct=pos.direct)
+        return [RangePartition(r) for r in split(whole, self.partition_count)]
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        """Every stored message of the partition's range, as Arrow record batches."""
+        return read_range(partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC"))
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: reads hold no server state, so nothing is acknowledged."""

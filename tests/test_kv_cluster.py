@@ -1,0 +1,42 @@
+"""KV on a 3-node cluster: an R3 bucket, conditional writes, a watcher across a node loss."""
+
+from __future__ import annotations
+
+import pytest
+
+import jetstream_sync as nats_sync
+from tests.fixtures.polling import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_r3_bucket_conditional_writes_and_watch(cluster):
+    """R3: typed create/update conflicts (10071/10164); a watcher survives its consumer's node."""
+    with nats_sync.connect(cluster.urls, reconnect_time_wait=0.1) as nc:
+        ctx = nc.jetstream()
+        kv = ctx.create_key_value(bucket="R3KV", replicas=3, history=10)
+        try:
+            assert kv.status().stream_info.config.num_replicas == 3
+            rev = kv.create("k", b"1")
+            with pytest.raises(nats_sync.KeyExistsError) as exists:
+                kv.create("k", b"2")
+            assert exists.value.err_code in (10071, 10164)
+            with pytest.raises(nats_sync.KeyWrongLastSequenceError):
+                kv.update("k", b"2", rev + 100)
+            with kv.watch() as w:
+                assert w.next(timeout=10).value == b"1"
+                assert w.next(timeout=10) is None
+                # the node serving the watcher's consumer goes away
+                (host,) = [c.cluster.leader for c in ctx.consumers(kv.stream_name)]
+                index = cluster.servers.index(cluster.server_named(host))
+                cluster.kill(index)
+                revs = [
+                    wait_for(lambda i=i: kv.put("k", b"%d" % i), timeout=30,
+                             ignore=(nats_sync.NatsError,))
+                    for i in range(2, 6)
+                ]  # fmt: skip
+                seen = [w.next(timeout=30) for _ in revs]
+                assert [e.revision for e in seen] == revs
+                cluster.restart(index)
+        finally:
+            ctx.delete_key_value("R3KV")
