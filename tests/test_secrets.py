@@ -295,3 +295,22 @@ def test_a_mistyped_seed_file_path_is_still_named(tmp_path: Path) -> None:
     missing = tmp_path / "missing.nk"
     with pytest.raises(jetstream_sync.NKeyError, match="missing.nk"):
         jetstream_sync.connect("nats://127.0.0.1:1", nkeys_seed=str(missing))
+
+
+def test_spark_options_and_dev_server_reprs_hide_secrets() -> None:
+    """The Spark data source's options and the dev server show no credential in repr()."""
+    from jetstream_sync.spark._options import Options
+    from jetstream_sync.testing import NatsServer as DevServer
+
+    seed = KeyPair.create().seed
+    options = Options(
+        {
+            "servers": "nats://svc:pw-SECRETVALUE@h1:4222,nats://tok-SECRETVALUE@h2:4222",
+            "password": "pw-SECRETVALUE",
+            "token": "tok-SECRETVALUE",
+            "nkeys_seed": seed,
+        }
+    )
+    dev = DevServer(jetstream=False, args=("--user", "u", "--pass", "pw-SECRETVALUE"))
+    assert_no_secret([repr(options), str(options), repr(dev)], ["SECRETVALUE", seed])
+    assert "h1:4222" in repr(options)
