@@ -325,20 +325,26 @@ def test_publish_async_survives_leader_kill(cluster: NatsCluster, client_on: str
 # ---------------------------------------------------------------- consuming
 
 
-def test_consumers_keep_consuming_through_leader_kill(cluster: NatsCluster) -> None:
+@pytest.mark.parametrize("victim", ["stream_leader", "consumer_leader"])
+def test_consumers_keep_consuming_through_leader_kill(cluster: NatsCluster, victim: str) -> None:
     """messages() on a durable (acked) and an ordered consumer lose nothing over a leader kill.
 
-    The durable sees every message at least once (acks in flight at the kill
-    may be lost, so some come again); the ordered consumer sees each exactly
+    The server killed leads the stream, or the durable consumer (the two may
+    coincide); the client is connected to it, so its link is cut too. The
+    durable sees every message at least once (acks in flight at the kill may
+    be lost, so some come again); the ordered consumer sees each exactly
     once, in stream order.
     """
     count = 1200
     with jetstream_sync.connect(cluster.urls) as admin:
         admin_js = admin.jetstream(timeout=10)
         with r3_stream(cluster, admin_js, "FOCONS") as stream:
-            index, _ = stream_leader(cluster, stream)
+            index, leader = stream_leader(cluster, stream)
+            stream_leader_name = leader.server_name
             durable = stream.create_consumer(durable_name="work", ack_wait=3.0, num_replicas=3)
             consumer_leader = wait_for(lambda: durable.info().cluster.leader, timeout=15)
+            if victim == "consumer_leader":
+                index = cluster.servers.index(cluster.server_named(consumer_leader))
             urls = servers_for(cluster, index, "leader")  # the kill also cuts the link
             stop = threading.Event()
             with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
@@ -412,12 +418,13 @@ def test_consumers_keep_consuming_through_leader_kill(cluster: NatsCluster) -> N
             assert sorted(set(durable_seqs)) == list(range(1, count + 1))
             assert ordered_seen == list(range(1, count + 1))
             report(
-                "consumers",
+                f"consumers/{victim}",
                 {
                     **publisher.counts(),
                     "stored": stored,
                     "reconnects": reconnects,
-                    "stream_leader_killed": cluster.servers[index].server_name,
+                    "killed": cluster.servers[index].server_name,
+                    "stream_leader": stream_leader_name,
                     "consumer_leader": consumer_leader,
                     "durable_deliveries": len(durable_seqs),
                     "durable_redelivered": len(durable_seqs) - len(set(durable_seqs)),
