@@ -550,6 +550,8 @@ class Client(ConnectionMixin):
         """
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
+        if self._mux is None:  # the first request subscribes the reply inbox: not for bad input
+            self._encode_publish(subject, data, None, headers)
         mux = self._request_mux()
         reply, waiter = mux.register()
         try:

@@ -287,8 +287,9 @@ def env(server: NatsServer) -> Iterator[Env]:
         kv = ctx.create_key_value(bucket="badkv")
         obj = ctx.create_object_store(bucket="badobj")
         sub = nc.subscribe("bad.sub")
-        # The request inbox and the async-ack inbox are subscribed on first use:
-        # make them exist now, so a row's only traffic would be its own.
+        # The request inbox and the async-ack inbox are subscribed by the first good
+        # call (test_a_first_call_with_bad_input_subscribes_nothing): make them
+        # exist now, so that each row is checked the same whatever ran before it.
         with pytest.raises(js.NoRespondersError):
             nc.request("nobody.here", b"", timeout=5)
         ctx.publish_async("bad.warm-up", b"").result(timeout=5)
@@ -334,3 +335,23 @@ def test_the_docs_table_has_exactly_these_rows() -> None:
     documented = re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.MULTILINE)
     assert sorted(documented) == sorted(row.id for row in ROWS)
     assert len(set(documented)) == len(documented)
+
+
+@pytest.mark.parametrize("call", ["request", "publish_async"])
+def test_a_first_call_with_bad_input_subscribes_nothing(env: Env, call: str) -> None:
+    """The inbox a first request / publish_async needs is not subscribed for bad input."""
+    with js.connect(env.url) as nc:
+        ctx = nc.jetstream()
+        send = {
+            "request": lambda subject: nc.request(subject, b"x", timeout=5),
+            "publish_async": lambda subject: ctx.publish_async(subject, b"x").result(timeout=5),
+        }[call]
+        nc.flush()
+        start = nc.stats.out_bytes
+        nc.flush()
+        before = nc.stats.out_bytes
+        with pytest.raises(BadSubjectError):
+            send("a b")
+        nc.flush()
+        assert nc.stats.out_bytes - before == before - start
+        send("bad.first")  # stream BAD stores it: the first good call works
