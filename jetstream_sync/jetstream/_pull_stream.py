@@ -174,6 +174,7 @@ class MessageIterator(IterationMixin):
         self._discard = False
         self._inbox = client.new_inbox()
         self._sub: Subscription = client.subscribe(self._inbox)
+        self._check_usable = self._sub.check_usable
         self._listener = self._on_status  # one bound method, so it can be removed
         client.add_status_listener(self._listener)
         try:
@@ -250,7 +251,7 @@ class MessageIterator(IterationMixin):
             ForkedClientError: called in a process forked after the iterator was made.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
-        self._sub.check_usable()
+        self._check_usable()
         buf = self._buf
         while True:
             if buf:
