@@ -14,6 +14,7 @@ import threading
 
 from . import _protocol
 from ._handshake import Connected, handshake, parse_info
+from ._server_errors import server_error
 from .errors import (
     AuthorizationError,
     ConnectionLostError,
@@ -21,6 +22,7 @@ from .errors import (
     NoServersError,
     ProtocolError,
     SlowConsumerError,
+    StaleConnectionError,
     TimeoutError,
 )
 from .msg import Msg
@@ -53,7 +55,9 @@ class ConnectionMixin:
             if self._pings.keepalives_unanswered >= self._max_outstanding_pings:
                 conn = self._conn
                 if conn is not None:
-                    self._report_error(NatsError("stale connection: PINGs went unanswered"))
+                    self._report_error(
+                        StaleConnectionError("stale connection: PINGs went unanswered")
+                    )
                     conn.transport.shutdown()
                 continue
             try:
@@ -117,12 +121,9 @@ class ConnectionMixin:
             self._apply_info(info)
             if info.get("ldm"):
                 self._announce("lame_duck")
-        elif kind == _protocol.OP_ERR:
+        elif kind == _protocol.OP_ERR:  # the server closes the connection if it must
             text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
-            if "authoriz" in text.lower() or "authentic" in text.lower():
-                self._report_error(AuthorizationError(text))
-            else:
-                self._report_error(NatsError(f"server error: {text}"))
+            self._report_error(server_error(text))
 
     def _write_failed(self, exc: BaseException, transport) -> None:
         """A send on ``transport`` failed: wake its reader so it runs the reconnect.

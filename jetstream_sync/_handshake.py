@@ -11,9 +11,10 @@ from typing import Any
 from . import _protocol
 from ._deadline import Deadline
 from ._nkeys import CredsSource, SeedSource
+from ._server_errors import server_error
 from ._server_pool import ServerAddress
 from ._transport import Transport
-from .errors import AuthorizationError, NatsError, NKeyError, ProtocolError
+from .errors import NatsError, NKeyError, ProtocolError
 
 LANG = "python-sync"
 VERSION = "0.1.0"
@@ -178,6 +179,27 @@ def _arg(buf: bytearray, ops: list[int], i: int) -> bytes:
     return bytes(buf[ops[i + 1] : ops[i + 1] + ops[i + 2]])
 
 
+def _check_ops(buf: bytearray, ops: list[int], start: int, info: dict[str, Any]) -> bool:
+    """Handle the handshake's ops from ``start``: raise on an -ERR, merge an INFO.
+
+    Returns:
+        True if a PONG was among them.
+
+    Raises:
+        The typed error of an -ERR (see ``server_error``), ProtocolError for a bad INFO.
+    """
+    ponged = False
+    for i in range(start, len(ops), _protocol.OP_FIELDS):
+        kind = ops[i]
+        if kind == _protocol.OP_ERR:
+            raise server_error(_arg(buf, ops, i).decode(errors="replace"))
+        if kind == _protocol.OP_INFO:
+            info.update(parse_info(_arg(buf, ops, i)))
+        elif kind == _protocol.OP_PONG:
+            ponged = True
+    return ponged
+
+
 def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float) -> Connected:
     """Open a connection to ``address`` and complete the NATS handshake.
 
@@ -196,6 +218,7 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
         if ops[0] != _protocol.OP_INFO:
             raise ProtocolError("server did not start with INFO")
         info = parse_info(_arg(buf, ops, 0))
+        _check_ops(buf, ops, _protocol.OP_FIELDS, info)  # e.g. an -ERR right after the INFO
         del buf[:consumed]
         tls_offered = info.get("tls_required") or info.get("tls_available")
         if want_tls and not transport.is_tls and not tls_offered:
@@ -215,17 +238,7 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
         ponged = False
         while not ponged:
             ops, consumed = _read_ops(transport, buf, deadline)
-            for i in range(0, len(ops), _protocol.OP_FIELDS):
-                kind = ops[i]
-                if kind == _protocol.OP_ERR:
-                    text = _arg(buf, ops, i).decode(errors="replace")
-                    if "authoriz" in text.lower() or "authentic" in text.lower():
-                        raise AuthorizationError(text)
-                    raise NatsError(f"server error during handshake: {text}")
-                if kind == _protocol.OP_INFO:
-                    info.update(parse_info(_arg(buf, ops, i)))
-                elif kind == _protocol.OP_PONG:
-                    ponged = True
+            ponged = _check_ops(buf, ops, 0, info)
             del buf[:consumed]
         transport.set_blocking()
         return Connected(transport, info, bytes(buf), address)
