@@ -174,7 +174,8 @@ class ConnectionMixin:
             try:
                 conn = handshake(address, self._handshake_opts, self._connect_timeout)
             except Exception as error:  # noqa: BLE001 - one bad attempt must not end the reader
-                if isinstance(error, AuthorizationError):
+                # 'Authorization Timeout' means a slow CONNECT, not refused credentials.
+                if isinstance(error, AuthorizationError) and "timeout" not in str(error).lower():
                     failures = auth_failures[address.key] = auth_failures.get(address.key, 0) + 1
                     if failures >= AUTH_FAILURES_BEFORE_CLOSE:
                         self._close_in_background(error)  # error_cb gets it, then closed_cb
