@@ -227,12 +227,17 @@ def test_publish_loop_survives_leader_kill(cluster: NatsCluster, client_on: str)
 
 
 def _publish_async_all(
-    js: Any, subject: str, sent: dict[str, bytes], has_leader: Callable[[], object]
+    js: Any,
+    subject: str,
+    sent: dict[str, bytes],
+    has_leader: Callable[[], object],
+    on_done: Callable[[Any], object],
 ) -> dict[str, Any]:
     """publish_async every message; republish failed futures with the same msg_id until acked.
 
     Before a round of republishing it waits until ``has_leader()`` says the
     stream has a leader again (the back-off a real application would use).
+    ``on_done`` is every future's done-callback.
     """
     deadline = time.monotonic() + RUN_DEADLINE
     todo = list(sent)
@@ -246,7 +251,9 @@ def _publish_async_all(
         futures = []
         for msg_id in todo:
             attempts += 1
-            futures.append((msg_id, js.publish_async(subject, sent[msg_id], msg_id=msg_id)))
+            future = js.publish_async(subject, sent[msg_id], msg_id=msg_id)
+            future.add_done_callback(on_done)
+            futures.append((msg_id, future))
         todo = []
         for msg_id, future in futures:
             exc = future.exception(timeout=30)
@@ -290,20 +297,11 @@ def test_publish_async_survives_leader_kill(cluster: NatsCluster, client_on: str
             with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
                 js = nc.jetstream(ack_timeout=3.0, max_ack_inflight=500)
                 sent = {f"id-{i}": b"payload-%d" % i for i in range(6000)}
-                original = js.publish_async
-
-                def publish_async(*args: Any, **kwargs: Any) -> Any:
-                    """publish_async, counting acks as they come."""
-                    future = original(*args, **kwargs)
-                    future.add_done_callback(count_ack)
-                    return future
-
-                js.publish_async = publish_async
                 result: dict[str, Any] = {}
                 worker = Worker(
                     "async-publisher",
                     lambda: result.update(
-                        _publish_async_all(js, f"{stream.name}.x", sent, has_leader)
+                        _publish_async_all(js, f"{stream.name}.x", sent, has_leader, count_ack)
                     ),
                 )
                 try:
