@@ -52,7 +52,7 @@ def refused(url: str, **options: object) -> jetstream_sync.NoServersError:
     start = time.monotonic()
     with pytest.raises(jetstream_sync.NoServersError) as caught:
         jetstream_sync.connect(url, connect_timeout=CONNECT_TIMEOUT, **options)
-    assert time.monotonic() - start < CONNECT_TIMEOUT + 1.0
+    assert time.monotonic() - start < CONNECT_TIMEOUT + 2.0  # bounded: never a hang
     return caught.value
 
 
