@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -172,15 +173,10 @@ def scenario(name: str, client: str, spark: Any, url: str, args: argparse.Namesp
     return frame.count() if name == "read-count" else aggregate(frame)
 
 
-def tree_cpu_seconds(root: int | None = None) -> float:
-    """CPU seconds used so far by ``root`` (default: this process) and all its descendants.
-
-    Spark's JVM and its Python workers are descendants of the driver; a reaped
-    child's time is in its parent's ``cutime``/``cstime``, so it is counted once.
-    """
-    root = os.getpid() if root is None else root
-    children: dict[int, list[int]] = {}
-    times: dict[int, int] = {}
+def _tree_times(root: int) -> dict[tuple[int, str], int]:
+    """CPU ticks (utime + stime) of ``root`` and each descendant, keyed by (pid, start time)."""
+    parents: dict[int, int] = {}
+    times: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -189,15 +185,48 @@ def tree_cpu_seconds(root: int | None = None) -> float:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:  # the process has gone meanwhile
             continue
-        pid = int(entry)
-        children.setdefault(int(fields[1]), []).append(pid)
-        times[pid] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    total, todo = 0, [root]
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (fields[19], int(fields[11]) + int(fields[12]))
+    tree, todo = {}, [root]
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
     while todo:
         pid = todo.pop()
-        total += times.get(pid, 0)
+        if pid in times:
+            tree[(pid, times[pid][0])] = times[pid][1]
         todo += children.get(pid, [])
-    return total / CLOCK_TICKS
+    return tree
+
+
+class CpuMeter:
+    """CPU seconds used by this process and its descendants (Spark's JVM, Python workers).
+
+    A thread samples the process tree every 0.2 s and keeps each process's
+    last value, so a worker that exits during the measurement still counts
+    (up to its last sample).
+    """
+
+    def __init__(self) -> None:
+        """Take the baseline and start sampling."""
+        self._root = os.getpid()
+        self._base = _tree_times(self._root)
+        self._last = dict(self._base)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-cpu-meter", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._last.update(_tree_times(self._root))
+
+    def stop(self) -> float:
+        """Stop sampling; return the CPU seconds used since the baseline."""
+        self._stop.set()
+        self._thread.join()
+        self._last.update(_tree_times(self._root))
+        ticks = sum(last - self._base.get(key, 0) for key, last in self._last.items())
+        return ticks / CLOCK_TICKS
 
 
 def measure(
@@ -212,14 +241,15 @@ def measure(
     """
     best: dict[str, Any] = {"scenario": name, "client": client, "n": args.n}
     for _ in range(args.reps):
-        start, cpu0, server0 = time.perf_counter(), tree_cpu_seconds(), server.cpu_seconds()
+        meter, server0, start = CpuMeter(), server.cpu_seconds(), time.perf_counter()
         try:
             count = scenario(name, client, spark, server.url, args)
         except Exception as exc:  # reported in the table; the exit code says 1
+            meter.stop()
             best["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             return best
         secs = time.perf_counter() - start
-        cpu = tree_cpu_seconds() - cpu0 + server.cpu_seconds() - server0
+        cpu = meter.stop() + server.cpu_seconds() - server0
         if count != args.n:
             best["error"] = f"checked {count:,} messages, expected {args.n:,}"
             return best
