@@ -1,0 +1,56 @@
+"""Calls that write or wait honour their deadline with a stalled server and a full buffer (issue 8).
+
+A stalled server is a real nats-server stopped with SIGSTOP (its sockets stay
+open, it reads nothing); ``fill_past_high_water`` fills the client's write
+buffer past its 32 MiB high-water mark, so every further write waits for room.
+The default ``ping_interval`` (2 minutes) keeps the connection from being
+declared stale during a test: a write without a deadline would block.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.server import stopped
+from tests.test_write_deadlines import fill_past_high_water
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def times_out(call, within: float = 5.0) -> None:
+    """``call()`` raises the client's TimeoutError in under ``within`` seconds."""
+    start = time.monotonic()
+    with pytest.raises(js.TimeoutError):
+        call()
+    took = time.monotonic() - start
+    assert took < within, f"blocked {took:.1f} s"
+
+
+def test_subscription_drain_timeout_holds_with_a_full_buffer(nats_server):
+    """sub.drain(timeout=) raises TimeoutError in time; the subscription still works afterwards."""
+    with js.connect(nats_server.url) as nc:
+        sub = nc.subscribe("dl.sub")
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            times_out(lambda: sub.drain(timeout=0.5))
+        nc.flush(timeout=60)
+        nc.publish("dl.sub", b"still here")
+        assert sub.next_msg(timeout=10).data == b"still here"
+        sub.drain(timeout=10)
+        assert not sub.is_active
+
+
+def test_client_drain_timeout_holds_with_a_full_buffer(nats_server):
+    """nc.drain(timeout=) raises TimeoutError in time and closes the client anyway."""
+    nc = js.connect(nats_server.url)
+    try:
+        nc.subscribe("dl.client")
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            times_out(lambda: nc.drain(timeout=0.5))
+            assert nc.is_closed
+    finally:
+        nc.close()
