@@ -34,6 +34,9 @@ _FIELDS = _protocol.OP_FIELDS
 # One bytes copy of a parsed buffer up to this size; larger ones are sliced in place.
 _COPY_LIMIT = 4 << 20
 CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, ConnectionError)
+# A server refusing the credentials this many times in a row ends the reconnecting
+# (and closes the client), as in nats.go: retrying them would only hammer it.
+AUTH_FAILURES_BEFORE_CLOSE = 2
 
 
 def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
@@ -160,6 +163,7 @@ class ConnectionMixin:
         if not self._allow_reconnect:
             self._close_in_background(exc)
             return None
+        auth_failures: dict[tuple[str, int], int] = {}  # per server, in a row
         while not self._closing.is_set():
             try:
                 address, wait = self._pool.next_candidate(
@@ -174,6 +178,14 @@ class ConnectionMixin:
                 conn = handshake(address, self._handshake_opts, self._connect_timeout)
             except Exception as error:  # noqa: BLE001 - one bad attempt must not end the reader
                 log.debug("reconnect to %s failed: %s", address.url(), error)
+                # 'Authorization Timeout' means a slow CONNECT, not refused credentials.
+                if isinstance(error, AuthorizationError) and "timeout" not in str(error).lower():
+                    failures = auth_failures[address.key] = auth_failures.get(address.key, 0) + 1
+                    if failures >= AUTH_FAILURES_BEFORE_CLOSE:
+                        self._close_in_background(error)  # error_cb gets it, then closed_cb
+                        return None
+                else:
+                    auth_failures.pop(address.key, None)
                 if isinstance(error, (AuthorizationError, ProtocolError)) or not isinstance(
                     error, CONNECT_ERRORS
                 ):
