@@ -54,3 +54,18 @@ def test_client_drain_timeout_holds_with_a_full_buffer(nats_server):
             assert nc.is_closed
     finally:
         nc.close()
+
+
+def test_publish_async_never_blocks_past_its_timeout_on_a_full_buffer(nats_server):
+    """publish_async waits for buffer room up to timeout= or the context's timeout; nothing sent."""
+    with js.connect(nats_server.url, name="pa") as nc:
+        ctx = nc.jetstream(timeout=1.0)
+        ctx.create_stream(name="PA", subjects=["pa.>"])
+        assert ctx.publish_async("pa.x", b"before").result(timeout=10).seq == 1
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            times_out(lambda: ctx.publish_async("pa.x", b"lost", timeout=0.5))
+            times_out(lambda: ctx.publish_async("pa.x", b"lost"))  # the context's 1 s
+            assert ctx.publish_async_pending() == 0  # the refused ones wait for no ack
+        nc.flush(timeout=60)
+        assert ctx.publish_async("pa.x", b"after").result(timeout=10).seq == 2

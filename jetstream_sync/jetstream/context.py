@@ -197,10 +197,16 @@ class JetStreamContext(
         :class:`TimeoutError` when no ack comes within ``ack_timeout``, and
         with :class:`ConnectionLostError` when the connection drops before it.
 
+        ``timeout`` (default: the context's ``timeout``) bounds everything
+        this call may wait for: room in the ack window, then room in the
+        client's write buffer (over 32 MiB buffered for a server that does not
+        read). It never blocks longer.
+
         Raises:
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad input.
             TooManyPendingAcksError: the window is full and backpressure is off.
-            TimeoutError: the window stayed full for ``timeout`` seconds.
+            TimeoutError: no room in the window or the write buffer within
+                ``timeout``; nothing was sent and no future is pending.
         """
         hdrs = None
         if (
