@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 import jetstream_sync
-
 from jetstream_sync.errors import MsgAlreadyAckedError, NotJetStreamMsgError
 from jetstream_sync.jetstream._ack import parse_metadata
 from jetstream_sync.msg import Msg
-from tests.fixtures.polling import wait_for
 from tests.fixtures.fake_server import FakeServer
+from tests.fixtures.polling import wait_for
 from tests.test_reader_resilience import RawClient
 
 
