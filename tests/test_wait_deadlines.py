@@ -69,3 +69,34 @@ def test_publish_async_never_blocks_past_its_timeout_on_a_full_buffer(nats_serve
             assert ctx.publish_async_pending() == 0  # the refused ones wait for no ack
         nc.flush(timeout=60)
         assert ctx.publish_async("pa.x", b"after").result(timeout=10).seq == 2
+
+
+def test_pull_iterator_timeout_holds_when_its_pull_request_finds_no_room(nats_server):
+    """messages().next(timeout=) raises in time when the next pull request cannot be written."""
+    with js.connect(nats_server.url) as nc:
+        ctx = nc.jetstream(timeout=5.0)
+        st = ctx.create_stream(name="PI", subjects=["pi.>"])
+        ctx.publish("pi.x", b"0")
+        consumer = st.create_consumer(durable_name="pi")
+        with consumer.messages(max_messages=1, expires=30) as it:
+            with stopped(nats_server):
+                assert it.next(timeout=10).data == b"0"  # got before the stop: no pull in flight
+                fill_past_high_water(nc)
+                times_out(lambda: it.next(timeout=0.5))  # it must ask again: no room for that
+                times_out(lambda: it.next(timeout=0.5))
+            nc.flush(timeout=60)
+            ctx.publish("pi.x", b"1")
+            assert it.next(timeout=20).data == b"1"
+
+
+def test_publish_batch_timeout_holds_with_a_full_buffer(nats_server):
+    """publish_batch(timeout=) raises in time; the cut-short batch is never committed."""
+    with js.connect(nats_server.url) as nc:
+        ctx = nc.jetstream(timeout=5.0)
+        st = ctx.create_stream(name="PB", subjects=["pb.>"], allow_atomic=True)
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            times_out(lambda: ctx.publish_batch([("pb.x", b"1"), ("pb.x", b"2")], timeout=0.5))
+        nc.flush(timeout=60)
+        assert st.info().state.messages == 0
+        assert ctx.publish_batch([("pb.x", b"3"), ("pb.x", b"4")], timeout=10).seq == 2

@@ -251,6 +251,9 @@ class JetStreamContext(
             ValueError: no messages, or more than 1000.
             APIError: the server refused the batch (e.g. atomic publish
                 disabled on the stream, or the batch was incomplete).
+            TimeoutError: no commit PubAck within ``timeout``, or no room in the
+                write buffer for a message of the batch in time (the batch is
+                then never committed).
         """
         if not messages:
             raise ValueError("publish_batch needs at least one message")
@@ -270,7 +273,9 @@ class JetStreamContext(
             self.client.validate_publish(subject, data, headers=headers)
             prepared.append((subject, data, headers))
         for subject, data, headers in prepared[:-1]:
-            self.client.publish(subject, data, headers=headers)
+            # A batch cut short by the deadline is never committed: the server drops it.
+            left = max(deadline.remaining(), 0.001)
+            self.client.publish(subject, data, headers=headers, timeout=left)
         subject, data, headers = prepared[-1]
         left = deadline.remaining()
         if left <= 0:
