@@ -17,7 +17,8 @@ Above :data:`HIGH_WATER` pending bytes, ``write`` waits for room until the
 caller's deadline (raising :class:`~jetstream_sync.errors.TimeoutError`); a
 frame is appended whole or not at all. ``write_control`` (PONG) and
 ``write_ping`` never wait: keep-alives must get through however full the
-buffer is.
+buffer is. Neither does ``write_small`` (SUB, UNSUB: a few bytes, from calls
+such as ``subscribe()`` that have no timeout to wait by); it appends in order.
 
 PINGs are answered in order, so each PONG must answer a PING the client
 still expects an answer to on *this* connection. The writer remembers where
@@ -122,6 +123,27 @@ class Writer:
             self._send_now()
         else:
             self._kick.release()
+
+    def write_small(self, frame: bytes) -> None:
+        """Queue a SUB or UNSUB in order; never waits for room.
+
+        Over :data:`HIGH_WATER` it is appended anyway (a few bytes). While
+        disconnected the reconnect buffer's limit applies as for :meth:`write`.
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
+                raise ReconnectBufferFullError(
+                    f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
+                )
+            self._buf += frame
+            send_now = self._claim(False)
+        self._go(send_now)
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
         """Queue a PONG (dropped while disconnected): never waits for room.
