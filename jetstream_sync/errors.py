@@ -13,7 +13,7 @@ JetStream API errors are :class:`APIError` subclasses chosen by the server's
 from __future__ import annotations
 
 import builtins
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 
 class NatsError(Exception):
@@ -78,7 +78,7 @@ class SlowConsumerError(NatsError):
         self.subject = subject
         self.sid = sid
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
         return (type(self), (self.subject, self.sid))
 
 
@@ -102,7 +102,7 @@ class APIError(JetStreamError):
     _registry: ClassVar[dict[int, type[APIError]]] = {}
     err_code_default: ClassVar[int | None] = None
 
-    def __init_subclass__(cls, err_code: int | tuple[int, ...] | None = None, **kw) -> None:
+    def __init_subclass__(cls, err_code: int | tuple[int, ...] | None = None, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         codes = err_code if isinstance(err_code, tuple) else (err_code,)
         for code in codes:
@@ -117,7 +117,7 @@ class APIError(JetStreamError):
         self.err_code = err_code
         self.description = description
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[int, int, str]]:
         return (type(self), (self.code, self.err_code, self.description))
 
 
@@ -208,7 +208,7 @@ class PullStatusError(JetStreamError):
         self.status = status
         self.description = description
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[int, str]]:
         return (type(self), (self.status, self.description))
 
 
@@ -283,7 +283,7 @@ class KeyDeletedError(KeyNotFoundError):
         super().__init__(message)
         self.entry = entry
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str, object]]:
         return (type(self), (str(self), self.entry))
 
 
