@@ -63,7 +63,10 @@ class Writer:
     """
 
     def __init__(
-        self, on_error: Callable[[BaseException, Transport], None], reconnect_buf_size: int, name: str
+        self,
+        on_error: Callable[[BaseException, Transport], None],
+        reconnect_buf_size: int,
+        name: str,
     ) -> None:
         self._on_error = on_error
         self._reconnect_buf_size = reconnect_buf_size

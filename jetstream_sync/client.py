@@ -137,7 +137,7 @@ class Client(ConnectionMixin):
         self._inbox_prefix = inbox_prefix
         self._pending_msgs_limit = pending_msgs_limit
         self._pending_bytes_limit = pending_bytes_limit
-        self._callbacks = {
+        self._callbacks: dict[str, Callable[..., object] | None] = {
             "disconnected": disconnected_cb, "reconnected": reconnected_cb,
             "error": error_cb, "closed": closed_cb, "lame_duck": lame_duck_cb,
         }  # fmt: skip
@@ -148,7 +148,9 @@ class Client(ConnectionMixin):
         self._closed = False
         self._forked = False
         self._reconnecting = False
-        self._pool: ServerPool | None = None
+        # _pool and _writer are set by _connect() before connect() hands the
+        # client out; None only on one that never connected (close() allows it).
+        self._pool: ServerPool = None  # type: ignore[assignment]
         self._conn: Connected | None = None
         self._server_info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
@@ -161,7 +163,7 @@ class Client(ConnectionMixin):
         self._in_bytes = 0
         self._reconnects = 0
         self._reader: Reader | None = None
-        self._writer: Writer | None = None
+        self._writer: Writer = None  # type: ignore[assignment]
         self._events: EventRunner | None = None
         self._pinger: threading.Thread | None = None
         self._resources: dict[str, Any] = {}  # shared_resource(): closed by close()
@@ -257,9 +259,10 @@ class Client(ConnectionMixin):
     @property
     def connected_url(self) -> str | None:
         """The URL (without credentials) of the current server, or None."""
-        if not self.is_connected:
+        conn = self._conn
+        if not self.is_connected or conn is None:
             return None
-        return self._conn.address.url()
+        return conn.address.url()
 
     @property
     def servers(self) -> list[str]:
@@ -367,7 +370,9 @@ class Client(ConnectionMixin):
                 self._subject_bytes(head, "reply subject")  # cache the prefix for next time
         return self._subject_bytes(reply, "reply subject", cache=False)
 
-    def _encode_publish(self, subject: str, data, reply: str | None, headers: HeadersIn | None):
+    def _encode_publish(
+        self, subject: str, data: bytes | str, reply: str | None, headers: HeadersIn | None
+    ) -> bytes:
         subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
         reply_b = self._reply_bytes(reply) if reply else b""
         if isinstance(data, str):
@@ -560,6 +565,7 @@ class Client(ConnectionMixin):
         if waiter.error is not None:
             raise waiter.error
         msg = waiter.msg
+        assert msg is not None  # woken without an error: delivered
         if msg.status == 503:
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg
@@ -714,7 +720,7 @@ class Client(ConnectionMixin):
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
