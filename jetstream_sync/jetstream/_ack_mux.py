@@ -118,6 +118,7 @@ class AckMux:
                             waited_on.append(window)
                 for window in set(waited_on):
                     if len(window._pending) <= window._low_water:
+                        assert window._cond is not None  # made when the window attached
                         window._cond.notify_all()
             for future, msg in settled:
                 data = msg.data
@@ -165,6 +166,7 @@ class AckMux:
                         expired.append((pending.pop(token), window._ack_timeout))
                         self._owners.pop(token, None)
                     if overdue and window._waiting:
+                        assert window._cond is not None  # made when the window attached
                         window._cond.notify_all()
                     if not pending:
                         del self._active[window]
@@ -185,10 +187,11 @@ class AckMux:
 
     def _take_all(self) -> list[PubAckFuture]:
         """Under the lock: empty every window, wake its waiters, return the futures."""
-        futures = []
+        futures: list[PubAckFuture] = []
         for window in self._active:
             futures.extend(window._pending.values())
             window._pending.clear()
+            assert window._cond is not None  # made when the window attached
             window._cond.notify_all()
         self._active.clear()
         self._owners.clear()
@@ -292,8 +295,10 @@ class AsyncPublisher:
             mux._owners[token] = self
             if expires < mux._timer_due:
                 mux._wake_timer(expires)
+        prefix = mux._prefix
+        assert prefix is not None  # the mux is started
         try:
-            self._client.publish(subject, data, reply=mux._prefix + token, headers=headers)
+            self._client.publish(subject, data, reply=prefix + token, headers=headers)
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:
@@ -313,6 +318,7 @@ class AsyncPublisher:
                     raise ConnectionClosedError("the client is closed")
                 if deadline.expired():
                     raise TimeoutError("timed out waiting for room in the async publish window")
+                assert self._cond is not None  # made by _attach
                 self._cond.wait(deadline.slice())
         finally:
             self._waiting -= 1
@@ -339,6 +345,7 @@ class AsyncPublisher:
                         raise TimeoutError(
                             f"{len(self._pending)} acks still pending after {timeout} s"
                         )
+                    assert self._cond is not None  # made by _attach
                     self._cond.wait(deadline.slice())
             finally:
                 self._waiting -= 1

@@ -34,14 +34,13 @@ from .enums import AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy
 
 __all__ = ["ConsumerConfig", "OrderedConsumerConfig"]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 _count = ck.int_range(0, ck.MAX_INT64)
 _limit = ck.int_range(-1, ck.MAX_INT64)
 _uint64 = ck.int_range(0, ck.MAX_UINT64)
 _replicas = ck.int_range(0, ck.MAX_REPLICAS)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ConsumerConfig(Wire):
     """A consumer's configuration (create, update, and as the server reports it).
 
@@ -215,7 +214,7 @@ def _check_consumer(c: ConsumerConfig) -> None:
         ck.fail("priority_policy", "needs priority_groups")
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class OrderedConsumerConfig(Wire):
     """The options of an ordered consumer (client-side; never sent as is).
 

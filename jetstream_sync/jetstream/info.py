@@ -59,7 +59,6 @@ __all__ = [
     "parse_header_block",
 ]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 _ENVELOPE = frozenset({"type", "error", "total", "offset", "limit", "did_create"})
 field = info_field
 
@@ -69,7 +68,7 @@ def _time(wire: str) -> Any:
     return field(wire, TIME, none_wire=GO_ZERO_TIME)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class APIErrorInfo(Wire):
     """An API error reported inside an info (e.g. a failing stream source).
 
@@ -90,7 +89,7 @@ class APIErrorInfo(Wire):
         return api_error(self.code, self.err_code, self.description)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class PeerInfo(Wire):
     """One replica of a stream or consumer.
 
@@ -115,7 +114,7 @@ class PeerInfo(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class DesiredClusterOrigin(Wire):
     """What a stream or consumer had before the change in progress (2.15+).
 
@@ -132,7 +131,7 @@ class DesiredClusterOrigin(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class DesiredClusterStatus(Wire):
     """What a move to the desired placement is doing or waiting on (2.15+).
 
@@ -149,7 +148,7 @@ class DesiredClusterStatus(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class DesiredClusterInfo(Wire):
     """The placement a stream or consumer is moving to (2.15+).
 
@@ -168,7 +167,7 @@ class DesiredClusterInfo(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ClusterInfo(Wire):
     """The servers behind a stream or consumer.
 
@@ -195,7 +194,7 @@ class ClusterInfo(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamSourceInfo(Wire):
     """The state of a mirror's or source's link to its origin.
 
@@ -222,7 +221,7 @@ class StreamSourceInfo(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamAlternate(Wire):
     """A mirror (or the stream itself) that can answer reads, nearest first.
 
@@ -239,7 +238,7 @@ class StreamAlternate(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class LostStreamData(Wire):
     """Messages the server found damaged and lost.
 
@@ -254,7 +253,7 @@ class LostStreamData(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamState(Wire):
     """What a stream holds.
 
@@ -290,7 +289,7 @@ class StreamState(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamInfo(Wire):
     """A stream's configuration and state.
 
@@ -324,7 +323,7 @@ class StreamInfo(Wire):
     _ENVELOPE: ClassVar[frozenset[str]] = _ENVELOPE
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class SequenceInfo(Wire):
     """A consumer position: a consumer sequence and the stream sequence it maps to.
 
@@ -341,7 +340,7 @@ class SequenceInfo(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class PriorityGroupState(Wire):
     """The state of one priority group of a pull consumer (2.11+).
 
@@ -358,7 +357,7 @@ class PriorityGroupState(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ConsumerInfo(Wire):
     """A consumer's configuration and state.
 

@@ -28,11 +28,10 @@ __all__ = [
     "parse_header_block",
 ]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 field = info_field
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class AccountLimits(Wire):
     """An account's JetStream limits (-1: unlimited).
 
@@ -59,7 +58,7 @@ class AccountLimits(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class APIStats(Wire):
     """JetStream API usage.
 
@@ -78,7 +77,7 @@ class APIStats(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class AccountTier(Wire):
     """Usage and limits of one tier (e.g. ``R1``, ``R3``) of an account.
 
@@ -103,7 +102,7 @@ class AccountTier(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class AccountInfo(Wire):
     """An account's JetStream usage, limits and API statistics.
 
@@ -138,7 +137,7 @@ class AccountInfo(Wire):
     _ENVELOPE: ClassVar[frozenset[str]] = frozenset({"type", "error"})
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class PubAck(Wire):
     """The server's acknowledgement of a JetStream publish.
 
@@ -180,7 +179,7 @@ def format_header_block(headers: Mapping[str, Any]) -> bytes:
     return f"NATS/1.0\r\n{body}\r\n".encode()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class RawStreamMsg(Wire):
     """A message read straight from a stream (message get, direct get).
 

@@ -207,7 +207,7 @@ class Stream(StreamConsumersMixin):
         return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
 
     def _direct(
-        self, template: str, body: dict | None, timeout: float | None, **parts: str
+        self, template: str, body: dict[str, Any] | None, timeout: float | None, **parts: str
     ) -> RawStreamMsg:
         deadline = self._deadline(timeout)
         subject = self._api.subject(template, stream=self.name, **parts)
@@ -226,6 +226,7 @@ class Stream(StreamConsumersMixin):
         itself does not answer.
         """
         info = self.info(timeout=max(deadline.remaining(), 0.001))
+        assert info.config is not None  # the server always reports it
         if not info.config.allow_direct:
             return DirectGetNotAllowedError(
                 f"stream {self.name!r} does not allow direct get "

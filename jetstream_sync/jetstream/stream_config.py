@@ -44,13 +44,12 @@ __all__ = [
     "SubjectTransform",
 ]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 REQUIRED = attrs.NOTHING
 _uint64 = ck.int_range(0, ck.MAX_UINT64)
 _replicas = ck.int_range(0, ck.MAX_REPLICAS)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class SubjectTransform(Wire):
     """A subject mapping applied to messages (``{{wildcard(1)}}`` etc. in ``dest``).
 
@@ -65,7 +64,7 @@ class SubjectTransform(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class Placement(Wire):
     """Where a stream's replicas may be placed.
 
@@ -82,7 +81,7 @@ class Placement(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ExternalStream(Wire):
     """A stream in another account or JetStream domain.
 
@@ -97,7 +96,7 @@ class ExternalStream(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConsumerSource(Wire):
     """A durable push consumer, made beforehand, that a mirror or source reads (2.14+).
 
@@ -116,7 +115,7 @@ class StreamConsumerSource(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamSource(Wire):
     """A stream that a mirror copies or that a stream sources from.
 
@@ -155,7 +154,7 @@ class StreamSource(Wire):
                 ck.fail("consumer", "cannot be combined with filter_subject")
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class Republish(Wire):
     """Republish stored messages to another subject.
 
@@ -172,7 +171,7 @@ class Republish(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConsumerLimits(Wire):
     """Defaults and ceilings for the consumers of a stream.
 
@@ -191,7 +190,7 @@ class StreamConsumerLimits(Wire):
 _limit = ck.int_range(-1, ck.MAX_INT64)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConfig(Wire):
     """A stream's configuration (create, update, and as the server reports it).
 
