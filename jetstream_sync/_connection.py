@@ -165,6 +165,7 @@ class ConnectionMixin:
             info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
+                assert self._conn is not None  # an INFO arrives on a connection
                 log.info("server %s entered lame duck mode", self._conn.address.url())
                 self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:  # the server closes the connection if it must

@@ -100,7 +100,7 @@ class ServerError(NatsError):
         super().__init__(f"server error: {text}")
         self.text = text
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str]]:
         return (type(self), (self.text,))
 
 
@@ -135,7 +135,7 @@ class SlowConsumerError(NatsError):
         self.subject = subject
         self.sid = sid
 
-    def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
         return (type(self), (self.subject, self.sid))
 
 
@@ -149,7 +149,7 @@ class ServerSlowConsumerError(SlowConsumerError):
         self.sid = 0
         self.text = text
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str]]:
         return (type(self), (self.text,))
 
 

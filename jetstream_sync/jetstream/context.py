@@ -298,7 +298,6 @@ class JetStreamContext(
             template, cfg.to_api(), self._deadline(timeout), stream_api_level(cfg), stream=cfg.name
         )
         info = StreamInfo.from_api(reply)
-        assert info.config is not None  # the server always reports it
         return Stream(self, info.config.name, info)
 
     def create_stream(

@@ -309,9 +309,10 @@ class StreamInfo(Wire):
         extra: wire keys this client does not know.
     """
 
-    config: StreamConfig | None = field("config", OBJ, cls=StreamConfig)
+    # Typed as always there: every stream info the server sends has both.
+    config: StreamConfig = field("config", OBJ, cls=StreamConfig)
     created: datetime | None = field("created", TIME)
-    state: StreamState | None = field("state", OBJ, cls=StreamState)
+    state: StreamState = field("state", OBJ, cls=StreamState)
     domain: str | None = field("domain")
     cluster: ClusterInfo | None = field("cluster", OBJ, cls=ClusterInfo)
     mirror: StreamSourceInfo | None = field("mirror", OBJ, cls=StreamSourceInfo)
