@@ -271,7 +271,9 @@ class ObjectStore:
             name: the object's name (any non-empty ``str``).
             data: ``bytes``-like, ``str`` (UTF-8) or a binary file (anything
                 with ``readinto`` or ``read``).
-            description, headers, metadata: stored in the object's meta.
+            description: stored in the object's meta.
+            headers: stored in the object's meta.
+            metadata: stored in the object's meta.
             chunk_size: bytes per chunk (at most the server's max payload).
             timeout: seconds each round trip may take.
 
