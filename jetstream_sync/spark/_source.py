@@ -9,7 +9,7 @@ cache of :func:`jetstream_sync.spark.client`.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -38,6 +38,9 @@ from ._options import Options
 from ._pause import pause_after_first
 from ._plan import Bounds, StreamPosition, bounds_from_options, plan_range, push_filter, split
 
+if TYPE_CHECKING:
+    from ..jetstream.context import JetStreamContext
+
 READ_SCHEMA = StructType(
     [
         StructField("stream", StringType()),
@@ -62,14 +65,16 @@ def connection(opts: Options) -> dict[str, Any]:
     return {"servers": opts.servers(), **opts.connect_kwargs()}
 
 
-def _context(conn: dict[str, Any]):
+def _context(conn: dict[str, Any]) -> JetStreamContext:
     args = dict(conn)
     return jetstream(args.pop("servers"), **args)
 
 
 def stream_position(conn: dict[str, Any], stream: str) -> StreamPosition:
     """The stream's first and last sequence, creation time and direct-get support, now."""
-    return StreamPosition.of(_context(conn).stream(stream).cached_info)
+    info = _context(conn).stream(stream).cached_info
+    assert info is not None  # stream() fetched it
+    return StreamPosition.of(info)
 
 
 class JetStreamDataSource(DataSource):
@@ -144,7 +149,7 @@ class JetStreamReader(DataSourceReader):
             return [RangePartition(ReadRange(self.stream, 1, 0))]
         return [RangePartition(r) for r in split(whole, self.partition_count)]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Every stored message of the partition's range, as Arrow record batches."""
         batches = read_range(
             partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
@@ -163,7 +168,7 @@ class JetStreamPushdownReader(JetStreamReader):
         super().__init__(opts, schema, default_partitions)
         self.pushed: list[str] = []
 
-    def pushFilters(self, filters: list) -> Iterator:
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         """Take the filters JetStream applies exactly (seq, subject, timestamp); yield the rest."""
         for f in filters:
             column = f.attribute[0] if len(f.attribute) == 1 else None
