@@ -68,7 +68,7 @@ class Stream(StreamConsumersMixin):
         name: the stream's name.
     """
 
-    def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None):
+    def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None) -> None:
         self._ctx = ctx
         self._api = ctx._api
         self.name = name

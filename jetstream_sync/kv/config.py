@@ -50,6 +50,10 @@ def _limit_marker_ttl(value: float | timedelta | None) -> float | None:
     return _seconds(value, "limit_marker_ttl")
 
 
+def _storage(value: StorageType | str) -> StorageType:
+    return StorageType(value)
+
+
 def _metadata(value: Mapping[str, str] | None) -> dict[str, str] | None:
     return None if value is None else dict(value)
 
@@ -112,7 +116,7 @@ class KeyValueConfig:
     history: int = 1
     ttl: float | None = attrs.field(default=None, converter=_ttl)
     max_bytes: int | None = None
-    storage: StorageType = attrs.field(default=StorageType.FILE, converter=StorageType)
+    storage: StorageType = attrs.field(default=StorageType.FILE, converter=_storage)
     replicas: int = 1
     allow_direct: bool = True
     placement: Placement | None = None
