@@ -153,7 +153,8 @@ class Subscription:
             ForkedClientError: this is a child process forked after the
                 client connected (the subscription belongs to the parent).
         """
-        self._client._check_same_process()
+        if self._client._forked:  # inline: the pull engine calls this once per message
+            self._client._check_same_process()
 
     def __iter__(self) -> Iterator[Msg]:
         """Yield messages as they arrive, until the subscription ends.

@@ -12,7 +12,6 @@ deleted consumer ends it with :class:`ConsumerDeletedError`.
 from __future__ import annotations
 
 import abc
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Self
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
+from .._log import logger
 from ..errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..client import Client
     from ..subscription import Subscription
 
-log = logging.getLogger("jetstream_sync")
+log = logger("jetstream")
 
 PENDING_MSGS = "Nats-Pending-Messages"
 PENDING_BYTES = "Nats-Pending-Bytes"
@@ -174,6 +174,7 @@ class MessageIterator(IterationMixin):
         self._discard = False
         self._inbox = client.new_inbox()
         self._sub: Subscription = client.subscribe(self._inbox)
+        self._check_usable = self._sub.check_usable
         self._listener = self._on_status  # one bound method, so it can be removed
         client.add_status_listener(self._listener)
         try:
@@ -229,7 +230,7 @@ class MessageIterator(IterationMixin):
         if self._on_warning is not None:
             self._on_warning(error)
         else:
-            log.debug("jetstream_sync: pull warning: %s", error)
+            log.warning("pull consumer recovered: %s", error)
 
     # -- taking messages ----------------------------------------------------------
 
@@ -250,7 +251,7 @@ class MessageIterator(IterationMixin):
             ForkedClientError: called in a process forked after the iterator was made.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
-        self._sub.check_usable()
+        self._check_usable()
         buf = self._buf
         while True:
             if buf:
