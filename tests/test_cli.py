@@ -199,6 +199,14 @@ def test_pub_count_prints_progress_and_rate(cli):
     assert doc["count"] == 50 and doc["bytes"] == 50 and doc["msgs_per_sec"] > 0
 
 
+def test_pub_refuses_reply_with_jetstream(cli):
+    """--reply and --jetstream together: exit 1 before anything is sent."""
+    result = cli.run(
+        "pub", subject(), "x", "--jetstream", "--reply", "r", "-s", "nats://127.0.0.1:1"
+    )
+    assert result.code == 1 and "--reply cannot be used with --jetstream" in result.stderr
+
+
 def test_req_and_reply(cli):
     """reply answers with its (templated) body; req prints the reply; JSON on both sides."""
     topic = subject()

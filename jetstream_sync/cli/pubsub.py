@@ -19,6 +19,7 @@ from ..msg import Msg
 from ..subscription import Subscription
 from ._args import count, header, size
 from ._connect import session
+from ._errors import CommandError
 from ._output import Output, format_bytes, message_doc, message_text
 
 _TEMPLATE = re.compile(r"\{\{\s*(Count|TimeStamp|Unix|UnixNano)\s*\}\}")
@@ -152,6 +153,8 @@ def headers_of(pairs: list[tuple[str, str]], number: int) -> dict[str, list[str]
 
 def pub(args: argparse.Namespace, out: Output) -> int:
     """Publish ``--count`` messages; print what was sent, and the rate when more than one."""
+    if args.jetstream and args.reply:
+        raise CommandError("--reply cannot be used with --jetstream (the ack is the reply)")
     with session(args) as nc:
         if args.jetstream:
             return _pub_jetstream(nc, args, out)
