@@ -9,7 +9,7 @@ defaults apply. Durations are float seconds; timestamps are aware
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -76,7 +76,7 @@ class Placement(Wire):
     """
 
     cluster: str | None = field("cluster", typ=str)
-    tags: tuple[str, ...] | None = field("tags", SEQ, str)
+    tags: Sequence[str] | None = field("tags", SEQ, str)
     preferred: str | None = field("preferred", typ=str)
     extra: Mapping[str, Any] = extra_field()
 
@@ -135,7 +135,7 @@ class StreamSource(Wire):
     opt_start_seq: int | None = field("opt_start_seq", typ=int, check=_uint64)
     opt_start_time: datetime | None = field("opt_start_time", TIME)
     filter_subject: str | None = field("filter_subject", typ=str, check=ck.subject)
-    subject_transforms: tuple[SubjectTransform, ...] | None = field(
+    subject_transforms: Sequence[SubjectTransform] | None = field(
         "subject_transforms", OBJS, cls=SubjectTransform
     )
     external: ExternalStream | None = field("external", OBJ, cls=ExternalStream)
@@ -245,7 +245,7 @@ class StreamConfig(Wire):
 
     name: str = field("name", typ=str, check=ck.asset_name, default=REQUIRED)
     description: str | None = field("description", typ=str, check=ck.description)
-    subjects: tuple[str, ...] | None = field("subjects", SEQ, str, check=ck.subjects)
+    subjects: Sequence[str] | None = field("subjects", SEQ, str, check=ck.subjects)
     retention: RetentionPolicy | None = field("retention", ENUM, cls=RetentionPolicy)
     max_consumers: int | None = field("max_consumers", typ=int, check=_limit)
     max_msgs: int | None = field("max_msgs", typ=int, check=_limit)
@@ -262,7 +262,7 @@ class StreamConfig(Wire):
     )
     placement: Placement | None = field("placement", OBJ, cls=Placement)
     mirror: StreamSource | None = field("mirror", OBJ, cls=StreamSource)
-    sources: tuple[StreamSource, ...] | None = field("sources", OBJS, cls=StreamSource)
+    sources: Sequence[StreamSource] | None = field("sources", OBJS, cls=StreamSource)
     sealed: bool | None = field("sealed", typ=bool)
     deny_delete: bool | None = field("deny_delete", typ=bool)
     deny_purge: bool | None = field("deny_purge", typ=bool)
