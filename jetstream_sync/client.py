@@ -515,7 +515,7 @@ class Client(ConnectionMixin):
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
-        self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+        self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)  # nothing sent on timeout
         try:
             self.flush(deadline.remaining() or 0.001)
         finally:  # whatever happens, the local side ends: no waiter is left hanging
@@ -625,14 +625,15 @@ class Client(ConnectionMixin):
         """Stop every subscription, let pending messages be handled, flush, then close.
 
         Raises:
-            TimeoutError: draining took longer than ``timeout`` (the client is closed anyway).
+            TimeoutError: draining took longer than ``timeout``, including waiting for
+                room in the write buffer (the client is closed anyway).
         """
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
         subs = self._subs.subscriptions()
         try:
             for sub in subs:
-                self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+                self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)
             self.flush(deadline.remaining() or 0.001)
             for sub in subs:
                 self._subs.remove(sub, discard=False)

@@ -198,7 +198,9 @@ class Subscription:
         or iteration keep yielding the rest.
 
         Raises:
-            TimeoutError: the callback did not finish within ``timeout``.
+            TimeoutError: the callback did not finish within ``timeout``, or the
+                write buffer had no room for the UNSUB within it (a stalled server;
+                the subscription then stays active).
         """
         self._client._drain_subscription(self, timeout)
 

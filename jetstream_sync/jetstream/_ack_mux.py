@@ -274,11 +274,16 @@ class AsyncPublisher:
     ) -> PubAckFuture:
         """Register a future, send the message with its reply token, return the future.
 
+        ``timeout`` bounds the whole call: waiting for room in the window, then
+        for room in the client's write buffer (a stalled server).
+
         Raises:
             TooManyPendingAcksError: the window is full and backpressure is off.
-            TimeoutError: the window stayed full for ``timeout`` seconds.
+            TimeoutError: no room in the window or the write buffer within
+                ``timeout``; nothing was sent and no future is pending.
             ConnectionClosedError: the client is closed.
         """
+        deadline = Deadline(timeout)
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
             self._client.validate_publish(subject, data, None, headers)
@@ -289,7 +294,7 @@ class AsyncPublisher:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
             if len(pending) >= self._max_inflight:
-                self._wait_for_room(mux, timeout)
+                self._wait_for_room(mux, deadline)
             token = str(next(mux._tokens))
             expires = future._ack_expires = time.monotonic() + self._ack_timeout
             if not pending:
@@ -301,7 +306,10 @@ class AsyncPublisher:
         prefix = mux._prefix
         assert prefix is not None  # the mux is started
         try:
-            self._client.publish(subject, data, reply=prefix + token, headers=headers)
+            self._client.publish(
+                subject, data, reply=prefix + token, headers=headers,
+                timeout=max(deadline.remaining(), 0.001),
+            )  # fmt: skip
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:
@@ -309,11 +317,10 @@ class AsyncPublisher:
             raise
         return future
 
-    def _wait_for_room(self, mux: AckMux, timeout: float) -> None:
+    def _wait_for_room(self, mux: AckMux, deadline: Deadline) -> None:
         """Under the lock: block until this window has room (or raise)."""
         if not self._backpressure:
             raise TooManyPendingAcksError(f"{len(self._pending)} acks pending (max_ack_inflight)")
-        deadline = Deadline(timeout)
         self._waiting += 1
         try:
             while len(self._pending) >= self._max_inflight:

@@ -198,10 +198,16 @@ class JetStreamContext(
         :class:`TimeoutError` when no ack comes within ``ack_timeout``, and
         with :class:`ConnectionLostError` when the connection drops before it.
 
+        ``timeout`` (default: the context's ``timeout``) bounds everything
+        this call may wait for: room in the ack window, then room in the
+        client's write buffer (over 32 MiB buffered for a server that does not
+        read). It never blocks longer.
+
         Raises:
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad input.
             TooManyPendingAcksError: the window is full and backpressure is off.
-            TimeoutError: the window stayed full for ``timeout`` seconds.
+            TimeoutError: no room in the window or the write buffer within
+                ``timeout``; nothing was sent and no future is pending.
         """
         hdrs = None
         if (
@@ -246,6 +252,9 @@ class JetStreamContext(
             ValueError: no messages, or more than 1000.
             APIError: the server refused the batch (e.g. atomic publish
                 disabled on the stream, or the batch was incomplete).
+            TimeoutError: no commit PubAck within ``timeout``, or no room in the
+                write buffer for a message of the batch in time (the batch is
+                then never committed).
         """
         if not messages:
             raise ValueError("publish_batch needs at least one message")
@@ -265,7 +274,9 @@ class JetStreamContext(
             self.client.validate_publish(subject, data, headers=headers)
             prepared.append((subject, data, headers))
         for subject, data, headers in prepared[:-1]:
-            self.client.publish(subject, data, headers=headers)
+            # A batch cut short by the deadline is never committed: the server drops it.
+            left = max(deadline.remaining(), 0.001)
+            self.client.publish(subject, data, headers=headers, timeout=left)
         subject, data, headers = prepared[-1]
         left = deadline.remaining()
         if left <= 0:
