@@ -57,8 +57,9 @@ def start_spark(master: str) -> Any:
     )
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    import jetstream_sync.spark
     from pyspark.sql import SparkSession
+
+    import jetstream_sync.spark
 
     spark = (
         SparkSession.builder.master(master)
@@ -233,8 +234,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run, print the table; exit 1 if a scenario failed."""
     args = parse_args(argv)
+    load_before = os.getloadavg()[0]
     rows = run_all(args)
     meta = {
+        # other processes' load skews every figure: the 1-minute load average before and after
+        "loadavg": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "master": args.master,
         "partitions": args.partitions,
         "n": args.n,

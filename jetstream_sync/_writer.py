@@ -17,7 +17,10 @@ Above :data:`HIGH_WATER` pending bytes, ``write`` waits for room until the
 caller's deadline (raising :class:`~jetstream_sync.errors.TimeoutError`); a
 frame is appended whole or not at all. ``write_control`` (PONG) and
 ``write_ping`` never wait: keep-alives must get through however full the
-buffer is.
+buffer is. A PONG is not queued while an earlier one still waits in the
+buffer: the server resets its count of PINGs out on any PONG, so the waiting
+one answers them all, and a server that sends PINGs but reads nothing cannot
+make the buffer grow.
 
 PINGs are answered in order, so each PONG must answer a PING the client
 still expects an answer to on *this* connection. The writer remembers where
@@ -79,6 +82,8 @@ class Writer:
         # Where each PING frame still in _buf ends, in bytes since the start
         # (bytes_out + offset in _buf); older ones are pruned lazily.
         self._ping_ends: deque[int] = deque()
+        # Where the last PONG queued ends (same count); past bytes_out: still in _buf.
+        self._pong_end = 0
         self._transport = None
         self._sending = False
         self._kicked = False  # the flusher was woken and has not run yet
@@ -124,7 +129,7 @@ class Writer:
             self._kick.release()
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
-        """Queue a PONG (dropped while disconnected): never waits for room.
+        """Queue a PONG (dropped while disconnected, or while one waits): never waits for room.
 
         Raises:
             ConnectionClosedError: the writer is closed.
@@ -134,7 +139,10 @@ class Writer:
                 raise ConnectionClosedError("connection closed")
             if self._transport is None:  # it answers a connection that is gone
                 return
+            if self._pong_end > self.bytes_out:  # the PONG still waiting answers this PING too
+                return
             self._buf += frame
+            self._pong_end = self.bytes_out + len(self._buf)
             send_now = self._claim(urgent)
         self._go(send_now)
 
@@ -322,6 +330,7 @@ class Writer:
                     break
                 del self._buf[end - start - len(_PING) : end - start]
             self._ping_ends.clear()
+            self._pong_end = 0  # positions changed; the next connection's PINGs get PONGs
             self._transport = None
             self._idle.notify_all()
 

@@ -25,6 +25,7 @@ import jetstream_sync
 from jetstream_sync.jetstream.stream import Stream
 from tests.fixtures.cluster import NatsCluster
 from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.proxy import FaultProxy
 from tests.fixtures.server import NatsServer, kill_leftovers
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
@@ -208,6 +209,13 @@ def tls_server(tmp_path: Path, tls_material: TLSMaterial) -> Iterator[tuple[Nats
     server.start()
     yield server, tls_material.ca_cert
     server.stop()
+
+
+@pytest.fixture
+def fault_proxy(shared_server: NatsServer) -> Iterator[FaultProxy]:
+    """A TCP fault proxy in front of the shared server (``tests/fixtures/proxy.py``)."""
+    with FaultProxy(shared_server.port) as proxy:
+        yield proxy
 
 
 # --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..errors import JetStreamError
 from ..jetstream.enums import DeliverPolicy
 from ._client import jetstream
 
@@ -154,13 +155,21 @@ def _consumer_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple]:
         opt_start_seq=rng.start,
         filter_subjects=filters,
     )
+    last = None  # the metadata of the last message read
     with consumer:
         while True:
             msgs = consumer.fetch_no_wait(min(GET_BATCH, rng.end - rng.start + 1))
             if not msgs:
-                return
+                if last is None:
+                    return
+                # A message said more were pending: the link or the consumer was lost
+                # (a fetch times out empty). Fail the task; Spark reads the range again.
+                raise JetStreamError(
+                    f"the read of {rng.stream!r} {rng.start}..{rng.end} stopped at sequence "
+                    f"{last.sequence.stream} with {last.num_pending} messages pending"
+                )
             for msg in msgs:
-                meta = msg.metadata
+                last = meta = msg.metadata
                 seq = meta.sequence.stream
                 if seq > rng.end:
                     return

@@ -12,6 +12,7 @@ from pyspark.sql.types import StructType
 from ._common import RangePartition, connection, context, stream_position
 from ._fetch import ReadRange, read_range
 from ._options import Options
+from ._pause import pause_after_first
 from ._plan import Bounds, bounds_from_options, plan_range, push_filter, split
 
 
@@ -31,6 +32,7 @@ class JetStreamReader(DataSourceReader):
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.schema = schema
+        self.pause_dir = opts.get("testPauseDir")  # fault tests only: see _pause.py
 
     def partitions(self) -> list[RangePartition]:
         """The stream's range as of now, split into ``numPartitions`` sequence ranges."""
@@ -44,7 +46,10 @@ class JetStreamReader(DataSourceReader):
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
         """Every stored message of the partition's range, as Arrow record batches."""
-        return read_range(partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC"))
+        batches = read_range(
+            partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
+        )
+        return batches if self.pause_dir is None else pause_after_first(batches, self.pause_dir)
 
 
 class JetStreamPushdownReader(JetStreamReader):
