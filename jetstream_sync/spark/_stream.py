@@ -26,10 +26,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ._common import RangePartition, connection, stream_position
 from ._fetch import ReadRange, read_range
 from ._options import Options
 from ._plan import DataLossError, StreamPosition, bounds_from_options, split
-from ._source import RangePartition, connection, stream_position
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import InputPartition

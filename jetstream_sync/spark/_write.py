@@ -18,7 +18,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -30,16 +30,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from ..errors import NatsError, StreamNotFoundError
-from ._client import jetstream
+from ._common import connection, context
 from ._options import Options
-from ._source import connection
 from ._subjects import is_literal
-
-if TYPE_CHECKING:
-    from pyspark.sql.datasource import WriterCommitMessage
-
-    from ..jetstream.context import JetStreamContext
-    from ..jetstream.publish import PubAckFuture
 
 log = logging.getLogger("jetstream_sync.spark")
 
@@ -146,7 +139,7 @@ class _Writer:
         # For tests of task retries: a task's first attempt fails after this many acked rows.
         self.fail_after = opts.integer("testFailAfterRows", None, minimum=0)
         stream = opts.get("stream")
-        ctx = self._context()
+        ctx = context(self.conn)
         if not stream and self.subject:
             stream = ctx.stream_name_by_subject(self.subject)
         if stream:
@@ -157,18 +150,14 @@ class _Writer:
                     404, 10059, f"the jetstream sink's stream {stream!r} does not exist"
                 ) from None
 
-    def _context(self) -> JetStreamContext:
-        args = dict(self.conn)
-        return jetstream(args.pop("servers"), **args)
-
     def _publish_all(self, batches: Iterator[pa.RecordBatch], id_prefix: str) -> WriteCommit:
         """Publish every row of the task; wait for every ack; fail on the first rejected row."""
-        ctx = self._context()
+        ctx = context(self.conn)
         task = TaskContext.get()
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
         prefix = f"{id_prefix}:{partition}:"
-        pending: deque[tuple[int, str, PubAckFuture]] = deque()
+        pending: deque = deque()
         index = 0
         duplicates = 0
         stream_seen: str | None = None
@@ -213,10 +202,10 @@ class _Writer:
         return WriteCommit(partition=partition, rows=index, duplicates=duplicates)
 
 
-def _column(batch: pa.RecordBatch, name: str, n: int) -> list[Any]:
+def _column(batch: pa.RecordBatch, name: str, n: int) -> list:
     names = batch.schema.names
     if name in names:
-        return cast("list[Any]", batch.column(names.index(name)).to_pylist())
+        return batch.column(names.index(name)).to_pylist()
     return [None] * n
 
 
@@ -232,7 +221,7 @@ def _row_error(subject: str, index: int, partition: int, exc: BaseException) -> 
     )
 
 
-def _settled(item: tuple[int, str, PubAckFuture], partition: int, timeout: float = 0.0) -> int:
+def _settled(item: tuple, partition: int, timeout: float = 0.0) -> int:
     """1 when the row's ack says duplicate, else 0; raise when the row was rejected."""
     index, subject, future = item
     try:
@@ -254,11 +243,11 @@ class JetStreamWriter(_Writer, DataSourceArrowWriter):
         """Publish the task's rows; ids ``<writeId>:<partition>:<index>:<hash>``."""
         return self._publish_all(iterator, self.write_id)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+    def commit(self, messages: list) -> None:
         """Log what was written (every row is already stored)."""
         _log_done(messages, f"write {self.write_id}")
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+    def abort(self, messages: list) -> None:
         """Publish nothing more; say how many rows the successful tasks stored."""
         _log_aborted(messages, f"write {self.write_id}")
 
@@ -278,16 +267,16 @@ class JetStreamStreamWriter(_Writer, DataSourceStreamArrowWriter):
         batch = (ctx.getLocalProperty(_BATCH_ID) if ctx else None) or "0"
         return self._publish_all(iterator, f"{query}:{batch}")
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+    def commit(self, messages: list, batchId: int) -> None:
         """Log what the micro-batch wrote (every row is already stored)."""
         _log_done(messages, f"micro-batch {batchId}")
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+    def abort(self, messages: list, batchId: int) -> None:
         """Publish nothing more; say how many rows the successful tasks stored."""
         _log_aborted(messages, f"micro-batch {batchId}")
 
 
-def _log_done(messages: list[WriterCommitMessage | None], what: str) -> None:
+def _log_done(messages: list, what: str) -> None:
     done = [m for m in messages if isinstance(m, WriteCommit)]
     log.info(
         "%s: %d rows stored (%d were already there)",
@@ -297,7 +286,7 @@ def _log_done(messages: list[WriterCommitMessage | None], what: str) -> None:
     )
 
 
-def _log_aborted(messages: list[WriterCommitMessage | None], what: str) -> None:
+def _log_aborted(messages: list, what: str) -> None:
     done = [m for m in messages if isinstance(m, WriteCommit)]
     log.warning(
         "%s failed: %d rows of %d successful tasks are stored; nothing more is published "
