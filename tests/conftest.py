@@ -24,6 +24,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync.jetstream.stream import Stream
 from tests.fixtures.cluster import NatsCluster
+from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import FAST, Events
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.proxy import FaultProxy
@@ -231,6 +232,13 @@ def fault_client(fault_proxy: FaultProxy, events: Events) -> Iterator[jetstream_
     recorded in ``events``."""
     with jetstream_sync.connect(fault_proxy.url, **FAST, **events.callbacks()) as client:
         yield client
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeServer]:
+    """A fake server (``tests/fixtures/fake_server.py``), stopped (threads joined) afterwards."""
+    with FakeServer() as server:
+        yield server
 
 
 # --------------------------------------------------------------------------
