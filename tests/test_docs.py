@@ -3,14 +3,18 @@
 One test per block, id ``file.md:LINE`` (the line of the opening fence). Each
 block runs in a fresh interpreter (``sys.executable``) in a temp directory with
 ``NATS_URL`` set to a fresh JetStream server, the repo root on ``PYTHONPATH``,
-and a 60 s limit. A block opened with ```python no-run is not collected. With no
-blocks, this module collects no tests.
+and a 60 s limit. A block opened with ```python no-run is not collected. A block
+opened with ```python spark needs PySpark: it gets the ``spark`` marker, a 420 s
+limit and the Spark environment (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``), and is
+skipped where pyspark, pyarrow or Java is missing. With no blocks, this module
+collects no tests.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +28,7 @@ from tests.fixtures.server import NatsServer
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCS_DIR = REPO_ROOT / "docs"
 BLOCK_TIMEOUT = 60.0
+SPARK_BLOCK_TIMEOUT = 420.0
 PYTHON_LANGUAGES = {"python", "py", "python3"}
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -36,6 +41,7 @@ class DocBlock:
     path: Path
     line: int
     code: str
+    spark: bool = False
 
     @property
     def id(self) -> str:
@@ -73,7 +79,8 @@ def find_python_blocks(path: Path) -> list[DocBlock]:
         i += 1  # past the closing fence (or the end of the file)
         runnable = words and words[0].lower() in PYTHON_LANGUAGES and "no-run" not in words[1:]
         if runnable:
-            blocks.append(DocBlock(path, start, "\n".join(body) + "\n"))
+            code = "\n".join(body) + "\n"
+            blocks.append(DocBlock(path, start, code, spark="spark" in words[1:]))
     return blocks
 
 
@@ -93,6 +100,10 @@ def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.Compl
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
+    if block.spark:
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    limit = SPARK_BLOCK_TIMEOUT if block.spark else BLOCK_TIMEOUT
     proc = subprocess.Popen(
         [sys.executable, str(script)],
         cwd=workdir,
@@ -103,7 +114,7 @@ def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.Compl
         text=True,
     )
     try:
-        stdout, stderr = proc.communicate(timeout=BLOCK_TIMEOUT)
+        stdout, stderr = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
         try:
@@ -112,7 +123,7 @@ def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.Compl
             proc.kill()
             stdout, stderr = proc.communicate()
         pytest.fail(
-            f"{block.id} still running after {BLOCK_TIMEOUT:g} s\n"
+            f"{block.id} still running after {limit:g} s\n"
             f"--- stderr ---\n{stderr}\n--- stdout ---\n{stdout}",
             pytrace=False,
         )
@@ -121,11 +132,30 @@ def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.Compl
 
 DOC_BLOCKS = collect_doc_blocks()
 
+
+def _param(block: DocBlock):
+    """The block as a test parameter; Spark blocks get the spark marker and a longer timeout."""
+    if not block.spark:
+        return pytest.param(block, id=block.id)
+    marks = [pytest.mark.spark, pytest.mark.timeout(SPARK_BLOCK_TIMEOUT + 60)]
+    return pytest.param(block, id=block.id, marks=marks)
+
+
+def _require_spark() -> None:
+    """Skip unless pyspark, pyarrow and Java are there."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java 17 or newer")
+
+
 if DOC_BLOCKS:
 
-    @pytest.mark.parametrize("block", DOC_BLOCKS, ids=[block.id for block in DOC_BLOCKS])
+    @pytest.mark.parametrize("block", [_param(b) for b in DOC_BLOCKS])
     def test_doc_block_runs(block: DocBlock, nats_server: NatsServer, tmp_path: Path) -> None:
         """The docs code block runs to a zero exit status against a fresh server."""
+        if block.spark:
+            _require_spark()
         workdir = tmp_path / "run"
         workdir.mkdir()
         result = run_block(block, nats_server.url, workdir)

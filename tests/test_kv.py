@@ -287,6 +287,23 @@ def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
         js.delete_key_value(mirror_name)
 
 
+def test_sources_aggregate_buckets(js, bucket):
+    """A bucket sourcing two buckets holds their keys as its own (ADR-57 transforms)."""
+    a, b, agg = bucket + "_A", bucket + "_B", bucket
+    try:
+        js.create_key_value(bucket=a).put("x", b"from a")
+        js.create_key_value(bucket=b).put("y", b"from b")
+        kv = js.create_key_value(
+            bucket=agg, sources=[StreamSource(name=a), StreamSource(name=f"KV_{b}")]
+        )
+        assert wait_for(lambda: _value(kv, "x") == b"from a", timeout=20)
+        assert wait_for(lambda: _value(kv, "y") == b"from b", timeout=20)
+        assert sorted(kv.keys()) == ["x", "y"]
+    finally:
+        for name in (a, b):
+            js.delete_key_value(name)
+
+
 def _value(kv: nats_sync.KeyValue, key: str) -> bytes | None:
     try:
         return kv.get(key).value
@@ -304,3 +321,42 @@ def test_domain_prefix_in_key_subjects(tmp_path):
             rev = kv.put("k", b"v")
             assert kv.get("k").revision == rev
             assert nc.jetstream().key_value("D").get("k").value == b"v"
+
+
+_CROSS_ACCOUNT = """
+accounts: {
+  A: {
+    users: [ {user: a, password: a} ]
+    jetstream: enabled
+    exports: [ {service: "$JS.API.>", response_type: stream}, {service: "$KV.>"} ]
+  }
+  I: {
+    users: [ {user: i, password: i} ]
+    imports: [
+      {service: {account: A, subject: "$JS.API.>"}, to: "fromA.>"}
+      {service: {account: A, subject: "$KV.>"}, to: "fromA.$KV.>"}
+    ]
+  }
+}
+"""
+
+
+def test_imported_api_prefix_in_key_subjects(tmp_path):
+    """Through an imported API (prefix=): writes, gets and watches (pulls: response_type stream)."""
+    with NatsServer(directory=tmp_path / "srv", extra_config=_CROSS_ACCOUNT) as server:
+        url = server.url.replace("nats://", "nats://{}:{}@")
+        with (
+            nats_sync.connect(url.format("a", "a")) as owner,
+            nats_sync.connect(url.format("i", "i")) as guest,
+        ):
+            mine = owner.jetstream().create_key_value(bucket="Map", history=5)
+            kv = guest.jetstream(prefix="fromA").key_value("Map")
+            rev = kv.put("k", b"from I")
+            assert mine.get("k").revision == rev
+            assert kv.get("k").value == b"from I"
+            kv.update("k", b"again", rev)
+            with kv.watch() as w:
+                assert w.next(timeout=5).value == b"again"
+                assert w.next(timeout=5) is None
+                mine.put("k", b"from A")
+                assert w.next(timeout=5).value == b"from A"

@@ -10,6 +10,7 @@ handed out, losing and repeating nothing (ADR-8 "Watch").
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Self
 
 from .._deadline import Deadline, check_timeout
@@ -156,8 +157,14 @@ class KeyWatcher:
         self._messages.stop()
         self._consumer.close()
 
-    def __iter__(self) -> Self:
-        return self
+    def __iter__(self) -> Iterator[KeyValueEntry | None]:
+        """The entries as they come (blocks); ends once the watcher is stopped."""
+        next_entry = self.next
+        try:
+            while True:
+                yield next_entry()
+        except IteratorClosedError:
+            return
 
     def __next__(self) -> KeyValueEntry | None:
         try:

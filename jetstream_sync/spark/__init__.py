@@ -73,6 +73,7 @@ def register(spark: Any, pushdown: bool | None = None) -> None:
         ImportError: pyspark or pyarrow is missing (the message names it).
     """
     _check_installed()
+    from ._kv import JetStreamKVDataSource
     from ._source import JetStreamDataSource
 
     if pushdown is None:
@@ -80,7 +81,7 @@ def register(spark: Any, pushdown: bool | None = None) -> None:
     if pushdown:
         spark.conf.set(_PUSHDOWN_CONF, "true")
     parallelism = max(1, int(spark.sparkContext.defaultParallelism))
-    for base in (JetStreamDataSource,):
+    for base in (JetStreamDataSource, JetStreamKVDataSource):
         # A subclass made here carries these settings to the Python workers
         # (it is pickled by value).
         configured = type(

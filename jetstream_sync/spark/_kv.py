@@ -1,0 +1,168 @@
+"""The ``jetstream-kv`` data source: a Key-Value bucket's current values, and writes into it.
+
+A batch read returns one row per key: ``bucket, key, value, revision,
+created, operation`` (deleted keys are left out unless ``includeDeletes``
+is true). A batch write puts each ``key, value`` row (binary or string);
+a null value deletes the key. How a pipeline publishes its results for
+services to read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ._options import Options
+from ._source import _context, connection
+from ._write import WriteCommit
+
+log = logging.getLogger("jetstream_sync.spark")
+
+KV_SCHEMA = StructType(
+    [
+        StructField("bucket", StringType()),
+        StructField("key", StringType()),
+        StructField("value", BinaryType()),
+        StructField("revision", LongType()),
+        StructField("created", TimestampType()),
+        StructField("operation", StringType()),
+    ]
+)
+
+
+class JetStreamKVDataSource(DataSource):
+    """``format("jetstream-kv")``: read a bucket's current values, or write key/value rows."""
+
+    #: unused by this source (set by ``register`` like the stream source's).
+    default_partitions = 2
+    pushdown = False
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name: ``jetstream-kv``."""
+        return "jetstream-kv"
+
+    def schema(self) -> StructType:
+        """The read schema: bucket, key, value, revision, created, operation."""
+        return KV_SCHEMA
+
+    def reader(self, schema: StructType) -> KVReader:
+        """A reader of the bucket's current values (one partition)."""
+        return KVReader(Options(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> KVWriter:
+        """A writer of ``key, value`` rows (checks the columns now)."""
+        return KVWriter(Options(self.options), schema)
+
+
+class KVReader(DataSourceReader):
+    """Reads the latest entry of every key matching ``keys`` (default ``>``).
+
+    Args:
+        opts: ``servers``, ``bucket``, ``keys`` (a key filter), ``includeDeletes``.
+        schema: the read schema.
+    """
+
+    def __init__(self, opts: Options, schema: StructType) -> None:
+        self.conn = connection(opts)
+        self.bucket = opts.required("bucket")
+        self.keys = opts.get("keys") or ">"
+        self.include_deletes = opts.boolean("includeDeletes", False)
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        """One partition: the bucket's watch delivers every key in one ordered pass."""
+        return [InputPartition(self.bucket)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The current entries as one Arrow record batch."""
+        kv = _context(self.conn).key_value(self.bucket)
+        with kv.watch(self.keys, ignore_deletes=not self.include_deletes) as watcher:
+            entries = watcher.initial()
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        types = [f.type for f in schema]
+        arrays = [
+            pa.array([e.bucket for e in entries], type=types[0]),
+            pa.array([e.key for e in entries], type=types[1]),
+            pa.array([e.value for e in entries], type=types[2]),
+            pa.array([e.revision for e in entries], type=types[3]),
+            pa.array([e.created_ns // 1000 for e in entries], type=types[4]),
+            pa.array([str(e.operation) for e in entries], type=types[5]),
+        ]
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def check_kv_schema(schema: StructType) -> None:
+    """Check the columns of a DataFrame written to a bucket.
+
+    Raises:
+        ValueError: not exactly ``key`` (string) and ``value`` (binary or string).
+    """
+    fields = {f.name: f.dataType for f in schema.fields}
+    if set(fields) != {"key", "value"}:
+        raise ValueError(
+            f"the jetstream-kv sink takes the columns key and value, got {', '.join(fields)}"
+        )
+    if not isinstance(fields["key"], StringType):
+        raise ValueError(f"column 'key' must be a string, not {fields['key'].simpleString()}")
+    if not isinstance(fields["value"], BinaryType | StringType):
+        raise ValueError(
+            f"column 'value' must be binary or string, not {fields['value'].simpleString()}"
+        )
+
+
+class KVWriter(DataSourceArrowWriter):
+    """Puts each row's value under its key; a null value deletes the key.
+
+    Args:
+        opts: ``servers``, ``bucket``.
+        schema: the DataFrame's schema (checked now; the bucket must exist).
+    """
+
+    def __init__(self, opts: Options, schema: StructType) -> None:
+        check_kv_schema(schema)
+        self.conn = connection(opts)
+        self.bucket = opts.required("bucket")
+        _context(self.conn).key_value(self.bucket)  # BucketNotFoundError before any task
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        """Put (or delete) every row of the task, each acknowledged by the bucket."""
+        from pyspark import TaskContext
+
+        kv = _context(self.conn).key_value(self.bucket)
+        rows = 0
+        for batch in iterator:
+            keys = batch.column(batch.schema.names.index("key")).to_pylist()
+            values = batch.column(batch.schema.names.index("value")).to_pylist()
+            for key, value in zip(keys, values, strict=True):
+                if value is None:
+                    kv.delete(key)
+                else:
+                    kv.put(key, value)
+                rows += 1
+        context = TaskContext.get()
+        return WriteCommit(
+            partition=context.partitionId() if context else 0, rows=rows, duplicates=0
+        )
+
+    def commit(self, messages: list) -> None:
+        """Log how many keys were written."""
+        rows = sum(m.rows for m in messages if isinstance(m, WriteCommit))
+        log.info("bucket %r: %d keys written", self.bucket, rows)

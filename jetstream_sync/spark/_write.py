@@ -1,0 +1,302 @@
+"""The ``jetstream`` writers: every row published with a JetStream ack, exactly once by default.
+
+Each task publishes its rows asynchronously (the connection's bounded
+window of pending acks) and waits for every PubAck; a rejected row fails
+the task naming the row. Without a ``msgId`` column each row's
+``Nats-Msg-Id`` is derived from (the write's id fixed on the driver, the
+micro-batch id of a stream, the partition, the row's index in the
+partition, a short hash of its content): a retried task or a re-run
+micro-batch publishes the same ids again and the stream drops the copies
+(within its duplicate window).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
+
+from ..errors import NatsError, StreamNotFoundError
+from ._client import jetstream
+from ._options import Options
+from ._source import connection
+from ._subjects import is_literal
+
+log = logging.getLogger("jetstream_sync.spark")
+
+MIN_DUPLICATE_WINDOW = 600.0  # seconds: shorter windows may not cover a task retry
+_CHECK_EVERY = 1024  # rows between two looks at the oldest pending acks
+_ACK_WAIT = 60.0  # seconds to wait for the last acks of a task
+_QUERY_ID = "sql.streaming.queryId"
+_BATCH_ID = "streaming.sql.batchId"
+_COLUMNS = ("data", "subject", "headers", "msgId")
+
+_windows_checked: set[str] = set()
+
+
+class RowPublishError(NatsError):
+    """A row was not stored: the message names its subject, index and the server's error."""
+
+
+@dataclass
+class WriteCommit(WriterCommitMessage):
+    """What one task wrote.
+
+    Attributes:
+        partition: the task's partition id.
+        rows: rows stored (new or deduplicated).
+        duplicates: rows the stream recognised as already stored.
+    """
+
+    partition: int
+    rows: int
+    duplicates: int
+
+
+def check_write_schema(schema: StructType, default_subject: str | None) -> None:
+    """Check the columns of a DataFrame to write before anything is sent.
+
+    Raises:
+        ValueError: a missing ``data`` column, an unknown column, a column of
+            the wrong type, or no subject (neither column nor option).
+    """
+    fields = {f.name: f.dataType for f in schema.fields}
+    unknown = sorted(set(fields) - set(_COLUMNS))
+    if unknown:
+        raise ValueError(
+            f"the jetstream sink takes the columns {', '.join(_COLUMNS)}; "
+            f"unknown: {', '.join(unknown)}"
+        )
+    if "data" not in fields:
+        raise ValueError("the jetstream sink needs a 'data' column (binary or string)")
+    if not isinstance(fields["data"], BinaryType | StringType):
+        raise ValueError(
+            f"column 'data' must be binary or string, not {fields['data'].simpleString()}"
+        )
+    for name in ("subject", "msgId"):
+        if name in fields and not isinstance(fields[name], StringType):
+            raise ValueError(f"column {name!r} must be a string, not {fields[name].simpleString()}")
+    if "headers" in fields:
+        kind = fields["headers"]
+        ok = (
+            isinstance(kind, MapType)
+            and isinstance(kind.keyType, StringType)
+            and (
+                isinstance(kind.valueType, StringType)
+                or (
+                    isinstance(kind.valueType, ArrayType)
+                    and isinstance(kind.valueType.elementType, StringType)
+                )
+            )
+        )
+        if not ok:
+            raise ValueError(
+                "column 'headers' must be a map of string to string or to array of string, "
+                f"not {kind.simpleString()}"
+            )
+    if "subject" not in fields and not default_subject:
+        raise ValueError("give the jetstream sink a 'subject' column or the 'subject' option")
+    if default_subject and not is_literal(default_subject):
+        raise ValueError(f"option 'subject': {default_subject!r} is not a subject to publish to")
+
+
+def check_duplicate_window(ctx: Any, stream: str) -> None:
+    """Warn (once per process and stream) when the stream's duplicate window is under 10 min."""
+    if stream in _windows_checked:
+        return
+    _windows_checked.add(stream)
+    config = ctx.stream(stream).cached_info.config
+    window = config.duplicate_window if config is not None else None
+    if window is not None and window < MIN_DUPLICATE_WINDOW:
+        log.warning(
+            "stream %r keeps message ids for %.0f s only: a task retried or a micro-batch "
+            "re-run later than that is not deduplicated (raise duplicate_window to 10 min or more)",
+            stream,
+            window,
+        )
+
+
+class _Writer:
+    """What the batch and the streaming writer share: options, checks, the task loop."""
+
+    def __init__(self, opts: Options, schema: StructType) -> None:
+        self.conn = connection(opts)
+        self.subject = opts.get("subject")
+        check_write_schema(schema, self.subject)
+        self.write_id = opts.get("writeId") or uuid.uuid4().hex[:12]
+        # For tests of task retries: a task's first attempt fails after this many acked rows.
+        self.fail_after = opts.integer("testFailAfterRows", None, minimum=0)
+        stream = opts.get("stream")
+        ctx = self._context()
+        if not stream and self.subject:
+            stream = ctx.stream_name_by_subject(self.subject)
+        if stream:
+            try:
+                check_duplicate_window(ctx, stream)
+            except StreamNotFoundError:
+                raise StreamNotFoundError(
+                    404, 10059, f"the jetstream sink's stream {stream!r} does not exist"
+                ) from None
+
+    def _context(self):
+        args = dict(self.conn)
+        return jetstream(args.pop("servers"), **args)
+
+    def _publish_all(self, batches: Iterator[pa.RecordBatch], id_prefix: str) -> WriteCommit:
+        """Publish every row of the task; wait for every ack; fail on the first rejected row."""
+        ctx = self._context()
+        task = TaskContext.get()
+        partition = task.partitionId() if task else 0
+        fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
+        prefix = f"{id_prefix}:{partition}:"
+        pending: deque = deque()
+        index = 0
+        duplicates = 0
+        stream_seen: str | None = None
+        for batch in batches:
+            names = batch.schema.names
+            datas = batch.column(names.index("data")).to_pylist()
+            n = len(datas)
+            subjects = _column(batch, "subject", n)
+            headers = _column(batch, "headers", n)
+            ids = _column(batch, "msgId", n)
+            for i in range(n):
+                if index == fail_at:
+                    for item in pending:
+                        _settled(item, partition, _ACK_WAIT)
+                    raise RuntimeError(f"testFailAfterRows: failing after {index} stored rows")
+                subject = subjects[i] or self.subject
+                data = datas[i]
+                if subject is None or data is None:
+                    raise RowPublishError(
+                        f"row {index} of partition {partition}: "
+                        + ("no subject" if subject is None else "null data")
+                    )
+                hdrs = dict(headers[i]) if headers[i] else None
+                msg_id = ids[i]
+                if msg_id is None:
+                    msg_id = prefix + str(index) + ":" + _content_hash(subject, data)
+                try:
+                    future = ctx.publish_async(subject, data, headers=hdrs, msg_id=msg_id)
+                except Exception as exc:
+                    raise RowPublishError(_row_error(subject, index, partition, exc)) from exc
+                pending.append((index, subject, future))
+                index += 1
+                if index % _CHECK_EVERY == 0:
+                    while pending and pending[0][2].done():
+                        duplicates += _settled(pending.popleft(), partition)
+        for item in pending:
+            duplicates += _settled(item, partition, _ACK_WAIT)
+            if stream_seen is None:
+                stream_seen = item[2].result().stream
+        if stream_seen is not None:
+            check_duplicate_window(ctx, stream_seen)
+        return WriteCommit(partition=partition, rows=index, duplicates=duplicates)
+
+
+def _column(batch: pa.RecordBatch, name: str, n: int) -> list:
+    names = batch.schema.names
+    if name in names:
+        return batch.column(names.index(name)).to_pylist()
+    return [None] * n
+
+
+def _content_hash(subject: str, data: bytes | str) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return hashlib.blake2b(raw, digest_size=6, key=subject.encode()[:64]).hexdigest()
+
+
+def _row_error(subject: str, index: int, partition: int, exc: BaseException) -> str:
+    return (
+        f"row {index} of partition {partition} (subject {subject!r}) was not stored: "
+        f"{type(exc).__name__}: {exc}"
+    )
+
+
+def _settled(item: tuple, partition: int, timeout: float = 0.0) -> int:
+    """1 when the row's ack says duplicate, else 0; raise when the row was rejected."""
+    index, subject, future = item
+    try:
+        ack = future.result(timeout)
+    except Exception as exc:
+        raise RowPublishError(_row_error(subject, index, partition, exc)) from exc
+    return 1 if ack.duplicate else 0
+
+
+class JetStreamWriter(_Writer, DataSourceArrowWriter):
+    """The batch writer (``df.write.format("jetstream")``).
+
+    Args:
+        opts: the data source options (``servers``, ``subject``, ``stream``, ``writeId``...).
+        schema: the DataFrame's schema (checked now).
+    """
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        """Publish the task's rows; ids ``<writeId>:<partition>:<index>:<hash>``."""
+        return self._publish_all(iterator, self.write_id)
+
+    def commit(self, messages: list) -> None:
+        """Log what was written (every row is already stored)."""
+        _log_done(messages, f"write {self.write_id}")
+
+    def abort(self, messages: list) -> None:
+        """Publish nothing more; say how many rows the successful tasks stored."""
+        _log_aborted(messages, f"write {self.write_id}")
+
+
+class JetStreamStreamWriter(_Writer, DataSourceStreamArrowWriter):
+    """The streaming writer (``writeStream.format("jetstream")``).
+
+    Message ids use the query's id (kept in its checkpoint) and the
+    micro-batch id, so a micro-batch re-run after a restart publishes the
+    same ids again.
+    """
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        """Publish the task's rows; ids ``<queryId>:<batchId>:<partition>:<index>:<hash>``."""
+        ctx = TaskContext.get()
+        query = (ctx.getLocalProperty(_QUERY_ID) if ctx else None) or self.write_id
+        batch = (ctx.getLocalProperty(_BATCH_ID) if ctx else None) or "0"
+        return self._publish_all(iterator, f"{query}:{batch}")
+
+    def commit(self, messages: list, batchId: int) -> None:
+        """Log what the micro-batch wrote (every row is already stored)."""
+        _log_done(messages, f"micro-batch {batchId}")
+
+    def abort(self, messages: list, batchId: int) -> None:
+        """Publish nothing more; say how many rows the successful tasks stored."""
+        _log_aborted(messages, f"micro-batch {batchId}")
+
+
+def _log_done(messages: list, what: str) -> None:
+    done = [m for m in messages if isinstance(m, WriteCommit)]
+    log.info(
+        "%s: %d rows stored (%d were already there)",
+        what,
+        sum(m.rows for m in done),
+        sum(m.duplicates for m in done),
+    )
+
+
+def _log_aborted(messages: list, what: str) -> None:
+    done = [m for m in messages if isinstance(m, WriteCommit)]
+    log.warning(
+        "%s failed: %d rows of %d successful tasks are stored; nothing more is published "
+        "(run it again with the same writeId, or msgId column, to complete it without duplicates)",
+        what,
+        sum(m.rows for m in done),
+        len(done),
+    )

@@ -1,0 +1,52 @@
+"""The ``jetstream-kv`` data source: write key/value rows into a bucket, read its values back."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def bucket(js):
+    """A fresh bucket, deleted afterwards."""
+    name = "spark" + uuid.uuid4().hex[:8]
+    kv = js.create_key_value(bucket=name)
+    yield kv
+    js.delete_key_value(name)
+
+
+def test_write_then_read_a_bucket(spark, shared_server, bucket):
+    """Rows are put (a null value deletes the key); the read returns each key's current value."""
+    bucket.put("gone", b"soon")
+    binary = spark.createDataFrame(
+        [("eu", b"10"), ("us", b"20"), ("apac", b"30")], "key STRING, value BINARY"
+    )
+    strings = spark.createDataFrame([("eu", "11"), ("gone", None)], "key STRING, value STRING")
+    for df in (binary, strings):
+        (
+            df.coalesce(1)
+            .write.format("jetstream-kv")
+            .mode("append")
+            .option("servers", shared_server.url)
+            .option("bucket", bucket.bucket)
+            .save()
+        )
+    got = (
+        spark.read.format("jetstream-kv")
+        .option("servers", shared_server.url)
+        .option("bucket", bucket.bucket)
+        .load()
+        .collect()
+    )
+    values = {r.key: (bytes(r.value), r.operation, r.bucket) for r in got}
+    assert values == {
+        "eu": (b"11", "PUT", bucket.bucket),
+        "us": (b"20", "PUT", bucket.bucket),
+        "apac": (b"30", "PUT", bucket.bucket),
+    }
+    assert {r.key: r.revision for r in got} == {
+        e.key: e.revision for e in (bucket.get(k) for k in ("eu", "us", "apac"))
+    }

@@ -1,0 +1,127 @@
+"""The ``jetstream`` sink: batch and streaming writes, exactly once through message ids."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+def _write(df, server, **options) -> None:
+    writer = df.write.format("jetstream").mode("append").option("servers", server.url)
+    for key, value in options.items():
+        writer = writer.option(key, str(value))
+    writer.save()
+
+
+def _stored(stream) -> list:
+    info = stream.info()
+    return [stream.get_msg(seq) for seq in range(info.state.first_seq, info.state.last_seq + 1)]
+
+
+def test_write_then_identical_rewrite_with_msg_ids_leaves_the_stream_unchanged(
+    spark, shared_server, stream
+):
+    """Rows land with subject, data and headers; writing the same msgIds again adds nothing."""
+    name = stream.name
+    rows = [
+        (f"{name}.{'a' if i % 2 else 'b'}", b"d%d" % i, {"n": str(i)}, f"id-{i}") for i in range(50)
+    ]
+    df = spark.createDataFrame(
+        rows, "subject STRING, data BINARY, headers MAP<STRING, STRING>, msgId STRING"
+    ).repartition(3)
+    _write(df, shared_server)
+    assert stream.info().state.messages == 50
+    _write(df, shared_server)
+    state = stream.info().state
+    assert (state.messages, state.last_seq) == (50, 50)
+    got = {m.data: (m.subject, m.headers["n"], m.headers["Nats-Msg-Id"]) for m in _stored(stream)}
+    assert got[b"d7"] == (f"{name}.a", "7", "id-7")
+    assert sorted(got) == sorted(b"d%d" % i for i in range(50))
+
+
+def test_string_data_and_the_subject_option(spark, shared_server, stream):
+    """A string data column is UTF-8 encoded; the subject option stands in for the column."""
+    df = spark.createDataFrame([(f"é{i}",) for i in range(5)], "data STRING")
+    _write(df, shared_server, subject=f"{stream.name}.s")
+    msgs = _stored(stream)
+    assert sorted(m.data for m in msgs) == sorted(f"é{i}".encode() for i in range(5))
+    assert {m.subject for m in msgs} == {f"{stream.name}.s"}
+
+
+def test_a_rejected_row_fails_the_write_naming_it(spark, shared_server, js, stream_name):
+    """A row the stream refuses fails the task with its subject, index and the server's error."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], max_msg_size=256)
+    rows = [(b"x" * (4 if i != 3 else 1024),) for i in range(6)]
+    df = spark.createDataFrame(rows, "data BINARY").coalesce(1)
+    with pytest.raises(Exception) as caught:
+        _write(df, shared_server, subject=f"{stream_name}.big")
+    text = str(caught.value)
+    assert "row 3 of partition 0" in text and f"{stream_name}.big" in text, text
+    assert "maximum" in text.lower(), text
+    assert stream.info().state.messages == 5  # every other row, each once (retried task)
+
+
+def test_a_task_failing_mid_partition_is_retried_without_duplicates(spark, shared_server, stream):
+    """A task failing after storing part of its rows is retried: no duplicate, no gap."""
+    df = spark.createDataFrame([(f"row-{i}",) for i in range(200)], "data STRING").coalesce(1)
+    group = f"retry-{stream.name}"
+    spark.sparkContext.setJobGroup(group, "a write whose task fails once")
+    try:
+        _write(df, shared_server, subject=f"{stream.name}.w", testFailAfterRows=120)
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    tracker = spark.sparkContext.statusTracker()
+    stages = [
+        tracker.getStageInfo(s)
+        for job in tracker.getJobIdsForGroup(group)
+        for s in tracker.getJobInfo(job).stageIds
+    ]
+    assert sum(stage.numFailedTasks for stage in stages if stage) == 1  # it did fail once
+    state = stream.info().state
+    assert (state.messages, state.first_seq, state.last_seq) == (200, 1, 200)
+    assert sorted(m.data for m in _stored(stream)) == sorted(b"row-%d" % i for i in range(200))
+
+
+def test_a_streaming_write_rerun_from_its_checkpoint_adds_no_duplicates(
+    spark, shared_server, js, stream, tmp_path
+):
+    """A micro-batch run again after a restart publishes the same ids: the stream drops them."""
+    source = stream.name
+    sink = js.create_stream(name=source + "OUT", subjects=[f"{source}OUT.>"]).name
+    for i in range(30):
+        js.publish_async(f"{source}.in", b"e%d" % i)
+    js.publish_async_completed(10)
+    checkpoint = tmp_path / "checkpoint"
+
+    def run():
+        query = (
+            spark.readStream.format("jetstream")
+            .option("servers", shared_server.url)
+            .option("stream", source)
+            .option("startingOffsets", "earliest")
+            .option("numPartitions", 3)
+            .load()
+            .select("data")
+            .writeStream.format("jetstream")
+            .option("servers", shared_server.url)
+            .option("subject", f"{sink}.out")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(240)
+        return query
+
+    try:
+        run()
+        assert js.stream(sink).cached_info.state.messages == 30
+        shutil.rmtree(checkpoint / "commits")  # as if the driver died before committing
+        again = run()
+        assert sum(p["numInputRows"] for p in again.recentProgress) == 30  # it did run again
+        state = js.stream(sink).cached_info.state
+        assert (state.messages, state.last_seq) == (30, 30)
+    finally:
+        js.delete_stream(sink)
