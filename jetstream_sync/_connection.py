@@ -13,7 +13,9 @@ import ssl
 import threading
 
 from . import _protocol
+from ._events import log
 from ._handshake import Connected, handshake, parse_info
+from ._server_errors import server_error
 from .errors import (
     AuthorizationError,
     ConnectionLostError,
@@ -21,6 +23,7 @@ from .errors import (
     NoServersError,
     ProtocolError,
     SlowConsumerError,
+    StaleConnectionError,
     TimeoutError,
 )
 from .msg import Msg
@@ -31,6 +34,9 @@ _FIELDS = _protocol.OP_FIELDS
 # One bytes copy of a parsed buffer up to this size; larger ones are sliced in place.
 _COPY_LIMIT = 4 << 20
 CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, ConnectionError)
+# A server refusing the credentials this many times in a row ends the reconnecting
+# (and closes the client), as in nats.go: retrying them would only hammer it.
+AUTH_FAILURES_BEFORE_CLOSE = 2
 
 
 def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
@@ -50,7 +56,9 @@ class ConnectionMixin:
             if self._pings.keepalives_unanswered >= self._max_outstanding_pings:
                 conn = self._conn
                 if conn is not None:
-                    self._report_error(NatsError("stale connection: PINGs went unanswered"))
+                    self._report_error(
+                        StaleConnectionError("stale connection: PINGs went unanswered")
+                    )
                     conn.transport.shutdown()
                 continue
             try:
@@ -113,13 +121,11 @@ class ConnectionMixin:
             info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
+                log.info("server %s entered lame duck mode", self._conn.address.url())
                 self._announce("lame_duck")
-        elif kind == _protocol.OP_ERR:
+        elif kind == _protocol.OP_ERR:  # the server closes the connection if it must
             text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
-            if "authoriz" in text.lower() or "authentic" in text.lower():
-                self._report_error(AuthorizationError(text))
-            else:
-                self._report_error(NatsError(f"server error: {text}"))
+            self._report_error(server_error(text))
 
     def _write_failed(self, exc: BaseException, transport) -> None:
         """A send on ``transport`` failed: wake its reader so it runs the reconnect.
@@ -152,10 +158,12 @@ class ConnectionMixin:
                     "the same msg_id)"
                 )
             )
+        log.info("disconnected from %s: %s", old.address.url() if old else "-", exc)
         self._announce("disconnected")
         if not self._allow_reconnect:
             self._close_in_background(exc)
             return None
+        auth_failures: dict[tuple[str, int], int] = {}  # per server, in a row
         while not self._closing.is_set():
             try:
                 address, wait = self._pool.next_candidate(
@@ -169,6 +177,15 @@ class ConnectionMixin:
             try:
                 conn = handshake(address, self._handshake_opts, self._connect_timeout)
             except Exception as error:  # noqa: BLE001 - one bad attempt must not end the reader
+                log.debug("reconnect to %s failed: %s", address.url(), error)
+                # 'Authorization Timeout' means a slow CONNECT, not refused credentials.
+                if isinstance(error, AuthorizationError) and "timeout" not in str(error).lower():
+                    failures = auth_failures[address.key] = auth_failures.get(address.key, 0) + 1
+                    if failures >= AUTH_FAILURES_BEFORE_CLOSE:
+                        self._close_in_background(error)  # error_cb gets it, then closed_cb
+                        return None
+                else:
+                    auth_failures.pop(address.key, None)
                 if isinstance(error, (AuthorizationError, ProtocolError)) or not isinstance(
                     error, CONNECT_ERRORS
                 ):
@@ -182,6 +199,7 @@ class ConnectionMixin:
                 self._reconnecting = False
                 self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
                 self._reconnects += 1
+            log.info("reconnected to %s", conn.address.url())
             self._announce("reconnected")
             return conn
         return None

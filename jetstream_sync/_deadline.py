@@ -50,3 +50,31 @@ class Deadline:
         if left <= 0:
             return 0.0
         return left if left < WAIT_SLICE else WAIT_SLICE
+
+
+def check_count(name: str, value: int, minimum: int | None = None) -> int:
+    """Return ``value`` if it is an int (not a bool) of at least ``minimum``.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: below ``minimum`` (the message names the parameter).
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
+    return value
+
+
+def check_seconds(name: str, value: float) -> float:
+    """Return ``value`` as a float if it is a finite number of seconds >= 0 (0 allowed).
+
+    Raises:
+        TypeError: not a number.
+        ValueError: NaN, infinite or negative.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):  # noqa: UP038 - as above
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable
 
-log = logging.getLogger("jetstream_sync")
+from ._log import logger
+
+log = logger("client")
 
 
 class EventRunner:

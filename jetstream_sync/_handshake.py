@@ -11,9 +11,10 @@ from typing import Any
 from . import _protocol
 from ._deadline import Deadline
 from ._nkeys import CredsSource, SeedSource
+from ._server_errors import server_error
 from ._server_pool import ServerAddress
 from ._transport import Transport
-from .errors import AuthorizationError, NatsError, NKeyError, ProtocolError
+from .errors import NatsError, NKeyError, ProtocolError
 
 LANG = "python-sync"
 VERSION = "0.1.0"
@@ -143,7 +144,15 @@ def parse_info(raw: bytes) -> dict[str, Any]:
     return info
 
 
-def _read_ops(transport: Transport, buf: bytearray, deadline: Deadline) -> tuple[list[int], int]:
+_SILENT_SERVER = (
+    "timed out waiting for the server's INFO: a server configured with TLS handshake_first "
+    "says nothing until the client starts TLS (connect with tls=... and tls_handshake_first=True)"
+)
+
+
+def _read_ops(
+    transport: Transport, buf: bytearray, deadline: Deadline, waiting_for: str = "handshake"
+) -> tuple[list[int], int]:
     """Read until ``buf`` holds at least one whole op; return (ops, consumed)."""
     chunk = bytearray(65536)
     while True:
@@ -151,10 +160,16 @@ def _read_ops(transport: Transport, buf: bytearray, deadline: Deadline) -> tuple
         if ops:
             return ops, consumed
         left = deadline.remaining()
+        if left > 0:
+            transport.set_timeout(left)
+            try:
+                n = transport.recv_into(memoryview(chunk))
+            except TimeoutError:  # the socket's timeout: the deadline passed
+                left = 0
         if left <= 0:
+            if waiting_for == "info" and not buf and not transport.is_tls:
+                raise TimeoutError(_SILENT_SERVER)
             raise TimeoutError("timed out during the connection handshake")
-        transport.set_timeout(left)
-        n = transport.recv_into(memoryview(chunk))
         if n == 0:
             raise ConnectionError("server closed the connection during the handshake")
         buf += chunk[:n]
@@ -162,6 +177,27 @@ def _read_ops(transport: Transport, buf: bytearray, deadline: Deadline) -> tuple
 
 def _arg(buf: bytearray, ops: list[int], i: int) -> bytes:
     return bytes(buf[ops[i + 1] : ops[i + 1] + ops[i + 2]])
+
+
+def _check_ops(buf: bytearray, ops: list[int], start: int, info: dict[str, Any]) -> bool:
+    """Handle the handshake's ops from ``start``: raise on an -ERR, merge an INFO.
+
+    Returns:
+        True if a PONG was among them.
+
+    Raises:
+        The typed error of an -ERR (see ``server_error``), ProtocolError for a bad INFO.
+    """
+    ponged = False
+    for i in range(start, len(ops), _protocol.OP_FIELDS):
+        kind = ops[i]
+        if kind == _protocol.OP_ERR:
+            raise server_error(_arg(buf, ops, i).decode(errors="replace"))
+        if kind == _protocol.OP_INFO:
+            info.update(parse_info(_arg(buf, ops, i)))
+        elif kind == _protocol.OP_PONG:
+            ponged = True
+    return ponged
 
 
 def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float) -> Connected:
@@ -178,11 +214,18 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
         if want_tls and options.tls_handshake_first:
             transport.start_tls(options.ssl_context(), address.host, deadline.remaining())
         buf = bytearray()
-        ops, consumed = _read_ops(transport, buf, deadline)
+        ops, consumed = _read_ops(transport, buf, deadline, "info")
         if ops[0] != _protocol.OP_INFO:
             raise ProtocolError("server did not start with INFO")
         info = parse_info(_arg(buf, ops, 0))
+        _check_ops(buf, ops, _protocol.OP_FIELDS, info)  # e.g. an -ERR right after the INFO
         del buf[:consumed]
+        tls_offered = info.get("tls_required") or info.get("tls_available")
+        if want_tls and not transport.is_tls and not tls_offered:
+            raise NatsError(
+                f"the server at {address.url()} does not offer TLS, and the client requires "
+                "it (tls=... or a tls:// URL)"
+            )
         if (want_tls or info.get("tls_required")) and not transport.is_tls:
             if buf:
                 raise ProtocolError("unexpected bytes before the TLS upgrade")
@@ -195,17 +238,7 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
         ponged = False
         while not ponged:
             ops, consumed = _read_ops(transport, buf, deadline)
-            for i in range(0, len(ops), _protocol.OP_FIELDS):
-                kind = ops[i]
-                if kind == _protocol.OP_ERR:
-                    text = _arg(buf, ops, i).decode(errors="replace")
-                    if "authoriz" in text.lower() or "authentic" in text.lower():
-                        raise AuthorizationError(text)
-                    raise NatsError(f"server error during handshake: {text}")
-                if kind == _protocol.OP_INFO:
-                    info.update(parse_info(_arg(buf, ops, i)))
-                elif kind == _protocol.OP_PONG:
-                    ponged = True
+            ponged = _check_ops(buf, ops, 0, info)
             del buf[:consumed]
         transport.set_blocking()
         return Connected(transport, info, bytes(buf), address)

@@ -313,6 +313,8 @@ class KeyPair:
 # -- seed option and .creds files ---------------------------------------------------
 
 _SEED_TEXT = re.compile(r"S[A-Z2-7]{57}")
+# What is meant as a seed but mistyped (cut, lower-cased...): never echoed as a "path".
+_SEED_LIKE = re.compile(r"[Ss][A-Za-z2-7]{20,}")
 _JWT_TEXT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
@@ -414,8 +416,10 @@ class SeedSource:
     def __init__(self, value: str | os.PathLike[str]) -> None:
         self._pair: KeyPair | None = None
         self._path: str | os.PathLike[str] | None = None
-        if isinstance(value, str) and _SEED_TEXT.fullmatch(value.strip()):
-            self._pair = KeyPair.from_seed(value, PREFIX_USER)
+        text = value.strip() if isinstance(value, str) else ""
+        if _SEED_TEXT.fullmatch(text) or (_SEED_LIKE.fullmatch(text) and not os.path.exists(text)):
+            # A seed, or a mistyped one: decoding names the defect, never the text.
+            self._pair = KeyPair.from_seed(text, PREFIX_USER)
         elif isinstance(value, str | os.PathLike):
             self._path = value
             self.key_pair()

@@ -15,6 +15,7 @@ exception) that ``connection_lost`` receives like any other disconnect.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Callable
 
 from . import _protocol
@@ -29,12 +30,33 @@ class EndOfStreamError(ConnectionError):
 
 
 def _unroutable(exc: Exception) -> ProtocolError:
-    """The connection error for a parsed buffer the client could not handle."""
+    """The connection error for a parsed buffer the client could not handle.
+
+    The cause keeps its traceback from the routing code on (for debugging),
+    with the local variables of those frames cleared: they hold the data.
+    """
     error = ProtocolError(
         f"could not handle what the server sent ({type(exc).__name__}: {exc}); reconnecting"
     )
-    error.__cause__ = exc
+    tb = exc.__traceback__
+    inner = tb.tb_next if tb is not None else None
+    if inner is not None:
+        traceback.clear_frames(inner)
+    error.__cause__ = exc.with_traceback(inner)
     return error
+
+
+def _detached(exc: BaseException) -> BaseException:
+    """``exc`` without the reader's frame in its traceback, nor a hidden context.
+
+    Those frames hold the read buffer (as large as the largest frame the
+    server sent, up to the parser's limits): an ``error_cb`` that keeps the
+    error must not keep the buffer too. (The pure-Python parser raises its
+    errors ``from None``: the suppressed context still held its frames.)
+    """
+    if exc.__suppress_context__:
+        exc.__context__ = None
+    return exc.with_traceback(None)
 
 
 class Reader:
@@ -93,7 +115,7 @@ class Reader:
                     if ops:
                         route(ops, view, consumed)
                 except ProtocolError as exc:
-                    return exc
+                    return _detached(exc)
                 except Exception as exc:  # nothing the server sends may end the thread
                     return _unroutable(exc)
                 if consumed:
@@ -115,7 +137,7 @@ class Reader:
             try:
                 n = transport.recv_into(view[have:])
             except (OSError, ValueError) as exc:
-                return exc
+                return _detached(exc)
             if n == 0:
                 return EndOfStreamError("connection closed by the server")
             have += n

@@ -11,6 +11,16 @@ DEFAULT_PORT = 4222
 _SCHEMES = {"nats": False, "tls": True}
 
 
+def redact_url(url: str) -> str:
+    """``url`` with any ``user:password@`` or ``token@`` replaced by ``***@`` (for messages)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if "@" in rest:  # the last @ ends the credentials, even one a raw "/" or "#" split
+        rest = "***@" + rest.rpartition("@")[2]
+    return f"{scheme}{sep}{rest}"
+
+
 class ServerAddress:
     """One server: host, port, whether it wants TLS, and credentials from its URL."""
 
@@ -21,14 +31,21 @@ class ServerAddress:
             url = "nats://" + url
         parts = urlsplit(url)
         if parts.scheme not in _SCHEMES:
-            raise ValueError(f"server URL {url!r}: scheme must be nats:// or tls://")
+            raise ValueError(f"server URL {redact_url(url)!r}: scheme must be nats:// or tls://")
+        if "@" in parts.path + parts.query + parts.fragment:
+            raise ValueError(
+                f"server URL {redact_url(url)!r}: a / ? # or @ in its credentials "
+                "must be percent-encoded"
+            )
         if not parts.hostname:
-            raise ValueError(f"server URL {url!r} has no host")
+            raise ValueError(f"server URL {redact_url(url)!r} has no host")
         self.host = parts.hostname
         try:
             self.port = parts.port or DEFAULT_PORT
-        except ValueError as exc:
-            raise ValueError(f"server URL {url!r}: {exc}") from None
+        except ValueError:
+            raise ValueError(
+                f"server URL {redact_url(url)!r}: the port is not a number in 0-65535"
+            ) from None
         self.tls = _SCHEMES[parts.scheme]
         self.user = self.password = self.token = None
         if parts.username is not None and parts.password is not None:

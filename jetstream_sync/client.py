@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import threading
@@ -15,7 +16,7 @@ import attrs
 from . import _defaults as D
 from . import _protocol, _subjects
 from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
-from ._deadline import Deadline, check_timeout
+from ._deadline import Deadline, check_count, check_seconds, check_timeout
 from ._events import EventRunner, log
 from ._handshake import Connected, HandshakeOptions, handshake
 from ._nuid import NUID
@@ -127,16 +128,17 @@ class Client(ConnectionMixin):
         )  # fmt: skip
         self._connect_timeout = check_timeout("connect_timeout", connect_timeout)
         self._allow_reconnect = allow_reconnect
-        self._max_reconnect_attempts = max_reconnect_attempts
-        self._reconnect_time_wait = float(reconnect_time_wait)
-        self._reconnect_jitter = float(reconnect_jitter)
-        self._reconnect_buf_size = reconnect_buf_size
+        # Checked here: a bad value must fail now, not later in the reader thread.
+        self._max_reconnect_attempts = check_count("max_reconnect_attempts", max_reconnect_attempts)
+        self._reconnect_time_wait = check_seconds("reconnect_time_wait", reconnect_time_wait)
+        self._reconnect_jitter = check_seconds("reconnect_jitter", reconnect_jitter)
+        self._reconnect_buf_size = check_count("reconnect_buf_size", reconnect_buf_size, 0)
         self._ping_interval = check_timeout("ping_interval", ping_interval)
-        self._max_outstanding_pings = max_outstanding_pings
+        self._max_outstanding_pings = check_count("max_outstanding_pings", max_outstanding_pings, 1)
         _subjects.publish_subject(inbox_prefix, "inbox_prefix")
         self._inbox_prefix = inbox_prefix
-        self._pending_msgs_limit = pending_msgs_limit
-        self._pending_bytes_limit = pending_bytes_limit
+        self._pending_msgs_limit = check_count("pending_msgs_limit", pending_msgs_limit, 1)
+        self._pending_bytes_limit = check_count("pending_bytes_limit", pending_bytes_limit, 1)
         self._callbacks = {
             "disconnected": disconnected_cb, "reconnected": reconnected_cb,
             "error": error_cb, "closed": closed_cb, "lame_duck": lame_duck_cb,
@@ -182,9 +184,9 @@ class Client(ConnectionMixin):
             except CONNECT_ERRORS as exc:
                 errors.append(exc)
         if conn is None:
-            raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
-                errors[-1] if errors else None
-            )
+            raise NoServersError(  # URLs without their credentials
+                f"could not connect to any server in {self.servers}: {errors}"
+            ) from (errors[-1] if errors else None)
         self._pid = os.getpid()
         self._adopt(conn)
         tag = f"jetstream_sync-{self._id}"
@@ -197,6 +199,9 @@ class Client(ConnectionMixin):
         self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
         self._pinger.start()
         _live_clients.add(self)
+        log.info(
+            "connected to %s (nats-server %s)", conn.address.url(), conn.info.get("version", "?")
+        )
 
     def _adopt(self, conn: Connected) -> None:
         """Make ``conn`` the current connection and learn from its INFO."""
@@ -325,7 +330,9 @@ class Client(ConnectionMixin):
             self._events.submit(self._status_changed, status)
 
     def _report_error(self, exc: BaseException) -> None:
-        """Hand an asynchronous error to ``error_cb`` on the events thread."""
+        """Log an asynchronous error, and hand it to ``error_cb`` on the events thread."""
+        fatal = isinstance(exc, (AuthorizationError, ProtocolError, NoServersError))
+        log.log(logging.ERROR if fatal else logging.WARNING, "%s: %s", type(exc).__name__, exc)
         if self._events is not None:
             self._events.submit(self._callbacks["error"], exc)
 
@@ -467,14 +474,19 @@ class Client(ConnectionMixin):
 
         Raises:
             BadSubjectError: the subject or queue group is not valid; nothing was sent.
+            ValueError, TypeError: a pending limit is not an int >= 1.
         """
         self._check_usable()
         subject_b = self._subject_bytes(subject, wildcards=True)
         queue_b = b""
         if queue:
             queue_b = _subjects.name_token(queue, "queue group").encode()
-        msgs_limit = pending_msgs_limit or self._pending_msgs_limit
-        bytes_limit = pending_bytes_limit or self._pending_bytes_limit
+        msgs_limit = self._pending_msgs_limit
+        if pending_msgs_limit is not None:
+            msgs_limit = check_count("pending_msgs_limit", pending_msgs_limit, 1)
+        bytes_limit = self._pending_bytes_limit
+        if pending_bytes_limit is not None:
+            bytes_limit = check_count("pending_bytes_limit", pending_bytes_limit, 1)
         sub = self._subs.add(
             lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit)
         )
@@ -544,6 +556,8 @@ class Client(ConnectionMixin):
         """
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
+        if self._mux is None:  # the first request subscribes the reply inbox: not for bad input
+            self._encode_publish(subject, data, None, headers)
         mux = self._request_mux()
         reply, waiter = mux.register()
         try:
@@ -693,6 +707,7 @@ class Client(ConnectionMixin):
             resource.close()
         if reason is not None:
             self._report_error(reason)
+        log.info("closed the connection to %s", self._conn.address.url() if self._conn else "-")
         self._announce("closed")
         if self._events is not None:
             self._events.stop()
@@ -735,6 +750,8 @@ def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Clie
     Raises:
         NoServersError: no server could be reached.
         AuthorizationError: the server rejected the credentials.
+        ValueError, TypeError: an option is out of range or of the wrong type;
+            nothing was sent.
     """
     client = Client(**options)
     client._connect(servers)

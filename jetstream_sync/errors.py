@@ -13,6 +13,7 @@ JetStream API errors are :class:`APIError` subclasses chosen by the server's
 from __future__ import annotations
 
 import builtins
+import re
 from typing import ClassVar
 
 
@@ -45,6 +46,62 @@ class NoServersError(NatsError):
 
 class AuthorizationError(NatsError):
     """The server rejected the credentials or a permission check."""
+
+
+class PermissionViolationError(AuthorizationError):
+    """The server refused one publish or subscription (``-ERR 'Permissions Violation ...'``).
+
+    Reported to ``error_cb``; the connection stays up. A refused
+    subscription receives nothing.
+
+    Attributes:
+        operation: ``"publish"`` or ``"subscription"`` (``""`` if the text says neither).
+        subject: the refused subject (``""`` if the text names none).
+        queue: the queue group of a refused subscription, or ``""``.
+    """
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text)
+        self.text = text
+        match = _PERMISSION.search(text)
+        self.operation = match["op"].lower() if match else ""
+        self.subject = match["subject"] if match else ""
+        queue = _QUEUE.search(text)
+        self.queue = queue["queue"] if queue else ""
+
+
+_PERMISSION = re.compile(r"(?P<op>publish|subscription) to \"?(?P<subject>[^\"\s]+)", re.I)
+_QUEUE = re.compile(r"using queue \"?(?P<queue>[^\"\s]+)", re.I)
+
+
+class StaleConnectionError(NatsError):
+    """The connection went stale: PINGs went unanswered, or the server said so
+    (``-ERR 'Stale Connection'``). The client reconnects on its own."""
+
+
+class MaxConnectionsExceededError(NatsError):
+    """The server (or the account) has all the connections it accepts
+    (``-ERR 'Maximum Connections Exceeded'``). The client keeps trying."""
+
+
+class MaxSubscriptionsExceededError(NatsError):
+    """The account or user has all the subscriptions it may have
+    (``-ERR 'Maximum Subscriptions Exceeded'``); the connection stays up."""
+
+
+class ServerError(NatsError):
+    """A ``-ERR`` from the server that no narrower class stands for.
+
+    Attributes:
+        text: the server's words.
+    """
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(f"server error: {text}")
+        self.text = text
+
+    def __reduce__(self):
+        return (type(self), (self.text,))
 
 
 class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001 - the contract's name
@@ -80,6 +137,20 @@ class SlowConsumerError(NatsError):
 
     def __reduce__(self):
         return (type(self), (self.subject, self.sid))
+
+
+class ServerSlowConsumerError(SlowConsumerError):
+    """The server dropped the connection because the client read too slowly
+    (``-ERR 'Slow Consumer'``). The client reconnects on its own."""
+
+    def __init__(self, text: str = "Slow Consumer") -> None:
+        NatsError.__init__(self, f"the server found this client too slow to read: {text}")
+        self.subject = ""
+        self.sid = 0
+        self.text = text
+
+    def __reduce__(self):
+        return (type(self), (self.text,))
 
 
 class ForkedClientError(NatsError):

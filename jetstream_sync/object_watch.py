@@ -9,9 +9,9 @@ values: after the message with no more pending, or at once for an empty bucket.
 from __future__ import annotations
 
 import json
-import logging
 from typing import TYPE_CHECKING
 
+from ._log import logger
 from .errors import IteratorClosedError, MessageNotFoundError
 from .jetstream.enums import DeliverPolicy
 from .object_config import ObjectInfo
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ObjectWatcher"]
 
-log = logging.getLogger("jetstream_sync")
+log = logger("object_store")
 
 _PREFETCH = 256
 

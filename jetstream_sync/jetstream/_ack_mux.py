@@ -276,7 +276,10 @@ class AsyncPublisher:
             TimeoutError: the window stayed full for ``timeout`` seconds.
             ConnectionClosedError: the client is closed.
         """
-        mux = self._mux or self._attach()
+        mux = self._mux
+        if mux is None:  # the first publish subscribes the ack inbox: not for bad input
+            self._client.validate_publish(subject, data, None, headers)
+            mux = self._attach()
         future = PubAckFuture(subject)
         pending = self._pending
         with mux._lock:

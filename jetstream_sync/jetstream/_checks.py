@@ -9,6 +9,7 @@ server with relaxed rules never makes ``from_api`` fail.
 from __future__ import annotations
 
 import contextlib
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -64,6 +65,23 @@ def int_range(lo: int | None = None, hi: int | None = None) -> Check:
             fail(field, f"must be {' and '.join(s for s in (lo_s, hi_s) if s)}, not {value}")
 
     return check
+
+
+def sequence(value: int, field: str, minimum: int = 1) -> int:
+    """A stream sequence (or count) given to a call: an int of at least ``minimum``.
+
+    Returns it as a plain int. Raises ``TypeError`` for what is no int (a bool,
+    a float, a str) and ``ValueError`` below ``minimum``, before anything is sent.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{field} must be an int, not bool")
+    try:
+        number = operator.index(value)  # int and int-likes (numpy), never float or str
+    except TypeError:
+        raise TypeError(f"{field} must be an int, not {type(value).__name__}") from None
+    if number < minimum:
+        raise ValueError(f"{field} must be at least {minimum}, not {number}")
+    return number
 
 
 def non_negative(value: float, field: str) -> None:

@@ -12,7 +12,6 @@ deleted consumer ends it with :class:`ConsumerDeletedError`.
 from __future__ import annotations
 
 import abc
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Self
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
+from .._log import logger
 from ..errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..client import Client
     from ..subscription import Subscription
 
-log = logging.getLogger("jetstream_sync")
+log = logger("jetstream")
 
 PENDING_MSGS = "Nats-Pending-Messages"
 PENDING_BYTES = "Nats-Pending-Bytes"
@@ -230,7 +230,7 @@ class MessageIterator(IterationMixin):
         if self._on_warning is not None:
             self._on_warning(error)
         else:
-            log.debug("jetstream_sync: pull warning: %s", error)
+            log.warning("pull consumer recovered: %s", error)
 
     # -- taking messages ----------------------------------------------------------
 

@@ -20,6 +20,7 @@ import attrs
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
+from .._log import logger
 from .._nuid import NUID
 from ..errors import (
     APIError,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from ..client import Client
     from ._api import JsApi
 
-log = logging.getLogger("jetstream_sync")
+log = logger("jetstream")
 
 __all__ = ["OrderedConsumer", "OrderedMessageIterator"]
 
@@ -171,7 +172,7 @@ class OrderedConsumer:
                         raise TimeoutError(
                             f"could not recreate the ordered consumer: {exc}"
                         ) from exc
-                    log.debug("jetstream_sync: ordered consumer reset failed: %s", exc)
+                    log.debug("ordered consumer reset failed, retrying: %s", exc)
                     if self._abort.wait(wait):  # back-off, prompt on stop/close
                         raise IteratorClosedError("the ordered consumer was stopped") from None
                     if self._client.is_closed:
@@ -223,6 +224,7 @@ class OrderedConsumer:
             if ok:
                 out.append(msg)
             elif ok is False:
+                log.warning("ordered consumer on %s reset: sequence gap", self.stream_name)
                 self._current = None
                 break
         return out
@@ -252,7 +254,8 @@ class OrderedConsumer:
                 return []
             try:
                 got = fetch(self._client, current._next_subject, batch, left, heartbeat=heartbeat)
-            except (ConsumerDeletedError, NoRespondersError, NoHeartbeatError):
+            except (ConsumerDeletedError, NoRespondersError, NoHeartbeatError) as exc:
+                log.warning("ordered consumer on %s reset: %s", self.stream_name, exc)
                 self._current = None
                 continue
             return self._in_order(got, current)
@@ -400,7 +403,8 @@ class OrderedMessageIterator(IterationMixin):
             inner.stop()
 
     def _restart(self, reason: str) -> None:
-        log.debug("jetstream_sync: ordered consumer reset: %s", reason)
+        level = logging.DEBUG if reason == "no link" else logging.WARNING
+        log.log(level, "ordered consumer on %s reset: %s", self._oc.stream_name, reason)
         inner = self._inner
         if inner is not None:
             inner.stop()

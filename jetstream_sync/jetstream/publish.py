@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _protocol
 from ..errors import NoRespondersError, api_error
 from ..headers import Headers, header_pairs
+from ._checks import sequence
 from .info import PubAck
 
 if TYPE_CHECKING:
@@ -66,9 +67,11 @@ def publish_headers(
     if expected_stream is not None:
         pairs.append((EXPECTED_STREAM, expected_stream))
     if expected_last_seq is not None:
-        pairs.append((EXPECTED_LAST_SEQ, str(int(expected_last_seq))))
+        last = sequence(expected_last_seq, "expected_last_seq", 0)
+        pairs.append((EXPECTED_LAST_SEQ, str(last)))
     if expected_last_subject_seq is not None:
-        pairs.append((EXPECTED_LAST_SUBJECT_SEQ, str(int(expected_last_subject_seq))))
+        last = sequence(expected_last_subject_seq, "expected_last_subject_seq", 0)
+        pairs.append((EXPECTED_LAST_SUBJECT_SEQ, str(last)))
     if expected_last_msg_id is not None:
         pairs.append((EXPECTED_LAST_MSG_ID, expected_last_msg_id))
     if ttl is not None:

@@ -21,6 +21,7 @@ from ..errors import (
 )
 from ..headers import Headers
 from . import _api
+from . import _checks as ck
 from ._timefmt import format_rfc3339, parse_rfc3339
 from .consumer_mixins import StreamConsumersMixin
 from .info import RawStreamMsg, StreamInfo
@@ -146,9 +147,9 @@ class Stream(StreamConsumersMixin):
         if subject:
             body["filter"] = filter_subject(subject)
         if seq is not None:
-            body["seq"] = int(seq)
+            body["seq"] = ck.sequence(seq, "seq")
         if keep is not None:
-            body["keep"] = int(keep)
+            body["keep"] = ck.sequence(keep, "keep", 0)
         reply = self._api.request_json(
             _api.STREAM_PURGE, body or None, self._deadline(timeout), stream=self.name
         )
@@ -160,7 +161,7 @@ class Stream(StreamConsumersMixin):
         Raises:
             MessageNotFoundError: no message at that sequence.
         """
-        return self._get({"seq": int(seq)}, timeout)
+        return self._get({"seq": ck.sequence(seq, "seq")}, timeout)
 
     def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
         """The newest stored message on ``subject`` (through the stream leader).
@@ -188,7 +189,7 @@ class Stream(StreamConsumersMixin):
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
-        return self._direct(_api.DIRECT_GET, {"seq": int(seq)}, timeout)
+        return self._direct(_api.DIRECT_GET, {"seq": ck.sequence(seq, "seq")}, timeout)
 
     def direct_get_last_for_subject(
         self, subject: str, timeout: float | None = None
@@ -268,7 +269,7 @@ class Stream(StreamConsumersMixin):
         if start_time is not None:
             body["start_time"] = format_rfc3339(start_time)
         else:
-            body["seq"] = int(start_seq or 1)
+            body["seq"] = 1 if start_seq is None else ck.sequence(start_seq, "start_seq")
         if subject:
             body["next_by_subj"] = filter_subject(subject)
         if max_bytes:
@@ -328,7 +329,7 @@ class Stream(StreamConsumersMixin):
         Raises:
             MessageNotFoundError: no message at that sequence.
         """
-        body = {"seq": int(seq)}
+        body = {"seq": ck.sequence(seq, "seq")}
         if not erase:
             body["no_erase"] = True
         reply = self._api.request_json(

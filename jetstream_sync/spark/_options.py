@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._server_pool import redact_url
+
 # canonical option name -> ``client()`` keyword, for the connection options.
 _CONNECT_STRINGS = {
     "name": "name",
@@ -129,4 +131,6 @@ class Options:
     def __repr__(self) -> str:
         shown = {k: ("***" if k in ("password", "token", "nkeysseed") else v)
                  for k, v in self._values.items()}  # fmt: skip
+        if "servers" in shown:  # credentials in URLs: user:pass@ or token@
+            shown["servers"] = ",".join(redact_url(u) for u in shown["servers"].split(","))
         return f"Options({shown})"

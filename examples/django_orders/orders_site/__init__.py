@@ -1,0 +1,1 @@
+"""The project package of the Django orders example (settings, URLs, WSGI)."""

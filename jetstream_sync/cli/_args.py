@@ -1,0 +1,135 @@
+"""Argument value parsers shared by the commands: durations, sizes, headers, times.
+
+Each is an ``argparse`` ``type=`` callable: bad input raises
+``argparse.ArgumentTypeError``, which argparse turns into a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime, timedelta
+
+_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+    "y": 31536000.0,
+}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d|w|y)")
+_SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([kmgt]?)(i?b?)", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def duration(text: str) -> float:
+    """Seconds from ``"90"``, ``"1.5"``, ``"500ms"``, ``"10m"``, ``"1h30m"``, ``"7d"``.
+
+    A bare number is seconds. Units: ns, us, ms, s, m, h, d, w, y.
+
+    Raises:
+        argparse.ArgumentTypeError: not a duration, or negative.
+    """
+    text = text.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION_PART.findall(text)
+        if not parts or "".join(a + b for a, b in parts) != text:
+            raise argparse.ArgumentTypeError(
+                f"invalid duration {text!r} (examples: 30, 1.5s, 500ms, 10m, 1h30m, 7d)"
+            ) from None
+        seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if not seconds >= 0:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"a duration must not be negative, got {text!r}")
+    return seconds
+
+
+def positive_duration(text: str) -> float:
+    """Like :func:`duration`, but it must be more than zero (a timeout)."""
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than zero, got {text!r}")
+    return seconds
+
+
+def size(text: str) -> int:
+    """Bytes from ``"512"``, ``"64KB"``, ``"1MiB"``, ``"2g"`` (binary multiples).
+
+    Raises:
+        argparse.ArgumentTypeError: not a size.
+    """
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 512, 64KB, 1MiB)")
+    return int(float(match[1]) * _SIZE_UNITS[match[2].lower()])
+
+
+def count(text: str) -> int:
+    """A whole number >= 1.
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, or less than 1.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def limit(text: str) -> int:
+    """A limit: a whole number >= -1 (-1 means unlimited, as on the wire).
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, or less than -1.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"must be -1 (unlimited) or more, got {value}")
+    return value
+
+
+def header(text: str) -> tuple[str, str]:
+    """``"K:V"`` -> ``("K", "V")`` (the value may contain colons; spaces around are kept off).
+
+    Raises:
+        argparse.ArgumentTypeError: no colon, or an empty key.
+    """
+    key, colon, value = text.partition(":")
+    if not colon or not key.strip():
+        raise argparse.ArgumentTypeError(f"a header is KEY:VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def until(text: str) -> datetime:
+    """A moment: an ISO 8601 time (naive means UTC), or a duration from now (``"10m"``).
+
+    Raises:
+        argparse.ArgumentTypeError: neither a time nor a duration.
+    """
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return datetime.now(UTC) + timedelta(seconds=duration(text))
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def subjects(values: list[str] | None) -> list[str]:
+    """Flatten ``--subjects a,b --subjects c`` into ``["a", "b", "c"]``."""
+    return [s.strip() for v in values or () for s in v.split(",") if s.strip()]
+
+
+def size_limit(text: str) -> int:
+    """A byte limit: a size (``"1GiB"``) or -1 for unlimited."""
+    return -1 if text.strip() == "-1" else size(text)

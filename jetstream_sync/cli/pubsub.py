@@ -1,0 +1,291 @@
+"""Core NATS commands: ``pub``, ``sub``, ``req``, ``reply``.
+
+Bodies and header values are templates: ``{{Count}}`` is the message's number
+(from 1), ``{{TimeStamp}}`` the time (RFC 3339), ``{{Unix}}`` / ``{{UnixNano}}``
+the Unix time in seconds / nanoseconds, as in the ``nats`` CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from ..client import Client
+from ..msg import Msg
+from ..subscription import Subscription
+from ._args import count, header, size
+from ._connect import session
+from ._output import Output, format_bytes, message_doc, message_text
+
+_TEMPLATE = re.compile(r"\{\{\s*(Count|TimeStamp|Unix|UnixNano)\s*\}\}")
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``pub``, ``sub``, ``req`` and ``reply``."""
+    p = commands.add_parser(
+        "pub",
+        parents=[common],
+        help="publish messages",
+        description="Publish BODY to SUBJECT, COUNT times.",
+    )
+    p.add_argument("subject")
+    p.add_argument("body", nargs="?", default="", help="the payload (a template)")
+    p.add_argument("--count", type=count, default=1, help="how many messages (default 1)")
+    p.add_argument(
+        "--size",
+        type=size,
+        help="make each body exactly this many bytes (BODY repeated and cut, or 'x's)",
+    )
+    p.add_argument(
+        "-H",
+        "--header",
+        type=header,
+        action="append",
+        default=[],
+        metavar="KEY:VALUE",
+        help="a header (repeat for more)",
+    )
+    p.add_argument("--reply", help="the reply subject to send with each message")
+    p.add_argument(
+        "-J",
+        "--jetstream",
+        action="store_true",
+        help="publish with JetStream and wait for the stream's acknowledgements",
+    )
+    p.set_defaults(run=pub)
+
+    p = commands.add_parser(
+        "sub",
+        parents=[common],
+        help="subscribe and print messages",
+        description="Print the messages published on SUBJECT "
+        "(wildcards * and > allowed) until COUNT arrived or Ctrl-C.",
+    )
+    p.add_argument("subject")
+    p.add_argument("--count", type=count, help="stop after this many messages")
+    p.add_argument("--queue", help="join this queue group")
+    p.add_argument("--raw", action="store_true", help="print only the payloads")
+    p.set_defaults(run=sub)
+
+    p = commands.add_parser(
+        "req",
+        parents=[common],
+        help="send a request, print the reply",
+        description="Send BODY to SUBJECT and print the reply (waits --timeout seconds).",
+    )
+    p.add_argument("subject")
+    p.add_argument("body", nargs="?", default="", help="the payload (a template)")
+    p.add_argument(
+        "-H",
+        "--header",
+        type=header,
+        action="append",
+        default=[],
+        metavar="KEY:VALUE",
+        help="a header (repeat for more)",
+    )
+    p.add_argument("--raw", action="store_true", help="print only the reply's payload")
+    p.set_defaults(run=req)
+
+    p = commands.add_parser(
+        "reply",
+        parents=[common],
+        help="answer requests with BODY",
+        description="Answer each request on SUBJECT with BODY "
+        "(or echo it back) until COUNT were answered or Ctrl-C.",
+    )
+    p.add_argument("subject")
+    p.add_argument("body", nargs="?", default="", help="the reply's payload (a template)")
+    p.add_argument("--count", type=count, help="stop after answering this many requests")
+    p.add_argument("--queue", help="join this queue group")
+    p.add_argument(
+        "--echo",
+        action="store_true",
+        help="answer with the request's payload and headers instead of BODY",
+    )
+    p.add_argument(
+        "-H",
+        "--header",
+        type=header,
+        action="append",
+        default=[],
+        metavar="KEY:VALUE",
+        help="a header for the replies (repeat for more)",
+    )
+    p.set_defaults(run=reply)
+
+
+def render(template: str, number: int) -> str:
+    """Fill in ``{{Count}}``, ``{{TimeStamp}}``, ``{{Unix}}``, ``{{UnixNano}}``."""
+    if "{{" not in template:
+        return template
+    now = time.time_ns()
+    values = {
+        "Count": str(number),
+        "TimeStamp": datetime.fromtimestamp(now / 1e9, UTC).isoformat(),
+        "Unix": str(now // 1_000_000_000),
+        "UnixNano": str(now),
+    }
+    return _TEMPLATE.sub(lambda m: values[m[1]], template)
+
+
+def body(template: str, number: int, length: int | None = None) -> bytes:
+    """The payload of message ``number``; exactly ``length`` bytes when given."""
+    data = render(template, number).encode("utf-8")
+    if length is None:
+        return data
+    filler = data or b"x"
+    return (filler * (length // len(filler) + 1))[:length]
+
+
+def headers_of(pairs: list[tuple[str, str]], number: int) -> dict[str, list[str]] | None:
+    """``--header`` pairs as a multi-valued mapping (values rendered); None when none."""
+    found: dict[str, list[str]] = {}
+    for key, value in pairs:
+        found.setdefault(key, []).append(render(value, number))
+    return found or None
+
+
+def pub(args: argparse.Namespace, out: Output) -> int:
+    """Publish ``--count`` messages; print what was sent, and the rate when more than one."""
+    with session(args) as nc:
+        if args.jetstream:
+            return _pub_jetstream(nc, args, out)
+        progress = out.progress(f"pub {args.subject}", args.count, args.progress, "msgs")
+        sent = 0
+        for number in range(1, args.count + 1):
+            data = body(args.body, number, args.size)
+            nc.publish(
+                args.subject, data, reply=args.reply, headers=headers_of(args.header, number)
+            )
+            sent += len(data)
+            if args.count > 1:
+                progress.update(1)
+        nc.flush(timeout=args.timeout)
+        if args.count > 1:
+            progress.done()
+    _report_pub(args, out, sent, progress.elapsed(), None)
+    return 0
+
+
+def _pub_jetstream(nc: Client, args: argparse.Namespace, out: Output) -> int:
+    """Publish with acknowledgements (async publishes, all awaited)."""
+    js = nc.jetstream(timeout=args.timeout)
+    progress = out.progress(f"pub {args.subject}", args.count, args.progress, "msgs")
+    futures = []
+    sent = 0
+    for number in range(1, args.count + 1):
+        data = body(args.body, number, args.size)
+        futures.append(
+            js.publish_async(args.subject, data, headers=headers_of(args.header, number))
+        )
+        sent += len(data)
+        if args.count > 1:
+            progress.update(1)
+    acks = [f.result(timeout=args.timeout) for f in futures]
+    if args.count > 1:
+        progress.done()
+    _report_pub(args, out, sent, progress.elapsed(), acks[-1])
+    return 0
+
+
+def _report_pub(args: argparse.Namespace, out: Output, sent: int, seconds: float, ack: Any) -> None:
+    """One result line: what went where, the rate for more than one message."""
+    doc: dict[str, Any] = {"subject": args.subject, "count": args.count, "bytes": sent}
+    text = f"Published {format_bytes(sent)} to {args.subject!r}"
+    if args.count > 1:
+        rate = args.count / seconds
+        doc.update(seconds=round(seconds, 6), msgs_per_sec=round(rate, 1))
+        text = (
+            f"Published {args.count:,} messages ({format_bytes(sent)}) to "
+            f"{args.subject!r} in {seconds:.2f}s: {rate:,.0f} msgs/s, "
+            f"{format_bytes(sent / seconds)}/s"
+        )
+    if ack is not None:
+        doc.update(stream=ack.stream, seq=ack.seq, duplicate=ack.duplicate)
+        text += f" (stream {ack.stream}, last seq {ack.seq})"
+    out.result(doc, text)
+
+
+def listen(nc: Client, args: argparse.Namespace, out: Output) -> Subscription:
+    """Subscribe, make sure the server has the interest, and say so on stderr."""
+    subscription = nc.subscribe(args.subject, queue=args.queue)
+    nc.flush(timeout=args.timeout)
+    where = f" in queue group {args.queue!r}" if args.queue else ""
+    out.status(f"Listening on {args.subject!r}{where}")
+    return subscription
+
+
+def messages(subscription: Subscription, limit: int | None) -> Iterator[tuple[int, Msg]]:
+    """``(number, msg)`` until ``limit`` messages (forever when None)."""
+    number = 0
+    while limit is None or number < limit:
+        msg = subscription.next_msg(timeout=None)
+        number += 1
+        yield number, msg
+
+
+def show(out: Output, number: int, msg: Msg, raw: bool = False) -> None:
+    """Print one received message (a JSON line with ``--json``)."""
+    if raw and not out.json:
+        out.raw(msg.data + b"\n")
+        return
+    title = f"[#{number}] Received on {msg.subject!r}"
+    if msg.reply:
+        title += f" with reply {msg.reply!r}"
+    out.result(
+        message_doc(msg.subject, msg.data, msg.headers, reply=msg.reply),
+        lambda: message_text(title, msg.data, msg.headers),
+    )
+
+
+def sub(args: argparse.Namespace, out: Output) -> int:
+    """Print messages until ``--count`` arrived (or Ctrl-C)."""
+    with session(args) as nc:
+        subscription = listen(nc, args, out)
+        for number, msg in messages(subscription, args.count):
+            show(out, number, msg, args.raw)
+    return 0
+
+
+def req(args: argparse.Namespace, out: Output) -> int:
+    """Send one request and print the reply."""
+    with session(args) as nc:
+        started = time.monotonic()
+        msg = nc.request(
+            args.subject,
+            body(args.body, 1),
+            timeout=args.timeout,
+            headers=headers_of(args.header, 1),
+        )
+        rtt = time.monotonic() - started
+    out.status(f"Received with rtt {rtt * 1000:.3f}ms")
+    if args.raw and not out.json:
+        out.raw(msg.data + b"\n")
+        return 0
+    out.result(
+        message_doc(msg.subject, msg.data, msg.headers, rtt_ms=round(rtt * 1000, 3)),
+        lambda: message_text(f"Reply on {msg.subject!r}", msg.data, msg.headers),
+    )
+    return 0
+
+
+def reply(args: argparse.Namespace, out: Output) -> int:
+    """Answer requests until ``--count`` were answered (or Ctrl-C)."""
+    with session(args) as nc:
+        subscription = listen(nc, args, out)
+        for number, msg in messages(subscription, args.count):
+            show(out, number, msg)
+            if not msg.reply:
+                out.status(f"[#{number}] has no reply subject: not answered")
+                continue
+            if args.echo:
+                msg.respond(msg.data, headers=msg.headers)
+            else:
+                msg.respond(body(args.body, number), headers=headers_of(args.header, number))
+        nc.flush(timeout=args.timeout)
+    return 0
