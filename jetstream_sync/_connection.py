@@ -48,6 +48,8 @@ CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, Co
 # A server refusing the credentials this many times in a row ends the reconnecting
 # (and closes the client), as in nats.go: retrying them would only hammer it.
 AUTH_FAILURES_BEFORE_CLOSE = 2
+# What Client.add_reply_route hands its handler per reply: (token, payload, raw headers).
+Reply = tuple[str, bytes, bytes | None]
 
 
 def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
@@ -115,8 +117,10 @@ class ConnectionMixin:
         # are sliced in place to avoid copying big payloads twice.
         src = view[:consumed].tobytes() if consumed <= _COPY_LIMIT else view
         batches: dict[int, list[Msg]] = {}
+        replies: dict[int, list[Reply]] = {}
         mux_sid = self._mux_sid
         client = cast("Client", self)  # every Msg names the client it came through
+        routes = self._routes
         for i in range(0, len(ops), _FIELDS):
             kind = ops[i]
             if kind == _OP_MSG or kind == _OP_HMSG:
@@ -124,6 +128,19 @@ class ConnectionMixin:
                 # Counted before anything is handed on, so a woken thread sees it.
                 self._in_msgs += 1
                 self._in_bytes += hl + pl
+                route = routes.get(sid) if routes else None
+                if route is not None:  # add_reply_route(): a tuple, no Msg
+                    reply = (
+                        str(src[so + route[0] : so + sl], "utf-8", "surrogateescape"),
+                        bytes(src[po : po + pl]),
+                        bytes(src[ho : ho + hl]) if hl else None,
+                    )
+                    pending = replies.get(sid)
+                    if pending is None:
+                        replies[sid] = [reply]
+                    else:
+                        pending.append(reply)
+                    continue
                 # Any client may publish subjects that are not UTF-8 (the server
                 # allows every byte but space and control characters):
                 # surrogateescape keeps them, and encoding back gives the bytes.
@@ -148,9 +165,19 @@ class ConnectionMixin:
                 if batches:  # what came before a PONG must be queued before it wakes anyone
                     self._deliver_batches(batches)
                     batches = {}
+                if replies:
+                    self._deliver_replies(replies)
+                    replies = {}
                 self._control(kind, ops, i, src)
         if batches:
             self._deliver_batches(batches)
+        if replies:
+            self._deliver_replies(replies)
+
+    def _deliver_replies(self, replies: dict[int, list[Reply]]) -> None:
+        routes = self._routes
+        for sid, batch in replies.items():
+            routes[sid][1](batch)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
         for sub in self._subs.deliver(batches):
@@ -255,6 +282,8 @@ class ConnectionMixin:
         with self._subs.lock:
             if self._mux is not None:
                 frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
+            for sid, (_, _, subject) in self._routes.items():
+                frames.append(sub_frame(subject, b"", sid))
             for sub, left in self._subs.routed():
                 subject = sub.subject.encode("utf-8", "surrogateescape")
                 frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))

@@ -15,7 +15,7 @@ import attrs
 
 from . import _defaults as D
 from . import _protocol, _subjects
-from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
+from ._connection import CONNECT_ERRORS, ConnectionMixin, Reply, sub_frame
 from ._deadline import Deadline, check_count, check_seconds, check_timeout
 from ._events import EventRunner, log
 from ._handshake import Connected, HandshakeOptions, handshake
@@ -160,6 +160,8 @@ class Client(ConnectionMixin):
         self._subject_cache: dict[str, bytes] = {}
         self._mux: RequestMux | None = None
         self._mux_sid = 0
+        # add_reply_route(): sid -> (inbox prefix length, handler, subject); copied on write
+        self._routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]] = {}
         self._pings = PingTracker()
         self._in_msgs = 0
         self._in_bytes = 0
@@ -528,6 +530,35 @@ class Client(ConnectionMixin):
     def new_inbox(self) -> str:
         """A new, unique inbox subject under ``inbox_prefix``."""
         return f"{self._inbox_prefix}.{NUID.next()}"
+
+    def add_reply_route(self, handler: Callable[[list[Reply]], object]) -> str:
+        """Receive the replies to a new inbox as plain tuples, a list per received buffer.
+
+        For library machinery that gets many small replies (JetStream's
+        async-publish acks): it subscribes ``<new inbox>.*`` and, instead of a
+        :class:`Msg` per reply and a subscription queue, the reader thread
+        calls ``handler(replies)`` once per buffer it parsed, with a list of
+        ``(token, payload, raw_headers)`` in arrival order: ``token`` is the
+        reply subject after the prefix, ``raw_headers`` the header block or
+        ``None``. The handler runs on the reader thread: it must only hand
+        the list on (a queue put), never block, never raise. The route lasts
+        as long as the client (it is subscribed again after a reconnect); the
+        handler is never called once :meth:`close` has joined the reader.
+
+        Returns:
+            The prefix (``<inbox>.``) to put before a token in a reply subject.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+        """
+        self._check_usable()
+        prefix = self.new_inbox() + "."
+        with self._subs.lock:
+            sid = self._subs.new_sid()
+            subject = prefix.encode() + b"*"
+            self._routes = {**self._routes, sid: (len(prefix), handler, subject)}
+            self._writer.write(sub_frame(subject, b"", sid))
+        return prefix
 
     def _request_mux(self) -> RequestMux:
         mux = self._mux
