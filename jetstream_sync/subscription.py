@@ -207,7 +207,7 @@ class Subscription:
     def __enter__(self) -> Subscription:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.is_active and not self._client.is_closed:
             self.unsubscribe()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
@@ -296,7 +297,11 @@ class JetStreamContext(
     # ---------------------------------------------------------------- streams
 
     def _stream_call(
-        self, template: str, config: StreamConfig | None, fields: dict, timeout: float | None
+        self,
+        template: str,
+        config: StreamConfig | None,
+        fields: dict[str, Any],
+        timeout: float | None,
     ) -> Stream:
         cfg = merge_config(StreamConfig, config, fields)
         check_stream_name(cfg.name or "")
@@ -367,6 +372,11 @@ class JetStreamContext(
         )
         return bool(reply.get("success"))
 
+    def _page(
+        self, template: str, body: dict[str, Any], parts: dict[str, str], deadline: Deadline
+    ) -> Any:
+        return self._api.request_json(template, body, deadline, 0, **parts)
+
     def _pages(
         self, template: str, key: str, subject: str | None, timeout: float | None, **parts: str
     ) -> Iterator[Any]:
@@ -380,7 +390,7 @@ class JetStreamContext(
             body: dict[str, Any] = {"offset": offset}
             if subject:
                 body["subject"] = subject
-            page = budget.run(lambda d, b=body: self._api.request_json(template, b, d, **parts))
+            page = budget.run(partial(self._page, template, body, parts))
             items = page.get(key) or []
             yield from items
             offset += len(items)
@@ -430,4 +440,4 @@ class JetStreamContext(
         names = reply.get("streams") or []
         if not names:
             raise StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
-        return names[0]
+        return str(names[0])
