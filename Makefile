@@ -5,7 +5,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.installed-pipeline
 
-.PHONY: pipeline demo demo-orders test suite asan lint bench bench-quick bench-spark clean
+.PHONY: pipeline demo demo-orders test suite typecheck docs asan lint bench bench-quick bench-spark clean
 
 $(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildcard csrc/*.c csrc/*.h)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -33,12 +33,21 @@ demo: pipeline
 demo-orders: $(PIPELINE_STAMP)
 	$(VPY) examples/demo.py
 
-## test: the whole test suite, then the parser tests under ASan/UBSan
-test: suite asan
+## test: mypy --strict, the strict docs build, the whole test suite, then the parser tests under ASan/UBSan
+test: typecheck docs suite asan
 
 suite: $(STAMP)
 	$(VPY) -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+## typecheck: mypy --strict over the package (settings in pyproject.toml)
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy --strict jetstream_sync
+
+## docs: build the user guide and the API reference with --strict, into a temporary directory
+docs: $(STAMP)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$tmp"
 
 asan: $(STAMP)
 	PYTHON=$(VPY) bash csrc/asan.sh
