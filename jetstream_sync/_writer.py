@@ -20,7 +20,9 @@ frame is appended whole or not at all. ``write_control`` (PONG) and
 buffer is. A PONG is not queued while an earlier one still waits in the
 buffer: the server resets its count of PINGs out on any PONG, so the waiting
 one answers them all, and a server that sends PINGs but reads nothing cannot
-make the buffer grow.
+make the buffer grow. Neither does ``write_small`` wait (SUB, UNSUB: a few
+bytes, from calls such as ``subscribe()`` that have no timeout to wait by); it
+appends in order.
 
 PINGs are answered in order, so each PONG must answer a PING the client
 still expects an answer to on *this* connection. The writer remembers where
@@ -38,9 +40,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ._deadline import WAIT_SLICE, Deadline
 from .errors import ConnectionClosedError, NatsError, TimeoutError
+
+if TYPE_CHECKING:
+    from ._transport import Transport
 
 # Above this many pending bytes, writers wait for the socket (bounded memory).
 HIGH_WATER = 32 << 20
@@ -62,7 +68,10 @@ class Writer:
     """
 
     def __init__(
-        self, on_error: Callable[[BaseException, object], None], reconnect_buf_size: int, name: str
+        self,
+        on_error: Callable[[BaseException, Transport], None],
+        reconnect_buf_size: int,
+        name: str,
     ) -> None:
         self._on_error = on_error
         self._reconnect_buf_size = reconnect_buf_size
@@ -84,7 +93,7 @@ class Writer:
         self._ping_ends: deque[int] = deque()
         # Where the last PONG queued ends (same count); past bytes_out: still in _buf.
         self._pong_end = 0
-        self._transport = None
+        self._transport: Transport | None = None
         self._sending = False
         self._kicked = False  # the flusher was woken and has not run yet
         self._closed = False
@@ -127,6 +136,27 @@ class Writer:
             self._send_now()
         else:
             self._kick.release()
+
+    def write_small(self, frame: bytes) -> None:
+        """Queue a SUB or UNSUB in order; never waits for room.
+
+        Over :data:`HIGH_WATER` it is appended anyway (a few bytes). While
+        disconnected the reconnect buffer's limit applies as for :meth:`write`.
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
+                raise ReconnectBufferFullError(
+                    f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
+                )
+            self._buf += frame
+            send_now = self._claim(False)
+        self._go(send_now)
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
         """Queue a PONG (dropped while disconnected, or while one waits): never waits for room.
@@ -214,7 +244,7 @@ class Writer:
 
     # -- sending ----------------------------------------------------------------
 
-    def _take(self) -> tuple[bytearray, object] | None:
+    def _take(self) -> tuple[bytearray, Transport] | None:
         """Under the lock: take the buffer to send, or give up the sender role."""
         if not self._buf or self._transport is None:
             self._sending = False
@@ -274,7 +304,7 @@ class Writer:
                     self._kick.release()
                 return
 
-    def _send_failed(self, exc: BaseException, transport) -> None:
+    def _send_failed(self, exc: BaseException, transport: Transport) -> None:
         with self._lock:
             self._sending = False
             if self._transport is transport:
@@ -297,7 +327,7 @@ class Writer:
     # -- lifecycle (called by the client) ------------------------------------------
 
     def attach(
-        self, transport, preamble: bytes = b"", resume: Callable[[], int] | None = None
+        self, transport: Transport, preamble: bytes = b"", resume: Callable[[], int] | None = None
     ) -> None:
         """Start sending on ``transport``.
 

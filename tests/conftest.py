@@ -24,6 +24,8 @@ import pytest
 import jetstream_sync
 from jetstream_sync.jetstream.stream import Stream
 from tests.fixtures.cluster import NatsCluster
+from tests.fixtures.fake_server import FakeServer
+from tests.fixtures.faults import FAST, Events
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.proxy import FaultProxy
 from tests.fixtures.server import NatsServer, kill_leftovers
@@ -216,6 +218,27 @@ def fault_proxy(shared_server: NatsServer) -> Iterator[FaultProxy]:
     """A TCP fault proxy in front of the shared server (``tests/fixtures/proxy.py``)."""
     with FaultProxy(shared_server.port) as proxy:
         yield proxy
+
+
+@pytest.fixture
+def events() -> Events:
+    """The connection callbacks of the client under test (``tests/fixtures/faults.py``)."""
+    return Events()
+
+
+@pytest.fixture
+def fault_client(fault_proxy: FaultProxy, events: Events) -> Iterator[jetstream_sync.Client]:
+    """A client connected through ``fault_proxy`` with the fast fault options, its callbacks
+    recorded in ``events``."""
+    with jetstream_sync.connect(fault_proxy.url, **FAST, **events.callbacks()) as client:
+        yield client
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeServer]:
+    """A fake server (``tests/fixtures/fake_server.py``), stopped (threads joined) afterwards."""
+    with FakeServer() as server:
+        yield server
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,16 @@ from typing import Any
 from ..jetstream.config import ConsumerConfig
 from ..jetstream.enums import AckPolicy, DeliverPolicy
 from ..jetstream.info import ConsumerInfo
-from ._args import count, duration, limit, positive_duration, subjects, until
+from ._args import (
+    add_defaults_flag,
+    add_force_flag,
+    count,
+    duration,
+    limit,
+    positive_duration,
+    subjects,
+    until,
+)
 from ._connect import session
 from ._errors import CommandError
 from ._output import Output
@@ -76,19 +85,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         type=duration,
         help="delete the consumer after this long without activity",
     )
-    p.add_argument(
-        "--defaults",
-        action="store_true",
-        help="accepted for nats CLI scripts: unset fields always take the defaults",
-    )
+    add_defaults_flag(p)
     p.set_defaults(run=add)
 
     p = sub.add_parser("rm", parents=[common], help="delete a consumer")
     p.add_argument("stream")
     p.add_argument("name")
-    p.add_argument(
-        "-f", "--force", action="store_true", help="accepted for nats CLI scripts: rm never prompts"
-    )
+    add_force_flag(p)
     p.set_defaults(run=rm)
 
     p = sub.add_parser("next", parents=[common], help="fetch, print and acknowledge messages")

@@ -17,14 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, cast
 
-from ..jetstream.enums import StorageType
 from ..object_config import ObjectInfo, ObjectStoreConfig, ObjectStoreStatus
-from ._args import count, duration, size_limit
+from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
 from ._errors import CommandError
 from ._output import Output, Progress, format_bytes
-
-_STORAGE = {"file": StorageType.FILE, "memory": StorageType.MEMORY}
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -44,7 +41,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("add", parents=[common], help="create a bucket")
     p.add_argument("bucket")
     p.add_argument("--ttl", type=duration, help="how long objects are kept (0: forever)")
-    p.add_argument("--storage", choices=sorted(_STORAGE), default="file")
+    p.add_argument("--storage", choices=sorted(STORAGE), default="file")
     p.add_argument("--replicas", type=count, default=1)
     p.add_argument("--max-bucket-size", type=size_limit, help="most bytes in the bucket")
     p.add_argument("--description")
@@ -73,9 +70,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("rm", parents=[common], help="delete an object, or a whole bucket")
     p.add_argument("bucket")
     p.add_argument("name", nargs="?", help="the object (default: delete the bucket)")
-    p.add_argument(
-        "-f", "--force", action="store_true", help="accepted for nats CLI scripts: rm never prompts"
-    )
+    add_force_flag(p)
     p.set_defaults(run=rm)
 
 
@@ -172,7 +167,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
     config = ObjectStoreConfig(
         bucket=args.bucket,
         ttl=args.ttl or None,
-        storage=_STORAGE[args.storage],
+        storage=STORAGE[args.storage],
         replicas=args.replicas,
         max_bytes=args.max_bucket_size,
         description=args.description,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -32,6 +33,9 @@ from pyspark.sql.types import (
 from ._common import connection, context
 from ._options import Options
 from ._write import WriteCommit
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import WriterCommitMessage
 
 log = logging.getLogger("jetstream_sync.spark")
 
@@ -160,7 +164,7 @@ class KVWriter(DataSourceArrowWriter):
         task = TaskContext.get()
         return WriteCommit(partition=task.partitionId() if task else 0, rows=rows, duplicates=0)
 
-    def commit(self, messages: list) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log how many keys were written."""
         rows = sum(m.rows for m in messages if isinstance(m, WriteCommit))
         log.info("bucket %r: %d keys written", self.bucket, rows)
