@@ -125,3 +125,21 @@ def test_a_streaming_write_rerun_from_its_checkpoint_adds_no_duplicates(
         assert (state.messages, state.last_seq) == (30, 30)
     finally:
         js.delete_stream(sink)
+
+
+def test_a_duplicate_window_under_ten_minutes_is_warned_about(js, stream, stream_name, caplog):
+    """The writer's check warns (logger jetstream_sync.spark) about a 2-minute window, once."""
+    from jetstream_sync.spark._write import check_duplicate_window
+
+    long_window = js.create_stream(
+        name=stream_name + "LONG", subjects=[f"{stream_name}LONG.>"], duplicate_window=600
+    )
+    try:
+        with caplog.at_level("WARNING", logger="jetstream_sync.spark"):
+            check_duplicate_window(js, stream.name)
+            check_duplicate_window(js, stream.name)
+            check_duplicate_window(js, long_window.name)
+    finally:
+        js.delete_stream(long_window.name)
+    warned = [r.getMessage() for r in caplog.records if r.name == "jetstream_sync.spark"]
+    assert len(warned) == 1 and stream.name in warned[0] and "120 s" in warned[0], warned
