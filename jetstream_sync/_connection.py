@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _protocol
 from ._events import log
@@ -27,6 +28,18 @@ from .errors import (
     TimeoutError,
 )
 from .msg import Msg
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._handshake import HandshakeOptions
+    from ._pings import PingTracker
+    from ._request_mux import ReplyWaiter, RequestMux
+    from ._server_pool import ServerPool
+    from ._sub_table import SubscriptionTable
+    from ._transport import Transport
+    from ._writer import Writer
+    from .client import Client
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -50,6 +63,38 @@ def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
 
 class ConnectionMixin:
     """Reader-thread routing, reconnects and keep-alives of a :class:`Client`."""
+
+    if TYPE_CHECKING:  # the client's state and methods this uses (see Client.__init__)
+        _id: int
+        _handshake_opts: HandshakeOptions
+        _connect_timeout: float
+        _allow_reconnect: bool
+        _reconnect_time_wait: float
+        _reconnect_jitter: float
+        _ping_interval: float
+        _max_outstanding_pings: int
+        _state_lock: threading.RLock
+        _closing: threading.Event
+        _forked: bool
+        _reconnecting: bool
+        _pool: ServerPool
+        _conn: Connected | None
+        _subs: SubscriptionTable
+        _mux: RequestMux | None
+        _mux_sid: int
+        _routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]]
+        _pings: PingTracker
+        _in_msgs: int
+        _in_bytes: int
+        _reconnects: int
+        _writer: Writer
+
+        def _adopt(self, conn: Connected) -> None: ...
+        def _apply_info(self, info: dict[str, Any]) -> None: ...
+        def _announce(self, status: str) -> None: ...
+        def _report_error(self, exc: BaseException) -> None: ...
+        def _send_ping(self, waiter: ReplyWaiter | None) -> None: ...
+        def _close(self, reason: BaseException | None) -> None: ...
 
     def _ping_loop(self) -> None:
         while not self._closing.wait(self._ping_interval):
@@ -78,6 +123,7 @@ class ConnectionMixin:
         replies: dict[int, list[Reply]] = {}
         mux_sid = self._mux_sid
         routes = self._routes
+        client = cast("Client", self)  # every Msg names the client it came through
         for i in range(0, len(ops), _FIELDS):
             kind = ops[i]
             if kind == _OP_MSG or kind == _OP_HMSG:
@@ -106,10 +152,11 @@ class ConnectionMixin:
                     str(src[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
                     bytes(src[po : po + pl]),
                     bytes(src[ho : ho + hl]) if hl else None,
-                    self,
+                    client,
                     sid,
                 )
                 if sid == mux_sid:
+                    assert self._mux is not None  # set before any request is sent
                     self._mux.route(msg)
                     continue
                 batch = batches.get(sid)
@@ -148,13 +195,14 @@ class ConnectionMixin:
             info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
+                assert self._conn is not None  # an INFO arrives on a connection
                 log.info("server %s entered lame duck mode", self._conn.address.url())
                 self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:  # the server closes the connection if it must
             text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
             self._report_error(server_error(text))
 
-    def _write_failed(self, exc: BaseException, transport) -> None:
+    def _write_failed(self, exc: BaseException, transport: Transport) -> None:
         """A send on ``transport`` failed: wake its reader so it runs the reconnect.
 
         Only that transport is shut down: by now the client may be on a new one.

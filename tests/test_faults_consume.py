@@ -14,7 +14,7 @@ import time
 import pytest
 
 import jetstream_sync
-from tests.fixtures.faults import FAST, Events
+from tests.fixtures.faults import FAST, Events, assert_works
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
 from tests.fixtures.proxy import TO_CLIENT
@@ -113,6 +113,7 @@ def test_fetch_through_cuts_returns_or_fails_typed_and_loses_nothing(
             seen.record(msg)
     assert fault_proxy.cuts == 3
     seen.check()
+    assert_works(client)
 
 
 def test_messages_iterator_survives_cuts_and_a_stall(
@@ -136,6 +137,7 @@ def test_messages_iterator_survives_cuts_and_a_stall(
             seen.record(it.next(timeout=10))
     assert fault_proxy.cuts == 2 and events.disconnects == 3
     seen.check()
+    assert_works(client)
 
 
 def test_consume_callback_survives_cuts(fault_proxy, client, events, js, stream, durable):
@@ -157,6 +159,7 @@ def test_consume_callback_survives_cuts(fault_proxy, client, events, js, stream,
     finally:
         running.stop()
     seen.check()
+    assert_works(client)
     assert all(isinstance(w, jetstream_sync.NatsError) for w in warnings), warnings
 
 
@@ -183,6 +186,7 @@ def test_ordered_consumer_hands_over_every_sequence_once_in_order(
             assert msg.data == b"%d" % (len(got) - 1)
     assert got == list(range(1, 301))
     assert events.disconnects == 3
+    assert_works(client)
 
 
 def test_ordered_fetch_through_cuts_has_no_gap_and_no_repeat(fault_proxy, client, js, stream):
@@ -202,3 +206,4 @@ def test_ordered_fetch_through_cuts_has_no_gap_and_no_repeat(fault_proxy, client
             continue
         got += [m.metadata.sequence.stream for m in batch]
     assert got == list(range(1, 121))
+    assert_works(client)

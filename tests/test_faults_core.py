@@ -218,3 +218,37 @@ def test_a_whole_session_one_byte_at_a_time(fault_proxy, shared_server, stream_n
             ctx.delete_stream(stream_name)
         assert nc.stats.reconnects == 0
     assert fault_proxy.sends_to_client == fault_proxy.to_client > 1000
+
+
+@pytest.mark.parametrize("nbytes", [10, 200])
+def test_a_reconnect_cut_in_the_middle_of_its_handshake_is_retried(
+    fault_proxy, client, events, nbytes
+):
+    """The next link is cut while its INFO is half delivered; the attempt after it works."""
+    fault_proxy.refuse(unlisten=True)  # no new link until the trap is set
+    fault_proxy.cut()
+    events.wait(lambda e: e.disconnects == 1)
+    fault_proxy.cut_after(nbytes, TO_CLIENT)  # the next link, before the PONG of its handshake
+    fault_proxy.accept()
+    events.wait(lambda e: e.reconnects == 1)
+    assert fault_proxy.accepted == 3 and fault_proxy.cuts == 2
+    assert not events.errors_of(js.ProtocolError)
+    assert_works(client)
+
+
+@pytest.mark.parametrize("fault", ["refuse", "unlisten", "stall"])
+def test_connect_through_a_dead_link_fails_within_connect_timeout(fault_proxy, fault):
+    """connect() to a server that refuses, is not listening or never answers raises
+    NoServersError within its connect_timeout; once the link is back it connects."""
+    if fault == "stall":
+        fault_proxy.stall()
+    else:
+        fault_proxy.refuse(unlisten=fault == "unlisten")
+    started = time.monotonic()
+    with pytest.raises(js.NoServersError):
+        js.connect(fault_proxy.url, connect_timeout=0.5)
+    assert time.monotonic() - started < 3
+    fault_proxy.pass_through()
+    fault_proxy.accept()
+    with js.connect(fault_proxy.url, connect_timeout=5) as nc:
+        assert_works(nc)

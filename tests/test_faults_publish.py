@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import jetstream_sync as js
-from tests.fixtures.faults import FAST, Events, stored_payloads
+from tests.fixtures.faults import FAST, Events, assert_works, stored_payloads
 from tests.fixtures.proxy import TO_CLIENT, TO_SERVER
 
 RETRYABLE = (js.ConnectionLostError, js.TimeoutError)
@@ -55,6 +55,7 @@ def test_publish_loop_with_msg_id_stores_each_message_once(fault_proxy, client, 
     assert retries >= 2  # a cut at once (0 bytes) lets the publish wait for the new link
     assert duplicates >= 1  # an ack was cut after the message was stored
     assert stored_payloads(stream) == [b"m%d" % i for i in range(160)]
+    assert_works(client)
 
 
 def test_publish_async_republishing_failures_stores_each_message_once(
@@ -98,3 +99,4 @@ def test_publish_async_republishing_failures_stores_each_message_once(
     # a duplicate's ack names the sequence of the copy stored first
     assert all(stored[ack.seq - 1] == b"a%d" % i for i, ack in acked.items())
     assert sorted(ack.seq for ack in acked.values()) == list(range(1, total + 1))
+    assert_works(client)

@@ -19,6 +19,7 @@ import pytest
 import jetstream_sync as js
 from jetstream_sync import _protocol
 from jetstream_sync._reader import Reader
+from jetstream_sync._writer import Writer
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import Events, assert_works
 from tests.fixtures.polling import wait_for
@@ -318,3 +319,70 @@ def test_a_hundred_megabytes_of_endless_lines_leave_memory_bounded(fake, client,
     growth = rss_bytes() - baseline
     assert growth < 16 << 20, f"RSS grew by {growth / 2**20:.1f} MiB over {total} bytes"
     assert len(events.errors_of(js.ProtocolError)) >= index - 1
+
+
+# --------------------------------------------------------------------------
+# A server that sends PINGs and reads nothing
+
+
+class SocketTransport:
+    """The part of ``_transport.Transport`` the writer uses, over a plain socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        """Wrap ``sock``."""
+        self.sock = sock
+
+    def sendall(self, data) -> None:
+        """Write all of ``data`` (blocks while the peer reads nothing)."""
+        self.sock.sendall(data)
+
+    def send_nowait(self, data) -> int:
+        """Write what the kernel takes at once."""
+        try:
+            return self.sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0
+
+
+def test_pongs_to_a_server_that_reads_nothing_do_not_pile_up():
+    """100,000 PINGs from a server that reads nothing leave one PONG waiting, not 600 KB;
+    once the server reads again, PONGs flow again."""
+    client_end, server_end = socket.socketpair()
+    writer = Writer(lambda exc, transport: None, 1 << 20, "test-writer")
+    writer.attach(SocketTransport(client_end))
+    try:
+        for _ in range(100_000):
+            writer.write_control(b"PONG\r\n")
+        assert len(writer._buf) <= len(b"PONG\r\n")
+        server_end.setblocking(False)
+        received = bytearray()
+
+        def drained() -> bool:
+            try:
+                received.extend(server_end.recv(1 << 20))
+            except BlockingIOError:
+                return not writer._buf and received.endswith(b"PONG\r\n")
+            return False
+
+        wait_for(drained)
+        assert received and received == b"PONG\r\n" * (len(received) // 6)
+        writer.write_control(b"PONG\r\n")  # the next PING is answered
+        wait_for(lambda: server_end.recv(64) == b"PONG\r\n", ignore=BlockingIOError)
+    finally:
+        client_end.shutdown(socket.SHUT_RDWR)
+        writer.close()
+        client_end.close()
+        server_end.close()
+
+
+def test_a_real_server_pinging_every_100_ms_keeps_an_idle_client(tmp_path: Path):
+    """The server's own keep-alive (every 100 ms, two out at most) gets its PONGs: an
+    idle client answers ten of them and stays on its first connection."""
+    config = ['ping_interval: "100ms"', "ping_max: 2"]
+    with NatsServer(directory=tmp_path / "srv", jetstream=False, extra_config=config) as server:
+        with js.connect(server.url, name="idle") as nc:
+            start = nc.stats.out_bytes
+            wait_for(lambda: nc.stats.out_bytes >= start + 10 * len(b"PONG\r\n"), timeout=10)
+            [conn] = server.monitor("connz")["connections"]
+            assert conn["name"] == "idle" and nc.stats.reconnects == 0
+            assert_works(nc)

@@ -129,6 +129,7 @@ class AckMux:
                             waited_on.append(window)
                 for window in set(waited_on):
                     if len(window._pending) <= window._low_water:
+                        assert window._cond is not None  # made when the window attached
                         window._cond.notify_all()
             for future, data, headers in settled:
                 if headers is None and b'"error"' not in data:
@@ -175,6 +176,7 @@ class AckMux:
                         expired.append((pending.pop(token), window._ack_timeout))
                         self._owners.pop(token, None)
                     if overdue and window._waiting:
+                        assert window._cond is not None  # made when the window attached
                         window._cond.notify_all()
                     if not pending:
                         del self._active[window]
@@ -195,10 +197,11 @@ class AckMux:
 
     def _take_all(self) -> list[PubAckFuture]:
         """Under the lock: empty every window, wake its waiters, return the futures."""
-        futures = []
+        futures: list[PubAckFuture] = []
         for window in self._active:
             futures.extend(window._pending.values())
             window._pending.clear()
+            assert window._cond is not None  # made when the window attached
             window._cond.notify_all()
         self._active.clear()
         self._owners.clear()
@@ -283,11 +286,16 @@ class AsyncPublisher:
     ) -> PubAckFuture:
         """Register a future, send the message with its reply token, return the future.
 
+        ``timeout`` bounds the whole call: waiting for room in the window, then
+        for room in the client's write buffer (a stalled server).
+
         Raises:
             TooManyPendingAcksError: the window is full and backpressure is off.
-            TimeoutError: the window stayed full for ``timeout`` seconds.
+            TimeoutError: no room in the window or the write buffer within
+                ``timeout``; nothing was sent and no future is pending.
             ConnectionClosedError: the client is closed.
         """
+        deadline = Deadline(timeout)
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
             self._client.validate_publish(subject, data, None, headers)
@@ -298,7 +306,7 @@ class AsyncPublisher:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
             if len(pending) >= self._max_inflight:
-                self._wait_for_room(mux, timeout)
+                self._wait_for_room(mux, deadline)
             token = str(next(mux._tokens))
             expires = future._ack_expires = time.monotonic() + self._ack_timeout
             if not pending:
@@ -307,8 +315,13 @@ class AsyncPublisher:
             mux._owners[token] = self
             if expires < mux._timer_due:
                 mux._wake_timer(expires)
+        prefix = mux._prefix
+        assert prefix is not None  # the mux is started
         try:
-            self._client.publish(subject, data, reply=mux._prefix + token, headers=headers)
+            self._client.publish(
+                subject, data, reply=prefix + token, headers=headers,
+                timeout=max(deadline.remaining(), 0.001),
+            )  # fmt: skip
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:
@@ -316,11 +329,10 @@ class AsyncPublisher:
             raise
         return future
 
-    def _wait_for_room(self, mux: AckMux, timeout: float) -> None:
+    def _wait_for_room(self, mux: AckMux, deadline: Deadline) -> None:
         """Under the lock: block until this window has room (or raise)."""
         if not self._backpressure:
             raise TooManyPendingAcksError(f"{len(self._pending)} acks pending (max_ack_inflight)")
-        deadline = Deadline(timeout)
         self._waiting += 1
         try:
             while len(self._pending) >= self._max_inflight:
@@ -328,6 +340,7 @@ class AsyncPublisher:
                     raise ConnectionClosedError("the client is closed")
                 if deadline.expired():
                     raise TimeoutError("timed out waiting for room in the async publish window")
+                assert self._cond is not None  # made by _attach
                 self._cond.wait(deadline.slice())
         finally:
             self._waiting -= 1
@@ -354,6 +367,7 @@ class AsyncPublisher:
                         raise TimeoutError(
                             f"{len(self._pending)} acks still pending after {timeout} s"
                         )
+                    assert self._cond is not None  # made by _attach
                     self._cond.wait(deadline.slice())
             finally:
                 self._waiting -= 1

@@ -13,7 +13,7 @@ import enum
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 
@@ -152,8 +152,8 @@ def _convert(spec: Spec, typ: Any, value: Any, field: str) -> Any:
 
 def _converter(
     spec: Spec, typ: Any, check: _checks.Check | None, required: bool
-) -> attrs.Converter:
-    def convert(value: Any, attribute: attrs.Attribute) -> Any:
+) -> attrs.Converter[Any, Any]:
+    def convert(value: Any, attribute: attrs.Attribute[Any]) -> Any:
         if not _checks.checking():
             return value  # from_api: _decode already produced the field's type
         if value is None:
@@ -293,6 +293,10 @@ class Wire:
     #: Response-envelope keys ``from_api`` drops instead of keeping in ``extra``.
     _ENVELOPE: ClassVar[frozenset[str]] = frozenset()
 
+    if TYPE_CHECKING:  # what every subclass has (each is an attrs class with ``extra``)
+        __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Any], ...]]
+        extra: Mapping[str, Any]
+
     @classmethod
     def from_api(cls: type[T], d: Mapping[str, Any]) -> T:
         """Build from the server's JSON (a decoded dict).
@@ -344,7 +348,7 @@ class Wire:
             if spec.omit_zero and not value:
                 continue
             out[spec.wire] = _encode(spec, value)
-        for key, value in self.extra.items():  # type: ignore[attr-defined]
+        for key, value in self.extra.items():
             out.setdefault(key, value)
         return out
 
@@ -358,7 +362,7 @@ class Wire:
             value = getattr(self, a.name)
             default = a.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory()  # type: ignore[union-attr]
+                default = default.factory()
             if default is not attrs.NOTHING and value == default:
                 continue
             if isinstance(value, enum.Enum):
@@ -471,7 +475,7 @@ def is_zero(value: Any) -> bool:
     if value is None:
         return True
     if isinstance(value, Wire):
-        if value.extra:  # type: ignore[attr-defined]
+        if value.extra:
             return False
         return all(
             is_zero(getattr(value, a.name)) for a in attrs.fields(type(value)) if a.name != "extra"
@@ -523,7 +527,7 @@ def _matches(want: Any, have: Any) -> bool:
             and len(have) == len(want)
             and all(_matches(w, h) for w, h in zip(want, have, strict=True))
         )
-    return want == have
+    return bool(want == have)
 
 
 def config_matches(requested: Any, actual: Any) -> bool:

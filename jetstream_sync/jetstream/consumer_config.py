@@ -9,7 +9,7 @@ in ``extra`` and sent back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -42,14 +42,13 @@ from .enums import AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy
 
 __all__ = ["ConsumerConfig", "OrderedConsumerConfig"]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 _count = ck.int_range(0, ck.MAX_INT64)
 _limit = ck.int_range(-1, ck.MAX_INT64)
 _uint64 = ck.int_range(0, ck.MAX_UINT64)
 _replicas = ck.int_range(0, ck.MAX_REPLICAS)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ConsumerConfig(Wire):
     """A consumer's configuration (create, update, and as the server reports it).
 
@@ -115,9 +114,9 @@ class ConsumerConfig(Wire):
     )
     ack_wait: float | None = field("ack_wait", DUR, check=ck.non_negative)
     max_deliver: int | None = field("max_deliver", typ=int, check=_limit)
-    backoff: tuple[float, ...] | None = field("backoff", DURS, check=ck.each(ck.non_negative))
+    backoff: Sequence[float] | None = field("backoff", DURS, check=ck.each(ck.non_negative))
     filter_subject: str | None = field("filter_subject", typ=str, check=ck.subject)
-    filter_subjects: tuple[str, ...] | None = field("filter_subjects", SEQ, str, check=ck.subjects)
+    filter_subjects: Sequence[str] | None = field("filter_subjects", SEQ, str, check=ck.subjects)
     replay_policy: ReplayPolicy | None = field("replay_policy", ENUM, cls=ReplayPolicy)
     rate_limit_bps: int | None = field("rate_limit_bps", typ=int, check=_uint64)
     sample_freq: str | None = field("sample_freq", typ=str, check=ck.sample_freq)
@@ -140,9 +139,7 @@ class ConsumerConfig(Wire):
         "metadata", MAP, str, check=ck.metadata, eq=strip_nats
     )
     pause_until: datetime | None = field("pause_until", TIME)
-    priority_groups: tuple[str, ...] | None = field(
-        "priority_groups", SEQ, str, check=ck.group_names
-    )
+    priority_groups: Sequence[str] | None = field("priority_groups", SEQ, str, check=ck.group_names)
     priority_policy: PriorityPolicy | None = field("priority_policy", ENUM, cls=PriorityPolicy)
     priority_timeout: float | None = field("priority_timeout", DUR, check=ck.non_negative)
     extra: Mapping[str, Any] = extra_field()
@@ -278,7 +275,7 @@ def _check_consumer(c: ConsumerConfig) -> None:
         ck.fail("priority_policy", "needs priority_groups")
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class OrderedConsumerConfig(Wire):
     """The options of an ordered consumer (client-side; never sent as is).
 
@@ -305,7 +302,7 @@ class OrderedConsumerConfig(Wire):
         extra: unknown keys of the stored JSON form.
     """
 
-    filter_subjects: tuple[str, ...] | None = field("filter_subjects", SEQ, str, check=ck.subjects)
+    filter_subjects: Sequence[str] | None = field("filter_subjects", SEQ, str, check=ck.subjects)
     deliver_policy: DeliverPolicy | None = field("deliver_policy", ENUM, cls=DeliverPolicy)
     opt_start_seq: int | None = field("opt_start_seq", typ=int, check=_uint64)
     opt_start_time: datetime | None = field("opt_start_time", TIME)

@@ -77,7 +77,6 @@ __all__ = [
     "parse_header_block",
 ]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 _ENVELOPE = frozenset({"type", "error", "total", "offset", "limit", "did_create"})
 field = info_field
 
@@ -87,7 +86,7 @@ def _time(wire: str) -> Any:
     return field(wire, TIME, none_wire=GO_ZERO_TIME)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class APIErrorInfo(Wire):
     """An API error reported inside an info (e.g. a failing stream source).
 
@@ -108,7 +107,7 @@ class APIErrorInfo(Wire):
         return api_error(self.code, self.err_code, self.description)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class PeerInfo(Wire):
     """One replica of a stream or consumer.
 
@@ -149,7 +148,7 @@ class PeerInfo(Wire):
         )
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class DesiredClusterOrigin(Wire):
     """What a stream or consumer had before the change in progress (2.15+).
 
@@ -166,7 +165,7 @@ class DesiredClusterOrigin(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class DesiredClusterStatus(Wire):
     """What a move to the desired placement is doing or waiting on (2.15+).
 
@@ -183,7 +182,7 @@ class DesiredClusterStatus(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class DesiredClusterInfo(Wire):
     """The placement a stream or consumer is moving to (2.15+).
 
@@ -202,7 +201,7 @@ class DesiredClusterInfo(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ClusterInfo(Wire):
     """The servers behind a stream or consumer.
 
@@ -246,7 +245,7 @@ class ClusterInfo(Wire):
         )
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamSourceInfo(Wire):
     """The state of a mirror's or source's link to its origin.
 
@@ -273,7 +272,7 @@ class StreamSourceInfo(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamAlternate(Wire):
     """A mirror (or the stream itself) that can answer reads, nearest first.
 
@@ -290,7 +289,7 @@ class StreamAlternate(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class LostStreamData(Wire):
     """Messages the server found damaged and lost.
 
@@ -305,7 +304,7 @@ class LostStreamData(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamState(Wire):
     """What a stream holds.
 
@@ -362,7 +361,7 @@ class StreamState(Wire):
         )
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamInfo(Wire):
     """A stream's configuration and state.
 
@@ -382,9 +381,10 @@ class StreamInfo(Wire):
         extra: wire keys this client does not know.
     """
 
-    config: StreamConfig | None = field("config", OBJ, cls=StreamConfig)
+    # Typed as always there: every stream info the server sends has both.
+    config: StreamConfig = field("config", OBJ, cls=StreamConfig)
     created: datetime | None = field("created", TIME)
-    state: StreamState | None = field("state", OBJ, cls=StreamState)
+    state: StreamState = field("state", OBJ, cls=StreamState)
     domain: str | None = field("domain")
     cluster: ClusterInfo | None = field("cluster", OBJ, cls=ClusterInfo)
     mirror: StreamSourceInfo | None = field("mirror", OBJ, cls=StreamSourceInfo)
@@ -414,7 +414,7 @@ class StreamInfo(Wire):
     _ENVELOPE: ClassVar[frozenset[str]] = _ENVELOPE
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class SequenceInfo(Wire):
     """A consumer position: a consumer sequence and the stream sequence it maps to.
 
@@ -443,7 +443,7 @@ class SequenceInfo(Wire):
         )
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class PriorityGroupState(Wire):
     """The state of one priority group of a pull consumer (2.11+).
 
@@ -460,7 +460,7 @@ class PriorityGroupState(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ConsumerInfo(Wire):
     """A consumer's configuration and state.
 

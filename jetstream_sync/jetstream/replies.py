@@ -37,11 +37,10 @@ __all__ = [
     "parse_header_block",
 ]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 field = info_field
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class AccountLimits(Wire):
     """An account's JetStream limits (-1: unlimited).
 
@@ -85,7 +84,7 @@ class AccountLimits(Wire):
         )
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class APIStats(Wire):
     """JetStream API usage.
 
@@ -117,7 +116,7 @@ class APIStats(Wire):
         )
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class AccountTier(Wire):
     """Usage and limits of one tier (e.g. ``R1``, ``R3``) of an account.
 
@@ -158,7 +157,7 @@ class AccountTier(Wire):
         )
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class AccountInfo(Wire):
     """An account's JetStream usage, limits and API statistics.
 
@@ -213,7 +212,7 @@ class AccountInfo(Wire):
     _ENVELOPE: ClassVar[frozenset[str]] = frozenset({"type", "error"})
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class PubAck(Wire):
     """The server's acknowledgement of a JetStream publish.
 
@@ -255,7 +254,7 @@ def format_header_block(headers: Mapping[str, Any]) -> bytes:
     return f"NATS/1.0\r\n{body}\r\n".encode()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class RawStreamMsg(Wire):
     """A message read straight from a stream (message get, direct get).
 

@@ -9,7 +9,7 @@ defaults apply. Durations are float seconds; timestamps are aware
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -52,13 +52,12 @@ __all__ = [
     "SubjectTransform",
 ]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 REQUIRED = attrs.NOTHING
 _uint64 = ck.int_range(0, ck.MAX_UINT64)
 _replicas = ck.int_range(0, ck.MAX_REPLICAS)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class SubjectTransform(Wire):
     """A subject mapping applied to messages (``{{wildcard(1)}}`` etc. in ``dest``).
 
@@ -73,7 +72,7 @@ class SubjectTransform(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class Placement(Wire):
     """Where a stream's replicas may be placed.
 
@@ -85,12 +84,12 @@ class Placement(Wire):
     """
 
     cluster: str | None = field("cluster", typ=str)
-    tags: tuple[str, ...] | None = field("tags", SEQ, str)
+    tags: Sequence[str] | None = field("tags", SEQ, str)
     preferred: str | None = field("preferred", typ=str)
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ExternalStream(Wire):
     """A stream in another account or JetStream domain.
 
@@ -105,7 +104,7 @@ class ExternalStream(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConsumerSource(Wire):
     """A durable push consumer, made beforehand, that a mirror or source reads (2.14+).
 
@@ -124,7 +123,7 @@ class StreamConsumerSource(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamSource(Wire):
     """A stream that a mirror copies or that a stream sources from.
 
@@ -144,7 +143,7 @@ class StreamSource(Wire):
     opt_start_seq: int | None = field("opt_start_seq", typ=int, check=_uint64)
     opt_start_time: datetime | None = field("opt_start_time", TIME)
     filter_subject: str | None = field("filter_subject", typ=str, check=ck.subject)
-    subject_transforms: tuple[SubjectTransform, ...] | None = field(
+    subject_transforms: Sequence[SubjectTransform] | None = field(
         "subject_transforms", OBJS, cls=SubjectTransform
     )
     external: ExternalStream | None = field("external", OBJ, cls=ExternalStream)
@@ -163,7 +162,7 @@ class StreamSource(Wire):
                 ck.fail("consumer", "cannot be combined with filter_subject")
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class Republish(Wire):
     """Republish stored messages to another subject.
 
@@ -180,7 +179,7 @@ class Republish(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConsumerLimits(Wire):
     """Defaults and ceilings for the consumers of a stream.
 
@@ -199,7 +198,7 @@ class StreamConsumerLimits(Wire):
 _limit = ck.int_range(-1, ck.MAX_INT64)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConfig(Wire):
     """A stream's configuration (create, update, and as the server reports it).
 
@@ -254,7 +253,7 @@ class StreamConfig(Wire):
 
     name: str = field("name", typ=str, check=ck.asset_name, default=REQUIRED)
     description: str | None = field("description", typ=str, check=ck.description)
-    subjects: tuple[str, ...] | None = field("subjects", SEQ, str, check=ck.subjects)
+    subjects: Sequence[str] | None = field("subjects", SEQ, str, check=ck.subjects)
     retention: RetentionPolicy | None = field("retention", ENUM, cls=RetentionPolicy)
     max_consumers: int | None = field("max_consumers", typ=int, check=_limit)
     max_msgs: int | None = field("max_msgs", typ=int, check=_limit)
@@ -271,7 +270,7 @@ class StreamConfig(Wire):
     )
     placement: Placement | None = field("placement", OBJ, cls=Placement)
     mirror: StreamSource | None = field("mirror", OBJ, cls=StreamSource)
-    sources: tuple[StreamSource, ...] | None = field("sources", OBJS, cls=StreamSource)
+    sources: Sequence[StreamSource] | None = field("sources", OBJS, cls=StreamSource)
     sealed: bool | None = field("sealed", typ=bool)
     deny_delete: bool | None = field("deny_delete", typ=bool)
     deny_purge: bool | None = field("deny_purge", typ=bool)
