@@ -38,9 +38,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ._deadline import WAIT_SLICE, Deadline
 from .errors import ConnectionClosedError, NatsError, TimeoutError
+
+if TYPE_CHECKING:
+    from ._transport import Transport
 
 # Above this many pending bytes, writers wait for the socket (bounded memory).
 HIGH_WATER = 32 << 20
@@ -62,7 +66,10 @@ class Writer:
     """
 
     def __init__(
-        self, on_error: Callable[[BaseException, object], None], reconnect_buf_size: int, name: str
+        self,
+        on_error: Callable[[BaseException, Transport], None],
+        reconnect_buf_size: int,
+        name: str,
     ) -> None:
         self._on_error = on_error
         self._reconnect_buf_size = reconnect_buf_size
@@ -84,7 +91,7 @@ class Writer:
         self._ping_ends: deque[int] = deque()
         # Where the last PONG queued ends (same count); past bytes_out: still in _buf.
         self._pong_end = 0
-        self._transport = None
+        self._transport: Transport | None = None
         self._sending = False
         self._kicked = False  # the flusher was woken and has not run yet
         self._closed = False
@@ -214,7 +221,7 @@ class Writer:
 
     # -- sending ----------------------------------------------------------------
 
-    def _take(self) -> tuple[bytearray, object] | None:
+    def _take(self) -> tuple[bytearray, Transport] | None:
         """Under the lock: take the buffer to send, or give up the sender role."""
         if not self._buf or self._transport is None:
             self._sending = False
@@ -274,7 +281,7 @@ class Writer:
                     self._kick.release()
                 return
 
-    def _send_failed(self, exc: BaseException, transport) -> None:
+    def _send_failed(self, exc: BaseException, transport: Transport) -> None:
         with self._lock:
             self._sending = False
             if self._transport is transport:
@@ -297,7 +304,7 @@ class Writer:
     # -- lifecycle (called by the client) ------------------------------------------
 
     def attach(
-        self, transport, preamble: bytes = b"", resume: Callable[[], int] | None = None
+        self, transport: Transport, preamble: bytes = b"", resume: Callable[[], int] | None = None
     ) -> None:
         """Start sending on ``transport``.
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import sys
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
+
+import pytest
 
 from tests.fixtures.examples import EXAMPLES, run_example
 
@@ -69,3 +73,24 @@ def test_bad_options_exit_with_usage(tmp_path: Path):
         done = run_example("pipeline.py", args, cwd=tmp_path, timeout=60)
         assert done.returncode == 2, done.stderr
         assert "must be at least" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.timeout(1500)
+def test_pipeline_with_100k_events_passes_its_self_checks(tmp_path: Path):
+    """With no NATS_URL it starts a server, runs steps a-d and every self-check holds."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+        pytest.skip("Spark needs Java 17 or newer")
+    done = run_example("pipeline.py", ["--events", "100000"], cwd=tmp_path, timeout=1400)
+    assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    out = done.stdout
+    assert "started a local nats-server" in out
+    assert "a. publish orders: 100,000 msgs" in out
+    assert "events read by the batch job (b)" in out
+    for line in ("streaming run 1 (c)", "streaming run 2, from its checkpoint (c)"):
+        assert line in out
+    assert "FAIL" not in out
+    assert out.rstrip().endswith("pipeline finished: every check holds")

@@ -68,7 +68,7 @@ class Stream(StreamConsumersMixin):
         name: the stream's name.
     """
 
-    def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None):
+    def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None) -> None:
         self._ctx = ctx
         self._api = ctx._api
         self.name = name
@@ -208,7 +208,7 @@ class Stream(StreamConsumersMixin):
         return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
 
     def _direct(
-        self, template: str, body: dict | None, timeout: float | None, **parts: str
+        self, template: str, body: dict[str, Any] | None, timeout: float | None, **parts: str
     ) -> RawStreamMsg:
         deadline = self._deadline(timeout)
         subject = self._api.subject(template, stream=self.name, **parts)
