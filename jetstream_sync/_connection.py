@@ -122,8 +122,8 @@ class ConnectionMixin:
         batches: dict[int, list[Msg]] = {}
         replies: dict[int, list[Reply]] = {}
         mux_sid = self._mux_sid
-        routes = self._routes
         client = cast("Client", self)  # every Msg names the client it came through
+        routes = self._routes
         for i in range(0, len(ops), _FIELDS):
             kind = ops[i]
             if kind == _OP_MSG or kind == _OP_HMSG:

@@ -20,7 +20,9 @@ frame is appended whole or not at all. ``write_control`` (PONG) and
 buffer is. A PONG is not queued while an earlier one still waits in the
 buffer: the server resets its count of PINGs out on any PONG, so the waiting
 one answers them all, and a server that sends PINGs but reads nothing cannot
-make the buffer grow.
+make the buffer grow. Neither does ``write_small`` wait (SUB, UNSUB: a few
+bytes, from calls such as ``subscribe()`` that have no timeout to wait by); it
+appends in order.
 
 PINGs are answered in order, so each PONG must answer a PING the client
 still expects an answer to on *this* connection. The writer remembers where
@@ -134,6 +136,27 @@ class Writer:
             self._send_now()
         else:
             self._kick.release()
+
+    def write_small(self, frame: bytes) -> None:
+        """Queue a SUB or UNSUB in order; never waits for room.
+
+        Over :data:`HIGH_WATER` it is appended anyway (a few bytes). While
+        disconnected the reconnect buffer's limit applies as for :meth:`write`.
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
+                raise ReconnectBufferFullError(
+                    f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
+                )
+            self._buf += frame
+            send_now = self._claim(False)
+        self._go(send_now)
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
         """Queue a PONG (dropped while disconnected, or while one waits): never waits for room.

@@ -497,7 +497,7 @@ class Client(ConnectionMixin):
         sub = self._subs.add(
             lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit)
         )
-        self._writer.write(sub_frame(subject_b, queue_b, sub.sid))
+        self._writer.write_small(sub_frame(subject_b, queue_b, sub.sid))  # never waits for room
         return sub
 
     def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
@@ -506,11 +506,11 @@ class Client(ConnectionMixin):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ValueError(f"limit must be a positive int, got {limit!r}")
             if self._subs.limit(sub, limit):
-                self._writer.write(b"UNSUB %d %d\r\n" % (sub.sid, limit))
+                self._writer.write_small(b"UNSUB %d %d\r\n" % (sub.sid, limit))
                 return
         else:
             self._subs.remove(sub, discard=True)
-        self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)
         if sub._worker is not None:
             sub._worker.join()
 
@@ -568,7 +568,7 @@ class Client(ConnectionMixin):
             if self._mux is None:
                 mux = RequestMux(self.new_inbox())
                 self._mux_sid = self._subs.new_sid()
-                self._writer.write(sub_frame(mux.subject.encode(), b"", self._mux_sid))
+                self._writer.write_small(sub_frame(mux.subject.encode(), b"", self._mux_sid))
                 self._mux = mux
         return self._mux
 

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from pathlib import Path
 
 import pytest
 
 import jetstream_sync as js
 from jetstream_sync import _protocol
-from jetstream_sync._reader import Reader
 from jetstream_sync._writer import Writer
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import Events, assert_works
 from tests.fixtures.polling import wait_for
-from tests.fixtures.server import LOOPBACK, NatsServer
+from tests.fixtures.reader import reader_failure
+from tests.fixtures.server import NatsServer
 
 # Stale after two unanswered PINGs 0.1 s apart; reconnect 20 ms after a loss.
 QUICK = {
@@ -34,19 +33,6 @@ QUICK = {
     "max_reconnect_attempts": -1,
     "connect_timeout": 2.0,
 }
-
-
-@pytest.fixture
-def fake():
-    """A fake server, stopped (threads joined) afterwards."""
-    with FakeServer() as server:
-        yield server
-
-
-@pytest.fixture
-def events() -> Events:
-    """The connection callbacks of the client under test."""
-    return Events()
 
 
 @pytest.fixture
@@ -275,28 +261,12 @@ def test_a_reported_protocol_error_does_not_hold_the_read_buffer(fake, client, e
 def test_an_error_while_routing_keeps_its_traceback_but_not_the_data(fake):
     """A routing failure's cause keeps its traceback (to debug) with the frames' locals
     (which hold the data) cleared."""
-    lost: list[BaseException] = []
-    done = threading.Event()
 
     def route(ops, view, consumed):
         data = bytes(view[:consumed]) * 1000  # noqa: F841 - a big local the frame holds
         raise RuntimeError("routing failed")
 
-    def connection_lost(exc):
-        lost.append(exc)
-        done.set()
-
-    class Conn:
-        transport = socket.create_connection((LOOPBACK, fake.port))
-        leftover = b""
-
-    try:
-        reader = Reader(Conn, route, connection_lost, "test-reader")
-        assert done.wait(5)
-        reader.join()
-    finally:
-        Conn.transport.close()
-    [error] = lost
+    error = reader_failure(fake.port, route)
     assert isinstance(error.__cause__, RuntimeError)
     assert error.__cause__.__traceback__ is not None
     assert big_buffers_held_by(error) == []

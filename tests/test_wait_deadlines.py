@@ -79,8 +79,8 @@ def test_pull_iterator_timeout_holds_when_its_pull_request_finds_no_room(nats_se
         ctx.publish("pi.x", b"0")
         consumer = st.create_consumer(durable_name="pi")
         with consumer.messages(max_messages=1, expires=30) as it:
+            assert it.next(timeout=10).data == b"0"  # its pull is used up: the next asks again
             with stopped(nats_server):
-                assert it.next(timeout=10).data == b"0"  # got before the stop: no pull in flight
                 fill_past_high_water(nc)
                 times_out(lambda: it.next(timeout=0.5))  # it must ask again: no room for that
                 times_out(lambda: it.next(timeout=0.5))
@@ -100,3 +100,39 @@ def test_publish_batch_timeout_holds_with_a_full_buffer(nats_server):
         nc.flush(timeout=60)
         assert st.info().state.messages == 0
         assert ctx.publish_batch([("pb.x", b"3"), ("pb.x", b"4")], timeout=10).seq == 2
+
+
+def test_subscribe_and_unsubscribe_do_not_wait_for_room(nats_server):
+    """SUB and UNSUB go into a full buffer at once, in order; the server gets them once it reads."""
+    with js.connect(nats_server.url) as nc:
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            sub = nc.subscribe("dl.late")
+            gone = nc.subscribe("dl.gone")
+            gone.unsubscribe()
+            first = nc.request  # the first request subscribes the client's reply inbox
+            times_out(lambda: first("dl.nobody", b"x", timeout=0.5))
+        nc.flush(timeout=60)
+        nc.publish("dl.late", b"in")
+        assert sub.next_msg(timeout=10).data == b"in"
+        (conn,) = nats_server.monitor("connz", subs=True)["connections"]
+        subjects = conn.get("subscriptions_list", [])
+        assert "dl.late" in subjects and "dl.gone" not in subjects
+
+
+def test_fetch_and_direct_get_timeouts_hold_with_a_full_buffer(nats_server):
+    """consumer.fetch(timeout=) returns [] in time; a batched direct get raises in time."""
+    with js.connect(nats_server.url) as nc:
+        ctx = nc.jetstream(timeout=5.0)
+        st = ctx.create_stream(name="FD", subjects=["fd.>"], allow_direct=True)
+        ctx.publish("fd.x", b"0")
+        consumer = st.create_consumer(durable_name="fd")
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            start = time.monotonic()
+            assert consumer.fetch(1, timeout=0.5) == []
+            assert time.monotonic() - start < 5
+            times_out(lambda: st.get_last_msgs_for(["fd.>"], timeout=0.5))
+        nc.flush(timeout=60)
+        assert [m.data for m in consumer.fetch(1, timeout=10)] == [b"0"]
+        assert [m.data for m in st.get_last_msgs_for(["fd.>"], timeout=10)] == [b"0"]

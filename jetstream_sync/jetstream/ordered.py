@@ -143,8 +143,9 @@ class OrderedConsumer:
         Raises:
             ConsumerNotFoundError: no link exists right now.
         """
-        current = self._current or self._reset(self._deadline(timeout))
-        return current.info(timeout=timeout)
+        deadline = self._deadline(timeout)  # one deadline for a new link and the request
+        current = self._current or self._reset(deadline)
+        return current.info(timeout=max(deadline.remaining(), 0.001))
 
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self._timeout))

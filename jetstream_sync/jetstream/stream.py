@@ -304,7 +304,10 @@ class Stream(StreamConsumersMixin):
         out: list[RawStreamMsg] = []
         with client.subscribe(inbox) as sub:
             subject = self._api.subject(_api.DIRECT_GET, stream=self.name)
-            client.publish(subject, json.dumps(body).encode(), reply=inbox)
+            client.publish(
+                subject, json.dumps(body).encode(), reply=inbox,
+                timeout=max(deadline.remaining(), 0.001),
+            )  # fmt: skip
             while True:
                 left = deadline.remaining()
                 if left <= 0:
