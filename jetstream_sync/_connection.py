@@ -30,6 +30,8 @@ from .errors import (
 from .msg import Msg
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._handshake import HandshakeOptions
     from ._pings import PingTracker
     from ._request_mux import ReplyWaiter, RequestMux
@@ -85,6 +87,7 @@ class ConnectionMixin:
         _in_bytes: int
         _reconnects: int
         _writer: Writer
+        _routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]]
 
         def _adopt(self, conn: Connected) -> None: ...
         def _apply_info(self, info: dict[str, Any]) -> None: ...
