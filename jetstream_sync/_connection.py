@@ -82,6 +82,7 @@ class ConnectionMixin:
         _subs: SubscriptionTable
         _mux: RequestMux | None
         _mux_sid: int
+        _routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]]
         _pings: PingTracker
         _in_msgs: int
         _in_bytes: int
