@@ -88,7 +88,6 @@ class ConnectionMixin:
         _in_bytes: int
         _reconnects: int
         _writer: Writer
-        _routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]]
 
         def _adopt(self, conn: Connected) -> None: ...
         def _apply_info(self, info: dict[str, Any]) -> None: ...
