@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -44,7 +45,7 @@ class JetStreamReader(DataSourceReader):
             return [RangePartition(ReadRange(self.stream, 1, 0))]
         return [RangePartition(r) for r in split(whole, self.partition_count)]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Every stored message of the partition's range, as Arrow record batches."""
         batches = read_range(
             partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
@@ -63,7 +64,7 @@ class JetStreamPushdownReader(JetStreamReader):
         super().__init__(opts, schema, default_partitions)
         self.pushed: list[str] = []
 
-    def pushFilters(self, filters: list) -> Iterator:
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         """Take the filters JetStream applies exactly (seq, subject, timestamp); yield the rest."""
         for f in filters:
             column = f.attribute[0] if len(f.attribute) == 1 else None
