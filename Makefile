@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+PIPELINE_STAMP := $(VENV)/.installed-pipeline
 
-.PHONY: demo test suite asan lint bench bench-quick clean
+.PHONY: pipeline demo demo-orders test suite typecheck docs asan lint bench bench-quick bench-spark clean
 
 $(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildcard csrc/*.c csrc/*.h)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -13,22 +14,46 @@ $(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildc
 	$(VPY) -c "import jetstream_sync as j; assert j.__impl__ == 'c', j.__impl__"
 	touch $(STAMP)
 
-## demo: the main job (a publish/subscribe/request demo; embedded nats-server unless NATS_URL is set)
-demo: $(STAMP)
-	$(VPY) -m examples.demo
+$(PIPELINE_STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildcard csrc/*.c csrc/*.h)
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel cffi
+	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation -e '.[spark,server]'
+	$(VPY) -c "import jetstream_sync as j; assert j.__impl__ == 'c', j.__impl__"
+	touch $(PIPELINE_STAMP)
 
-## test: the whole test suite, then the parser tests under ASan/UBSan
-test: suite asan
+## pipeline: the main job: 1,000,000 orders through JetStream, a Spark batch job and a
+## streaming query into a RESULTS stream and a KV bucket (needs Java 17+; local
+## nats-server unless NATS_URL is set). ARGS="--events 100000" passes options.
+pipeline: $(PIPELINE_STAMP)
+	$(VPY) examples/pipeline.py $(ARGS)
+
+demo: pipeline
+
+## demo-orders: the small order demo (publish/consume/request; no Spark)
+demo-orders: $(PIPELINE_STAMP)
+	$(VPY) examples/demo.py
+
+## test: mypy --strict, the strict docs build, the whole test suite, then the parser tests under ASan/UBSan
+test: typecheck docs suite asan
 
 suite: $(STAMP)
 	$(VPY) -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
+## typecheck: mypy --strict over the package (settings in pyproject.toml)
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy --strict jetstream_sync
+
+## docs: build the user guide and the API reference with --strict, into a temporary directory
+docs: $(STAMP)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$tmp"
+
 asan: $(STAMP)
 	PYTHON=$(VPY) bash csrc/asan.sh
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check jetstream_sync tests examples
+	$(VENV)/bin/ruff check jetstream_sync tests examples benchmarks
 
 ## bench: S1-S7 and MEM for jetstream_sync, nats-py and the raw limit (docs/performance.md)
 bench: $(STAMP)
@@ -36,6 +61,10 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(VPY) -m benchmarks --quick
+
+## bench-spark: the Spark data source against nats-py in mapPartitions (docs/spark.md)
+bench-spark: $(STAMP)
+	$(VPY) -m benchmarks spark
 
 clean:
 	rm -rf $(VENV) build *.egg-info jetstream_sync/_ffi*.so jetstream_sync/_ffi.c

@@ -14,7 +14,9 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 STREAM = "S"
@@ -27,6 +29,7 @@ OBJ_BUCKET = "BENCH"
 OBJ_SIZE = 100 * 1024 * 1024  # OBJput/OBJget: one "message" is one 100 MiB object
 
 CLIENTS = ("raw", "ours", "nats-py")
+S8_THREADS = 16  # S8: threads sharing one client (a web server's workers)
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,21 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("S2mem", "S2", storage="memory", title="S2 on a memory stream"),
         Scenario("S3", "S3", prefilled=True, title="fetch(500) + ack, AckExplicit durable"),
         Scenario("S4", "S4", prefilled=True, title="fetch(500), AckNone"),
-        Scenario("S5", "S5", title="core request/reply, in-process responder (+ S5info)"),
+        Scenario(
+            "S5",
+            "S5",
+            title="core request/reply, in-process responder (+ S5info, S5cinfo, S5ccreate)",
+        ),
         Scenario("S6_16", "S2", size=16, title="async publish, 16 B payloads"),
         Scenario("S6_1k", "S2", size=1024, title="async publish, 1 KiB payloads"),
         Scenario("S6_64k", "S2", size=65536, title="async publish, 64 KiB payloads"),
         Scenario("S7", "S7", prefilled=True, title="consume() callback + ack, AckExplicit"),
         Scenario("MEM", "MEM", prefilled=True, title="RSS growth over messages() + ack"),
+        Scenario(
+            "S8",
+            "S8",
+            title=f"{S8_THREADS} threads publishing and waiting for each PubAck, one client",
+        ),
         Scenario("KVput", "KVput", title="KV put, one after another (1,000 keys)"),
         Scenario("KVget", "KVget", title="KV get (direct), one after another (1,000 keys)"),
         Scenario(
@@ -68,8 +80,10 @@ SCENARIOS: dict[str, Scenario] = {
     )
 }
 
-# Rows a run produces per client: S5 also reports the stream-info latency as S5info.
-ROW_LABELS = [x for s in SCENARIOS for x in ((s, "S5info") if s == "S5" else (s,))]
+# Rows a run produces per client: S5 also reports the latency of three JetStream API
+# calls: stream info (S5info), consumer info (S5cinfo), create_consumer (S5ccreate).
+S5_EXTRA = ("S5info", "S5cinfo", "S5ccreate")
+ROW_LABELS = [x for s in SCENARIOS for x in ((s, *S5_EXTRA) if s == "S5" else (s,))]
 
 # Messages per (scenario, client) for a full run, chosen for a few seconds each on the
 # 2-core box; "*" applies to every client.
@@ -85,6 +99,7 @@ FULL_N: dict[str, dict[str, int]] = {
     "S6_64k": {"raw": 25_000, "ours": 20_000, "nats-py": 10_000},
     "S7": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
     "MEM": {"*": 1_000_000},
+    "S8": {"*": 10},  # seconds, not messages
     "KVput": {"raw": 25_000, "ours": 15_000, "nats-py": 10_000},
     "KVget": {"raw": 25_000, "ours": 15_000, "nats-py": 10_000},
     "KVwatch": {"*": 100_000},
@@ -105,6 +120,7 @@ QUICK_N: dict[str, dict[str, int]] = {
     "S6_64k": {"*": 3_000},
     "S7": {"*": 40_000},
     "MEM": {"*": 100_000},
+    "S8": {"*": 3},  # seconds, not messages
     "KVput": {"*": 3_000},
     "KVget": {"*": 3_000},
     "KVwatch": {"*": 20_000},
@@ -114,7 +130,7 @@ QUICK_N: dict[str, dict[str, int]] = {
 
 
 def count_for(label: str, client: str, quick: bool, scale: float = 1.0) -> int:
-    """How many messages ``client`` handles in scenario ``label``."""
+    """How many messages ``client`` handles in scenario ``label`` (S8: how many seconds)."""
     table = (QUICK_N if quick else FULL_N)[label]
     return max(1, int(table.get(client, table.get("*", 0)) * scale))
 
@@ -204,6 +220,56 @@ def latency_fields(samples_us: list[float]) -> dict[str, float]:
     }
 
 
+def run_threads(
+    count: int, seconds: float, call: Callable[[int], Callable[[], object]]
+) -> tuple[Timed, int, list[float]]:
+    """S8: ``count`` threads each repeating a call for ``seconds``; every call is timed.
+
+    ``call(i)`` runs on thread ``i`` before the start line and returns what that thread
+    repeats (so per-thread set-up, a socket for instance, stays out of the timing).
+    Returns the timing of the whole, how many calls completed and every call's latency
+    in microseconds. An exception in a thread is raised here after all have stopped.
+    """
+    start = threading.Barrier(count + 1)
+    latencies: list[list[float]] = [[] for _ in range(count)]
+    errors: list[BaseException] = []
+    stop_at = [0.0]
+
+    def worker(i: int) -> None:
+        try:
+            one = call(i)
+        except BaseException as exc:  # reported below, after the others stopped
+            errors.append(exc)
+            start.abort()
+            return
+        record = latencies[i].append
+        clock = time.perf_counter_ns
+        try:
+            start.wait()
+            while time.perf_counter() < stop_at[0]:
+                t0 = clock()
+                one()
+                record((clock() - t0) / 1000)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,), name=f"bench-{i}") for i in range(count)]
+    for thread in threads:
+        thread.start()
+    with Timed() as timed:
+        stop_at[0] = time.perf_counter() + seconds
+        try:
+            start.wait()
+        except threading.BrokenBarrierError:  # a thread failed to set up: raised below
+            pass
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    merged = [x for lat in latencies for x in lat]
+    return timed, len(merged), merged
+
+
 def emit(row: dict[str, object]) -> None:
     """Print one JSON result line for the orchestrator."""
     sys.stdout.write(json.dumps(row) + "\n")
@@ -220,9 +286,9 @@ def driver_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Scen
     ap = argparse.ArgumentParser(description="Run one benchmark scenario; print JSON lines.")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument(
-        "--scenario", required=True, help="S1 S2 S2mem S3 S4 S5 S6 S6_1k S7 MEM KVput ..."
+        "--scenario", required=True, help="S1 S2 S2mem S3 S4 S5 S6 S6_1k S7 MEM S8 KVput ..."
     )
-    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--n", type=int, default=10_000, help="messages (S8: seconds)")
     ap.add_argument("--size", type=int, default=None, help="payload bytes (default: scenario's)")
     ap.add_argument("--storage", choices=("file", "memory"), default=None)
     ap.add_argument("--window", type=int, default=WINDOW, help="async publish acks in flight")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import CLIENTS, SCENARIOS, count_for
+from . import CLIENTS, S5_EXTRA, SCENARIOS, count_for
 from .kv_prefill import prefill_kv
 from .prefill import prefill
 from .report import check_targets, markdown, summarize, write_json
@@ -152,7 +152,7 @@ def run_step(label: str, client: str, n: int, rep: int, timeout: float) -> tuple
             row["wall_s"] = round(wall, 3)
             row["server_cpu_s"] = round(server_cpu, 3)
             if "error" not in row and not row["scenario"].startswith("S5"):
-                # S5 shares one process between S5 and S5info: no per-message split
+                # S5 shares one process between S5 and S5info...: no per-message split
                 row["server_cpu_us_per_msg"] = round(server_cpu / row["n"] * 1e6, 3)
             rows.append(row)
     if done.returncode != 0 or not rows:
@@ -165,7 +165,7 @@ def describe(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"{row['scenario']}: {row['error']}"
     text = f"{row['scenario']}: {row['msgs_per_s']:,.0f} msgs/s"
-    if row["scenario"].startswith(("S5", "KVput", "KVget")):
+    if row["scenario"].startswith(("S5", "S8", "KVput", "KVget")):
         text += f", p50 {row['p50_us']:.0f} us, p99 {row['p99_us']:.0f} us"
     elif row.get("size", 0) >= 1024:
         text += f", {row['mb_per_s']:,.1f} MB/s"
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         progress(f"{head} " + "; ".join(describe(r) for r in got) + f" ({secs:.1f} s)")
     meta["total_s"] = round(time.perf_counter() - started, 1)
     labels = [
-        x for label in args.labels for x in ((label, "S5info") if label == "S5" else (label,))
+        x for label in args.labels for x in ((label, *S5_EXTRA) if label == "S5" else (label,))
     ]
     summary = summarize(rows, labels, args.client_list)
     targets = check_targets(rows, summary)

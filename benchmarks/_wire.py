@@ -26,7 +26,7 @@ Handler = Callable[[bytes, "bytes | None", bytes], None]
 class RawConn:
     """One connection; ``send`` may be called from any thread, ``pump`` from one."""
 
-    def __init__(self, port: int, timeout: float = 30.0) -> None:
+    def __init__(self, port: int, timeout: float = 30.0, inbox: bytes = INBOX) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -34,7 +34,8 @@ class RawConn:
         self.buf = bytearray()
         self.lock = threading.Lock()  # whole frames only: PONGs never land inside a PUB
         self.info = json.loads(self._line().split(b" ", 1)[1])
-        self.sock.sendall(CONNECT + b"SUB " + INBOX + b".> 1\r\nPING\r\n")
+        self.reply = inbox + b".r"  # where this connection's replies arrive
+        self.sock.sendall(CONNECT + b"SUB " + inbox + b".> 1\r\nPING\r\n")
         while True:
             line = self._line()
             if line == b"PONG":
@@ -139,9 +140,9 @@ def create_stream(conn: RawConn, storage: str = "file", name: str = "S") -> None
             raise
 
 
-def create_durable(conn: RawConn, durable: str, ack_policy: str, stream: str = "S") -> None:
-    """Create a durable pull consumer on ``stream`` delivering everything."""
-    body = {
+def durable_body(durable: str, ack_policy: str, stream: str = "S") -> dict[str, object]:
+    """The CONSUMER.CREATE request of a durable pull consumer delivering everything."""
+    return {
         "stream_name": stream,
         "config": {
             "durable_name": durable,
@@ -150,4 +151,9 @@ def create_durable(conn: RawConn, durable: str, ack_policy: str, stream: str = "
             "replay_policy": "instant",
         },
     }
+
+
+def create_durable(conn: RawConn, durable: str, ack_policy: str, stream: str = "S") -> None:
+    """Create a durable pull consumer on ``stream`` delivering everything."""
+    body = durable_body(durable, ack_policy, stream)
     conn.api(f"$JS.API.CONSUMER.CREATE.{stream}.{durable}", body)

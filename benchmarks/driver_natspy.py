@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import time
 from typing import Any
 
 from . import (
     BATCH,
     OBJ_BUCKET,
+    S8_THREADS,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -28,6 +30,7 @@ from . import (
     reset_peak_rss,
     result,
     rss_mb,
+    run_threads,
     unavailable,
 )
 from .kv_prefill import BUCKET, KEYS
@@ -137,7 +140,11 @@ async def iterate_memory(nc: Any, js: Any, label: str, n: int, size: int) -> Non
 
 
 async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> None:
-    """S5: ``nc.request`` to an in-process responder; S5info: ``js.stream_info``."""
+    """S5: ``nc.request`` to an in-process responder; then three JetStream API calls.
+
+    S5info: ``js.stream_info``; S5cinfo: ``js.consumer_info``; S5ccreate:
+    ``js.add_consumer`` of an existing durable with the same config.
+    """
     payload = b"x" * size
 
     async def responder(m: Any) -> None:
@@ -157,14 +164,62 @@ async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str)
     emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
 
     await ensure_stream(js, storage)
+    from nats.js.api import AckPolicy
+
     ni = max(1, n // 5)
-    lat = []
-    with Timed() as t:
-        for _ in range(ni):
-            t0 = clock()
-            await js.stream_info(STREAM)
-            lat.append((clock() - t0) / 1000)
-    emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
+    await js.add_consumer(STREAM, durable_name="DINFO", ack_policy=AckPolicy.EXPLICIT)
+    calls = (
+        ("S5info", lambda: js.stream_info(STREAM)),
+        ("S5cinfo", lambda: js.consumer_info(STREAM, "DINFO")),
+        (  # the same config again
+            "S5ccreate",
+            lambda: js.add_consumer(STREAM, durable_name="DCREATE", ack_policy=AckPolicy.EXPLICIT),
+        ),
+    )
+    for row, call in calls:
+        await call()  # warm-up
+        lat = []
+        with Timed() as t:
+            for _ in range(ni):
+                t0 = clock()
+                await call()
+                lat.append((clock() - t0) / 1000)
+        emit(result(CLIENT, row, ni, 0, t, **latency_fields(lat)))
+
+
+def web_server(args: Any) -> None:
+    """S8: one event loop in a background thread; 16 threads bridge into it.
+
+    The way a Django or Flask worker uses nats-py: each thread calls
+    ``asyncio.run_coroutine_threadsafe(js.publish(...), loop).result()``.
+    """
+    import nats
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="nats-py-loop")
+    thread.start()
+
+    def on_loop(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    try:
+        nc = on_loop(nats.connect(f"nats://127.0.0.1:{args.port}"))
+        try:
+            js = nc.jetstream()
+            on_loop(ensure_stream(js, args.storage))
+            payload = b"x" * args.size
+            on_loop(js.publish(SUBJECT, payload))  # warm-up
+            t, n, lat = run_threads(
+                S8_THREADS, args.n, lambda i: lambda: on_loop(js.publish(SUBJECT, payload))
+            )
+        finally:
+            on_loop(nc.close())
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+    emit(result(CLIENT, args.label, n, args.size, t, threads=S8_THREADS,
+                **latency_fields(lat)))  # fmt: skip
 
 
 async def kv_ops(js: Any, label: str, n: int, size: int, get: bool) -> None:
@@ -273,7 +328,10 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError as e:
         unavailable(CLIENT, args.label, f"nats-py is not installed ({e})")
         return
-    asyncio.run(run(args, sc.base))
+    if sc.base == "S8":
+        web_server(args)
+    else:
+        asyncio.run(run(args, sc.base))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import jetstream_sync as js_sync
 from . import (
     BATCH,
     OBJ_BUCKET,
+    S8_THREADS,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -30,6 +31,7 @@ from . import (
     reset_peak_rss,
     result,
     rss_mb,
+    run_threads,
     unavailable,
 )
 from .kv_prefill import BUCKET, KEYS
@@ -177,7 +179,11 @@ def iterate_memory(nc: Any, js: Any, label: str, n: int, size: int) -> None:
 
 
 def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> None:
-    """S5: ``nc.request`` to an in-process responder; S5info: ``stream.info()``."""
+    """S5: ``nc.request`` to an in-process responder; then three JetStream API calls.
+
+    S5info: ``stream.info()``; S5cinfo: ``consumer.info()``; S5ccreate:
+    ``js.create_consumer`` of an existing durable with the same config.
+    """
     payload = b"x" * size
     nc.subscribe(SERVICE, cb=lambda m: m.respond(payload))
     nc.flush(timeout=5)
@@ -195,15 +201,32 @@ def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> No
     emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
 
     ensure_stream(js, storage)
-    stream = js.stream_no_info(STREAM)
     ni = max(1, n // 5)
-    lat = []
-    with Timed() as t:
-        for _ in range(ni):
-            t0 = clock()
-            stream.info()
-            lat.append((clock() - t0) / 1000)
-    emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
+    stream = js.stream_no_info(STREAM)
+    consumer = make_consumer(js, "DINFO", True)
+    calls = (
+        ("S5info", stream.info),
+        ("S5cinfo", consumer.info),
+        ("S5ccreate", lambda: make_consumer(js, "DCREATE", True)),  # the same config again
+    )
+    for row, call in calls:
+        call()  # warm-up
+        lat = []
+        with Timed() as t:
+            for _ in range(ni):
+                t0 = clock()
+                call()
+                lat.append((clock() - t0) / 1000)
+        emit(result(CLIENT, row, ni, 0, t, **latency_fields(lat)))
+
+
+def web_server(js: Any, label: str, seconds: int, size: int, storage: str) -> None:
+    """S8: 16 threads share the client, each repeating ``js.publish`` (one PubAck a call)."""
+    ensure_stream(js, storage)
+    payload = b"x" * size
+    js.publish(SUBJECT, payload)  # warm-up
+    t, n, lat = run_threads(S8_THREADS, seconds, lambda i: lambda: js.publish(SUBJECT, payload))
+    emit(result(CLIENT, label, n, size, t, threads=S8_THREADS, **latency_fields(lat)))
 
 
 def kv_ops(js: Any, label: str, n: int, size: int, get: bool) -> None:
@@ -295,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
             iterate_memory(nc, js, args.label, args.n, args.size)
         elif sc.base == "S5":
             latency(nc, js, args.label, args.n, args.size, args.storage)
+        elif sc.base == "S8":
+            web_server(js, args.label, args.n, args.size, args.storage)
         elif sc.base in ("KVput", "KVget"):
             kv_ops(js, args.label, args.n, args.size, sc.base == "KVget")
         elif sc.base == "KVwatch":

@@ -13,9 +13,11 @@ from __future__ import annotations
 import gc
 import json
 import time
+from collections.abc import Callable
 
 from . import (
     BATCH,
+    S8_THREADS,
     SERVICE,
     STREAM,
     SUBJECT,
@@ -27,9 +29,10 @@ from . import (
     reset_peak_rss,
     result,
     rss_mb,
+    run_threads,
     unavailable,
 )
-from ._wire import INBOX, REPLY, RawConn, create_durable, create_stream
+from ._wire import INBOX, REPLY, RawConn, create_durable, create_stream, durable_body
 from .kv_prefill import BUCKET, KEYS, KV_STREAM, create_bucket, key_subject, prefill_kv
 from .prefill import pipelined_publish
 
@@ -115,7 +118,9 @@ def memory(conn: RawConn, label: str, n: int, size: int) -> None:
 
 
 def latency(conn: RawConn, label: str, n: int, size: int, storage: str) -> None:
-    """S5: request/reply through an in-process responder on the same socket; S5info."""
+    """S5: request/reply through an in-process responder on the same socket; then the
+    raw requests of S5info (stream info), S5cinfo (consumer info) and S5ccreate
+    (consumer create of an existing durable with the same config)."""
     create_stream(conn, storage)
     payload = b"x" * size
     conn.send(b"SUB %s 2\r\n" % SERVICE.encode())
@@ -144,15 +149,51 @@ def latency(conn: RawConn, label: str, n: int, size: int, storage: str) -> None:
         lat = [one() for _ in range(n)]
     emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
 
-    info_subject = f"$JS.API.STREAM.INFO.{STREAM}"
     ni = max(1, n // 5)
-    lat = []
-    with Timed() as t:
-        for _ in range(ni):
-            t0 = time.perf_counter_ns()
-            conn.api(info_subject)
-            lat.append((time.perf_counter_ns() - t0) / 1000)
-    emit(result(CLIENT, "S5info", ni, 0, t, **latency_fields(lat)))
+    create_durable(conn, "DINFO", "explicit")
+    create_body = durable_body("DCREATE", "explicit")
+    calls = (
+        ("S5info", lambda: conn.api(f"$JS.API.STREAM.INFO.{STREAM}")),
+        ("S5cinfo", lambda: conn.api(f"$JS.API.CONSUMER.INFO.{STREAM}.DINFO")),
+        ("S5ccreate", lambda: conn.api(f"$JS.API.CONSUMER.CREATE.{STREAM}.DCREATE", create_body)),
+    )
+    for row, call in calls:
+        call()  # warm-up
+        lat = []
+        with Timed() as t:
+            for _ in range(ni):
+                t0 = time.perf_counter_ns()
+                call()
+                lat.append((time.perf_counter_ns() - t0) / 1000)
+        emit(result(CLIENT, row, ni, 0, t, **latency_fields(lat)))
+
+
+def web_server(port: int, label: str, seconds: int, size: int, storage: str) -> None:
+    """S8: 16 threads, each with its own socket: one PUB, then wait for its PubAck."""
+    setup = RawConn(port)
+    create_stream(setup, storage)
+    payload = b"x" * size
+    conns: list[RawConn] = []
+
+    def connect(i: int) -> Callable[[], None]:
+        conn = RawConn(port, inbox=b"%s%d" % (INBOX, i))  # its own inbox: its own acks only
+        conns.append(conn)
+        frame = b"PUB %s %s %d\r\n%s\r\n" % (SUBJECT.encode(), conn.reply, size, payload)
+        send, pump = conn.sock.sendall, conn.pump
+
+        def one() -> None:
+            send(frame)
+            while not pump():
+                pass
+
+        return one
+
+    try:
+        t, n, lat = run_threads(S8_THREADS, seconds, connect)
+    finally:
+        for conn in [setup, *conns]:
+            conn.close()
+    emit(result(CLIENT, label, n, size, t, threads=S8_THREADS, **latency_fields(lat)))
 
 
 def kv_ops(conn: RawConn, port: int, label: str, n: int, size: int, get: bool) -> None:
@@ -223,6 +264,8 @@ def main(argv: list[str] | None = None) -> None:
             memory(conn, args.label, args.n, args.size)
         elif sc.base == "S5":
             latency(conn, args.label, args.n, args.size, args.storage)
+        elif sc.base == "S8":
+            web_server(args.port, args.label, args.n, args.size, args.storage)
         elif sc.base in ("KVput", "KVget"):
             kv_ops(conn, args.port, args.label, args.n, args.size, sc.base == "KVget")
         elif sc.base == "KVwatch":

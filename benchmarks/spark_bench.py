@@ -26,11 +26,11 @@ from typing import Any
 
 from ._wire import RawConn
 from .prefill import pipelined_publish
-from .server import BenchServer, server_version
+from .server import CLOCK_TICKS, BenchServer, server_version
 
 ROOT = Path(__file__).resolve().parent.parent
 READ_STREAM = "S"  # prefill.pipelined_publish publishes to bench.s
-WRITE_SUBJECT = "sparkw.rows"
+WRITE_SUBJECTS = "sparkw"  # each client writes to sparkw.<client> in its own stream
 SIZE = 128
 TARGETS = {"read-count": 150_000, "read-agg": 150_000, "write": 75_000}
 CLIENTS = ("ours", "nats-py")
@@ -57,8 +57,9 @@ def start_spark(master: str) -> Any:
     )
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    import jetstream_sync.spark
     from pyspark.sql import SparkSession
+
+    import jetstream_sync.spark
 
     spark = (
         SparkSession.builder.master(master)
@@ -86,15 +87,15 @@ def prefill_read_stream(server: BenchServer, n: int) -> None:
         conn.close()
 
 
-def fresh_write_stream(url: str, name: str) -> None:
-    """(Re)create the empty stream a write scenario fills."""
+def fresh_write_stream(url: str, name: str, subject: str) -> None:
+    """(Re)create the empty stream ``name`` capturing ``subject`` that a write scenario fills."""
     import jetstream_sync
 
     with jetstream_sync.connect(url) as nc:
         ctx = nc.jetstream()
         if name in set(ctx.stream_names()):
             ctx.delete_stream(name)
-        ctx.create_stream(name=name, subjects=[WRITE_SUBJECT], duplicate_window=600.0)
+        ctx.create_stream(name=name, subjects=[subject], duplicate_window=600.0)
 
 
 def stored(url: str, name: str) -> int:
@@ -130,12 +131,12 @@ def read_natspy(spark: Any, url: str, partitions: int, n: int) -> Any:
     return spark.createDataFrame(rdd, "subject STRING, seq LONG, data BINARY")
 
 
-def rows_to_write(spark: Any, n: int, partitions: int) -> Any:
+def rows_to_write(spark: Any, n: int, partitions: int, subject: str) -> Any:
     """``n`` rows of ``subject`` and a distinct ``SIZE``-byte ``data``."""
     from pyspark.sql import functions as F
 
     return spark.range(0, n, 1, partitions).select(
-        F.lit(WRITE_SUBJECT).alias("subject"),
+        F.lit(subject).alias("subject"),
         F.lpad(F.col("id").cast("string"), SIZE, "x").cast("binary").alias("data"),
     )
 
@@ -156,9 +157,10 @@ def scenario(name: str, client: str, spark: Any, url: str, args: argparse.Namesp
     """Run one scenario one way; return the count it checked."""
     n, parts = args.n, args.partitions
     if name == "write":
-        target = f"W{client.replace('-', '').upper()}"
-        fresh_write_stream(url, target)
-        frame = rows_to_write(spark, n, parts)
+        token = client.replace("-", "")
+        target, subject = f"W{token.upper()}", f"{WRITE_SUBJECTS}.{token}"
+        fresh_write_stream(url, target, subject)
+        frame = rows_to_write(spark, n, parts, subject)
         if client == "ours":
             frame.write.format("jetstream").option("servers", url).mode("append").save()
         else:
@@ -170,22 +172,64 @@ def scenario(name: str, client: str, spark: Any, url: str, args: argparse.Namesp
     return frame.count() if name == "read-count" else aggregate(frame)
 
 
-def measure(name: str, client: str, spark: Any, url: str, args: argparse.Namespace) -> dict:
-    """Run one scenario one way ``--reps`` times; the best time, or the error."""
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds used so far by ``root`` (default: this process) and all its descendants.
+
+    Spark's JVM and its Python workers are descendants of the driver; a reaped
+    child's time is in its parent's ``cutime``/``cstime``, so it is counted once.
+    """
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # the process has gone meanwhile
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo += children.get(pid, [])
+    return total / CLOCK_TICKS
+
+
+def measure(
+    name: str, client: str, spark: Any, server: BenchServer, args: argparse.Namespace
+) -> dict:
+    """Run one scenario one way ``--reps`` times; the best time with its CPU, or the error.
+
+    ``cpu_us_per_msg`` is the CPU of Spark (driver, JVM, Python workers) plus
+    the server's, per message: unlike the wall time, it barely depends on what
+    else the machine runs. ``cpu_bound_msgs_per_s`` is the rate that CPU
+    allows on this machine's cores.
+    """
     best: dict[str, Any] = {"scenario": name, "client": client, "n": args.n}
     for _ in range(args.reps):
-        start = time.perf_counter()
+        start, cpu0, server0 = time.perf_counter(), tree_cpu_seconds(), server.cpu_seconds()
         try:
-            count = scenario(name, client, spark, url, args)
+            count = scenario(name, client, spark, server.url, args)
         except Exception as exc:  # reported in the table; the exit code says 1
             best["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             return best
         secs = time.perf_counter() - start
+        cpu = tree_cpu_seconds() - cpu0 + server.cpu_seconds() - server0
         if count != args.n:
             best["error"] = f"checked {count:,} messages, expected {args.n:,}"
             return best
         if "secs" not in best or secs < best["secs"]:
-            best.update(secs=round(secs, 3), msgs_per_s=round(args.n / secs))
+            best.update(
+                secs=round(secs, 3),
+                msgs_per_s=round(args.n / secs),
+                cpu_us_per_msg=round(cpu / args.n * 1e6, 2),
+                cpu_bound_msgs_per_s=round(args.n * (os.cpu_count() or 1) / cpu),
+            )
     return best
 
 
@@ -199,7 +243,7 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
             spark.range(10).count()  # the JVM and the Python workers are warm before timing
             for name in args.scenarios:
                 for client in CLIENTS:
-                    rows.append(measure(name, client, spark, server.url, args))
+                    rows.append(measure(name, client, spark, server, args))
                     sys.stderr.write(f"{name} {client}: {rows[-1]}\n")
         finally:
             spark.stop()
@@ -209,23 +253,28 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The results as a markdown table, with the ratio ours / nats-py and the targets."""
     rate = {(r["scenario"], r["client"]): r.get("msgs_per_s") for r in rows}
+    cpu = {(r["scenario"], r["client"]): r.get("cpu_us_per_msg") for r in rows}
     lines = [
-        "| scenario | client | msgs/s | seconds | ours / nats-py | target |",
-        "|---|---|---:|---:|---:|---|",
+        "| scenario | client | msgs/s | seconds | CPU µs/msg | CPU-bound msgs/s "
+        "| ours / nats-py | target |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         ours, theirs = rate.get((r["scenario"], "ours")), rate.get((r["scenario"], "nats-py"))
         if "error" in r:
-            lines.append(f"| {r['scenario']} | {r['client']} | error: {r['error']} | | | |")
+            lines.append(f"| {r['scenario']} | {r['client']} | error: {r['error']} | | | | | |")
             continue
         ratio = target = ""
         if r["client"] == "ours" and ours and theirs:
             ratio = f"{ours / theirs:.1f}x"
+            ours_cpu, their_cpu = cpu[(r["scenario"], "ours")], cpu[(r["scenario"], "nats-py")]
+            if ours_cpu and their_cpu:
+                ratio += f" (CPU: {their_cpu / ours_cpu:.1f}x)"
             met = ours >= TARGETS[r["scenario"]] and ours >= 3 * theirs
             target = f"≥ {TARGETS[r['scenario']]:,}/s and ≥ 3x: {'met' if met else 'NOT met'}"
         lines.append(
             f"| {r['scenario']} | {r['client']} | {r['msgs_per_s']:,} | {r['secs']:.2f} "
-            f"| {ratio} | {target} |"
+            f"| {r['cpu_us_per_msg']:.1f} | {r['cpu_bound_msgs_per_s']:,} | {ratio} | {target} |"
         )
     return "\n".join(lines)
 
@@ -233,8 +282,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run, print the table; exit 1 if a scenario failed."""
     args = parse_args(argv)
+    load_before = os.getloadavg()[0]
     rows = run_all(args)
     meta = {
+        # other processes' load skews every figure: the 1-minute load average before and after
+        "loadavg": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "master": args.master,
         "partitions": args.partitions,
         "n": args.n,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _protocol
 from ._events import log
@@ -28,6 +29,16 @@ from .errors import (
 )
 from .msg import Msg
 
+if TYPE_CHECKING:
+    from ._handshake import HandshakeOptions
+    from ._pings import PingTracker
+    from ._request_mux import ReplyWaiter, RequestMux
+    from ._server_pool import ServerPool
+    from ._sub_table import SubscriptionTable
+    from ._transport import Transport
+    from ._writer import Writer
+    from .client import Client
+
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
 _FIELDS = _protocol.OP_FIELDS
@@ -37,6 +48,8 @@ CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, Co
 # A server refusing the credentials this many times in a row ends the reconnecting
 # (and closes the client), as in nats.go: retrying them would only hammer it.
 AUTH_FAILURES_BEFORE_CLOSE = 2
+# What Client.add_reply_route hands its handler per reply: (token, payload, raw headers).
+Reply = tuple[str, bytes, bytes | None]
 
 
 def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
@@ -48,6 +61,37 @@ def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
 
 class ConnectionMixin:
     """Reader-thread routing, reconnects and keep-alives of a :class:`Client`."""
+
+    if TYPE_CHECKING:  # the client's state and methods this uses (see Client.__init__)
+        _id: int
+        _handshake_opts: HandshakeOptions
+        _connect_timeout: float
+        _allow_reconnect: bool
+        _reconnect_time_wait: float
+        _reconnect_jitter: float
+        _ping_interval: float
+        _max_outstanding_pings: int
+        _state_lock: threading.RLock
+        _closing: threading.Event
+        _forked: bool
+        _reconnecting: bool
+        _pool: ServerPool
+        _conn: Connected | None
+        _subs: SubscriptionTable
+        _mux: RequestMux | None
+        _mux_sid: int
+        _pings: PingTracker
+        _in_msgs: int
+        _in_bytes: int
+        _reconnects: int
+        _writer: Writer
+
+        def _adopt(self, conn: Connected) -> None: ...
+        def _apply_info(self, info: dict[str, Any]) -> None: ...
+        def _announce(self, status: str) -> None: ...
+        def _report_error(self, exc: BaseException) -> None: ...
+        def _send_ping(self, waiter: ReplyWaiter | None) -> None: ...
+        def _close(self, reason: BaseException | None) -> None: ...
 
     def _ping_loop(self) -> None:
         while not self._closing.wait(self._ping_interval):
@@ -73,7 +117,10 @@ class ConnectionMixin:
         # are sliced in place to avoid copying big payloads twice.
         src = view[:consumed].tobytes() if consumed <= _COPY_LIMIT else view
         batches: dict[int, list[Msg]] = {}
+        replies: dict[int, list[Reply]] = {}
         mux_sid = self._mux_sid
+        client = cast("Client", self)  # every Msg names the client it came through
+        routes = self._routes
         for i in range(0, len(ops), _FIELDS):
             kind = ops[i]
             if kind == _OP_MSG or kind == _OP_HMSG:
@@ -81,6 +128,19 @@ class ConnectionMixin:
                 # Counted before anything is handed on, so a woken thread sees it.
                 self._in_msgs += 1
                 self._in_bytes += hl + pl
+                route = routes.get(sid) if routes else None
+                if route is not None:  # add_reply_route(): a tuple, no Msg
+                    reply = (
+                        str(src[so + route[0] : so + sl], "utf-8", "surrogateescape"),
+                        bytes(src[po : po + pl]),
+                        bytes(src[ho : ho + hl]) if hl else None,
+                    )
+                    pending = replies.get(sid)
+                    if pending is None:
+                        replies[sid] = [reply]
+                    else:
+                        pending.append(reply)
+                    continue
                 # Any client may publish subjects that are not UTF-8 (the server
                 # allows every byte but space and control characters):
                 # surrogateescape keeps them, and encoding back gives the bytes.
@@ -89,10 +149,11 @@ class ConnectionMixin:
                     str(src[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
                     bytes(src[po : po + pl]),
                     bytes(src[ho : ho + hl]) if hl else None,
-                    self,
+                    client,
                     sid,
                 )
                 if sid == mux_sid:
+                    assert self._mux is not None  # set before any request is sent
                     self._mux.route(msg)
                     continue
                 batch = batches.get(sid)
@@ -104,9 +165,19 @@ class ConnectionMixin:
                 if batches:  # what came before a PONG must be queued before it wakes anyone
                     self._deliver_batches(batches)
                     batches = {}
+                if replies:
+                    self._deliver_replies(replies)
+                    replies = {}
                 self._control(kind, ops, i, src)
         if batches:
             self._deliver_batches(batches)
+        if replies:
+            self._deliver_replies(replies)
+
+    def _deliver_replies(self, replies: dict[int, list[Reply]]) -> None:
+        routes = self._routes
+        for sid, batch in replies.items():
+            routes[sid][1](batch)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
         for sub in self._subs.deliver(batches):
@@ -121,13 +192,14 @@ class ConnectionMixin:
             info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
+                assert self._conn is not None  # an INFO arrives on a connection
                 log.info("server %s entered lame duck mode", self._conn.address.url())
                 self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:  # the server closes the connection if it must
             text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
             self._report_error(server_error(text))
 
-    def _write_failed(self, exc: BaseException, transport) -> None:
+    def _write_failed(self, exc: BaseException, transport: Transport) -> None:
         """A send on ``transport`` failed: wake its reader so it runs the reconnect.
 
         Only that transport is shut down: by now the client may be on a new one.
@@ -210,6 +282,8 @@ class ConnectionMixin:
         with self._subs.lock:
             if self._mux is not None:
                 frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
+            for sid, (_, _, subject) in self._routes.items():
+                frames.append(sub_frame(subject, b"", sid))
             for sub, left in self._subs.routed():
                 subject = sub.subject.encode("utf-8", "surrogateescape")
                 frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))

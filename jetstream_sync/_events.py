@@ -16,12 +16,12 @@ class EventRunner:
 
     def __init__(self, name: str) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._queue: deque[tuple[Callable, tuple]] = deque()
+        self._queue: deque[tuple[Callable[..., object], tuple[object, ...]]] = deque()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable | None, *args) -> None:
+    def submit(self, fn: Callable[..., object] | None, *args: object) -> None:
         """Queue ``fn(*args)``; ignored when ``fn`` is None or the runner stopped."""
         if fn is None:
             return

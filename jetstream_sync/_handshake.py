@@ -108,7 +108,9 @@ class Connected:
 
     __slots__ = ("transport", "info", "leftover", "address")
 
-    def __init__(self, transport: Transport, info: dict, leftover: bytes, address: ServerAddress):
+    def __init__(
+        self, transport: Transport, info: dict[str, Any], leftover: bytes, address: ServerAddress
+    ) -> None:
         self.transport = transport
         self.info = info
         self.leftover = leftover

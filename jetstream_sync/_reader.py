@@ -17,9 +17,14 @@ from __future__ import annotations
 import threading
 import traceback
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from . import _protocol
 from .errors import ProtocolError
+
+if TYPE_CHECKING:
+    from ._handshake import Connected
+    from ._transport import Transport
 
 _INITIAL_BUFFER = 512 * 1024
 _MIN_FREE = 64 * 1024
@@ -75,13 +80,13 @@ class Reader:
 
     def __init__(
         self,
-        first,
+        first: Connected,
         route: Callable[[list[int], memoryview, int], None],
-        connection_lost: Callable[[BaseException], object | None],
+        connection_lost: Callable[[BaseException], Connected | None],
         name: str,
         crashed: Callable[[BaseException], None] | None = None,
     ) -> None:
-        self._first = first
+        self._first: Connected | None = first
         self._route = route
         self._connection_lost = connection_lost
         self._crashed = crashed
@@ -101,7 +106,7 @@ class Reader:
                 self._crashed(exc)
                 return
 
-    def _read_until_error(self, transport, leftover: bytes) -> BaseException:
+    def _read_until_error(self, transport: Transport, leftover: bytes) -> BaseException:
         buf = bytearray(max(_INITIAL_BUFFER, 2 * len(leftover)))
         have = len(leftover)
         buf[:have] = leftover

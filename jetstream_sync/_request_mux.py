@@ -27,8 +27,8 @@ class ReplyWaiter:
         self.msg: Msg | None = None
         self.error: BaseException | None = None
 
-    def deliver(self, msg: Msg) -> None:
-        """Hand over the reply (reader thread)."""
+    def deliver(self, msg: Msg | None) -> None:
+        """Hand over the reply (reader thread); None answers a flush's PING."""
         self.msg = msg
         self._lock.release()
 

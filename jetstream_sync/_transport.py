@@ -41,11 +41,11 @@ class Transport:
         """Read into ``view``; 0 means the server closed the connection."""
         return self.sock.recv_into(view)
 
-    def sendall(self, data) -> None:
+    def sendall(self, data: bytes | bytearray | memoryview) -> None:
         """Write every byte of ``data`` (blocks while the kernel buffer is full)."""
         self.sock.sendall(data)
 
-    def send_nowait(self, data) -> int:
+    def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
         """Write what the kernel takes at once; return how many bytes that was.
 
         Never blocks. A TLS socket cannot write part of a record this way: it

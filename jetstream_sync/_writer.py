@@ -17,7 +17,12 @@ Above :data:`HIGH_WATER` pending bytes, ``write`` waits for room until the
 caller's deadline (raising :class:`~jetstream_sync.errors.TimeoutError`); a
 frame is appended whole or not at all. ``write_control`` (PONG) and
 ``write_ping`` never wait: keep-alives must get through however full the
-buffer is.
+buffer is. A PONG is not queued while an earlier one still waits in the
+buffer: the server resets its count of PINGs out on any PONG, so the waiting
+one answers them all, and a server that sends PINGs but reads nothing cannot
+make the buffer grow. Neither does ``write_small`` wait (SUB, UNSUB: a few
+bytes, from calls such as ``subscribe()`` that have no timeout to wait by); it
+appends in order.
 
 PINGs are answered in order, so each PONG must answer a PING the client
 still expects an answer to on *this* connection. The writer remembers where
@@ -35,9 +40,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ._deadline import WAIT_SLICE, Deadline
 from .errors import ConnectionClosedError, NatsError, TimeoutError
+
+if TYPE_CHECKING:
+    from ._transport import Transport
 
 # Above this many pending bytes, writers wait for the socket (bounded memory).
 HIGH_WATER = 32 << 20
@@ -59,7 +68,10 @@ class Writer:
     """
 
     def __init__(
-        self, on_error: Callable[[BaseException, object], None], reconnect_buf_size: int, name: str
+        self,
+        on_error: Callable[[BaseException, Transport], None],
+        reconnect_buf_size: int,
+        name: str,
     ) -> None:
         self._on_error = on_error
         self._reconnect_buf_size = reconnect_buf_size
@@ -79,7 +91,9 @@ class Writer:
         # Where each PING frame still in _buf ends, in bytes since the start
         # (bytes_out + offset in _buf); older ones are pruned lazily.
         self._ping_ends: deque[int] = deque()
-        self._transport = None
+        # Where the last PONG queued ends (same count); past bytes_out: still in _buf.
+        self._pong_end = 0
+        self._transport: Transport | None = None
         self._sending = False
         self._kicked = False  # the flusher was woken and has not run yet
         self._closed = False
@@ -123,8 +137,29 @@ class Writer:
         else:
             self._kick.release()
 
+    def write_small(self, frame: bytes) -> None:
+        """Queue a SUB or UNSUB in order; never waits for room.
+
+        Over :data:`HIGH_WATER` it is appended anyway (a few bytes). While
+        disconnected the reconnect buffer's limit applies as for :meth:`write`.
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
+                raise ReconnectBufferFullError(
+                    f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
+                )
+            self._buf += frame
+            send_now = self._claim(False)
+        self._go(send_now)
+
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
-        """Queue a PONG (dropped while disconnected): never waits for room.
+        """Queue a PONG (dropped while disconnected, or while one waits): never waits for room.
 
         Raises:
             ConnectionClosedError: the writer is closed.
@@ -134,7 +169,10 @@ class Writer:
                 raise ConnectionClosedError("connection closed")
             if self._transport is None:  # it answers a connection that is gone
                 return
+            if self._pong_end > self.bytes_out:  # the PONG still waiting answers this PING too
+                return
             self._buf += frame
+            self._pong_end = self.bytes_out + len(self._buf)
             send_now = self._claim(urgent)
         self._go(send_now)
 
@@ -206,7 +244,7 @@ class Writer:
 
     # -- sending ----------------------------------------------------------------
 
-    def _take(self) -> tuple[bytearray, object] | None:
+    def _take(self) -> tuple[bytearray, Transport] | None:
         """Under the lock: take the buffer to send, or give up the sender role."""
         if not self._buf or self._transport is None:
             self._sending = False
@@ -266,7 +304,7 @@ class Writer:
                     self._kick.release()
                 return
 
-    def _send_failed(self, exc: BaseException, transport) -> None:
+    def _send_failed(self, exc: BaseException, transport: Transport) -> None:
         with self._lock:
             self._sending = False
             if self._transport is transport:
@@ -289,7 +327,7 @@ class Writer:
     # -- lifecycle (called by the client) ------------------------------------------
 
     def attach(
-        self, transport, preamble: bytes = b"", resume: Callable[[], int] | None = None
+        self, transport: Transport, preamble: bytes = b"", resume: Callable[[], int] | None = None
     ) -> None:
         """Start sending on ``transport``.
 
@@ -322,6 +360,7 @@ class Writer:
                     break
                 del self._buf[end - start - len(_PING) : end - start]
             self._ping_ends.clear()
+            self._pong_end = 0  # positions changed; the next connection's PINGs get PONGs
             self._transport = None
             self._idle.notify_all()
 

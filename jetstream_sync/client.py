@@ -15,7 +15,7 @@ import attrs
 
 from . import _defaults as D
 from . import _protocol, _subjects
-from ._connection import CONNECT_ERRORS, ConnectionMixin, sub_frame
+from ._connection import CONNECT_ERRORS, ConnectionMixin, Reply, sub_frame
 from ._deadline import Deadline, check_count, check_seconds, check_timeout
 from ._events import EventRunner, log
 from ._handshake import Connected, HandshakeOptions, handshake
@@ -139,7 +139,7 @@ class Client(ConnectionMixin):
         self._inbox_prefix = inbox_prefix
         self._pending_msgs_limit = check_count("pending_msgs_limit", pending_msgs_limit, 1)
         self._pending_bytes_limit = check_count("pending_bytes_limit", pending_bytes_limit, 1)
-        self._callbacks = {
+        self._callbacks: dict[str, Callable[..., object] | None] = {
             "disconnected": disconnected_cb, "reconnected": reconnected_cb,
             "error": error_cb, "closed": closed_cb, "lame_duck": lame_duck_cb,
         }  # fmt: skip
@@ -150,7 +150,9 @@ class Client(ConnectionMixin):
         self._closed = False
         self._forked = False
         self._reconnecting = False
-        self._pool: ServerPool | None = None
+        # _pool and _writer are set by _connect() before connect() hands the
+        # client out; None only on one that never connected (close() allows it).
+        self._pool: ServerPool = None  # type: ignore[assignment]
         self._conn: Connected | None = None
         self._server_info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
@@ -158,12 +160,14 @@ class Client(ConnectionMixin):
         self._subject_cache: dict[str, bytes] = {}
         self._mux: RequestMux | None = None
         self._mux_sid = 0
+        # add_reply_route(): sid -> (inbox prefix length, handler, subject); copied on write
+        self._routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]] = {}
         self._pings = PingTracker()
         self._in_msgs = 0
         self._in_bytes = 0
         self._reconnects = 0
         self._reader: Reader | None = None
-        self._writer: Writer | None = None
+        self._writer: Writer = None  # type: ignore[assignment]
         self._events: EventRunner | None = None
         self._pinger: threading.Thread | None = None
         self._resources: dict[str, Any] = {}  # shared_resource(): closed by close()
@@ -262,9 +266,10 @@ class Client(ConnectionMixin):
     @property
     def connected_url(self) -> str | None:
         """The URL (without credentials) of the current server, or None."""
-        if not self.is_connected:
+        conn = self._conn
+        if not self.is_connected or conn is None:
             return None
-        return self._conn.address.url()
+        return conn.address.url()
 
     @property
     def servers(self) -> list[str]:
@@ -374,7 +379,9 @@ class Client(ConnectionMixin):
                 self._subject_bytes(head, "reply subject")  # cache the prefix for next time
         return self._subject_bytes(reply, "reply subject", cache=False)
 
-    def _encode_publish(self, subject: str, data, reply: str | None, headers: HeadersIn | None):
+    def _encode_publish(
+        self, subject: str, data: bytes | str, reply: str | None, headers: HeadersIn | None
+    ) -> bytes:
         subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
         reply_b = self._reply_bytes(reply) if reply else b""
         if isinstance(data, str):
@@ -490,7 +497,7 @@ class Client(ConnectionMixin):
         sub = self._subs.add(
             lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit)
         )
-        self._writer.write(sub_frame(subject_b, queue_b, sub.sid))
+        self._writer.write_small(sub_frame(subject_b, queue_b, sub.sid))  # never waits for room
         return sub
 
     def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
@@ -499,18 +506,18 @@ class Client(ConnectionMixin):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ValueError(f"limit must be a positive int, got {limit!r}")
             if self._subs.limit(sub, limit):
-                self._writer.write(b"UNSUB %d %d\r\n" % (sub.sid, limit))
+                self._writer.write_small(b"UNSUB %d %d\r\n" % (sub.sid, limit))
                 return
         else:
             self._subs.remove(sub, discard=True)
-        self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)
         if sub._worker is not None:
             sub._worker.join()
 
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
-        self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+        self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)  # nothing sent on timeout
         try:
             self.flush(deadline.remaining() or 0.001)
         finally:  # whatever happens, the local side ends: no waiter is left hanging
@@ -524,6 +531,35 @@ class Client(ConnectionMixin):
         """A new, unique inbox subject under ``inbox_prefix``."""
         return f"{self._inbox_prefix}.{NUID.next()}"
 
+    def add_reply_route(self, handler: Callable[[list[Reply]], object]) -> str:
+        """Receive the replies to a new inbox as plain tuples, a list per received buffer.
+
+        For library machinery that gets many small replies (JetStream's
+        async-publish acks): it subscribes ``<new inbox>.*`` and, instead of a
+        :class:`Msg` per reply and a subscription queue, the reader thread
+        calls ``handler(replies)`` once per buffer it parsed, with a list of
+        ``(token, payload, raw_headers)`` in arrival order: ``token`` is the
+        reply subject after the prefix, ``raw_headers`` the header block or
+        ``None``. The handler runs on the reader thread: it must only hand
+        the list on (a queue put), never block, never raise. The route lasts
+        as long as the client (it is subscribed again after a reconnect); the
+        handler is never called once :meth:`close` has joined the reader.
+
+        Returns:
+            The prefix (``<inbox>.``) to put before a token in a reply subject.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+        """
+        self._check_usable()
+        prefix = self.new_inbox() + "."
+        with self._subs.lock:
+            sid = self._subs.new_sid()
+            subject = prefix.encode() + b"*"
+            self._routes = {**self._routes, sid: (len(prefix), handler, subject)}
+            self._writer.write(sub_frame(subject, b"", sid))
+        return prefix
+
     def _request_mux(self) -> RequestMux:
         mux = self._mux
         if mux is not None:
@@ -532,7 +568,7 @@ class Client(ConnectionMixin):
             if self._mux is None:
                 mux = RequestMux(self.new_inbox())
                 self._mux_sid = self._subs.new_sid()
-                self._writer.write(sub_frame(mux.subject.encode(), b"", self._mux_sid))
+                self._writer.write_small(sub_frame(mux.subject.encode(), b"", self._mux_sid))
                 self._mux = mux
         return self._mux
 
@@ -574,6 +610,7 @@ class Client(ConnectionMixin):
         if waiter.error is not None:
             raise waiter.error
         msg = waiter.msg
+        assert msg is not None  # woken without an error: delivered
         if msg.status == 503:
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg
@@ -619,14 +656,15 @@ class Client(ConnectionMixin):
         """Stop every subscription, let pending messages be handled, flush, then close.
 
         Raises:
-            TimeoutError: draining took longer than ``timeout`` (the client is closed anyway).
+            TimeoutError: draining took longer than ``timeout``, including waiting for
+                room in the write buffer (the client is closed anyway).
         """
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
         subs = self._subs.subscriptions()
         try:
             for sub in subs:
-                self._writer.write(b"UNSUB %d\r\n" % sub.sid)
+                self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)
             self.flush(deadline.remaining() or 0.001)
             for sub in subs:
                 self._subs.remove(sub, discard=False)
@@ -729,7 +767,7 @@ class Client(ConnectionMixin):
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

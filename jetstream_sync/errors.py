@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 
 class NatsError(Exception):
@@ -100,7 +100,7 @@ class ServerError(NatsError):
         super().__init__(f"server error: {text}")
         self.text = text
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str]]:
         return (type(self), (self.text,))
 
 
@@ -135,7 +135,7 @@ class SlowConsumerError(NatsError):
         self.subject = subject
         self.sid = sid
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
         return (type(self), (self.subject, self.sid))
 
 
@@ -149,7 +149,7 @@ class ServerSlowConsumerError(SlowConsumerError):
         self.sid = 0
         self.text = text
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str]]:
         return (type(self), (self.text,))
 
 
@@ -173,7 +173,7 @@ class APIError(JetStreamError):
     _registry: ClassVar[dict[int, type[APIError]]] = {}
     err_code_default: ClassVar[int | None] = None
 
-    def __init_subclass__(cls, err_code: int | tuple[int, ...] | None = None, **kw) -> None:
+    def __init_subclass__(cls, err_code: int | tuple[int, ...] | None = None, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         codes = err_code if isinstance(err_code, tuple) else (err_code,)
         for code in codes:
@@ -188,7 +188,7 @@ class APIError(JetStreamError):
         self.err_code = err_code
         self.description = description
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[int, int, str]]:
         return (type(self), (self.code, self.err_code, self.description))
 
 
@@ -279,7 +279,7 @@ class PullStatusError(JetStreamError):
         self.status = status
         self.description = description
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[int, str]]:
         return (type(self), (self.status, self.description))
 
 
@@ -354,7 +354,7 @@ class KeyDeletedError(KeyNotFoundError):
         super().__init__(message)
         self.entry = entry
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str, object]]:
         return (type(self), (str(self), self.entry))
 
 

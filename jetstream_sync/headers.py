@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 
 class Headers(Mapping[str, str]):
@@ -26,7 +27,7 @@ class Headers(Mapping[str, str]):
             else:
                 for key, value in _items(source):
                     values[_key(key)] = _values(key, value)
-        self._values = values
+        self._values: dict[str, list[str]] = values
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[tuple[str, str]]) -> Headers:
@@ -69,7 +70,7 @@ class Headers(Mapping[str, str]):
     def __repr__(self) -> str:
         return f"Headers({self._values!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Headers], tuple[dict[str, list[str]]]]:
         return (Headers, (self._values,))
 
 
@@ -93,7 +94,7 @@ def header_pairs(headers: Mapping[str, str | Sequence[str]]) -> list[tuple[str, 
     return pairs
 
 
-def _items(headers: object):
+def _items(headers: object) -> ItemsView[Any, object]:
     """The ``(key, value)`` items of a header mapping."""
     if not isinstance(headers, Mapping):
         raise TypeError(f"headers must be a mapping of str to str, not {type(headers).__name__}")

@@ -161,7 +161,9 @@ class Msg:
         client = self._client
         client._check_usable()
         # The ack subject came from the server: one frame, no per-ack validation.
-        client._writer.write(b"PUB %s %d\r\n%s\r\n" % (reply.encode(), len(body), body), msgs=1)
+        # It was decoded with surrogateescape (bytes that are not UTF-8): encode it back so.
+        subject = reply.encode("utf-8", "surrogateescape")
+        client._writer.write(b"PUB %s %d\r\n%s\r\n" % (subject, len(body), body), msgs=1)
 
     def ack(self) -> None:
         """Acknowledge the message (fire and forget; returns once buffered).

@@ -299,6 +299,7 @@ def _mtime(value: Any) -> datetime | None:
     """A wire ``mtime``: Go's zero time and unreadable values (nats.py's) read as None."""
     if not isinstance(value, str):
         return None
+    parsed: datetime
     try:
         parsed = parse_rfc3339(value)
     except ValueError:

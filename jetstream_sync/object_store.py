@@ -15,7 +15,7 @@ import json
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
@@ -141,7 +141,8 @@ def _write_all(writer: Writable, data: bytes) -> None:
         return
     view = memoryview(data)
     while n < len(view):
-        wrote = writer.write(view[n:])
+        # Only a writer that took part of a write (a raw file) sees a memoryview.
+        wrote = writer.write(cast(bytes, view[n:]))
         if not wrote:
             raise OSError(f"the writer took no bytes ({len(view) - n} left)")
         n += wrote
@@ -270,7 +271,9 @@ class ObjectStore:
             name: the object's name (any non-empty ``str``).
             data: ``bytes``-like, ``str`` (UTF-8) or a binary file (anything
                 with ``readinto`` or ``read``).
-            description, headers, metadata: stored in the object's meta.
+            description: stored in the object's meta.
+            headers: stored in the object's meta.
+            metadata: stored in the object's meta.
             chunk_size: bytes per chunk (at most the server's max payload).
             timeout: seconds each round trip may take.
 

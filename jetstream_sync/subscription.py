@@ -198,14 +198,16 @@ class Subscription:
         or iteration keep yielding the rest.
 
         Raises:
-            TimeoutError: the callback did not finish within ``timeout``.
+            TimeoutError: the callback did not finish within ``timeout``, or the
+                write buffer had no room for the UNSUB within it (a stalled server;
+                the subscription then stays active).
         """
         self._client._drain_subscription(self, timeout)
 
     def __enter__(self) -> Subscription:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.is_active and not self._client.is_closed:
             self.unsubscribe()
 

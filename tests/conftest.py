@@ -23,7 +23,10 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync.jetstream.stream import Stream
+from tests.fixtures.cli import Cli
 from tests.fixtures.cluster import NatsCluster
+from tests.fixtures.fake_server import FakeServer
+from tests.fixtures.faults import FAST, Events
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.proxy import FaultProxy
 from tests.fixtures.server import NatsServer, kill_leftovers
@@ -218,6 +221,27 @@ def fault_proxy(shared_server: NatsServer) -> Iterator[FaultProxy]:
         yield proxy
 
 
+@pytest.fixture
+def events() -> Events:
+    """The connection callbacks of the client under test (``tests/fixtures/faults.py``)."""
+    return Events()
+
+
+@pytest.fixture
+def fault_client(fault_proxy: FaultProxy, events: Events) -> Iterator[jetstream_sync.Client]:
+    """A client connected through ``fault_proxy`` with the fast fault options, its callbacks
+    recorded in ``events``."""
+    with jetstream_sync.connect(fault_proxy.url, **FAST, **events.callbacks()) as client:
+        yield client
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeServer]:
+    """A fake server (``tests/fixtures/fake_server.py``), stopped (threads joined) afterwards."""
+    with FakeServer() as server:
+        yield server
+
+
 # --------------------------------------------------------------------------
 # JetStream on the shared server.
 
@@ -259,3 +283,16 @@ def stream(
 ) -> Stream:
     """A fresh stream named ``stream_name`` capturing ``<name>.>``, deleted afterwards."""
     return js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], **stream_options)
+
+
+# --------------------------------------------------------------------------
+# The command line.
+
+
+@pytest.fixture
+def cli(shared_server: NatsServer, tmp_path: Path) -> Iterator[Cli]:
+    """``jetstream-sync`` commands against the shared server, from a temporary directory
+    (``tests/fixtures/cli.py``)."""
+    runner = Cli(shared_server.url, tmp_path)
+    yield runner
+    runner.close()

@@ -133,3 +133,31 @@ def test_close_fails_pending_futures_of_every_context(shared_server):
     for future in futures:
         assert isinstance(future.exception(timeout=5), js.ConnectionClosedError)
     wait_for(lambda: not _ack_threads(), message="ack threads outlived close()")
+
+
+def test_status_and_error_acks_fail_their_future(nc, stream):
+    """A 503 status (a header, no body) and an error body fail their futures with typed errors."""
+    ctx = nc.jetstream()
+    nobody = ctx.publish_async("nobody.listens.here", b"x")
+    assert isinstance(nobody.exception(timeout=10), js.NoRespondersError)
+    ctx.publish(f"{stream}.m", b"1", msg_id="a")
+    wrong = ctx.publish_async(f"{stream}.m", b"2", expected_last_msg_id="zzz")
+    assert isinstance(wrong.exception(timeout=10), js.WrongLastMsgIdError)
+    assert ctx.publish_async(f"{stream}.m", b"3").result(timeout=10).seq == 2
+
+
+def test_acks_arrive_after_a_reconnect(restartable_server):
+    """After a reconnect the ack inbox is routed again: a new publish gets its PubAck."""
+    nc = js.connect(restartable_server.url, reconnect_time_wait=0.1)
+    try:
+        nc.subscribe("fake.stream.>", cb=lambda m: m.respond(b'{"stream":"FAKE","seq":7}'))
+        nc.flush()
+        ctx = nc.jetstream()
+        assert ctx.publish_async("fake.stream.a", b"x").result(timeout=10).seq == 7
+        restartable_server.restart()
+        wait_for(lambda: nc.is_connected, timeout=15)
+        nc.flush(timeout=5)  # the SUB frames sent on the new connection have been processed
+        ack = ctx.publish_async("fake.stream.b", b"x").result(timeout=10)
+        assert (ack.stream, ack.seq) == ("FAKE", 7)
+    finally:
+        nc.close()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+import jetstream_sync
 from jetstream_sync.errors import MsgAlreadyAckedError, NotJetStreamMsgError
 from jetstream_sync.jetstream._ack import parse_metadata
 from jetstream_sync.msg import Msg
+from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
+from tests.test_reader_resilience import RawClient
 
 
 def test_metadata_v1_layout():
@@ -99,3 +102,44 @@ def test_unacked_is_redelivered_after_ack_wait(js, stream):
     cons = stream.create_consumer(ack_wait=0.5)
     cons.fetch(1, timeout=2)
     assert cons.fetch(1, timeout=3)[0].metadata.num_delivered == 2
+
+
+def test_ack_of_a_message_stored_under_a_non_utf8_subject(js, stream, shared_server):
+    """A message published by another client to a subject that is not UTF-8 is acked by ack()."""
+    raw = RawClient(shared_server.port)
+    try:
+        raw.send(b"PUB %s.caf\xe9 1\r\n1\r\n" % stream.name.encode())
+    finally:
+        raw.close()
+    wait_for(lambda: stream.info().state.messages == 1)
+    consumer = stream.create_consumer(durable_name="raw")
+    (msg,) = consumer.fetch(1, timeout=5)
+    assert msg.subject == f"{stream.name}.caf\udce9"
+    msg.ack()
+    js.client.flush(timeout=5)
+    wait_for(lambda: consumer.info().num_ack_pending == 0)
+    assert consumer.info().ack_floor.stream_seq == 1
+
+
+@pytest.mark.parametrize(
+    ("send", "body"),
+    [(Msg.ack, b"+ACK"), (Msg.nak, b"-NAK"), (Msg.in_progress, b"+WPI"), (Msg.term, b"+TERM")],
+)
+def test_acks_to_a_non_utf8_ack_subject_reach_its_bytes(send, body):
+    """An ack subject holding bytes that are not UTF-8 is written back byte for byte.
+
+    A real server drops client messages whose reply is a ``$JS.ACK`` subject,
+    so a fake server delivers this one.
+    """
+    ack_subject = b"$JS.ACK.S\xe9.c\xff.1.2.3.1700000000000000000.0"
+    with FakeServer() as fake, jetstream_sync.connect(fake.url) as nc:
+        conn = fake.connection(0)
+        sub = nc.subscribe("rawack.x")
+        conn.sid_of(b"rawack.x")
+        conn.msg(b"rawack.x", b"m", reply=ack_subject)
+        msg = sub.next_msg(timeout=5)
+        assert msg.reply == ack_subject.decode("utf-8", "surrogateescape")
+        send(msg)
+        wait_for(lambda: conn.pubs)
+        assert conn.pubs == [(ack_subject, b"", body)]
+        assert nc.is_connected

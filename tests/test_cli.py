@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,14 +25,6 @@ from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.server import NatsServer
 
 LISTEN_TIMEOUT = 15.0
-
-
-@pytest.fixture
-def cli(shared_server, tmp_path: Path) -> Iterator[Cli]:
-    """Commands against the shared server, from a temporary directory."""
-    runner = Cli(shared_server.url, tmp_path)
-    yield runner
-    runner.close()
 
 
 def subject() -> str:
@@ -197,6 +188,14 @@ def test_pub_count_prints_progress_and_rate(cli):
     assert result.stdout.startswith("Published 500 messages") and "msgs/s" in result.stdout
     doc = cli.run("--json", "pub", subject(), "x", "--count", "50").json()
     assert doc["count"] == 50 and doc["bytes"] == 50 and doc["msgs_per_sec"] > 0
+
+
+def test_pub_refuses_reply_with_jetstream(cli):
+    """--reply and --jetstream together: exit 1 before anything is sent."""
+    result = cli.run(
+        "pub", subject(), "x", "--jetstream", "--reply", "r", "-s", "nats://127.0.0.1:1"
+    )
+    assert result.code == 1 and "--reply cannot be used with --jetstream" in result.stderr
 
 
 def test_req_and_reply(cli):

@@ -125,18 +125,38 @@ def check_stored_once(stream: Any, sent: dict[str, bytes]) -> int:
 
 
 @contextlib.contextmanager
-def r3_stream(cluster: NatsCluster, js: Any, prefix: str) -> Iterator[Any]:
-    """A fresh R3 stream whose duplicate window (10 min) covers the whole run."""
+def r3_stream(cluster: NatsCluster, prefix: str) -> Iterator[Any]:
+    """A fresh R3 stream whose duplicate window (10 min) covers the whole run.
+
+    Its handle uses an admin connection to the whole cluster, open while the
+    stream is in use; the stream is deleted afterwards.
+    """
     name = unique_stream_name(prefix)
-    stream = js.create_stream(
-        name=name, subjects=[f"{name}.>"], num_replicas=3, duplicate_window=600.0
-    )
-    try:
-        yield stream
-    finally:
-        cluster.heal()
-        with contextlib.suppress(StreamNotFoundError):
-            js.delete_stream(name)
+    with jetstream_sync.connect(cluster.urls) as admin:
+        js = admin.jetstream(timeout=10)
+        stream = js.create_stream(
+            name=name, subjects=[f"{name}.>"], num_replicas=3, duplicate_window=600.0
+        )
+        try:
+            yield stream
+        finally:
+            cluster.heal()
+            with contextlib.suppress(StreamNotFoundError):
+                js.delete_stream(name)
+
+
+def consume_until(
+    consumer: Any, stop: threading.Event, handle: Callable[[jetstream_sync.Msg], None]
+) -> None:
+    """Iterate ``consumer.messages()`` (heartbeats on), handing each message to ``handle``,
+    until ``stop`` is set."""
+    with consumer.messages(expires=4.0, heartbeat=1.0) as it:
+        while not stop.is_set():
+            try:
+                msg = it.next(timeout=0.5)
+            except TimeoutError:
+                continue
+            handle(msg)
 
 
 def servers_for(cluster: NatsCluster, leader: int, client_on: str) -> list[str]:
@@ -202,28 +222,26 @@ def report(key: str, counts: dict[str, Any]) -> None:
 @pytest.mark.parametrize("client_on", ["leader", "follower"])
 def test_publish_loop_survives_leader_kill(cluster: NatsCluster, client_on: str) -> None:
     """A retrying publish loop with msg_id: every message acked, stored once, none missing."""
-    with jetstream_sync.connect(cluster.urls) as admin:
-        admin_js = admin.jetstream(timeout=10)
-        with r3_stream(cluster, admin_js, "FOPUB") as stream:
-            index, _ = stream_leader(cluster, stream)
-            urls = servers_for(cluster, index, client_on)
-            with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
-                publisher = RetryingPublisher(nc.jetstream(), f"{stream.name}.x", 1500)
-                worker = Worker("publisher", publisher.run)
-                try:
-                    wait_for(lambda: publisher.acked >= 300 or worker.error, timeout=30)
-                    cluster.kill(index)
-                finally:
-                    worker.join()
-                reconnects = nc.stats.reconnects
-            stored = check_stored_once(stream, publisher.sent)
-            cluster.restart(index)
-            state = wait_caught_up(cluster, stream.name, stored)
-            counts = {**publisher.counts(), "stored": stored, "reconnects": reconnects}
-            report(f"publish/{client_on}", counts)
-            assert state["last_seq"] == stored
-            assert publisher.acked == len(publisher.sent)
-            assert publisher.errors, "the kill should have failed at least one attempt"
+    with r3_stream(cluster, "FOPUB") as stream:
+        index, _ = stream_leader(cluster, stream)
+        urls = servers_for(cluster, index, client_on)
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+            publisher = RetryingPublisher(nc.jetstream(), f"{stream.name}.x", 1500)
+            worker = Worker("publisher", publisher.run)
+            try:
+                wait_for(lambda: publisher.acked >= 300 or worker.error, timeout=30)
+                cluster.kill(index)
+            finally:
+                worker.join()
+            reconnects = nc.stats.reconnects
+        stored = check_stored_once(stream, publisher.sent)
+        cluster.restart(index)
+        state = wait_caught_up(cluster, stream.name, stored)
+        counts = {**publisher.counts(), "stored": stored, "reconnects": reconnects}
+        report(f"publish/{client_on}", counts)
+        assert state["last_seq"] == stored
+        assert publisher.acked == len(publisher.sent)
+        assert publisher.errors, "the kill should have failed at least one attempt"
 
 
 def _publish_async_all(
@@ -278,46 +296,44 @@ def _publish_async_all(
 @pytest.mark.parametrize("client_on", ["leader", "follower"])
 def test_publish_async_survives_leader_kill(cluster: NatsCluster, client_on: str) -> None:
     """publish_async with msg_id, failed futures republished: stored once, none missing."""
-    with jetstream_sync.connect(cluster.urls) as admin:
-        admin_js = admin.jetstream(timeout=10)
-        with r3_stream(cluster, admin_js, "FOASYNC") as stream:
-            index, _ = stream_leader(cluster, stream)
-            urls = servers_for(cluster, index, client_on)
-            acked = [0]
+    with r3_stream(cluster, "FOASYNC") as stream:
+        index, _ = stream_leader(cluster, stream)
+        urls = servers_for(cluster, index, client_on)
+        acked = [0]
 
-            def has_leader() -> object:
-                """Whether the stream has a leader (asked on the admin connection)."""
-                return stream.info(timeout=2.0).cluster.leader
+        def has_leader() -> object:
+            """Whether the stream has a leader (asked on the admin connection)."""
+            return stream.info(timeout=2.0).cluster.leader
 
-            def count_ack(future: Any) -> None:
-                """Count resolved futures (done-callback)."""
-                if future.exception() is None:
-                    acked[0] += 1
+        def count_ack(future: Any) -> None:
+            """Count resolved futures (done-callback)."""
+            if future.exception() is None:
+                acked[0] += 1
 
-            with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
-                js = nc.jetstream(ack_timeout=3.0, max_ack_inflight=500)
-                sent = {f"id-{i}": b"payload-%d" % i for i in range(6000)}
-                result: dict[str, Any] = {}
-                worker = Worker(
-                    "async-publisher",
-                    lambda: result.update(
-                        _publish_async_all(js, f"{stream.name}.x", sent, has_leader, count_ack)
-                    ),
-                )
-                try:
-                    wait_for(lambda: acked[0] >= 1500 or worker.error, timeout=30)
-                    cluster.kill(index)
-                finally:
-                    worker.join()
-                reconnects = nc.stats.reconnects
-            stored = check_stored_once(stream, sent)
-            cluster.restart(index)
-            wait_caught_up(cluster, stream.name, stored)
-            report(
-                f"publish_async/{client_on}",
-                {**result, "stored": stored, "reconnects": reconnects},
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+            js = nc.jetstream(ack_timeout=3.0, max_ack_inflight=500)
+            sent = {f"id-{i}": b"payload-%d" % i for i in range(6000)}
+            result: dict[str, Any] = {}
+            worker = Worker(
+                "async-publisher",
+                lambda: result.update(
+                    _publish_async_all(js, f"{stream.name}.x", sent, has_leader, count_ack)
+                ),
             )
-            assert result["errors"], "the kill should have failed at least one future"
+            try:
+                wait_for(lambda: acked[0] >= 1500 or worker.error, timeout=30)
+                cluster.kill(index)
+            finally:
+                worker.join()
+            reconnects = nc.stats.reconnects
+        stored = check_stored_once(stream, sent)
+        cluster.restart(index)
+        wait_caught_up(cluster, stream.name, stored)
+        report(
+            f"publish_async/{client_on}",
+            {**result, "stored": stored, "reconnects": reconnects},
+        )
+        assert result["errors"], "the kill should have failed at least one future"
 
 
 # ---------------------------------------------------------------- consuming
@@ -334,98 +350,84 @@ def test_consumers_keep_consuming_through_leader_kill(cluster: NatsCluster, vict
     once, in stream order.
     """
     count = 1200
-    with jetstream_sync.connect(cluster.urls) as admin:
-        admin_js = admin.jetstream(timeout=10)
-        with r3_stream(cluster, admin_js, "FOCONS") as stream:
-            index, leader = stream_leader(cluster, stream)
-            stream_leader_name = leader.server_name
-            durable = stream.create_consumer(durable_name="work", ack_wait=3.0, num_replicas=3)
-            consumer_leader = wait_for(lambda: durable.info().cluster.leader, timeout=15)
-            if victim == "consumer_leader":
-                index = cluster.servers.index(cluster.server_named(consumer_leader))
-            urls = servers_for(cluster, index, "leader")  # the kill also cuts the link
-            stop = threading.Event()
-            with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
-                js = nc.jetstream(timeout=10)
-                work = js.consumer(stream.name, "work")
-                ordered = js.ordered_consumer(stream.name)
-                durable_seen: list[tuple[int, int]] = []  # (stream seq, num_delivered)
-                ordered_seen: list[int] = []
+    with r3_stream(cluster, "FOCONS") as stream:
+        index, leader = stream_leader(cluster, stream)
+        stream_leader_name = leader.server_name
+        durable = stream.create_consumer(durable_name="work", ack_wait=3.0, num_replicas=3)
+        consumer_leader = wait_for(lambda: durable.info().cluster.leader, timeout=15)
+        if victim == "consumer_leader":
+            index = cluster.servers.index(cluster.server_named(consumer_leader))
+        urls = servers_for(cluster, index, "leader")  # the kill also cuts the link
+        stop = threading.Event()
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+            js = nc.jetstream(timeout=10)
+            work = js.consumer(stream.name, "work")
+            ordered = js.ordered_consumer(stream.name)
+            durable_seen: list[tuple[int, int]] = []  # (stream seq, num_delivered)
+            ordered_seen: list[int] = []
 
-                def consume_durable() -> None:
-                    """Iterate messages(), acking each."""
-                    with work.messages(expires=4.0, heartbeat=1.0) as it:
-                        while not stop.is_set():
-                            try:
-                                msg = it.next(timeout=0.5)
-                            except TimeoutError:
-                                continue
-                            meta = msg.metadata
-                            durable_seen.append((meta.sequence.stream, meta.num_delivered))
-                            with contextlib.suppress(jetstream_sync.NatsError):
-                                msg.ack()
+            def ack_durable(msg: jetstream_sync.Msg) -> None:
+                """Note the delivery, then ack it."""
+                meta = msg.metadata
+                durable_seen.append((meta.sequence.stream, meta.num_delivered))
+                with contextlib.suppress(jetstream_sync.NatsError):
+                    msg.ack()
 
-                def consume_ordered() -> None:
-                    """Iterate the ordered consumer's messages()."""
-                    with ordered.messages(expires=4.0, heartbeat=1.0) as it:
-                        while not stop.is_set():
-                            try:
-                                msg = it.next(timeout=0.5)
-                            except TimeoutError:
-                                continue
-                            ordered_seen.append(msg.metadata.sequence.stream)
+            def note_ordered(msg: jetstream_sync.Msg) -> None:
+                """Note the stream sequence."""
+                ordered_seen.append(msg.metadata.sequence.stream)
 
-                publisher = RetryingPublisher(js, f"{stream.name}.x", count)
-                workers = [
-                    Worker("durable", consume_durable),
-                    Worker("ordered", consume_ordered),
-                    Worker("publisher", publisher.run),
-                ]
-                try:
-                    wait_for(
-                        lambda: (
-                            len(ordered_seen) >= count // 3
-                            and len(durable_seen) >= count // 3
-                            or any(w.error for w in workers)
-                        ),
-                        timeout=30,
-                    )
-                    cluster.kill(index)
-                    workers[2].join()
-                    wait_for(
-                        lambda: (
-                            len({s for s, _ in durable_seen}) >= count
-                            and len(ordered_seen) >= count
-                            or any(w.error for w in workers)
-                        ),
-                        timeout=60,
-                        message=lambda: (
-                            f"durable {len({s for s, _ in durable_seen})}, "
-                            f"ordered {len(ordered_seen)} of {count}"
-                        ),
-                    )
-                finally:
-                    stop.set()
-                    for worker in workers:
-                        worker.join()
-                reconnects = nc.stats.reconnects
-            stored = check_stored_once(stream, publisher.sent)
-            cluster.restart(index)
-            wait_caught_up(cluster, stream.name, stored)
-            durable_seqs = [s for s, _ in durable_seen]
-            assert sorted(set(durable_seqs)) == list(range(1, count + 1))
-            assert ordered_seen == list(range(1, count + 1))
-            report(
-                f"consumers/{victim}",
-                {
-                    **publisher.counts(),
-                    "stored": stored,
-                    "reconnects": reconnects,
-                    "killed": cluster.servers[index].server_name,
-                    "stream_leader": stream_leader_name,
-                    "consumer_leader": consumer_leader,
-                    "durable_deliveries": len(durable_seqs),
-                    "durable_redelivered": len(durable_seqs) - len(set(durable_seqs)),
-                    "ordered_deliveries": len(ordered_seen),
-                },
-            )
+            publisher = RetryingPublisher(js, f"{stream.name}.x", count)
+            workers = [
+                Worker("durable", lambda: consume_until(work, stop, ack_durable)),
+                Worker("ordered", lambda: consume_until(ordered, stop, note_ordered)),
+                Worker("publisher", publisher.run),
+            ]
+            try:
+                wait_for(
+                    lambda: (
+                        len(ordered_seen) >= count // 3
+                        and len(durable_seen) >= count // 3
+                        or any(w.error for w in workers)
+                    ),
+                    timeout=30,
+                )
+                cluster.kill(index)
+                workers[2].join()
+                wait_for(
+                    lambda: (
+                        len({s for s, _ in durable_seen}) >= count
+                        and len(ordered_seen) >= count
+                        or any(w.error for w in workers)
+                    ),
+                    timeout=60,
+                    message=lambda: (
+                        f"durable {len({s for s, _ in durable_seen})}, "
+                        f"ordered {len(ordered_seen)} of {count}"
+                    ),
+                )
+            finally:
+                stop.set()
+                for worker in workers:
+                    worker.join()
+            reconnects = nc.stats.reconnects
+        stored = check_stored_once(stream, publisher.sent)
+        cluster.restart(index)
+        wait_caught_up(cluster, stream.name, stored)
+        durable_seqs = [s for s, _ in durable_seen]
+        assert sorted(set(durable_seqs)) == list(range(1, count + 1))
+        assert ordered_seen == list(range(1, count + 1))
+        report(
+            f"consumers/{victim}",
+            {
+                **publisher.counts(),
+                "stored": stored,
+                "reconnects": reconnects,
+                "killed": cluster.servers[index].server_name,
+                "stream_leader": stream_leader_name,
+                "consumer_leader": consumer_leader,
+                "durable_deliveries": len(durable_seqs),
+                "durable_redelivered": len(durable_seqs) - len(set(durable_seqs)),
+                "ordered_deliveries": len(ordered_seen),
+            },
+        )

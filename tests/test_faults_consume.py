@@ -14,7 +14,7 @@ import time
 import pytest
 
 import jetstream_sync
-from tests.fixtures.faults import FAST, Events
+from tests.fixtures.faults import assert_works
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
 from tests.fixtures.proxy import TO_CLIENT
@@ -70,31 +70,18 @@ class Deliveries:
 
 
 @pytest.fixture
-def events() -> Events:
-    """The connection callbacks of the client under test."""
-    return Events()
-
-
-@pytest.fixture
-def client(fault_proxy, events):
-    """A client connected through the proxy with the fast fault options."""
-    with jetstream_sync.connect(fault_proxy.url, **FAST, **events.callbacks()) as nc:
-        yield nc
-
-
-@pytest.fixture
 def durable(js, stream):
     """A durable pull consumer with a short ack_wait, made by the direct client."""
     return stream.create_consumer(durable_name="faults", ack_wait=ACK_WAIT)
 
 
 def test_fetch_through_cuts_returns_or_fails_typed_and_loses_nothing(
-    fault_proxy, client, js, stream, durable
+    fault_proxy, fault_client, js, stream, durable
 ):
     """fetch during cuts returns messages or raises a typed error within its timeout;
     every message ends up delivered and acked."""
     publish_numbered(js, f"{stream.name}.f", 100)
-    consumer = client.jetstream(timeout=2).consumer(stream.name, "faults")
+    consumer = fault_client.jetstream(timeout=2).consumer(stream.name, "faults")
     seen = Deliveries(100, js, stream.name)
     calls = errors = 0
     while not seen.done():
@@ -113,14 +100,15 @@ def test_fetch_through_cuts_returns_or_fails_typed_and_loses_nothing(
             seen.record(msg)
     assert fault_proxy.cuts == 3
     seen.check()
+    assert_works(fault_client)
 
 
 def test_messages_iterator_survives_cuts_and_a_stall(
-    fault_proxy, client, events, js, stream, durable
+    fault_proxy, fault_client, events, js, stream, durable
 ):
     """messages() keeps going through cuts and a stale stall; nothing is lost."""
     publish_numbered(js, f"{stream.name}.m", 200)
-    consumer = client.jetstream(timeout=2).consumer(stream.name, "faults")
+    consumer = fault_client.jetstream(timeout=2).consumer(stream.name, "faults")
     seen = Deliveries(200, js, stream.name)
     with consumer.messages(max_messages=20, expires=2, heartbeat=0.5) as it:
         while not seen.done():
@@ -136,12 +124,13 @@ def test_messages_iterator_survives_cuts_and_a_stall(
             seen.record(it.next(timeout=10))
     assert fault_proxy.cuts == 2 and events.disconnects == 3
     seen.check()
+    assert_works(fault_client)
 
 
-def test_consume_callback_survives_cuts(fault_proxy, client, events, js, stream, durable):
+def test_consume_callback_survives_cuts(fault_proxy, fault_client, events, js, stream, durable):
     """consume() delivers every message to the callback across two cuts."""
     publish_numbered(js, f"{stream.name}.c", 150)
-    consumer = client.jetstream(timeout=2).consumer(stream.name, "faults")
+    consumer = fault_client.jetstream(timeout=2).consumer(stream.name, "faults")
     seen = Deliveries(150, js, stream.name)
     warnings: list[BaseException] = []
     running = consumer.consume(
@@ -157,16 +146,17 @@ def test_consume_callback_survives_cuts(fault_proxy, client, events, js, stream,
     finally:
         running.stop()
     seen.check()
+    assert_works(fault_client)
     assert all(isinstance(w, jetstream_sync.NatsError) for w in warnings), warnings
 
 
 def test_ordered_consumer_hands_over_every_sequence_once_in_order(
-    fault_proxy, client, events, js, stream
+    fault_proxy, fault_client, events, js, stream
 ):
     """An ordered consumer's messages() across a cut, a mid-frame cut and a stall: every
     stream sequence exactly once, in order."""
     publish_numbered(js, f"{stream.name}.o", 300)
-    ordered = client.jetstream(timeout=2).ordered_consumer(stream.name)
+    ordered = fault_client.jetstream(timeout=2).ordered_consumer(stream.name)
     got: list[int] = []
     with ordered.messages(max_messages=25, expires=2, heartbeat=0.5) as it:
         while len(got) < 300:
@@ -183,12 +173,13 @@ def test_ordered_consumer_hands_over_every_sequence_once_in_order(
             assert msg.data == b"%d" % (len(got) - 1)
     assert got == list(range(1, 301))
     assert events.disconnects == 3
+    assert_works(fault_client)
 
 
-def test_ordered_fetch_through_cuts_has_no_gap_and_no_repeat(fault_proxy, client, js, stream):
+def test_ordered_fetch_through_cuts_has_no_gap_and_no_repeat(fault_proxy, fault_client, js, stream):
     """Ordered fetch() calls between and during cuts: sequences come once, in order."""
     publish_numbered(js, f"{stream.name}.of", 120)
-    ordered = client.jetstream(timeout=2).ordered_consumer(stream.name)
+    ordered = fault_client.jetstream(timeout=2).ordered_consumer(stream.name)
     got: list[int] = []
     calls = 0
     while len(got) < 120:
@@ -202,3 +193,4 @@ def test_ordered_fetch_through_cuts_has_no_gap_and_no_repeat(fault_proxy, client
             continue
         got += [m.metadata.sequence.stream for m in batch]
     assert got == list(range(1, 121))
+    assert_works(fault_client)

@@ -13,21 +13,8 @@ import time
 import pytest
 
 import jetstream_sync as js
-from tests.fixtures.faults import FAST, Events, assert_works
+from tests.fixtures.faults import FAST, assert_works
 from tests.fixtures.proxy import TO_CLIENT, TO_SERVER
-
-
-@pytest.fixture
-def events() -> Events:
-    """The connection callbacks of the client under test."""
-    return Events()
-
-
-@pytest.fixture
-def client(fault_proxy, events):
-    """A client connected through the proxy with the fast fault options."""
-    with js.connect(fault_proxy.url, **FAST, **events.callbacks()) as nc:
-        yield nc
 
 
 @pytest.fixture
@@ -37,64 +24,66 @@ def direct(shared_server):
         yield nc
 
 
-def test_cut_reconnects_and_messages_after_it_arrive(fault_proxy, client, events, direct):
+def test_cut_reconnects_and_messages_after_it_arrive(fault_proxy, fault_client, events, direct):
     """After a cut the subscriptions are restored: what is published afterwards arrives."""
-    sub = client.subscribe("faults.core.cut")
-    client.flush()
+    sub = fault_client.subscribe("faults.core.cut")
+    fault_client.flush()
     direct.publish("faults.core.cut", b"before")
     assert sub.next_msg(timeout=5).data == b"before"
     assert fault_proxy.cut() == 1
     events.wait(lambda e: e.reconnects == 1)
-    client.flush(timeout=5)  # the SUB sent on the new link reached the server
+    fault_client.flush(timeout=5)  # the SUB sent on the new link reached the server
     for i in range(10):
         direct.publish("faults.core.cut", b"after %d" % i)
     assert [sub.next_msg(timeout=5).data for _ in range(10)] == [b"after %d" % i for i in range(10)]
-    assert fault_proxy.accepted == 2 and client.stats.reconnects == 1
+    assert fault_proxy.accepted == 2 and fault_client.stats.reconnects == 1
     assert not events.errors
-    assert_works(client)
+    assert_works(fault_client)
 
 
 @pytest.mark.parametrize("nbytes", [1, 13, 100])
 @pytest.mark.parametrize("direction", [TO_CLIENT, TO_SERVER])
-def test_cut_in_the_middle_of_a_frame(fault_proxy, client, events, direct, direction, nbytes):
+def test_cut_in_the_middle_of_a_frame(fault_proxy, fault_client, events, direct, direction, nbytes):
     """A link cut a few bytes into a frame is a plain disconnect, never a protocol error."""
-    sub = client.subscribe("faults.core.mid")
-    client.flush()
+    sub = fault_client.subscribe("faults.core.mid")
+    fault_client.flush()
     fault_proxy.cut_after(nbytes, direction)
     payload = b"x" * 1000
     if direction == TO_CLIENT:
         direct.publish("faults.core.mid", payload)
     else:
-        client.publish("faults.core.mid", payload)
+        fault_client.publish("faults.core.mid", payload)
     events.wait(lambda e: e.reconnects == 1)
-    client.flush(timeout=5)
+    fault_client.flush(timeout=5)
     direct.publish("faults.core.mid", b"after")
     data = [sub.next_msg(timeout=5).data]
     while data[-1] != b"after":
         data.append(sub.next_msg(timeout=5).data)
     assert data in ([b"after"], [payload, b"after"])  # at most once: core NATS
     assert not events.errors_of(js.ProtocolError), events.errors
-    assert_works(client)
+    assert_works(fault_client)
 
 
-def test_stall_is_detected_as_stale_and_the_client_reconnects_after_it(fault_proxy, client, events):
+def test_stall_is_detected_as_stale_and_the_client_reconnects_after_it(
+    fault_proxy, fault_client, events
+):
     """An open-ended stall is declared stale within the PING budget; reconnects wait it out."""
-    sub = client.subscribe("faults.core.stall")
-    client.flush()
+    sub = fault_client.subscribe("faults.core.stall")
+    fault_client.flush()
     fault_proxy.stall()
     events.wait(lambda e: e.disconnects == 1, timeout=5)
     assert any("stale" in str(e) for e in events.errors)
-    assert client.is_reconnecting
+    assert fault_client.is_reconnecting
     with pytest.raises(js.TimeoutError):  # waits for the new link, which is stalled too
-        client.flush(timeout=0.3)
+        fault_client.flush(timeout=0.3)
     fault_proxy.resume()
     events.wait(lambda e: e.reconnects == 1)
-    client.publish("faults.core.stall", b"after")
+    fault_client.publish("faults.core.stall", b"after")
     assert sub.next_msg(timeout=5).data == b"after"
-    assert_works(client)
+    assert_works(fault_client)
 
 
-def test_request_at_a_cut_fails_at_once_and_works_after(fault_proxy, client, events, direct):
+def test_request_at_a_cut_fails_at_once_and_works_after(fault_proxy, fault_client, events, direct):
     """A request in flight at a cut raises ConnectionLostError at once; the next one works."""
     held = threading.Event()
     release = threading.Event()
@@ -111,7 +100,7 @@ def test_request_at_a_cut_fails_at_once_and_works_after(fault_proxy, client, eve
     def ask():
         started = time.monotonic()
         try:
-            outcome.append(client.request("faults.core.req", b"q", timeout=5))
+            outcome.append(fault_client.request("faults.core.req", b"q", timeout=5))
         except js.NatsError as exc:
             outcome.append(exc)
         outcome.append(time.monotonic() - started)
@@ -131,10 +120,10 @@ def test_request_at_a_cut_fails_at_once_and_works_after(fault_proxy, client, eve
     events.wait(lambda e: e.reconnects == 1)
     direct.subscribe("faults.core.echo", cb=lambda m: m.respond(m.data))
     direct.flush()
-    assert client.request("faults.core.echo", b"again", timeout=5).data == b"again"
+    assert fault_client.request("faults.core.echo", b"again", timeout=5).data == b"again"
 
 
-def test_requests_through_repeated_cuts_succeed_or_fail_typed(fault_proxy, client, direct):
+def test_requests_through_repeated_cuts_succeed_or_fail_typed(fault_proxy, fault_client, direct):
     """Requests while the link is cut again and again: each one is answered right or fails typed."""
     direct.subscribe("faults.core.many", cb=lambda m: m.respond(b"re:" + m.data))
     direct.flush()
@@ -147,7 +136,7 @@ def test_requests_through_repeated_cuts_succeed_or_fail_typed(fault_proxy, clien
             i += 1
             body = b"%d" % i
             try:
-                reply = client.request("faults.core.many", body, timeout=1)
+                reply = fault_client.request("faults.core.many", body, timeout=1)
             except js.ConnectionLostError:
                 results["lost"] += 1
             except js.TimeoutError:
@@ -169,11 +158,11 @@ def test_requests_through_repeated_cuts_succeed_or_fail_typed(fault_proxy, clien
         stop.set()
         asker.join()
     assert results["ok"] > 100
-    assert client.request("faults.core.many", b"end", timeout=5).data == b"re:end"
+    assert fault_client.request("faults.core.many", b"end", timeout=5).data == b"re:end"
 
 
 def test_refused_reconnects_are_retried_and_buffered_publishes_arrive(
-    fault_proxy, client, events, direct
+    fault_proxy, fault_client, events, direct
 ):
     """While the proxy refuses (then stops listening) the client keeps trying; nothing
     published meanwhile is lost once it gets through."""
@@ -183,15 +172,15 @@ def test_refused_reconnects_are_retried_and_buffered_publishes_arrive(
     fault_proxy.cut()
     events.wait(lambda e: e.disconnects == 1)
     for i in range(100):
-        client.publish("faults.core.buffered", b"%d" % i)
+        fault_client.publish("faults.core.buffered", b"%d" % i)
     fault_proxy.wait(lambda p: p.refused >= 3)
     fault_proxy.refuse(unlisten=True)
-    assert client.is_reconnecting
+    assert fault_client.is_reconnecting
     fault_proxy.accept()
     events.wait(lambda e: e.reconnects == 1)
-    client.flush(timeout=5)
+    fault_client.flush(timeout=5)
     assert [sub.next_msg(timeout=5).data for _ in range(100)] == [b"%d" % i for i in range(100)]
-    assert_works(client)
+    assert_works(fault_client)
 
 
 def test_a_whole_session_one_byte_at_a_time(fault_proxy, shared_server, stream_name):
@@ -218,3 +207,37 @@ def test_a_whole_session_one_byte_at_a_time(fault_proxy, shared_server, stream_n
             ctx.delete_stream(stream_name)
         assert nc.stats.reconnects == 0
     assert fault_proxy.sends_to_client == fault_proxy.to_client > 1000
+
+
+@pytest.mark.parametrize("nbytes", [10, 200])
+def test_a_reconnect_cut_in_the_middle_of_its_handshake_is_retried(
+    fault_proxy, fault_client, events, nbytes
+):
+    """The next link is cut while its INFO is half delivered; the attempt after it works."""
+    fault_proxy.refuse(unlisten=True)  # no new link until the trap is set
+    fault_proxy.cut()
+    events.wait(lambda e: e.disconnects == 1)
+    fault_proxy.cut_after(nbytes, TO_CLIENT)  # the next link, before the PONG of its handshake
+    fault_proxy.accept()
+    events.wait(lambda e: e.reconnects == 1)
+    assert fault_proxy.accepted == 3 and fault_proxy.cuts == 2
+    assert not events.errors_of(js.ProtocolError)
+    assert_works(fault_client)
+
+
+@pytest.mark.parametrize("fault", ["refuse", "unlisten", "stall"])
+def test_connect_through_a_dead_link_fails_within_connect_timeout(fault_proxy, fault):
+    """connect() to a server that refuses, is not listening or never answers raises
+    NoServersError within its connect_timeout; once the link is back it connects."""
+    if fault == "stall":
+        fault_proxy.stall()
+    else:
+        fault_proxy.refuse(unlisten=fault == "unlisten")
+    started = time.monotonic()
+    with pytest.raises(js.NoServersError):
+        js.connect(fault_proxy.url, connect_timeout=0.5)
+    assert time.monotonic() - started < 3
+    fault_proxy.pass_through()
+    fault_proxy.accept()
+    with js.connect(fault_proxy.url, connect_timeout=5) as nc:
+        assert_works(nc)

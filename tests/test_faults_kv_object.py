@@ -13,24 +13,11 @@ import uuid
 import pytest
 
 import jetstream_sync
-from tests.fixtures.faults import FAST, Events, assert_works
+from tests.fixtures.faults import assert_works
 from tests.fixtures.proxy import TO_CLIENT
 
 OBJECT_SIZE = 3 << 20
 CHUNK = 64 << 10
-
-
-@pytest.fixture
-def events() -> Events:
-    """The connection callbacks of the client under test."""
-    return Events()
-
-
-@pytest.fixture
-def client(fault_proxy, events):
-    """A client connected through the proxy with the fast fault options."""
-    with jetstream_sync.connect(fault_proxy.url, **FAST, **events.callbacks()) as nc:
-        yield nc
 
 
 @pytest.fixture
@@ -53,9 +40,9 @@ def store(js):
     js.delete_object_store(name)
 
 
-def test_kv_watcher_sees_every_update_once_in_order(fault_proxy, client, events, bucket):
+def test_kv_watcher_sees_every_update_once_in_order(fault_proxy, fault_client, events, bucket):
     """A watcher across a cut, a mid-frame cut and a stale stall: each update once, in order."""
-    watched = client.jetstream(timeout=2).key_value(bucket.bucket)
+    watched = fault_client.jetstream(timeout=2).key_value(bucket.bucket)
     revisions: list[int] = []
     with watched.watch(timeout=5) as watcher:
         assert watcher.next(timeout=5) is None  # an empty bucket: the initial values are done
@@ -76,16 +63,16 @@ def test_kv_watcher_sees_every_update_once_in_order(fault_proxy, client, events,
                 revisions.append(entry.revision)
     assert revisions == list(range(1, 201))
     assert events.disconnects == 3 and fault_proxy.cuts == 2
-    assert_works(client)
+    assert_works(fault_client)
 
 
 def test_object_get_cut_mid_transfer_is_right_or_typed_then_a_retry_works(
-    fault_proxy, client, store
+    fault_proxy, fault_client, store
 ):
     """A get whose link is cut in the middle of the chunks returns the right bytes or raises
     a typed error; the next get returns the right bytes."""
     obs, data = store
-    remote = client.jetstream(timeout=2).object_store(obs.bucket)
+    remote = fault_client.jetstream(timeout=2).object_store(obs.bucket)
     fault_proxy.cut_after(OBJECT_SIZE // 3, TO_CLIENT)
     try:
         assert remote.get("big", timeout=2) == data
@@ -96,12 +83,12 @@ def test_object_get_cut_mid_transfer_is_right_or_typed_then_a_retry_works(
 
 
 def test_object_get_stalled_mid_transfer_fails_typed_within_its_timeout(
-    fault_proxy, client, events, store
+    fault_proxy, fault_client, events, store
 ):
     """A get whose link stalls for good raises TimeoutError within a few of its timeouts
     (never hangs); once the link is back a retry returns the right bytes."""
     obs, data = store
-    remote = client.jetstream(timeout=1).object_store(obs.bucket)
+    remote = fault_client.jetstream(timeout=1).object_store(obs.bucket)
     fault_proxy.stall_after(OBJECT_SIZE // 3, TO_CLIENT)
     started = time.monotonic()
     with pytest.raises(jetstream_sync.TimeoutError):
@@ -110,4 +97,4 @@ def test_object_get_stalled_mid_transfer_fails_typed_within_its_timeout(
     fault_proxy.resume()
     events.wait(lambda e: e.reconnects >= 1)
     assert remote.get("big", timeout=5) == data
-    assert_works(client)
+    assert_works(fault_client)

@@ -9,10 +9,8 @@ the cuts hit: the request on its way out, or the ack on its way back.
 
 from __future__ import annotations
 
-import pytest
-
 import jetstream_sync as js
-from tests.fixtures.faults import FAST, Events, stored_payloads
+from tests.fixtures.faults import assert_works, stored_payloads
 from tests.fixtures.proxy import TO_CLIENT, TO_SERVER
 
 RETRYABLE = (js.ConnectionLostError, js.TimeoutError)
@@ -20,23 +18,10 @@ RETRYABLE = (js.ConnectionLostError, js.TimeoutError)
 FAULTS = [(20, 30, TO_CLIENT), (50, 5, TO_SERVER), (90, 200, TO_CLIENT), (130, 0, TO_CLIENT)]
 
 
-@pytest.fixture
-def events() -> Events:
-    """The connection callbacks of the client under test."""
-    return Events()
-
-
-@pytest.fixture
-def client(fault_proxy, events):
-    """A client connected through the proxy with the fast fault options."""
-    with js.connect(fault_proxy.url, **FAST, **events.callbacks()) as nc:
-        yield nc
-
-
-def test_publish_loop_with_msg_id_stores_each_message_once(fault_proxy, client, stream):
+def test_publish_loop_with_msg_id_stores_each_message_once(fault_proxy, fault_client, stream):
     """A publish loop that retries failures with the same msg_id: every message stored once,
     in order, and at least one retry was answered as a duplicate."""
-    ctx = client.jetstream(timeout=2)
+    ctx = fault_client.jetstream(timeout=2)
     subject = f"{stream.name}.sync"
     faults = {i: (n, d) for i, n, d in FAULTS}
     retries = duplicates = 0
@@ -55,14 +40,15 @@ def test_publish_loop_with_msg_id_stores_each_message_once(fault_proxy, client, 
     assert retries >= 2  # a cut at once (0 bytes) lets the publish wait for the new link
     assert duplicates >= 1  # an ack was cut after the message was stored
     assert stored_payloads(stream) == [b"m%d" % i for i in range(160)]
+    assert_works(fault_client)
 
 
 def test_publish_async_republishing_failures_stores_each_message_once(
-    fault_proxy, client, events, stream
+    fault_proxy, fault_client, events, stream
 ):
     """publish_async under cuts; every failed future is republished with its msg_id until
     acked: the stream holds every message exactly once."""
-    ctx = client.jetstream(timeout=3, ack_timeout=3)
+    ctx = fault_client.jetstream(timeout=3, ack_timeout=3)
     subject = f"{stream.name}.async"
     total = 600
     pending = {i: ctx.publish_async(subject, b"a%d" % i, msg_id=f"async-{i}") for i in range(200)}
@@ -98,3 +84,4 @@ def test_publish_async_republishing_failures_stores_each_message_once(
     # a duplicate's ack names the sequence of the copy stored first
     assert all(stored[ack.seq - 1] == b"a%d" % i for i, ack in acked.items())
     assert sorted(ack.seq for ack in acked.values()) == list(range(1, total + 1))
+    assert_works(fault_client)

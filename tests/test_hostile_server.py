@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from pathlib import Path
 
 import pytest
 
 import jetstream_sync as js
 from jetstream_sync import _protocol
-from jetstream_sync._reader import Reader
+from jetstream_sync._writer import Writer
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import Events, assert_works
 from tests.fixtures.polling import wait_for
-from tests.fixtures.server import LOOPBACK, NatsServer
+from tests.fixtures.reader import reader_failure
+from tests.fixtures.server import NatsServer
 
 # Stale after two unanswered PINGs 0.1 s apart; reconnect 20 ms after a loss.
 QUICK = {
@@ -33,19 +33,6 @@ QUICK = {
     "max_reconnect_attempts": -1,
     "connect_timeout": 2.0,
 }
-
-
-@pytest.fixture
-def fake():
-    """A fake server, stopped (threads joined) afterwards."""
-    with FakeServer() as server:
-        yield server
-
-
-@pytest.fixture
-def events() -> Events:
-    """The connection callbacks of the client under test."""
-    return Events()
 
 
 @pytest.fixture
@@ -274,28 +261,12 @@ def test_a_reported_protocol_error_does_not_hold_the_read_buffer(fake, client, e
 def test_an_error_while_routing_keeps_its_traceback_but_not_the_data(fake):
     """A routing failure's cause keeps its traceback (to debug) with the frames' locals
     (which hold the data) cleared."""
-    lost: list[BaseException] = []
-    done = threading.Event()
 
     def route(ops, view, consumed):
         data = bytes(view[:consumed]) * 1000  # noqa: F841 - a big local the frame holds
         raise RuntimeError("routing failed")
 
-    def connection_lost(exc):
-        lost.append(exc)
-        done.set()
-
-    class Conn:
-        transport = socket.create_connection((LOOPBACK, fake.port))
-        leftover = b""
-
-    try:
-        reader = Reader(Conn, route, connection_lost, "test-reader")
-        assert done.wait(5)
-        reader.join()
-    finally:
-        Conn.transport.close()
-    [error] = lost
+    error = reader_failure(fake.port, route)
     assert isinstance(error.__cause__, RuntimeError)
     assert error.__cause__.__traceback__ is not None
     assert big_buffers_held_by(error) == []
@@ -318,3 +289,70 @@ def test_a_hundred_megabytes_of_endless_lines_leave_memory_bounded(fake, client,
     growth = rss_bytes() - baseline
     assert growth < 16 << 20, f"RSS grew by {growth / 2**20:.1f} MiB over {total} bytes"
     assert len(events.errors_of(js.ProtocolError)) >= index - 1
+
+
+# --------------------------------------------------------------------------
+# A server that sends PINGs and reads nothing
+
+
+class SocketTransport:
+    """The part of ``_transport.Transport`` the writer uses, over a plain socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        """Wrap ``sock``."""
+        self.sock = sock
+
+    def sendall(self, data) -> None:
+        """Write all of ``data`` (blocks while the peer reads nothing)."""
+        self.sock.sendall(data)
+
+    def send_nowait(self, data) -> int:
+        """Write what the kernel takes at once."""
+        try:
+            return self.sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0
+
+
+def test_pongs_to_a_server_that_reads_nothing_do_not_pile_up():
+    """100,000 PINGs from a server that reads nothing leave one PONG waiting, not 600 KB;
+    once the server reads again, PONGs flow again."""
+    client_end, server_end = socket.socketpair()
+    writer = Writer(lambda exc, transport: None, 1 << 20, "test-writer")
+    writer.attach(SocketTransport(client_end))
+    try:
+        for _ in range(100_000):
+            writer.write_control(b"PONG\r\n")
+        assert len(writer._buf) <= len(b"PONG\r\n")
+        server_end.setblocking(False)
+        received = bytearray()
+
+        def drained() -> bool:
+            try:
+                received.extend(server_end.recv(1 << 20))
+            except BlockingIOError:
+                return not writer._buf and received.endswith(b"PONG\r\n")
+            return False
+
+        wait_for(drained)
+        assert received and received == b"PONG\r\n" * (len(received) // 6)
+        writer.write_control(b"PONG\r\n")  # the next PING is answered
+        wait_for(lambda: server_end.recv(64) == b"PONG\r\n", ignore=BlockingIOError)
+    finally:
+        client_end.shutdown(socket.SHUT_RDWR)
+        writer.close()
+        client_end.close()
+        server_end.close()
+
+
+def test_a_real_server_pinging_every_100_ms_keeps_an_idle_client(tmp_path: Path):
+    """The server's own keep-alive (every 100 ms, two out at most) gets its PONGs: an
+    idle client answers ten of them and stays on its first connection."""
+    config = ['ping_interval: "100ms"', "ping_max: 2"]
+    with NatsServer(directory=tmp_path / "srv", jetstream=False, extra_config=config) as server:
+        with js.connect(server.url, name="idle") as nc:
+            start = nc.stats.out_bytes
+            wait_for(lambda: nc.stats.out_bytes >= start + 10 * len(b"PONG\r\n"), timeout=10)
+            [conn] = server.monitor("connz")["connections"]
+            assert conn["name"] == "idle" and nc.stats.reconnects == 0
+            assert_works(nc)

@@ -9,7 +9,7 @@ import pytest
 
 import jetstream_sync as nats_sync
 from jetstream_sync import KeyValueOp, StreamSource
-from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.jetstream import deletion_marker, unique_stream_name
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 
@@ -223,14 +223,7 @@ def test_per_key_ttl_leaves_a_marker(js, bucket):
     kv.create("session", b"x", ttl=1)
     kv.put("stays", b"y")
 
-    def expired():
-        try:
-            kv.get("session")
-        except nats_sync.KeyDeletedError as exc:
-            return exc.entry
-        return None
-
-    marker = wait_for(expired, timeout=20, interval=0.1)
+    marker = wait_for(lambda: deletion_marker(kv, "session"), timeout=20, interval=0.1)
     assert marker.operation is KeyValueOp.PURGE
     assert kv.get("stays").value == b"y"
     assert kv.create("session", b"again") > marker.revision

@@ -10,6 +10,7 @@ import pytest
 
 import jetstream_sync as nats_sync
 from jetstream_sync import KeyValueOp
+from tests.fixtures.jetstream import deletion_marker
 from tests.fixtures.polling import wait_for
 
 pytestmark = pytest.mark.interop
@@ -56,14 +57,7 @@ def test_bucket_written_by_natspy_is_read_here(nats_server):
         assert initial == [("cfg.a", KeyValueOp.PUT), ("cfg.c", KeyValueOp.PUT),
                            ("cfg.b", KeyValueOp.DEL)]  # fmt: skip
 
-        def expired():
-            try:
-                kv.get("ttl.k")
-            except nats_sync.KeyDeletedError as exc:
-                return exc.entry
-            return None
-
-        marker = wait_for(expired, timeout=10, interval=0.1)
+        marker = wait_for(lambda: deletion_marker(kv, "ttl.k"), timeout=10, interval=0.1)
         assert marker.operation is KeyValueOp.PURGE and marker.revision > revs["t"]
 
 

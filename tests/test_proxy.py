@@ -11,6 +11,7 @@ import pytest
 
 from tests.fixtures.polling import wait_for
 from tests.fixtures.proxy import LOOPBACK, TO_CLIENT, TO_SERVER, FaultProxy
+from tests.fixtures.sockets import accepted, shutdown
 
 
 class EchoServer:
@@ -27,11 +28,7 @@ class EchoServer:
         self._threads[0].start()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return
+        for sock in accepted(self._listener):
             thread = threading.Thread(target=self._echo, args=(sock,), name="echo-conn")
             with self._lock:
                 self._socks.append(sock)
@@ -52,18 +49,12 @@ class EchoServer:
 
     def close(self) -> None:
         """Stop listening, close every connection and join every thread."""
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        shutdown(self._listener)
         self._listener.close()
         with self._lock:
             socks = list(self._socks)
         for sock in socks:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            shutdown(sock)
         for thread in list(self._threads):
             thread.join()
         for sock in socks:

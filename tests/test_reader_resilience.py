@@ -10,7 +10,9 @@ import pytest
 import jetstream_sync as js
 from jetstream_sync._reader import Reader
 from tests.fixtures.fake_server import FakeServer
+from tests.fixtures.faults import assert_works
 from tests.fixtures.polling import wait_for
+from tests.fixtures.reader import reader_failure
 from tests.fixtures.server import LOOPBACK
 
 # --------------------------------------------------------------------------
@@ -80,16 +82,6 @@ def raw(shared_server):
     client.close()
 
 
-def assert_works(nc: js.Client) -> None:
-    """The client is connected, flushes, and a message makes the round trip."""
-    assert nc.is_connected
-    nc.flush(timeout=5)
-    sub = nc.subscribe("works.check")
-    nc.publish("works.check", b"ok")
-    assert sub.next_msg(timeout=5).data == b"ok"
-    sub.unsubscribe()
-
-
 # --------------------------------------------------------------------------
 # B1: subjects that are not UTF-8, from a real server
 
@@ -148,13 +140,6 @@ def test_jetstream_consumer_reads_a_non_utf8_subject(shared_server, js, stream, 
 
 # --------------------------------------------------------------------------
 # B2: INFO the client cannot use, from a fake server
-
-
-@pytest.fixture
-def fake():
-    """A fake server, stopped (threads joined) afterwards."""
-    with FakeServer() as server:
-        yield server
 
 
 def _connect(fake: FakeServer, errors: Errors, **options) -> js.Client:
@@ -243,28 +228,11 @@ def test_protocol_error_is_reported_then_reconnects(fake, hostile, words):
 
 def test_an_exception_while_routing_ends_the_connection_not_the_thread(fake):
     """The reader turns any exception of its route into a ProtocolError for connection_lost."""
-    lost: list[BaseException] = []
-    done = threading.Event()
 
     def route(ops, view, consumed):
         raise RuntimeError("routing failed")
 
-    def connection_lost(exc):
-        lost.append(exc)
-        done.set()
-
-    class Conn:
-        transport = socket.create_connection((LOOPBACK, fake.port))
-        leftover = b""
-
-    try:
-        reader = Reader(Conn, route, connection_lost, "test-reader")
-        wait_for(lambda: fake.connection_count == 1)
-        assert done.wait(5)  # the INFO was parsed and routed: the route raised
-        reader.join()
-    finally:
-        Conn.transport.close()
-    [error] = lost
+    error = reader_failure(fake.port, route)
     assert isinstance(error, js.ProtocolError)
     assert isinstance(error.__cause__, RuntimeError) and "routing failed" in str(error)
 

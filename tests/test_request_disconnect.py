@@ -64,6 +64,15 @@ def _connect(server: NatsServer) -> js.Client:
     return js.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
 
 
+def _silent_subscriber(client: js.Client, subject: str) -> threading.Event:
+    """Subscribe ``client`` to ``subject`` and never answer; the event is set when a message
+    arrives."""
+    received = threading.Event()
+    client.subscribe(subject, cb=lambda m: received.set())
+    client.flush()
+    return received
+
+
 def _assert_lost(outcome: Outcome) -> None:
     error = outcome.join()
     assert isinstance(error, js.ConnectionLostError), repr(error)
@@ -77,9 +86,7 @@ def test_request_to_a_silent_responder_fails_when_the_server_dies(server):
     nc = _connect(server)
     responder = _connect(server)
     try:
-        received = threading.Event()
-        responder.subscribe("svc.silent", cb=lambda m: received.set())
-        responder.flush()
+        received = _silent_subscriber(responder, "svc.silent")
         outcome = Outcome(lambda: nc.request("svc.silent", b"x", timeout=CALL_TIMEOUT))
         assert received.wait(10), "the request never reached the responder"
         server.kill()
@@ -121,9 +128,7 @@ def test_jetstream_api_call_fails_when_the_server_dies(core_server):
     nc = _connect(core_server)
     api = _connect(core_server)
     try:
-        received = threading.Event()
-        api.subscribe("$JS.API.STREAM.INFO.ORDERS", cb=lambda m: received.set())
-        api.flush()
+        received = _silent_subscriber(api, "$JS.API.STREAM.INFO.ORDERS")
         ctx = nc.jetstream()
         outcome = Outcome(lambda: ctx.stream("ORDERS", timeout=CALL_TIMEOUT))
         assert received.wait(10), "the API request never reached the stand-in"

@@ -22,6 +22,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync._nkeys import KeyPair
+from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 from tests.test_auth_nkeys import Operator, nkey_server_for, user_jwt
 
@@ -221,6 +222,8 @@ def test_wrong_credentials_fail_fast_with_one_attempt(kind) -> None:
     pool = [server.url, f"nats://localhost:{server.port}"]  # the same server twice
     with pytest.raises(jetstream_sync.AuthorizationError):
         jetstream_sync.connect(pool, **spec.bad)
+    # The monitor may list the closed connection a moment after the client saw the refusal.
+    wait_for(lambda: auth_failures(server), message="the server recorded no failed attempt")
     assert len(auth_failures(server)) == 1
 
 

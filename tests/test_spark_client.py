@@ -21,7 +21,9 @@ def test_udfs_share_one_connection_per_worker_process(spark, shared_server):
     def who(_: int) -> str:
         return f"{os.getpid()}:{client(url).server_info['client_id']}"
 
-    rows = spark.range(0, 64, numPartitions=8).select(F.udf(who, "string")("id").alias("w"))
+    rows = spark.range(0, 64, numPartitions=8).select(
+        F.udf(who, "string", useArrow=False)("id").alias("w")
+    )
     seen = {tuple(map(int, row.w.split(":"))) for row in rows.collect()}
     per_pid: dict[int, set[int]] = {}
     for pid, conn in seen:

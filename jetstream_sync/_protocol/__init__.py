@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 __all__ = [
     "IMPL",
@@ -81,22 +82,45 @@ def select(choice: str | None) -> ModuleType:
 _impl = select(os.environ.get(ENV_VAR))
 
 IMPL: str = _impl.IMPL
+
+if TYPE_CHECKING:  # both implementations have the Python twin's interface
+    from jetstream_sync._protocol._py import (
+        MAX_CONTROL_LINE,
+        MAX_PAYLOAD,
+        OP_ERR,
+        OP_FIELDS,
+        OP_HMSG,
+        OP_INFO,
+        OP_MSG,
+        OP_OK,
+        OP_PING,
+        OP_PONG,
+        encode_headers,
+        encode_hpub,
+        encode_hpub_pairs,
+        encode_pub,
+        parse,
+        parse_headers,
+        parse_puback,
+        valid_subject,
+    )
+else:
+    MAX_CONTROL_LINE = _impl.MAX_CONTROL_LINE
+    MAX_PAYLOAD = _impl.MAX_PAYLOAD
+    OP_MSG = _impl.OP_MSG
+    OP_HMSG = _impl.OP_HMSG
+    OP_PING = _impl.OP_PING
+    OP_PONG = _impl.OP_PONG
+    OP_OK = _impl.OP_OK
+    OP_ERR = _impl.OP_ERR
+    OP_INFO = _impl.OP_INFO
+    OP_FIELDS = _impl.OP_FIELDS
+    parse = _impl.parse
+    parse_headers = _impl.parse_headers
+    parse_puback = _impl.parse_puback
+    encode_headers = _impl.encode_headers
+    encode_pub = _impl.encode_pub
+    encode_hpub = _impl.encode_hpub
+    encode_hpub_pairs = _impl.encode_hpub_pairs
+    valid_subject = _impl.valid_subject
 __impl__ = IMPL
-MAX_CONTROL_LINE = _impl.MAX_CONTROL_LINE
-MAX_PAYLOAD = _impl.MAX_PAYLOAD
-OP_MSG = _impl.OP_MSG
-OP_HMSG = _impl.OP_HMSG
-OP_PING = _impl.OP_PING
-OP_PONG = _impl.OP_PONG
-OP_OK = _impl.OP_OK
-OP_ERR = _impl.OP_ERR
-OP_INFO = _impl.OP_INFO
-OP_FIELDS = _impl.OP_FIELDS
-parse = _impl.parse
-parse_headers = _impl.parse_headers
-parse_puback = _impl.parse_puback
-encode_headers = _impl.encode_headers
-encode_pub = _impl.encode_pub
-encode_hpub = _impl.encode_hpub
-encode_hpub_pairs = _impl.encode_hpub_pairs
-valid_subject = _impl.valid_subject

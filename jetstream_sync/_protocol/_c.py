@@ -23,6 +23,8 @@ best of 15, µs per frame, C ``jss_encode_pub`` + ``ffi.unpack`` / twin):
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _py
@@ -37,11 +39,15 @@ from jetstream_sync._protocol._py import (
     OP_OK,
     OP_PING,
     OP_PONG,
+    BytesLike,
     check_range,
     encode_hpub,
     encode_pub,
     protocol_error,
 )
+
+if TYPE_CHECKING:  # types declared by _ffi.pyi only
+    from jetstream_sync._ffi import CharArray, Int64Array
 
 __all__ = [
     "IMPL",
@@ -91,13 +97,13 @@ class _Arrays:
 def _arrays() -> _Arrays:
     """This thread's arrays, made on first use."""
     try:
-        return _scratch.arrays
+        return cast("_Arrays", _scratch.arrays)
     except AttributeError:
         arrays = _scratch.arrays = _Arrays()
         return arrays
 
 
-def _to_list(array, count: int) -> list[int]:
+def _to_list(array: Int64Array, count: int) -> list[int]:
     # memoryview.tolist() makes ints ~30% faster than ffi.unpack but costs
     # more to set up; it wins from about 128 ints (a dozen ops) on.
     if count < 128:
@@ -105,7 +111,7 @@ def _to_list(array, count: int) -> list[int]:
     return memoryview(ffi.buffer(array, count * 8)).cast("q").tolist()
 
 
-def parse(buf, start: int, end: int) -> tuple[list[int], int, int]:
+def parse(buf: BytesLike, start: int, end: int) -> tuple[list[int], int, int]:
     """Parse every complete op in ``buf[start:end]``.
 
     Args:
@@ -142,7 +148,7 @@ def parse(buf, start: int, end: int) -> tuple[list[int], int, int]:
     return ops, state[0], state[1]
 
 
-def parse_headers(block) -> tuple[int | None, str, list[tuple[str, str]]]:
+def parse_headers(block: BytesLike) -> tuple[int | None, str, list[tuple[str, str]]]:
     """Parse a header block as located by ``parse``'s h fields.
 
     Args:
@@ -170,7 +176,9 @@ def parse_headers(block) -> tuple[int | None, str, list[tuple[str, str]]]:
     flat = ffi.unpack(pairs_out, count * _HDR_FIELDS)
     # ASCII (the usual case) decodes once and slices the str: byte and
     # character offsets are the same.
-    text = data.decode("ascii") if data.isascii() else _SurrogateEscaped(data)
+    text: str | _SurrogateEscaped = (
+        data.decode("ascii") if data.isascii() else _SurrogateEscaped(data)
+    )
     pairs = [
         (text[flat[i] : flat[i] + flat[i + 1]], text[flat[i + 2] : flat[i + 2] + flat[i + 3]])
         for i in range(0, len(flat), _HDR_FIELDS)
@@ -209,7 +217,7 @@ def valid_subject(subject: bytes, wildcards: bool) -> bool:
     return lib.jss_valid_subject(subject, len(subject), bool(wildcards)) == 1
 
 
-def parse_puback(data) -> tuple[str, int, bool, str | None] | None:
+def parse_puback(data: BytesLike) -> tuple[str, int, bool, str | None] | None:
     """Read a JetStream PubAck body the fast way, or decline.
 
     Args:
@@ -247,16 +255,16 @@ _ENC_MIN_SIZE = lib.JSS_ENC_MIN_SIZE  # results <= -this are -(bytes needed)
 _new_raw = ffi.new_allocator(should_clear_after_alloc=False)
 
 
-def _encode_buffer():
+def _encode_buffer() -> CharArray:
     """This thread's encode buffer, made on first use."""
     try:
-        return _scratch.out
+        return cast("CharArray", _scratch.out)
     except AttributeError:
         out = _scratch.out = _new_raw("char[]", ENCODE_SCRATCH)
         return out
 
 
-def _buffer_for(need: int):
+def _buffer_for(need: int) -> CharArray:
     """A buffer of at least need bytes: this thread's, grown, or a one-off when huge."""
     if need > ENCODE_SCRATCH_MAX:
         return _new_raw("char[]", need)
@@ -264,7 +272,7 @@ def _buffer_for(need: int):
     return out
 
 
-def _flatten(pairs) -> bytes | None:
+def _flatten(pairs: Iterable[tuple[str, str]]) -> bytes | None:
     """pairs as UTF-8 ``key\\0value\\0...``, or None when the Python twin must decide.
 
     None for a non-str key or value, a pair that is not a pair, a string UTF-8
@@ -294,7 +302,7 @@ def _c_headers(kv: bytes) -> bytes | None:
     return ffi.unpack(out, n) if n >= 0 else None
 
 
-def encode_headers(pairs) -> bytes:
+def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
     """Encode header pairs as a NATS/1.0 header block.
 
     Args:
@@ -316,7 +324,9 @@ def encode_headers(pairs) -> bytes:
     return _py.encode_headers(pairs) if block is None else block
 
 
-def encode_hpub_pairs(subject: bytes, reply: bytes, pairs, payload) -> bytes:
+def encode_hpub_pairs(
+    subject: bytes, reply: bytes, pairs: Iterable[tuple[str, str]], payload: BytesLike
+) -> bytes:
     """Encode an HPUB frame straight from header pairs (one C call).
 
     Same result as ``encode_hpub(subject, reply, encode_headers(pairs), payload)``.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from typing import NoReturn, Protocol, TypeAlias, cast
 
 from jetstream_sync.errors import BadHeaderError, ProtocolError
 
@@ -40,6 +41,16 @@ __all__ = [
 ]
 
 IMPL = "python"
+
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+"""What the parser and encoders accept as bytes."""
+
+
+class Sliceable(Protocol):
+    """Bytes that can be sliced (bytes-like objects and cffi buffers)."""
+
+    def __getitem__(self, span: slice, /) -> BytesLike: ...
+
 
 OP_MSG = 1
 OP_HMSG = 2
@@ -95,7 +106,7 @@ ERROR_MESSAGES = {
 }
 
 
-def protocol_error(code: int, data, pos: int) -> ProtocolError:
+def protocol_error(code: int, data: Sliceable, pos: int) -> ProtocolError:
     """Build the ProtocolError both implementations raise for an error code.
 
     Args:
@@ -156,7 +167,7 @@ class _Fail(Exception):
         self.code = code
 
 
-def parse(buf, start: int, end: int) -> tuple[list[int], int, int]:
+def parse(buf: BytesLike, start: int, end: int) -> tuple[list[int], int, int]:
     """Parse every complete op in ``buf[start:end]``.
 
     Args:
@@ -192,7 +203,7 @@ def parse(buf, start: int, end: int) -> tuple[list[int], int, int]:
     return ops, pos, need
 
 
-def _match_op(data, pos: int, end: int) -> tuple[int, int]:
+def _match_op(data: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
     """Return ``(kind, name_len)`` of the op name at ``pos`` (see match_op in C)."""
     head = bytes(data[pos : min(end, pos + 5)]).lower()
     if head[:1] == b"p":
@@ -215,7 +226,7 @@ def _match_op(data, pos: int, end: int) -> tuple[int, int]:
     return kind, n
 
 
-def _parse_one(data, pos: int, end: int) -> tuple[list[int], int]:
+def _parse_one(data: bytes | bytearray, pos: int, end: int) -> tuple[list[int], int]:
     """Parse the op at ``pos``; return its fields and the index just past it."""
     fast = _FAST_LINES.get(data[pos])
     if fast is not None:
@@ -256,7 +267,9 @@ _HMSG_LINE = re.compile(
 _FAST_LINES = {ord("M"): _MSG_LINE, ord("m"): _MSG_LINE, ord("H"): _HMSG_LINE, ord("h"): _HMSG_LINE}
 
 
-def _fast_msg(data, pos: int, end: int, match: re.Match) -> tuple[list[int], int] | None:
+def _fast_msg(
+    data: bytes | bytearray, pos: int, end: int, match: re.Match[bytes]
+) -> tuple[list[int], int] | None:
     """Fields of the MSG/HMSG whose control line ``match`` matched, or None to use the
     general path (sizes it would refuse)."""
     headers = match.re is _HMSG_LINE
@@ -272,7 +285,7 @@ def _fast_msg(data, pos: int, end: int, match: re.Match) -> tuple[list[int], int
     return head + body, after
 
 
-def _simple_op(data, start: int, stop: int, kind: int) -> list[int]:
+def _simple_op(data: bytes | bytearray, start: int, stop: int, kind: int) -> list[int]:
     """Fields of PING, PONG, +OK, -ERR or INFO with arguments in ``data[start:stop]``."""
     if kind == OP_ERR:
         a_off, a_len = _trim(data, start, stop, b" \t'")
@@ -289,7 +302,7 @@ def _simple_op(data, start: int, stop: int, kind: int) -> list[int]:
     return [kind, a_off, a_len, 0, 0, 0, 0, 0, 0, 0]
 
 
-def _trim(data, start: int, stop: int, chars: bytes) -> tuple[int, int]:
+def _trim(data: bytes | bytearray, start: int, stop: int, chars: bytes) -> tuple[int, int]:
     """Return ``(offset, length)`` of ``data[start:stop]`` stripped of ``chars``."""
     text = bytes(data[start:stop])
     stripped = text.lstrip(chars)
@@ -297,7 +310,9 @@ def _trim(data, start: int, stop: int, chars: bytes) -> tuple[int, int]:
     return off, len(stripped.rstrip(chars))
 
 
-def _parse_msg(data, pos: int, start: int, stop: int, end: int, kind: int) -> tuple[list, int]:
+def _parse_msg(
+    data: bytes | bytearray, pos: int, start: int, stop: int, end: int, kind: int
+) -> tuple[list[int], int]:
     """Parse MSG/HMSG arguments in ``data[start:stop]`` and the payload after them."""
     tokens = [m.span() for m in _TOKEN.finditer(data, start, stop)]
     headers = kind == OP_HMSG
@@ -318,7 +333,9 @@ def _parse_msg(data, pos: int, start: int, stop: int, end: int, kind: int) -> tu
     return head + body, after
 
 
-def _body(data, pos, body, end, headers, hdr, total) -> tuple[list[int], int]:
+def _body(
+    data: bytes | bytearray, pos: int, body: int, end: int, headers: bool, hdr: int, total: int
+) -> tuple[list[int], int]:
     """Check the payload starting at ``body``; return ``[h_off, h_len, p_off, p_len]``
     and the index just past the op."""
     payload_end = body + total
@@ -333,7 +350,7 @@ def _body(data, pos, body, end, headers, hdr, total) -> tuple[list[int], int]:
     return [body, hdr, body + hdr, total - hdr], payload_end + 2
 
 
-def _uint(data, span: tuple[int, int]) -> int:
+def _uint(data: bytes | bytearray, span: tuple[int, int]) -> int:
     """Unsigned decimal in ``data[span]`` that fits an int64."""
     token = bytes(data[span[0] : span[1]])
     if not token.isdigit():
@@ -348,7 +365,7 @@ def _uint(data, span: tuple[int, int]) -> int:
 # parse_headers
 
 
-def parse_headers(block) -> tuple[int | None, str, list[tuple[str, str]]]:
+def parse_headers(block: BytesLike) -> tuple[int | None, str, list[tuple[str, str]]]:
     """Parse a header block as located by ``parse``'s h fields.
 
     Args:
@@ -391,7 +408,9 @@ def _status_line(line: bytes, data: bytes, pos: int) -> tuple[int | None, str]:
     rest = line[8:]
     if rest and rest[:1] not in (b" ", b"\t"):
         raise protocol_error(ERR_HDR_PREFIX, data, pos)
-    code, description = _STATUS.match(rest).groups()
+    match = _STATUS.match(rest)
+    assert match is not None  # the pattern matches any bytes
+    code, description = match.groups()
     if not code:
         return None, ""
     if len(code) != 3 or not code.isdigit():
@@ -464,7 +483,7 @@ def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
 JOIN_ABOVE = 64 * 1024
 
 
-def _frame(head: bytes, header_block: bytes, payload, size: int) -> bytes:
+def _frame(head: bytes, header_block: bytes, payload: BytesLike, size: int) -> bytes:
     """head + header_block + payload + CRLF, by the faster method for size."""
     if size > JOIN_ABOVE:
         try:
@@ -474,7 +493,7 @@ def _frame(head: bytes, header_block: bytes, payload, size: int) -> bytes:
     return b"%s%s%s\r\n" % (head, header_block, payload)
 
 
-def encode_pub(subject: bytes, reply: bytes, payload) -> bytes:
+def encode_pub(subject: bytes, reply: bytes, payload: BytesLike) -> bytes:
     """Encode a PUB frame: ``PUB <subject> [<reply> ]<len>\\r\\n<payload>\\r\\n``.
 
     Args:
@@ -497,7 +516,7 @@ def encode_pub(subject: bytes, reply: bytes, payload) -> bytes:
     return _frame(head, b"", payload, size)
 
 
-def encode_hpub(subject: bytes, reply: bytes, header_block: bytes, payload) -> bytes:
+def encode_hpub(subject: bytes, reply: bytes, header_block: bytes, payload: BytesLike) -> bytes:
     """Encode an HPUB frame with a header block from :func:`encode_headers`.
 
     Args:
@@ -519,7 +538,7 @@ def encode_hpub(subject: bytes, reply: bytes, header_block: bytes, payload) -> b
 
 
 def encode_hpub_pairs(
-    subject: bytes, reply: bytes, pairs: Iterable[tuple[str, str]], payload
+    subject: bytes, reply: bytes, pairs: Iterable[tuple[str, str]], payload: BytesLike
 ) -> bytes:
     """Encode an HPUB frame straight from header pairs.
 
@@ -573,7 +592,7 @@ def valid_subject(subject: bytes, wildcards: bool) -> bool:
 # parse_puback
 
 
-class _Object(list):
+class _Object(list[tuple[str, object]]):
     """A JSON object as its list of pairs (so duplicate keys stay visible)."""
 
 
@@ -585,14 +604,14 @@ class _FloatText(str):
     """A JSON non-integer number kept as text."""
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
 _PUBACK_KEYS = ("stream", "seq", "duplicate", "domain")
 
 
-def parse_puback(data) -> tuple[str, int, bool, str | None] | None:
+def parse_puback(data: BytesLike) -> tuple[str, int, bool, str | None] | None:
     """Read a JetStream PubAck body the fast way, or decline.
 
     Args:
@@ -628,14 +647,14 @@ def parse_puback(data) -> tuple[str, int, bool, str | None] | None:
         return None
     if type(duplicate) is not bool or ("domain" in fields and type(domain) is not str):
         return None
-    return stream, int(seq), duplicate, domain
+    return stream, int(seq), duplicate, cast("str | None", domain)
 
 
-def _puback_fields(obj) -> dict | None:
+def _puback_fields(obj: object) -> dict[str, object] | None:
     """The PubAck members of a flat object, or None when it is not one."""
     if type(obj) is not _Object:
         return None
-    fields = {}
+    fields: dict[str, object] = {}
     for key, value in obj:
         if isinstance(value, list) or key == "error" or key in fields:
             return None

@@ -2,6 +2,7 @@
 
 Each is an ``argparse`` ``type=`` callable: bad input raises
 ``argparse.ArgumentTypeError``, which argparse turns into a usage error (exit 2).
+Options that several commands take the same way are added here too.
 """
 
 from __future__ import annotations
@@ -9,6 +10,11 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import UTC, datetime, timedelta
+
+from ..jetstream.enums import StorageType
+
+STORAGE = {"file": StorageType.FILE, "memory": StorageType.MEMORY}
+"""``--storage`` choices and the storage type each names."""
 
 _UNITS = {
     "ns": 1e-9,
@@ -133,3 +139,22 @@ def subjects(values: list[str] | None) -> list[str]:
 def size_limit(text: str) -> int:
     """A byte limit: a size (``"1GiB"``) or -1 for unlimited."""
     return -1 if text.strip() == "-1" else size(text)
+
+
+def add_force_flag(parser: argparse.ArgumentParser, verb: str = "rm") -> None:
+    """Add ``-f/--force``, taken only so ``nats`` CLI scripts run: ``verb`` never prompts."""
+    parser.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help=f"accepted for nats CLI scripts: {verb} never prompts",
+    )
+
+
+def add_defaults_flag(parser: argparse.ArgumentParser) -> None:
+    """Add ``--defaults``, taken only so ``nats`` CLI scripts run (unset fields are defaults)."""
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="accepted for nats CLI scripts: unset fields always take the defaults",
+    )

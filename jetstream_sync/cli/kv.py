@@ -12,13 +12,10 @@ import functools
 import sys
 from typing import Any
 
-from ..jetstream.enums import StorageType
 from ..kv import KeyValueConfig, KeyValueEntry, KeyValueStatus
-from ._args import count, duration, size_limit
+from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
 from ._output import Output, format_bytes, payload
-
-_STORAGE = {"file": StorageType.FILE, "memory": StorageType.MEMORY}
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -38,7 +35,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("bucket")
     p.add_argument("--history", type=count, default=1, help="revisions kept per key (1-64)")
     p.add_argument("--ttl", type=duration, help="how long values are kept (e.g. 1h; 0: forever)")
-    p.add_argument("--storage", choices=sorted(_STORAGE), default="file")
+    p.add_argument("--storage", choices=sorted(STORAGE), default="file")
     p.add_argument("--replicas", type=count, default=1)
     p.add_argument("--max-value-size", type=size_limit, help="largest value (e.g. 1MiB)")
     p.add_argument("--max-bucket-size", type=size_limit, help="most bytes in the bucket")
@@ -77,9 +74,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("rm", parents=[common], help="delete a bucket")
     p.add_argument("bucket")
-    p.add_argument(
-        "-f", "--force", action="store_true", help="accepted for nats CLI scripts: rm never prompts"
-    )
+    add_force_flag(p)
     p.set_defaults(run=rm)
 
 
@@ -160,7 +155,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
         bucket=args.bucket,
         history=args.history,
         ttl=args.ttl or None,
-        storage=_STORAGE[args.storage],
+        storage=STORAGE[args.storage],
         replicas=args.replicas,
         max_value_size=args.max_value_size,
         max_bytes=args.max_bucket_size,

@@ -17,14 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, cast
 
-from ..jetstream.enums import StorageType
 from ..object_config import ObjectInfo, ObjectStoreConfig, ObjectStoreStatus
-from ._args import count, duration, size_limit
+from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, Progress, format_bytes
-
-_STORAGE = {"file": StorageType.FILE, "memory": StorageType.MEMORY}
+from ._output import Output, Progress, format_bytes, format_time
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -44,7 +41,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("add", parents=[common], help="create a bucket")
     p.add_argument("bucket")
     p.add_argument("--ttl", type=duration, help="how long objects are kept (0: forever)")
-    p.add_argument("--storage", choices=sorted(_STORAGE), default="file")
+    p.add_argument("--storage", choices=sorted(STORAGE), default="file")
     p.add_argument("--replicas", type=count, default=1)
     p.add_argument("--max-bucket-size", type=size_limit, help="most bytes in the bucket")
     p.add_argument("--description")
@@ -73,17 +70,14 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("rm", parents=[common], help="delete an object, or a whole bucket")
     p.add_argument("bucket")
     p.add_argument("name", nargs="?", help="the object (default: delete the bucket)")
-    p.add_argument(
-        "-f", "--force", action="store_true", help="accepted for nats CLI scripts: rm never prompts"
-    )
+    add_force_flag(p)
     p.set_defaults(run=rm)
 
 
 def object_text(info: ObjectInfo) -> str:
     """An object's info for people."""
-    when = info.mtime.isoformat() if info.mtime else "?"
     text = f"{info.bucket} > {info.name}: {format_bytes(info.size)} in {info.chunks} chunks"
-    text += f", modified {when}"
+    text += f", modified {format_time(info.mtime)}"
     if info.link is not None:
         target = info.link.name or "(the whole bucket)"
         text += f", link to {info.link.bucket} > {target}"
@@ -172,7 +166,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
     config = ObjectStoreConfig(
         bucket=args.bucket,
         ttl=args.ttl or None,
-        storage=_STORAGE[args.storage],
+        storage=STORAGE[args.storage],
         replicas=args.replicas,
         max_bytes=args.max_bucket_size,
         description=args.description,

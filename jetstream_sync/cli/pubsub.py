@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,8 @@ from ..msg import Msg
 from ..subscription import Subscription
 from ._args import count, header, size
 from ._connect import session
-from ._output import Output, format_bytes, message_doc, message_text
+from ._errors import CommandError
+from ._output import Output, Progress, format_bytes, message_doc, message_text
 
 _TEMPLATE = re.compile(r"\{\{\s*(Count|TimeStamp|Unix|UnixNano)\s*\}\}")
 
@@ -40,15 +41,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         type=size,
         help="make each body exactly this many bytes (BODY repeated and cut, or 'x's)",
     )
-    p.add_argument(
-        "-H",
-        "--header",
-        type=header,
-        action="append",
-        default=[],
-        metavar="KEY:VALUE",
-        help="a header (repeat for more)",
-    )
+    _add_header_option(p, "a header (repeat for more)")
     p.add_argument("--reply", help="the reply subject to send with each message")
     p.add_argument(
         "-J",
@@ -79,15 +72,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("subject")
     p.add_argument("body", nargs="?", default="", help="the payload (a template)")
-    p.add_argument(
-        "-H",
-        "--header",
-        type=header,
-        action="append",
-        default=[],
-        metavar="KEY:VALUE",
-        help="a header (repeat for more)",
-    )
+    _add_header_option(p, "a header (repeat for more)")
     p.add_argument("--raw", action="store_true", help="print only the reply's payload")
     p.set_defaults(run=req)
 
@@ -107,16 +92,21 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="answer with the request's payload and headers instead of BODY",
     )
-    p.add_argument(
+    _add_header_option(p, "a header for the replies (repeat for more)")
+    p.set_defaults(run=reply)
+
+
+def _add_header_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """Add the repeatable ``-H/--header KEY:VALUE`` option (values are templates)."""
+    parser.add_argument(
         "-H",
         "--header",
         type=header,
         action="append",
         default=[],
         metavar="KEY:VALUE",
-        help="a header for the replies (repeat for more)",
+        help=help_text,
     )
-    p.set_defaults(run=reply)
 
 
 def render(template: str, number: int) -> str:
@@ -152,19 +142,16 @@ def headers_of(pairs: list[tuple[str, str]], number: int) -> dict[str, list[str]
 
 def pub(args: argparse.Namespace, out: Output) -> int:
     """Publish ``--count`` messages; print what was sent, and the rate when more than one."""
+    if args.jetstream and args.reply:
+        raise CommandError("--reply cannot be used with --jetstream (the ack is the reply)")
     with session(args) as nc:
         if args.jetstream:
             return _pub_jetstream(nc, args, out)
-        progress = out.progress(f"pub {args.subject}", args.count, args.progress, "msgs")
-        sent = 0
-        for number in range(1, args.count + 1):
-            data = body(args.body, number, args.size)
-            nc.publish(
-                args.subject, data, reply=args.reply, headers=headers_of(args.header, number)
-            )
-            sent += len(data)
-            if args.count > 1:
-                progress.update(1)
+        sent, progress = _publish_each(
+            args,
+            out,
+            lambda data, headers: nc.publish(args.subject, data, reply=args.reply, headers=headers),
+        )
         nc.flush(timeout=args.timeout)
         if args.count > 1:
             progress.done()
@@ -175,22 +162,38 @@ def pub(args: argparse.Namespace, out: Output) -> int:
 def _pub_jetstream(nc: Client, args: argparse.Namespace, out: Output) -> int:
     """Publish with acknowledgements (async publishes, all awaited)."""
     js = nc.jetstream(timeout=args.timeout)
-    progress = out.progress(f"pub {args.subject}", args.count, args.progress, "msgs")
-    futures = []
-    sent = 0
-    for number in range(1, args.count + 1):
-        data = body(args.body, number, args.size)
-        futures.append(
-            js.publish_async(args.subject, data, headers=headers_of(args.header, number))
-        )
-        sent += len(data)
-        if args.count > 1:
-            progress.update(1)
+    futures: list[Any] = []
+    sent, progress = _publish_each(
+        args,
+        out,
+        lambda data, headers: futures.append(js.publish_async(args.subject, data, headers=headers)),
+    )
     acks = [f.result(timeout=args.timeout) for f in futures]
     if args.count > 1:
         progress.done()
     _report_pub(args, out, sent, progress.elapsed(), acks[-1])
     return 0
+
+
+def _publish_each(
+    args: argparse.Namespace,
+    out: Output,
+    send: Callable[[bytes, dict[str, list[str]] | None], object],
+) -> tuple[int, Progress]:
+    """Render message 1 to ``--count`` and hand each to ``send(data, headers)``.
+
+    Returns:
+        The number of payload bytes sent and the (not yet done) progress line.
+    """
+    progress = out.progress(f"pub {args.subject}", args.count, args.progress, "msgs")
+    sent = 0
+    for number in range(1, args.count + 1):
+        data = body(args.body, number, args.size)
+        send(data, headers_of(args.header, number))
+        sent += len(data)
+        if args.count > 1:
+            progress.update(1)
+    return sent, progress
 
 
 def _report_pub(args: argparse.Namespace, out: Output, sent: int, seconds: float, ack: Any) -> None:

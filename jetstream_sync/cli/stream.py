@@ -17,14 +17,22 @@ from ..jetstream.enums import (
     DeliverPolicy,
     DiscardPolicy,
     RetentionPolicy,
-    StorageType,
     StoreCompression,
 )
 from ..jetstream.info import StreamInfo
-from ._args import count, duration, limit, size_limit, subjects
+from ._args import (
+    STORAGE,
+    add_defaults_flag,
+    add_force_flag,
+    count,
+    duration,
+    limit,
+    size_limit,
+    subjects,
+)
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, format_bytes, message_doc, message_text
+from ._output import Output, format_bytes, format_enum, format_time, message_doc, message_text
 
 VIEW_DEFAULT = 100
 _RETENTION = {
@@ -33,7 +41,6 @@ _RETENTION = {
     "workqueue": RetentionPolicy.WORK_QUEUE,
     "work_queue": RetentionPolicy.WORK_QUEUE,
 }
-_STORAGE = {"file": StorageType.FILE, "memory": StorageType.MEMORY}
 _DISCARD = {"old": DiscardPolicy.OLD, "new": DiscardPolicy.NEW}
 _COMPRESSION = {"none": StoreCompression.NONE, "s2": StoreCompression.S2}
 
@@ -55,11 +62,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("add", parents=[common], help="create a stream")
     p.add_argument("name")
     _config_options(p)
-    p.add_argument(
-        "--defaults",
-        action="store_true",
-        help="accepted for nats CLI scripts: unset fields always take the defaults",
-    )
+    add_defaults_flag(p)
     p.set_defaults(run=add)
 
     p = sub.add_parser("edit", parents=[common], help="change a stream's config")
@@ -69,9 +72,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("rm", parents=[common], help="delete a stream and its messages")
     p.add_argument("name")
-    p.add_argument(
-        "-f", "--force", action="store_true", help="accepted for nats CLI scripts: rm never prompts"
-    )
+    add_force_flag(p)
     p.set_defaults(run=rm)
 
     p = sub.add_parser("purge", parents=[common], help="remove messages from a stream")
@@ -80,12 +81,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     what = p.add_mutually_exclusive_group()
     what.add_argument("--seq", type=count, help="only messages below this sequence")
     what.add_argument("--keep", type=count, help="keep this many of the newest messages")
-    p.add_argument(
-        "-f",
-        "--force",
-        action="store_true",
-        help="accepted for nats CLI scripts: purge never prompts",
-    )
+    add_force_flag(p, "purge")
     p.set_defaults(run=purge)
 
     p = sub.add_parser("get", parents=[common], help="print one stored message")
@@ -116,7 +112,7 @@ def _config_options(p: argparse.ArgumentParser) -> None:
         help="subjects to capture (repeat or comma-separate; add's default: NAME)",
     )
     p.add_argument("--description")
-    p.add_argument("--storage", choices=sorted(_STORAGE))
+    p.add_argument("--storage", choices=sorted(STORAGE))
     p.add_argument("--retention", choices=sorted(_RETENTION))
     p.add_argument("--discard", choices=sorted(_DISCARD))
     p.add_argument("--max-msgs", type=limit, help="most messages kept (-1: unlimited)")
@@ -143,7 +139,7 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
     given = {
         "subjects": subjects(args.subjects) or None,
         "description": args.description,
-        "storage": _STORAGE.get(args.storage or ""),
+        "storage": STORAGE.get(args.storage or ""),
         "retention": _RETENTION.get(args.retention or ""),
         "discard": _DISCARD.get(args.discard or ""),
         "max_msgs": args.max_msgs,
@@ -175,9 +171,6 @@ def describe(info: StreamInfo) -> str:
     """A stream's info for people."""
     cfg, state = config_of(info), info.state
 
-    def name(value: Any) -> str:
-        return "default" if value is None else getattr(value, "value", str(value))
-
     def lim(value: int | None, unit: str = "") -> str:
         if value is None or value < 0:
             return "unlimited"
@@ -186,12 +179,12 @@ def describe(info: StreamInfo) -> str:
     lines = [
         f"Stream {cfg.name}" + (f": {cfg.description}" if cfg.description else ""),
         f"  subjects: {', '.join(cfg.subjects or ()) or '(none)'}",
-        f"  storage: {name(cfg.storage)}, retention: {name(cfg.retention)}, "
-        f"discard: {name(cfg.discard)}, replicas: {cfg.num_replicas or 1}",
+        f"  storage: {format_enum(cfg.storage)}, retention: {format_enum(cfg.retention)}, "
+        f"discard: {format_enum(cfg.discard)}, replicas: {cfg.num_replicas or 1}",
         f"  max msgs: {lim(cfg.max_msgs)}, max bytes: {lim(cfg.max_bytes, 'bytes')}, "
         f"max age: {f'{cfg.max_age:g}s' if cfg.max_age else 'unlimited'}, "
         f"max msg size: {lim(cfg.max_msg_size, 'bytes')}",
-        f"  created: {info.created.isoformat() if info.created else '?'}",
+        f"  created: {format_time(info.created)}",
     ]
     if state is not None:
         lines += [

@@ -1,8 +1,9 @@
 """The async-publish ack multiplexer: one per client, shared by every JetStream context.
 
-The :class:`AckMux` of a client owns one wildcard inbox subscription
-(``<inbox>.*``) that receives every PubAck, the token → future table, one ack
-thread and one ack-timer thread. It is made on a context's first
+The :class:`AckMux` of a client owns one wildcard inbox route
+(``<inbox>.*``, :meth:`Client.add_reply_route`: the reader hands it each
+buffer's acks as ``(token, payload, headers)`` tuples, no ``Msg`` per ack),
+the token → future table, one ack thread and one ack-timer thread. It is made on a context's first
 ``publish_async`` (through :meth:`Client.shared_resource`, so 50 contexts
 share one mux) and closed — threads joined — by :meth:`Client.close`.
 
@@ -14,7 +15,7 @@ only when someone waits on that window.
 
 Threads:
 
-* the ack thread takes acks off the subscription in batches, pops their
+* the ack thread takes the reader's lists of acks in batches, pops their
   futures under the lock, and resolves them outside it; a publisher waiting
   for room is woken once its window has drained to three quarters;
 * the timer fails futures whose ack is overdue with :class:`TimeoutError`.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import queue
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -39,16 +41,16 @@ from .._deadline import Deadline, check_timeout
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
-    NatsError,
     TimeoutError,
     TooManyPendingAcksError,
 )
+from ..msg import Msg
 from .publish import PubAckFuture, parse_pub_ack
 
 if TYPE_CHECKING:
+    from .._connection import Reply
     from ..client import Client
     from ..headers import Headers
-    from ..subscription import Subscription
 
 _RESOURCE_KEY = "jetstream.ack_mux"
 _ACK_BATCH = 1024
@@ -69,25 +71,24 @@ class AckMux:
         self._active: dict[AsyncPublisher, None] = {}  # windows the timer must look at
         self._tokens = itertools.count(1)
         self._prefix: str | None = None
+        # Lists of acks from the reader thread (add_reply_route); None once closed. Not
+        # bounded here: every ack answers a publish that a window let through.
+        self._acks: queue.SimpleQueue[list[Reply] | None] = queue.SimpleQueue()
         self._ack_thread: threading.Thread | None = None
         self._timer: threading.Thread | None = None
         self._timer_due = math.inf  # when the timer wakes next (inf: it is not running)
         self._closed = False
 
     def _start(self) -> str:
-        """Subscribe to the ack inbox and start the ack thread (first publish only)."""
+        """Route the ack inbox to this mux and start the ack thread (first publish only)."""
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
-                prefix = self._client.new_inbox() + "."
-                sub = self._client.subscribe(prefix + "*")
+                prefix = self._client.add_reply_route(self._acks.put)
                 self._client.add_status_listener(self._on_status)
                 self._ack_thread = threading.Thread(
-                    target=self._ack_loop,
-                    args=(sub, len(prefix)),
-                    name="jetstream_sync-acks",
-                    daemon=True,
+                    target=self._ack_loop, args=(prefix,), name="jetstream_sync-acks", daemon=True
                 )
                 self._ack_thread.start()
                 self._prefix = prefix
@@ -95,37 +96,47 @@ class AckMux:
 
     # ------------------------------------------------------------------ ack thread
 
-    def _ack_loop(self, sub: Subscription, prefix_len: int) -> None:
-        """Resolve futures batch by batch until the subscription ends (the client closed)."""
+    def _next_acks(self) -> list[Reply] | None:
+        """The acks the reader handed over (up to about a batch), or None once closed."""
+        acks = self._acks
+        batch = acks.get()
+        if batch is None:
+            return None
+        while len(batch) < _ACK_BATCH and not acks.empty():
+            more = acks.get()
+            if more is None:
+                acks.put(None)  # seen again on the next call, after this batch
+                break
+            batch += more
+        return batch
+
+    def _ack_loop(self, prefix: str) -> None:
+        """Resolve futures batch by batch until the mux closes."""
         lock = self._lock
         owners = self._owners
         while True:
-            try:
-                msgs = sub.next_msgs(_ACK_BATCH, timeout=None)
-            except NatsError:
-                return
-            if not msgs:
+            acks = self._next_acks()
+            if acks is None:
                 return
             settled = []
             waited_on = []
             with lock:
-                for msg in msgs:
-                    token = msg.subject[prefix_len:]
+                for token, data, headers in acks:
                     window = owners.pop(token, None)
                     if window is not None:  # else a late ack of a failed future
-                        settled.append((window._pending.pop(token), msg))
+                        settled.append((window._pending.pop(token), data, headers))
                         if window._waiting:
                             waited_on.append(window)
                 for window in set(waited_on):
                     if len(window._pending) <= window._low_water:
+                        assert window._cond is not None  # made when the window attached
                         window._cond.notify_all()
-            for future, msg in settled:
-                data = msg.data
-                if not msg.header_size and b'"error"' not in data:
+            for future, data, headers in settled:
+                if headers is None and b'"error"' not in data:
                     future._resolve(data)  # a success: parsed when the result is read
                     continue
                 try:
-                    ack = parse_pub_ack(msg)
+                    ack = parse_pub_ack(Msg(prefix, "", data, headers))
                 except Exception as exc:
                     future._resolve(error=exc)
                 else:
@@ -165,6 +176,7 @@ class AckMux:
                         expired.append((pending.pop(token), window._ack_timeout))
                         self._owners.pop(token, None)
                     if overdue and window._waiting:
+                        assert window._cond is not None  # made when the window attached
                         window._cond.notify_all()
                     if not pending:
                         del self._active[window]
@@ -185,10 +197,11 @@ class AckMux:
 
     def _take_all(self) -> list[PubAckFuture]:
         """Under the lock: empty every window, wake its waiters, return the futures."""
-        futures = []
+        futures: list[PubAckFuture] = []
         for window in self._active:
             futures.extend(window._pending.values())
             window._pending.clear()
+            assert window._cond is not None  # made when the window attached
             window._cond.notify_all()
         self._active.clear()
         self._owners.clear()
@@ -212,9 +225,10 @@ class AckMux:
     def close(self) -> None:
         """Fail what is pending and join the threads (called by :meth:`Client.close`).
 
-        The client has already closed the ack subscription, so the ack thread
-        ends. A thread that is itself closing the client (a done-callback
-        calling ``close()``) is not joined: it ends as soon as its callback returns.
+        The client has already joined its reader, so no ack comes any more; the
+        ack thread ends on the queue's end marker. A thread that is itself
+        closing the client (a done-callback calling ``close()``) is not joined:
+        it ends as soon as its callback returns.
         """
         with self._lock:
             if self._closed:
@@ -222,6 +236,7 @@ class AckMux:
             self._closed = True
             pending = self._take_all()
             threads = (self._ack_thread, self._timer)
+        self._acks.put(None)
         self._client.remove_status_listener(self._on_status)
         error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in pending:
@@ -271,11 +286,16 @@ class AsyncPublisher:
     ) -> PubAckFuture:
         """Register a future, send the message with its reply token, return the future.
 
+        ``timeout`` bounds the whole call: waiting for room in the window, then
+        for room in the client's write buffer (a stalled server).
+
         Raises:
             TooManyPendingAcksError: the window is full and backpressure is off.
-            TimeoutError: the window stayed full for ``timeout`` seconds.
+            TimeoutError: no room in the window or the write buffer within
+                ``timeout``; nothing was sent and no future is pending.
             ConnectionClosedError: the client is closed.
         """
+        deadline = Deadline(timeout)
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
             self._client.validate_publish(subject, data, None, headers)
@@ -286,7 +306,7 @@ class AsyncPublisher:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
             if len(pending) >= self._max_inflight:
-                self._wait_for_room(mux, timeout)
+                self._wait_for_room(mux, deadline)
             token = str(next(mux._tokens))
             expires = future._ack_expires = time.monotonic() + self._ack_timeout
             if not pending:
@@ -295,8 +315,13 @@ class AsyncPublisher:
             mux._owners[token] = self
             if expires < mux._timer_due:
                 mux._wake_timer(expires)
+        prefix = mux._prefix
+        assert prefix is not None  # the mux is started
         try:
-            self._client.publish(subject, data, reply=mux._prefix + token, headers=headers)
+            self._client.publish(
+                subject, data, reply=prefix + token, headers=headers,
+                timeout=max(deadline.remaining(), 0.001),
+            )  # fmt: skip
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:
@@ -304,11 +329,10 @@ class AsyncPublisher:
             raise
         return future
 
-    def _wait_for_room(self, mux: AckMux, timeout: float) -> None:
+    def _wait_for_room(self, mux: AckMux, deadline: Deadline) -> None:
         """Under the lock: block until this window has room (or raise)."""
         if not self._backpressure:
             raise TooManyPendingAcksError(f"{len(self._pending)} acks pending (max_ack_inflight)")
-        deadline = Deadline(timeout)
         self._waiting += 1
         try:
             while len(self._pending) >= self._max_inflight:
@@ -316,6 +340,7 @@ class AsyncPublisher:
                     raise ConnectionClosedError("the client is closed")
                 if deadline.expired():
                     raise TimeoutError("timed out waiting for room in the async publish window")
+                assert self._cond is not None  # made by _attach
                 self._cond.wait(deadline.slice())
         finally:
             self._waiting -= 1
@@ -342,6 +367,7 @@ class AsyncPublisher:
                         raise TimeoutError(
                             f"{len(self._pending)} acks still pending after {timeout} s"
                         )
+                    assert self._cond is not None  # made by _attach
                     self._cond.wait(deadline.slice())
             finally:
                 self._waiting -= 1

@@ -13,12 +13,12 @@ import enum
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 
 from . import _checks
-from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
+from ._timefmt import GO_ZERO_TIME, format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
 from ._timefmt import seconds_to_ns as _s_to_ns
 
 T = TypeVar("T")
@@ -152,8 +152,8 @@ def _convert(spec: Spec, typ: Any, value: Any, field: str) -> Any:
 
 def _converter(
     spec: Spec, typ: Any, check: _checks.Check | None, required: bool
-) -> attrs.Converter:
-    def convert(value: Any, attribute: attrs.Attribute) -> Any:
+) -> attrs.Converter[Any, Any]:
+    def convert(value: Any, attribute: attrs.Attribute[Any]) -> Any:
         if not _checks.checking():
             return value  # from_api: _decode already produced the field's type
         if value is None:
@@ -293,6 +293,10 @@ class Wire:
     #: Response-envelope keys ``from_api`` drops instead of keeping in ``extra``.
     _ENVELOPE: ClassVar[frozenset[str]] = frozenset()
 
+    if TYPE_CHECKING:  # what every subclass has (each is an attrs class with ``extra``)
+        __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Any], ...]]
+        extra: Mapping[str, Any]
+
     @classmethod
     def from_api(cls: type[T], d: Mapping[str, Any]) -> T:
         """Build from the server's JSON (a decoded dict).
@@ -344,7 +348,7 @@ class Wire:
             if spec.omit_zero and not value:
                 continue
             out[spec.wire] = _encode(spec, value)
-        for key, value in self.extra.items():  # type: ignore[attr-defined]
+        for key, value in self.extra.items():
             out.setdefault(key, value)
         return out
 
@@ -358,7 +362,7 @@ class Wire:
             value = getattr(self, a.name)
             default = a.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory()  # type: ignore[union-attr]
+                default = default.factory()
             if default is not attrs.NOTHING and value == default:
                 continue
             if isinstance(value, enum.Enum):
@@ -366,6 +370,99 @@ class Wire:
             else:
                 parts.append(f"{a.name}={value!r}")
         return f"{type(self).__name__}({', '.join(parts)})"
+
+
+# --------------------------------------------------------------------------
+# Hand-written ``from_api``: the few classes every JetStream API call returns
+# (stream, consumer and account info and what they hold) override the generic
+# ``Wire.from_api`` with a direct decoder built from these helpers; the result
+# is the same (tests/test_info_fast.py checks it against the generic decoder).
+
+_KNOWN: dict[type, frozenset[str]] = {}
+
+
+def unknown_keys(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``d`` that ``cls`` has no field for (envelope keys dropped): its ``extra``.
+
+    Raises:
+        TypeError: ``d`` is not a mapping.
+    """
+    known = _KNOWN.get(cls)
+    if known is None:
+        known = _KNOWN[cls] = frozenset(_table(cls)[0]) | cls._ENVELOPE  # type: ignore[attr-defined]
+    if not isinstance(d, Mapping):
+        raise TypeError(f"{cls.__name__}.from_api expects a dict, got {type(d).__name__}")
+    return {k: v for k, v in d.items() if k not in known}
+
+
+def build(cls: type[T], **values: Any) -> T:
+    """An instance of the attrs class ``cls`` holding ``values``, without running ``__init__``.
+
+    A config's ``__init__`` converts and checks user input field by field; what
+    the server returns is taken as it is (as under :func:`_checks.lenient`), so
+    a hand-written ``from_api`` sets the fields directly. It must pass every field.
+    """
+    obj = object.__new__(cls)
+    setattr_ = object.__setattr__
+    for name, value in values.items():
+        setattr_(obj, name, value)
+    return obj
+
+
+def or_default(value: Any, default: Any) -> Any:
+    """A plain wire value, or the field's default when absent or null."""
+    return default if value is None else value
+
+
+def dur_or_none(value: int | None) -> float | None:
+    """Nanoseconds as float seconds, or ``None``."""
+    return None if value is None else ns_to_seconds(value)
+
+
+def durs_or_none(value: list[int] | None) -> tuple[float, ...] | None:
+    """A list of nanoseconds as a tuple of float seconds, or ``None``."""
+    return None if value is None else tuple(ns_to_seconds(v) for v in value)
+
+
+def time_or_none(value: str | None, zero_none: bool = False) -> datetime | None:
+    """An RFC 3339 timestamp, or ``None`` (also for Go's zero time when ``zero_none``)."""
+    if value is None or (zero_none and value == GO_ZERO_TIME):
+        return None
+    return parse_rfc3339(value)
+
+
+def seq_or_none(value: Any) -> tuple[Any, ...] | None:
+    """A JSON list as a tuple, or ``None``."""
+    return None if value is None else tuple(value)
+
+
+def map_or_none(value: Any) -> dict[str, Any] | None:
+    """A JSON object as a dict, or ``None``."""
+    return None if value is None else dict(value)
+
+
+def obj_or_none(cls: Any, value: Any) -> Any:
+    """A nested object through ``cls.from_api``, or ``None``."""
+    return None if value is None else cls.from_api(value)
+
+
+def objs_or_none(cls: Any, value: Any) -> tuple[Any, ...] | None:
+    """A list of nested objects through ``cls.from_api``, or ``None``."""
+    return None if value is None else tuple(cls.from_api(v) for v in value)
+
+
+def enum_or_extra(
+    cls: type[enum.Enum], d: Mapping[str, Any], key: str, extra: dict[str, Any]
+) -> Any:
+    """The enum member of ``d[key]``; ``None`` when absent, null or unknown (kept in ``extra``)."""
+    value = d.get(key)
+    if value is None:
+        return None
+    try:
+        return cls(value)
+    except ValueError:
+        extra[key] = value
+        return None
 
 
 def is_zero(value: Any) -> bool:
@@ -378,7 +475,7 @@ def is_zero(value: Any) -> bool:
     if value is None:
         return True
     if isinstance(value, Wire):
-        if value.extra:  # type: ignore[attr-defined]
+        if value.extra:
             return False
         return all(
             is_zero(getattr(value, a.name)) for a in attrs.fields(type(value)) if a.name != "extra"
@@ -430,7 +527,7 @@ def _matches(want: Any, have: Any) -> bool:
             and len(have) == len(want)
             and all(_matches(w, h) for w, h in zip(want, have, strict=True))
         )
-    return want == have
+    return bool(want == have)
 
 
 def config_matches(requested: Any, actual: Any) -> bool:

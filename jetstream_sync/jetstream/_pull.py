@@ -225,11 +225,15 @@ def fetch(
     msgs: list[Msg] = []
     track = priority is not None and priority.group is not None
     try:
-        client.publish(
-            next_subject,
-            request_body(batch, expires, max_bytes, heartbeat, no_wait, priority),
-            reply=inbox,
-        )
+        try:
+            client.publish(
+                next_subject,
+                request_body(batch, expires, max_bytes, heartbeat, no_wait, priority),
+                reply=inbox,
+                timeout=timeout,
+            )
+        except TimeoutError:  # no room in the write buffer: nothing was asked, nothing came
+            return msgs
         hb_wait = None if heartbeat is None else Deadline(2 * heartbeat)
         wait = deadline
         while len(msgs) < batch:

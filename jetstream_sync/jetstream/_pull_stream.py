@@ -185,8 +185,14 @@ class MessageIterator(IterationMixin):
 
     # -- pulling ------------------------------------------------------------------
 
-    def _pull(self) -> None:
-        """Ask for what is missing up to the limits (consumer thread or events thread)."""
+    def _pull(self, deadline: Deadline | None = None) -> None:
+        """Ask for what is missing up to the limits (consumer thread or events thread).
+
+        The request waits for room in the write buffer until ``deadline`` at most.
+
+        Raises:
+            TimeoutError: no room before ``deadline``; nothing was sent.
+        """
         with self._lock:
             if self._max_bytes is not None:
                 want_bytes = self._max_bytes - self._pending_bytes
@@ -206,7 +212,8 @@ class MessageIterator(IterationMixin):
                 )
                 self._pending_msgs = self._batch
             self._activity = monotonic()
-        self._client.publish(self._next_subject, body, reply=self._inbox)
+        timeout = None if deadline is None else max(deadline.remaining(), 0.001)
+        self._client.publish(self._next_subject, body, reply=self._inbox, timeout=timeout)
 
     def _needs_pull(self) -> bool:
         if self._max_bytes is not None:
@@ -268,10 +275,12 @@ class MessageIterator(IterationMixin):
         now = monotonic()
         if not self._stopped and self._needs_pull() and now >= self._retry_at:
             try:
-                self._pull()
+                self._pull(deadline)
             except ConnectionClosedError as exc:
                 self._fail(exc)
                 return
+            except TimeoutError:  # no room to send it before the caller's deadline
+                self._reset_pending(RETRY_WAIT)
             except NatsError as exc:  # e.g. the reconnect buffer is full
                 self._warn(exc)
                 self._reset_pending(RETRY_WAIT)

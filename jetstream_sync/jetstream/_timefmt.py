@@ -59,6 +59,7 @@ class NanoDatetime(datetime):
     """
 
     __slots__ = ("_nanosecond",)
+    _nanosecond: int
 
     def __new__(cls, *args: Any, nanosecond: int = 0, **kwargs: Any) -> NanoDatetime:
         if not 0 <= nanosecond <= 999:

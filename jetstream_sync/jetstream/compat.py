@@ -12,7 +12,7 @@ earlier fetch never cuts a later one short.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
 from .._subjects import filter_subject
@@ -135,6 +135,10 @@ class CompatSubscribeMixin:
     Uses the context's consumer calls (``consumer``, ``create_consumer``,
     ``stream_name_by_subject``...) and ``client``.
     """
+
+    if TYPE_CHECKING:  # from ContextConsumersMixin, next to this in JetStreamContext
+
+        def consumer(self, stream: str, name: str, timeout: float | None = None) -> Consumer: ...
 
     def pull_subscribe(
         self,

@@ -227,8 +227,14 @@ class Consumer:
             timeout: seconds to wait for the batch to fill.
             heartbeat: ask the server for idle heartbeats this often
                 (at most half the timeout); two missed raise.
-            group, min_pending, min_ack_pending, priority: priority-group
-                pull options (server 2.11+); a pin id is tracked per group.
+            group: the priority group to pull in (server 2.11+); a pin id is
+                tracked per group.
+            min_pending: priority-group option: serve this request only while
+                the consumer has at least this many messages pending.
+            min_ack_pending: priority-group option: serve it only while at
+                least this many acks are pending.
+            priority: priority-group option: the request's priority (the
+                prioritized policy).
 
         Raises:
             ConsumerDeletedError: the consumer was deleted.

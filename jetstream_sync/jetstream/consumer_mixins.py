@@ -25,6 +25,7 @@ from .ordered import OrderedConsumer
 if TYPE_CHECKING:
     from ..client import Client
     from ._api import JsApi
+    from .context import JetStreamContext
 
 __all__ = ["ContextConsumersMixin", "StreamConsumersMixin"]
 
@@ -78,7 +79,7 @@ class _Admin(abc.ABC):
 class StreamConsumersMixin(_Admin):
     """Consumer management on a ``Stream`` (uses ``self._ctx``, ``self._api``, ``self.name``)."""
 
-    _ctx: Any
+    _ctx: JetStreamContext
     _api: JsApi
     name: str
 

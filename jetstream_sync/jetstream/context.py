@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
@@ -197,10 +198,16 @@ class JetStreamContext(
         :class:`TimeoutError` when no ack comes within ``ack_timeout``, and
         with :class:`ConnectionLostError` when the connection drops before it.
 
+        ``timeout`` (default: the context's ``timeout``) bounds everything
+        this call may wait for: room in the ack window, then room in the
+        client's write buffer (over 32 MiB buffered for a server that does not
+        read). It never blocks longer.
+
         Raises:
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad input.
             TooManyPendingAcksError: the window is full and backpressure is off.
-            TimeoutError: the window stayed full for ``timeout`` seconds.
+            TimeoutError: no room in the window or the write buffer within
+                ``timeout``; nothing was sent and no future is pending.
         """
         hdrs = None
         if (
@@ -245,6 +252,9 @@ class JetStreamContext(
             ValueError: no messages, or more than 1000.
             APIError: the server refused the batch (e.g. atomic publish
                 disabled on the stream, or the batch was incomplete).
+            TimeoutError: no commit PubAck within ``timeout``, or no room in the
+                write buffer for a message of the batch in time (the batch is
+                then never committed).
         """
         if not messages:
             raise ValueError("publish_batch needs at least one message")
@@ -264,7 +274,9 @@ class JetStreamContext(
             self.client.validate_publish(subject, data, headers=headers)
             prepared.append((subject, data, headers))
         for subject, data, headers in prepared[:-1]:
-            self.client.publish(subject, data, headers=headers)
+            # A batch cut short by the deadline is never committed: the server drops it.
+            left = max(deadline.remaining(), 0.001)
+            self.client.publish(subject, data, headers=headers, timeout=left)
         subject, data, headers = prepared[-1]
         left = deadline.remaining()
         if left <= 0:
@@ -285,7 +297,11 @@ class JetStreamContext(
     # ---------------------------------------------------------------- streams
 
     def _stream_call(
-        self, template: str, config: StreamConfig | None, fields: dict, timeout: float | None
+        self,
+        template: str,
+        config: StreamConfig | None,
+        fields: dict[str, Any],
+        timeout: float | None,
     ) -> Stream:
         cfg = merge_config(StreamConfig, config, fields)
         check_stream_name(cfg.name or "")
@@ -356,6 +372,11 @@ class JetStreamContext(
         )
         return bool(reply.get("success"))
 
+    def _page(
+        self, template: str, body: dict[str, Any], parts: dict[str, str], deadline: Deadline
+    ) -> Any:
+        return self._api.request_json(template, body, deadline, 0, **parts)
+
     def _pages(
         self, template: str, key: str, subject: str | None, timeout: float | None, **parts: str
     ) -> Iterator[Any]:
@@ -369,7 +390,7 @@ class JetStreamContext(
             body: dict[str, Any] = {"offset": offset}
             if subject:
                 body["subject"] = subject
-            page = budget.run(lambda d, b=body: self._api.request_json(template, b, d, **parts))
+            page = budget.run(partial(self._page, template, body, parts))
             items = page.get(key) or []
             yield from items
             offset += len(items)
@@ -419,4 +440,4 @@ class JetStreamContext(
         names = reply.get("streams") or []
         if not names:
             raise StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
-        return names[0]
+        return str(names[0])

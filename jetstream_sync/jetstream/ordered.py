@@ -22,10 +22,14 @@ from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._log import logger
 from .._nuid import NUID
+from .._writer import ReconnectBufferFullError
 from ..errors import (
     APIError,
     ConnectionClosedError,
+    ConnectionLostError,
     ConsumerDeletedError,
+    ConsumerExistsError,
+    ConsumerNameExistsError,
     ConsumerNotFoundError,
     ForkedClientError,
     IteratorClosedError,
@@ -33,7 +37,8 @@ from ..errors import (
     NoHeartbeatError,
     NoRespondersError,
     OrderedConsumerResetError,
-    StreamNotFoundError,
+    PullStatusError,
+    StaleConnectionError,
     TimeoutError,
 )
 from ..msg import Msg
@@ -57,6 +62,33 @@ log = logger("jetstream")
 __all__ = ["OrderedConsumer", "OrderedMessageIterator"]
 
 _MAX_BACKOFF = 10.0
+
+# What a later attempt can get past: the server or the link being away for a
+# while, a consumer name already taken (the next attempt uses a new one).
+_HEALS = (
+    TimeoutError,
+    NoRespondersError,
+    ConnectionLostError,
+    StaleConnectionError,
+    ReconnectBufferFullError,
+    ConsumerNotFoundError,
+    ConsumerExistsError,
+    ConsumerNameExistsError,
+    PullStatusError,  # leadership change, server shutdown, ...
+)
+
+
+def _can_heal(exc: NatsError) -> bool:
+    """Whether retrying a failed link creation may succeed.
+
+    Bad input (``ValueError``), a config the server refuses (a 4xx API
+    error), a missing stream, missing permissions and a closed or forked
+    client cannot; a timeout, no responders, a lost connection and a server
+    error (5xx: e.g. JetStream temporarily unavailable, no leader) can.
+    """
+    if isinstance(exc, _HEALS):
+        return True
+    return isinstance(exc, APIError) and exc.code >= 500
 
 
 class OrderedConsumer:
@@ -111,14 +143,18 @@ class OrderedConsumer:
         Raises:
             ConsumerNotFoundError: no link exists right now.
         """
-        current = self._current or self._reset(self._deadline(timeout))
-        return current.info(timeout=timeout)
+        deadline = self._deadline(timeout)  # one deadline for a new link and the request
+        current = self._current or self._reset(deadline)
+        return current.info(timeout=max(deadline.remaining(), 0.001))
 
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self._timeout))
 
-    def _drop_current(self) -> None:
-        """Delete the current link without waiting (best effort)."""
+    def _drop_current(self, deadline: Deadline) -> None:
+        """Delete the current link without waiting for the answer (best effort).
+
+        The delete request waits for room in the write buffer until ``deadline`` at most.
+        """
         current, self._current = self._current, None
         if current is None or self._client.is_closed:
             return
@@ -126,71 +162,84 @@ class OrderedConsumer:
             _api.CONSUMER_DELETE, stream=self.stream_name, consumer=current.name
         )
         try:
-            self._client.publish(subject, b"")
+            self._client.publish(subject, b"", timeout=max(deadline.remaining(), 0.001))
         except NatsError:
             pass
 
     def _reset(self, deadline: Deadline | None) -> Consumer:
-        """Replace the current link; retries with back-off until ``deadline``.
+        """Replace the current link; retries what can heal, with back-off, until ``deadline``.
+
+        ``None`` (a caller that waits without a timeout): each attempt gets the
+        context's timeout and attempts go on until one succeeds (or
+        ``max_reset_attempts``). Errors that cannot heal by waiting (bad
+        input, a config the server refuses, a missing stream, a closed
+        client) are raised at once; see :func:`_can_heal`.
 
         Raises:
             TimeoutError: no link could be made before the deadline.
             OrderedConsumerResetError: ``max_reset_attempts`` failed in a row.
             StreamNotFoundError: the stream is gone.
+            APIError: the server refused the link's config.
         """
-        with self._lock:
-            self._drop_current()
-            attempts = 0
-            wait = RETRY_WAIT
-            while True:
-                if self._closed:
-                    raise IteratorClosedError("the ordered consumer was closed")
-                self._serial += 1
-                name = f"{self._prefix}_{self._serial}"
-                next_seq = self._stream_seq + 1 if self._stream_seq else None
-                cfg = self._config.consumer_config(name, next_seq)
-                left = self._timeout if deadline is None else deadline.remaining()
-                try:
-                    cons = create_consumer(
-                        self._client, self._api, self.stream_name, cfg, CREATE,
-                        Deadline(max(min(left, self._timeout), 0.001)), self._timeout,
-                    )  # fmt: skip
-                except (StreamNotFoundError, ConnectionClosedError):
-                    raise
-                except APIError as exc:
-                    if exc.err_code != _THRESHOLD_OVER_LIMIT or not self._fit_inactive_threshold():
-                        raise
+        if not self._lock.acquire(timeout=-1 if deadline is None else deadline.remaining()):
+            raise TimeoutError("timed out waiting for another thread recreating the consumer")
+        try:
+            return self._reset_locked(deadline)
+        finally:
+            self._lock.release()
+
+    def _reset_locked(self, deadline: Deadline | None) -> Consumer:
+        self._drop_current(deadline or Deadline(self._timeout))
+        attempts = 0
+        wait = RETRY_WAIT
+        while True:
+            if self._closed:
+                raise IteratorClosedError("the ordered consumer was closed")
+            self._serial += 1
+            name = f"{self._prefix}_{self._serial}"
+            next_seq = self._stream_seq + 1 if self._stream_seq else None
+            cfg = self._config.consumer_config(name, next_seq)
+            left = self._timeout if deadline is None else deadline.remaining()
+            attempt = Deadline(max(min(left, self._timeout), 0.001))
+            try:
+                cons = create_consumer(
+                    self._client, self._api, self.stream_name, cfg, CREATE, attempt, self._timeout
+                )
+            except APIError as exc:
+                if exc.err_code == _THRESHOLD_OVER_LIMIT and self._fit_inactive_threshold(attempt):
                     continue  # retried at once with the stream's limit
-                except NatsError as exc:
-                    attempts += 1
-                    limit = self._config.max_reset_attempts
-                    if limit is not None and attempts >= limit:
-                        raise OrderedConsumerResetError(
-                            f"could not recreate the ordered consumer: {exc}"
-                        ) from exc
-                    if deadline is not None and deadline.remaining() <= wait:
-                        raise TimeoutError(
-                            f"could not recreate the ordered consumer: {exc}"
-                        ) from exc
-                    log.debug("ordered consumer reset failed, retrying: %s", exc)
-                    if self._abort.wait(wait):  # back-off, prompt on stop/close
-                        raise IteratorClosedError("the ordered consumer was stopped") from None
-                    if self._client.is_closed:
-                        raise ConnectionClosedError("the client was closed") from None
-                    wait = min(wait * 2, _MAX_BACKOFF)
-                    continue
+                if not _can_heal(exc):
+                    raise
+                error: NatsError = exc
+            except NatsError as exc:
+                if not _can_heal(exc):
+                    raise
+                error = exc
+            else:
                 self._current = cons
                 self._consumer_seq = 0
                 return cons
+            attempts += 1
+            limit = self._config.max_reset_attempts
+            if limit is not None and attempts >= limit:
+                raise OrderedConsumerResetError(
+                    f"could not recreate the ordered consumer: {error}"
+                ) from error
+            if deadline is not None and deadline.remaining() <= wait:
+                raise TimeoutError(f"could not recreate the ordered consumer: {error}") from error
+            log.debug("ordered consumer reset failed, retrying: %s", error)
+            if self._abort.wait(wait):  # back-off, prompt on stop/close
+                raise IteratorClosedError("the ordered consumer was stopped") from None
+            if self._client.is_closed:
+                raise ConnectionClosedError("the client was closed") from None
+            wait = min(wait * 2, _MAX_BACKOFF)
 
-    def _fit_inactive_threshold(self) -> bool:
+    def _fit_inactive_threshold(self, deadline: Deadline) -> bool:
         """Lower the links' inactive_threshold to the stream's consumer limit.
 
         Returns False when the stream sets no such limit (nothing to fit).
         """
-        reply = self._api.request_json(
-            _api.STREAM_INFO, None, Deadline(self._timeout), stream=self.stream_name
-        )
+        reply = self._api.request_json(_api.STREAM_INFO, None, deadline, stream=self.stream_name)
         limit = (reply.get("config", {}).get("consumer_limits") or {}).get("inactive_threshold")
         if not limit:
             return False
@@ -323,7 +372,7 @@ class OrderedConsumer:
         """Delete the current server-side consumer (without waiting)."""
         self._closed = True
         self._abort.set()
-        self._drop_current()
+        self._drop_current(Deadline(self._timeout))
 
     def __enter__(self) -> OrderedConsumer:
         return self
@@ -402,7 +451,7 @@ class OrderedMessageIterator(IterationMixin):
         if inner is not None:
             inner.stop()
 
-    def _restart(self, reason: str) -> None:
+    def _restart(self, reason: str, deadline: Deadline | None) -> None:
         level = logging.DEBUG if reason == "no link" else logging.WARNING
         log.log(level, "ordered consumer on %s reset: %s", self._oc.stream_name, reason)
         inner = self._inner
@@ -412,7 +461,7 @@ class OrderedMessageIterator(IterationMixin):
         if self._stopped:
             raise IteratorClosedError("the message iterator was stopped")
         self._oc._current = None
-        self._start(None)
+        self._start(deadline)
 
     # -- taking messages ----------------------------------------------------------
 
@@ -438,7 +487,7 @@ class OrderedMessageIterator(IterationMixin):
         while True:
             inner = self._inner
             if inner is None:
-                self._restart("no link")
+                self._restart("no link", deadline)
                 continue
             try:
                 left = None if deadline is None else max(deadline.remaining(), 1e-6)
@@ -446,16 +495,16 @@ class OrderedMessageIterator(IterationMixin):
             except IteratorClosedError:
                 if self._stopped:
                     raise
-                self._restart(self._reset_reason or "link ended")
+                self._restart(self._reset_reason or "link ended", deadline)
                 continue
             except (ConsumerDeletedError, ConsumerNotFoundError):
-                self._restart("consumer deleted")
+                self._restart("consumer deleted", deadline)
                 continue
             ok = self._oc._accept(msg, self._current)  # type: ignore[arg-type]
             if ok:
                 return msg
             if ok is False and not self._draining:
-                self._restart("sequence gap")
+                self._restart("sequence gap", deadline)
 
     def _end(self) -> None:
         self._oc._client.remove_status_listener(self._listener)

@@ -11,7 +11,7 @@ import json
 import math
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import _protocol
 from ..errors import NoRespondersError, api_error
@@ -161,7 +161,7 @@ def parse_pub_ack(msg: Msg) -> PubAck:
 _LAZY = threading.Lock()  # orders a future's resolution against making its Future state
 
 
-class PubAckFuture(concurrent.futures.Future):
+class PubAckFuture(concurrent.futures.Future[PubAck]):
     """The future of one :meth:`JetStreamContext.publish_async`: a ``PubAck`` or an error.
 
     A ``concurrent.futures.Future``: ``concurrent.futures.wait``,
@@ -195,7 +195,9 @@ class PubAckFuture(concurrent.futures.Future):
     # This class's own state; class defaults keep the constructor to one store.
     _ack_real = False  # Future.__init__ has run: Future's methods hold the outcome
     _ack_done = False  # resolved while not real: the outcome is in the two fields below
-    _ack_value: object = None
+    # A PubAck, or a success reply's body (bytes) standing for it until
+    # result() parses it: Any, so Future's setters take it.
+    _ack_value: Any = None
     _ack_error: BaseException | None = None
     _ack_parsed: PubAck | None = None
     _ack_expires = 0.0  # when the ack is overdue (monotonic seconds); set by its window
@@ -224,7 +226,7 @@ class PubAckFuture(concurrent.futures.Future):
                     concurrent.futures.Future.set_result(self, self._ack_value)
             self._ack_real = True
 
-    def _resolve(self, value: object = None, error: BaseException | None = None) -> None:
+    def _resolve(self, value: Any = None, error: BaseException | None = None) -> None:
         """Settle the future (the client's threads): with a reply body, a ``PubAck`` or an error."""
         with _LAZY:
             if not self._ack_real:  # nobody waits or listens: keep the outcome
@@ -276,7 +278,7 @@ class PubAckFuture(concurrent.futures.Future):
             if ack is None:
                 ack = self._ack_parsed = _pub_ack_from_body(value)
             return ack
-        return value
+        return cast("PubAck", value)  # set_result() is only given PubAcks and bodies
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The publish's error, or None once it succeeded, waiting up to ``timeout`` seconds.

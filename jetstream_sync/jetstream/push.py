@@ -37,6 +37,7 @@ from .info import ConsumerInfo
 if TYPE_CHECKING:
     from ..subscription import Subscription
     from .consumer_mixins import ContextConsumersMixin
+    from .ordered import OrderedConsumer
 
 __all__ = ["JetStreamSubscription", "subscribe", "subscribe_bind"]
 
@@ -150,12 +151,12 @@ class JetStreamSubscription:
         Raises:
             ConsumerNotFoundError: the consumer is gone.
         """
-        return self._ctx.consumer_info(self.stream, self.consumer, timeout)  # type: ignore[attr-defined]
+        return self._ctx.consumer_info(self.stream, self.consumer, timeout)
 
     def _delete_owned(self) -> None:
         if self._owned and not self._client.is_closed:
             try:
-                self._ctx.delete_consumer(self.stream, self.consumer)  # type: ignore[attr-defined]
+                self._ctx.delete_consumer(self.stream, self.consumer)
             except NatsError:
                 pass
 
@@ -194,7 +195,13 @@ class OrderedPushSubscription(JetStreamSubscription):
     gaps, deletion, missed heartbeats and reconnects.
     """
 
-    def __init__(self, ctx: Any, stream: str, ordered: Any, cb: Callable[[Msg], object] | None):
+    def __init__(
+        self,
+        ctx: ContextConsumersMixin,
+        stream: str,
+        ordered: OrderedConsumer,
+        cb: Callable[[Msg], object] | None,
+    ) -> None:
         super().__init__(ctx, stream, "", owned=False)
         self._ordered = ordered
         self._it = ordered.messages()
@@ -205,7 +212,7 @@ class OrderedPushSubscription(JetStreamSubscription):
             self._consume = ConsumeContext(self._it, cb, None)
 
     @property
-    def consumer(self) -> str:  # type: ignore[override]
+    def consumer(self) -> str:
         """The current server-side consumer's name."""
         return self._ordered.name or ""
 

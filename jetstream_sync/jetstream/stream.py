@@ -68,7 +68,7 @@ class Stream(StreamConsumersMixin):
         name: the stream's name.
     """
 
-    def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None):
+    def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None) -> None:
         self._ctx = ctx
         self._api = ctx._api
         self.name = name
@@ -208,7 +208,7 @@ class Stream(StreamConsumersMixin):
         return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
 
     def _direct(
-        self, template: str, body: dict | None, timeout: float | None, **parts: str
+        self, template: str, body: dict[str, Any] | None, timeout: float | None, **parts: str
     ) -> RawStreamMsg:
         deadline = self._deadline(timeout)
         subject = self._api.subject(template, stream=self.name, **parts)
@@ -304,7 +304,10 @@ class Stream(StreamConsumersMixin):
         out: list[RawStreamMsg] = []
         with client.subscribe(inbox) as sub:
             subject = self._api.subject(_api.DIRECT_GET, stream=self.name)
-            client.publish(subject, json.dumps(body).encode(), reply=inbox)
+            client.publish(
+                subject, json.dumps(body).encode(), reply=inbox,
+                timeout=max(deadline.remaining(), 0.001),
+            )  # fmt: skip
             while True:
                 left = deadline.remaining()
                 if left <= 0:

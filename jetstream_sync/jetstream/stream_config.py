@@ -9,7 +9,7 @@ defaults apply. Durations are float seconds; timestamps are aware
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -25,10 +25,18 @@ from ._codec import (
     SEQ,
     TIME,
     Wire,
+    build,
     default_if_zero,
+    dur_or_none,
+    enum_or_extra,
     extra_field,
     field,
+    map_or_none,
+    obj_or_none,
+    objs_or_none,
+    seq_or_none,
     strip_nats,
+    unknown_keys,
     unlimited,
 )
 from .enums import DiscardPolicy, PersistMode, RetentionPolicy, StorageType, StoreCompression
@@ -44,13 +52,12 @@ __all__ = [
     "SubjectTransform",
 ]
 
-_frozen = attrs.frozen(kw_only=True, repr=False)
 REQUIRED = attrs.NOTHING
 _uint64 = ck.int_range(0, ck.MAX_UINT64)
 _replicas = ck.int_range(0, ck.MAX_REPLICAS)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class SubjectTransform(Wire):
     """A subject mapping applied to messages (``{{wildcard(1)}}`` etc. in ``dest``).
 
@@ -65,7 +72,7 @@ class SubjectTransform(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class Placement(Wire):
     """Where a stream's replicas may be placed.
 
@@ -77,12 +84,12 @@ class Placement(Wire):
     """
 
     cluster: str | None = field("cluster", typ=str)
-    tags: tuple[str, ...] | None = field("tags", SEQ, str)
+    tags: Sequence[str] | None = field("tags", SEQ, str)
     preferred: str | None = field("preferred", typ=str)
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class ExternalStream(Wire):
     """A stream in another account or JetStream domain.
 
@@ -97,7 +104,7 @@ class ExternalStream(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConsumerSource(Wire):
     """A durable push consumer, made beforehand, that a mirror or source reads (2.14+).
 
@@ -116,7 +123,7 @@ class StreamConsumerSource(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamSource(Wire):
     """A stream that a mirror copies or that a stream sources from.
 
@@ -136,7 +143,7 @@ class StreamSource(Wire):
     opt_start_seq: int | None = field("opt_start_seq", typ=int, check=_uint64)
     opt_start_time: datetime | None = field("opt_start_time", TIME)
     filter_subject: str | None = field("filter_subject", typ=str, check=ck.subject)
-    subject_transforms: tuple[SubjectTransform, ...] | None = field(
+    subject_transforms: Sequence[SubjectTransform] | None = field(
         "subject_transforms", OBJS, cls=SubjectTransform
     )
     external: ExternalStream | None = field("external", OBJ, cls=ExternalStream)
@@ -155,7 +162,7 @@ class StreamSource(Wire):
                 ck.fail("consumer", "cannot be combined with filter_subject")
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class Republish(Wire):
     """Republish stored messages to another subject.
 
@@ -172,7 +179,7 @@ class Republish(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConsumerLimits(Wire):
     """Defaults and ceilings for the consumers of a stream.
 
@@ -191,7 +198,7 @@ class StreamConsumerLimits(Wire):
 _limit = ck.int_range(-1, ck.MAX_INT64)
 
 
-@_frozen
+@attrs.frozen(kw_only=True, repr=False)
 class StreamConfig(Wire):
     """A stream's configuration (create, update, and as the server reports it).
 
@@ -246,7 +253,7 @@ class StreamConfig(Wire):
 
     name: str = field("name", typ=str, check=ck.asset_name, default=REQUIRED)
     description: str | None = field("description", typ=str, check=ck.description)
-    subjects: tuple[str, ...] | None = field("subjects", SEQ, str, check=ck.subjects)
+    subjects: Sequence[str] | None = field("subjects", SEQ, str, check=ck.subjects)
     retention: RetentionPolicy | None = field("retention", ENUM, cls=RetentionPolicy)
     max_consumers: int | None = field("max_consumers", typ=int, check=_limit)
     max_msgs: int | None = field("max_msgs", typ=int, check=_limit)
@@ -263,7 +270,7 @@ class StreamConfig(Wire):
     )
     placement: Placement | None = field("placement", OBJ, cls=Placement)
     mirror: StreamSource | None = field("mirror", OBJ, cls=StreamSource)
-    sources: tuple[StreamSource, ...] | None = field("sources", OBJS, cls=StreamSource)
+    sources: Sequence[StreamSource] | None = field("sources", OBJS, cls=StreamSource)
     sealed: bool | None = field("sealed", typ=bool)
     deny_delete: bool | None = field("deny_delete", typ=bool)
     deny_purge: bool | None = field("deny_purge", typ=bool)
@@ -307,6 +314,58 @@ class StreamConfig(Wire):
 
     def _match_skip(self) -> frozenset[str]:
         return frozenset({"mirror_direct"}) if self.mirror is not None else frozenset()
+
+    @classmethod
+    def from_api(cls, d: Mapping[str, Any]) -> StreamConfig:
+        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        extra = unknown_keys(cls, d)
+        g = d.get
+        return build(
+            cls,
+            name=g("name"),
+            description=g("description"),
+            subjects=seq_or_none(g("subjects")),
+            retention=enum_or_extra(RetentionPolicy, d, "retention", extra),
+            max_consumers=g("max_consumers"),
+            max_msgs=g("max_msgs"),
+            max_bytes=g("max_bytes"),
+            max_age=dur_or_none(g("max_age")),
+            max_msgs_per_subject=g("max_msgs_per_subject"),
+            max_msg_size=g("max_msg_size"),
+            discard=enum_or_extra(DiscardPolicy, d, "discard", extra),
+            storage=enum_or_extra(StorageType, d, "storage", extra),
+            num_replicas=g("num_replicas"),
+            no_ack=g("no_ack"),
+            duplicate_window=dur_or_none(g("duplicate_window")),
+            placement=obj_or_none(Placement, g("placement")),
+            mirror=obj_or_none(StreamSource, g("mirror")),
+            sources=objs_or_none(StreamSource, g("sources")),
+            sealed=g("sealed"),
+            deny_delete=g("deny_delete"),
+            deny_purge=g("deny_purge"),
+            allow_rollup_hdrs=g("allow_rollup_hdrs"),
+            allow_direct=g("allow_direct"),
+            mirror_direct=g("mirror_direct"),
+            republish=obj_or_none(Republish, g("republish")),
+            subject_transform=obj_or_none(SubjectTransform, g("subject_transform")),
+            compression=enum_or_extra(StoreCompression, d, "compression", extra),
+            first_seq=g("first_seq"),
+            metadata=map_or_none(g("metadata")),
+            discard_new_per_subject=g("discard_new_per_subject"),
+            consumer_limits=obj_or_none(StreamConsumerLimits, g("consumer_limits")),
+            allow_msg_ttl=g("allow_msg_ttl"),
+            subject_delete_marker_ttl=dur_or_none(g("subject_delete_marker_ttl")),
+            allow_msg_counter=g("allow_msg_counter"),
+            allow_atomic=g("allow_atomic"),
+            allow_msg_schedules=g("allow_msg_schedules"),
+            persist_mode=enum_or_extra(PersistMode, d, "persist_mode", extra),
+            allow_batched=g("allow_batched"),
+            extra=extra,
+        )
 
     def __attrs_post_init__(self) -> None:
         if ck.checking():

@@ -36,7 +36,10 @@ _DEFAULT_API_PREFIX = "$JS.API"
 PURGE_DELETES_OLDER_THAN = 30 * 60.0
 
 
-def _wrong_last(exc: WrongLastSequenceError, cls: type = KeyWrongLastSequenceError):
+def _wrong_last(
+    exc: WrongLastSequenceError,
+    cls: type[KeyWrongLastSequenceError] = KeyWrongLastSequenceError,
+) -> KeyWrongLastSequenceError:
     return cls(exc.code, exc.err_code, exc.description)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -42,6 +42,22 @@ def _seconds(value: Any, field: str) -> float | None:
     return float(value)
 
 
+def _ttl(value: float | timedelta | None) -> float | None:
+    return _seconds(value, "ttl")
+
+
+def _limit_marker_ttl(value: float | timedelta | None) -> float | None:
+    return _seconds(value, "limit_marker_ttl")
+
+
+def _storage(value: StorageType | str) -> StorageType:
+    return StorageType(value)
+
+
+def _metadata(value: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if value is None else dict(value)
+
+
 def _int(value: Any, field: str, lo: int, hi: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{field}: expected int, got {type(value).__name__}")
@@ -49,12 +65,12 @@ def _int(value: Any, field: str, lo: int, hi: int) -> None:
         raise ValueError(f"{field}: must be {lo}..{hi}, not {value}")
 
 
-def _of(cls: type, field: str, value: Any) -> None:
+def _of(cls: type[Any], field: str, value: Any) -> None:
     if value is not None and not isinstance(value, cls):
         raise TypeError(f"{field}: expected {cls.__name__}, got {type(value).__name__}")
 
 
-def _sources(value: Any) -> tuple[StreamSource, ...] | None:
+def _sources(value: Iterable[StreamSource] | None) -> tuple[StreamSource, ...] | None:
     if value is None:
         return None
     items = tuple(value)
@@ -98,9 +114,9 @@ class KeyValueConfig:
     description: str | None = None
     max_value_size: int | None = None
     history: int = 1
-    ttl: float | None = attrs.field(default=None, converter=lambda v: _seconds(v, "ttl"))
+    ttl: float | None = attrs.field(default=None, converter=_ttl)
     max_bytes: int | None = None
-    storage: StorageType = attrs.field(default=StorageType.FILE, converter=StorageType)
+    storage: StorageType = attrs.field(default=StorageType.FILE, converter=_storage)
     replicas: int = 1
     allow_direct: bool = True
     placement: Placement | None = None
@@ -108,12 +124,8 @@ class KeyValueConfig:
     mirror: StreamSource | None = None
     sources: tuple[StreamSource, ...] | None = attrs.field(default=None, converter=_sources)
     compression: bool = False
-    limit_marker_ttl: float | None = attrs.field(
-        default=None, converter=lambda v: _seconds(v, "limit_marker_ttl")
-    )
-    metadata: Mapping[str, str] | None = attrs.field(
-        default=None, converter=lambda m: None if m is None else dict(m)
-    )
+    limit_marker_ttl: float | None = attrs.field(default=None, converter=_limit_marker_ttl)
+    metadata: Mapping[str, str] | None = attrs.field(default=None, converter=_metadata)
 
     def __attrs_post_init__(self) -> None:
         if not ck.checking():

@@ -109,7 +109,7 @@ class KeyValueManagerMixin:
             BucketNotFoundError: no such bucket.
         """
         try:
-            return self.delete_stream(stream_name(check_bucket(bucket)), timeout=timeout)  # type: ignore[attr-defined]
+            return bool(self.delete_stream(stream_name(check_bucket(bucket)), timeout=timeout))  # type: ignore[attr-defined]
         except StreamNotFoundError as exc:
             raise _not_found(bucket, exc) from None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .._deadline import Deadline, check_timeout
 from ..errors import BucketNotFoundError, IteratorClosedError, StreamNotFoundError, TimeoutError
@@ -60,7 +60,7 @@ class KeyWatcher:
         self._prefix_len = prefix_len
         self._ignore_deletes = ignore_deletes
         self._timeout = check_timeout("timeout", timeout, ctx.timeout)
-        fields: dict = {"filter_subjects": subjects, "headers_only": meta_only or None}
+        fields: dict[str, Any] = {"filter_subjects": subjects, "headers_only": meta_only or None}
         if updates_only:
             # Start after the last stored message, not at "new": a consumer
             # recreated before the first update must not miss one.
@@ -88,8 +88,8 @@ class KeyWatcher:
         except BaseException:
             self._consumer.close()
             raise
-        info = self._consumer.cached_info
-        self._initial_pending = info.num_pending if info is not None else 0
+        cinfo = self._consumer.cached_info
+        self._initial_pending = cinfo.num_pending if cinfo is not None else 0
         self._initial_done = updates_only or self._initial_pending == 0
         self._marker_due = self._initial_done
 
@@ -138,7 +138,7 @@ class KeyWatcher:
         Raises:
             TimeoutError: the delivery stalled for longer than the watch's timeout.
         """
-        out = []
+        out: list[KeyValueEntry] = []
         while True:
             try:
                 entry = self.next(self._timeout)

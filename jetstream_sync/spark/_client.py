@@ -29,8 +29,8 @@ class _Cache:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.lock = threading.Lock()
-        self.clients: dict[tuple, Client] = {}
-        self.contexts: dict[tuple, JetStreamContext] = {}
+        self.clients: dict[tuple[Any, ...], Client] = {}
+        self.contexts: dict[tuple[Any, ...], JetStreamContext] = {}
 
 
 _cache = _Cache()
@@ -53,7 +53,7 @@ def _current() -> _Cache:
     return cache
 
 
-def _key(servers: str | Sequence[str], opts: dict[str, Any]) -> tuple:
+def _key(servers: str | Sequence[str], opts: dict[str, Any]) -> tuple[Any, ...]:
     urls = (servers,) if isinstance(servers, str) else tuple(servers)
     return (urls, tuple(sorted((k, repr(v)) for k, v in opts.items())))
 

@@ -67,7 +67,9 @@ class _Columns:
         self.datas: list[bytes] = []
         self.headers: list[list[tuple[str, list[str]]] | None] = []
 
-    def add(self, subject: str, seq: int, time: datetime, data: bytes, hdrs: Headers | None):
+    def add(
+        self, subject: str, seq: int, time: datetime, data: bytes, hdrs: Headers | None
+    ) -> None:
         self.subjects.append(subject)
         self.seqs.append(seq)
         self.times.append(time)
@@ -130,7 +132,7 @@ def read_range(rng: ReadRange, conn: dict[str, Any], schema: pa.Schema) -> Itera
         yield cols.batch(schema)
 
 
-def _direct_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple]:
+def _direct_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple[Any, ...]]:
     """The range's messages by batched direct get, ``GET_BATCH`` at a time."""
     stream = ctx.stream_no_info(rng.stream)
     seq = rng.start
@@ -146,7 +148,7 @@ def _direct_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple]:
         seq = msgs[-1].seq + 1
 
 
-def _consumer_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple]:
+def _consumer_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple[Any, ...]]:
     """The range's messages through an ordered consumer, deleted when done."""
     filters = (rng.subject,) if rng.subject else None
     consumer = ctx.ordered_consumer(

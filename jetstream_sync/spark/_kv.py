@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -29,9 +30,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ._common import connection, context
 from ._options import Options
-from ._source import _context, connection
 from ._write import WriteCommit
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import WriterCommitMessage
 
 log = logging.getLogger("jetstream_sync.spark")
 
@@ -93,7 +97,7 @@ class KVReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The current entries as one Arrow record batch."""
-        kv = _context(self.conn).key_value(self.bucket)
+        kv = context(self.conn).key_value(self.bucket)
         with kv.watch(self.keys, ignore_deletes=not self.include_deletes) as watcher:
             entries = watcher.initial()
         schema = to_arrow_schema(self.schema, timezone="UTC")
@@ -140,13 +144,13 @@ class KVWriter(DataSourceArrowWriter):
         check_kv_schema(schema)
         self.conn = connection(opts)
         self.bucket = opts.required("bucket")
-        _context(self.conn).key_value(self.bucket)  # BucketNotFoundError before any task
+        context(self.conn).key_value(self.bucket)  # BucketNotFoundError before any task
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
         """Put (or delete) every row of the task, each acknowledged by the bucket."""
         from pyspark import TaskContext
 
-        kv = _context(self.conn).key_value(self.bucket)
+        kv = context(self.conn).key_value(self.bucket)
         rows = 0
         for batch in iterator:
             keys = batch.column(batch.schema.names.index("key")).to_pylist()
@@ -157,12 +161,10 @@ class KVWriter(DataSourceArrowWriter):
                 else:
                     kv.put(key, value)
                 rows += 1
-        context = TaskContext.get()
-        return WriteCommit(
-            partition=context.partitionId() if context else 0, rows=rows, duplicates=0
-        )
+        task = TaskContext.get()
+        return WriteCommit(partition=task.partitionId() if task else 0, rows=rows, duplicates=0)
 
-    def commit(self, messages: list) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log how many keys were written."""
         rows = sum(m.rows for m in messages if isinstance(m, WriteCommit))
         log.info("bucket %r: %d keys written", self.bucket, rows)

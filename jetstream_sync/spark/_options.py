@@ -8,7 +8,7 @@ Option names are matched ignoring case and underscores, so ``nkeysSeed``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 from .._server_pool import redact_url
 
@@ -65,6 +65,10 @@ class Options:
             raise ValueError(f"the jetstream data source needs the option {name!r}")
         return value
 
+    @overload
+    def integer(self, name: str, default: int, minimum: int = 0) -> int: ...
+    @overload
+    def integer(self, name: str, default: None = None, minimum: int = 0) -> int | None: ...
     def integer(self, name: str, default: int | None = None, minimum: int = 0) -> int | None:
         """The option as an int (``default`` when absent).
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -26,11 +26,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ._common import RangePartition, connection, stream_position
 from ._fetch import ReadRange, read_range
 from ._options import Options
 from ._pause import pause_after
 from ._plan import DataLossError, StreamPosition, bounds_from_options, split
-from ._source import RangePartition, connection, stream_position
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import InputPartition
 
 log = logging.getLogger("jetstream_sync.spark")
 
@@ -70,7 +73,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def _offset(self, seq: int, pos: StreamPosition) -> dict[str, Any]:
         return {"stream": self.stream, "seq": int(seq), "created": pos.created}
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         """Where a new query starts: ``startingOffsets`` against the stream as it is now."""
         pos = self._position()
         if self.starting == "earliest":
@@ -91,7 +94,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """Fix the end of an ``availableNow`` run: the stream's last sequence now."""
         self.target = self._position().last + 1
 
-    def reportLatestOffset(self) -> dict:
+    def reportLatestOffset(self) -> dict[str, Any]:
         """The offset after the stream's last message (for the query's progress)."""
         pos = self._position()
         return self._offset(pos.last + 1, pos)
@@ -101,7 +104,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             raise DataLossError(f"{what}; set failOnDataLoss=false to skip ahead")
         log.warning("%s; skipping ahead (failOnDataLoss=false)", what)
 
-    def _first_unread(self, start: dict, pos: StreamPosition) -> int:
+    def _first_unread(self, start: dict[str, Any], pos: StreamPosition) -> int:
         """The first sequence to read from ``start``, after checking for lost data."""
         if start.get("created") != pos.created:
             self._lost(
@@ -119,7 +122,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return pos.first
         return seq
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch: what is available, capped by ``limit``.
 
         Raises:
@@ -137,7 +140,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return start
         return self._offset(max(end, first), pos)
 
-    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[RangePartition]:
         """The micro-batch's sequences ``start.seq .. end.seq - 1`` split into ranges.
 
         Raises:
@@ -160,7 +163,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         whole = ReadRange(self.stream, first, last, subject=self.subject, direct=pos.direct)
         return [RangePartition(r) for r in split(whole, self.partition_count)]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Every stored message of the partition's range, as Arrow record batches."""
         batches = read_range(
             partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
@@ -169,5 +172,5 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return batches
         return pause_after(batches, self.pause_dir, self.pause_after)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: reads hold no server state, so nothing is acknowledged."""

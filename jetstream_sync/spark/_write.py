@@ -30,9 +30,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from ..errors import NatsError, StreamNotFoundError
-from ._client import jetstream
+from ._common import connection, context
 from ._options import Options
-from ._source import connection
 from ._subjects import is_literal
 
 log = logging.getLogger("jetstream_sync.spark")
@@ -140,7 +139,7 @@ class _Writer:
         # For tests of task retries: a task's first attempt fails after this many acked rows.
         self.fail_after = opts.integer("testFailAfterRows", None, minimum=0)
         stream = opts.get("stream")
-        ctx = self._context()
+        ctx = context(self.conn)
         if not stream and self.subject:
             stream = ctx.stream_name_by_subject(self.subject)
         if stream:
@@ -151,13 +150,9 @@ class _Writer:
                     404, 10059, f"the jetstream sink's stream {stream!r} does not exist"
                 ) from None
 
-    def _context(self):
-        args = dict(self.conn)
-        return jetstream(args.pop("servers"), **args)
-
     def _publish_all(self, batches: Iterator[pa.RecordBatch], id_prefix: str) -> WriteCommit:
         """Publish every row of the task; wait for every ack; fail on the first rejected row."""
-        ctx = self._context()
+        ctx = context(self.conn)
         task = TaskContext.get()
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None

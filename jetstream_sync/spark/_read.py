@@ -1,0 +1,77 @@
+"""The ``jetstream`` batch reader: partitions are stream-sequence ranges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from ._common import RangePartition, connection, context, stream_position
+from ._fetch import ReadRange, read_range
+from ._options import Options
+from ._pause import pause_after
+from ._plan import Bounds, bounds_from_options, plan_range, push_filter, split
+
+
+class JetStreamReader(DataSourceReader):
+    """A batch read of one stream: partitions are sequence ranges.
+
+    Args:
+        opts: the data source options.
+        schema: the read schema.
+        default_partitions: partitions when ``numPartitions`` is not given.
+    """
+
+    def __init__(self, opts: Options, schema: StructType, default_partitions: int) -> None:
+        self.conn = connection(opts)
+        self.stream = opts.required("stream")
+        self.bounds: Bounds = bounds_from_options(opts)
+        self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
+        self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
+        self.schema = schema
+        self.pause_dir = opts.get("testPauseDir")  # fault tests only: see _pause.py
+        self.pause_after = opts.integer("testPauseAfterBatches", 1, minimum=1)
+
+    def partitions(self) -> list[RangePartition]:
+        """The stream's range as of now, split into ``numPartitions`` sequence ranges."""
+        pos = stream_position(self.conn, self.stream)
+        whole = plan_range(
+            context(self.conn), self.stream, self.bounds, self.fail_on_data_loss, pos
+        )
+        if whole is None:
+            return [RangePartition(ReadRange(self.stream, 1, 0))]
+        return [RangePartition(r) for r in split(whole, self.partition_count)]
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        """Every stored message of the partition's range, as Arrow record batches."""
+        batches = read_range(
+            partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
+        )
+        if self.pause_dir is None:
+            return batches
+        return pause_after(batches, self.pause_dir, self.pause_after)
+
+
+class JetStreamPushdownReader(JetStreamReader):
+    """A batch reader that also takes ``where`` clauses JetStream can apply exactly.
+
+    Attributes:
+        pushed: the filters it took over (their ``repr``).
+    """
+
+    def __init__(self, opts: Options, schema: StructType, default_partitions: int) -> None:
+        super().__init__(opts, schema, default_partitions)
+        self.pushed: list[str] = []
+
+    def pushFilters(self, filters: list) -> Iterator:
+        """Take the filters JetStream applies exactly (seq, subject, timestamp); yield the rest."""
+        for f in filters:
+            column = f.attribute[0] if len(f.attribute) == 1 else None
+            value = getattr(f, "value", None)
+            if column is not None and push_filter(self.bounds, type(f).__name__, column, value):
+                self.pushed.append(repr(f))
+            else:
+                yield f
