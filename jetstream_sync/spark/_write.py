@@ -197,7 +197,7 @@ class _Writer:
                 index += 1
                 if index % _CHECK_EVERY == 0:
                     while pending and pending[0][2].done():
-                        duplicates += _settled(pending.popleft(), partition)
+                        duplicates += _settled(pending.popleft(), partition, _ACK_WAIT)
         for item in pending:
             duplicates += _settled(item, partition, _ACK_WAIT)
             if stream_seen is None:
@@ -226,7 +226,7 @@ def _row_error(subject: str, index: int, partition: int, exc: BaseException) -> 
     )
 
 
-def _settled(item: tuple[int, str, PubAckFuture], partition: int, timeout: float = 0.0) -> int:
+def _settled(item: tuple[int, str, PubAckFuture], partition: int, timeout: float) -> int:
     """1 when the row's ack says duplicate, else 0; raise when the row was rejected."""
     index, subject, future = item
     try:
