@@ -227,8 +227,9 @@ def start_spark(master: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
-        import jetstream_sync.spark
         from pyspark.sql import SparkSession
+
+        import jetstream_sync.spark
     except ImportError as exc:
         raise SystemExit(f"{exc}: pip install 'jetstream_sync[spark,server]'") from None
     print(f"starting Spark ({master}); it needs Java 17 or newer", flush=True)

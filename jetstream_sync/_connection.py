@@ -30,6 +30,8 @@ from .errors import (
 from .msg import Msg
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._handshake import HandshakeOptions
     from ._pings import PingTracker
     from ._request_mux import ReplyWaiter, RequestMux
@@ -80,6 +82,7 @@ class ConnectionMixin:
         _subs: SubscriptionTable
         _mux: RequestMux | None
         _mux_sid: int
+        _routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]]
         _pings: PingTracker
         _in_msgs: int
         _in_bytes: int

@@ -23,6 +23,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync.jetstream.stream import Stream
+from tests.fixtures.cli import Cli
 from tests.fixtures.cluster import NatsCluster
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import FAST, Events
@@ -282,3 +283,16 @@ def stream(
 ) -> Stream:
     """A fresh stream named ``stream_name`` capturing ``<name>.>``, deleted afterwards."""
     return js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], **stream_options)
+
+
+# --------------------------------------------------------------------------
+# The command line.
+
+
+@pytest.fixture
+def cli(shared_server: NatsServer, tmp_path: Path) -> Iterator[Cli]:
+    """``jetstream-sync`` commands against the shared server, from a temporary directory
+    (``tests/fixtures/cli.py``)."""
+    runner = Cli(shared_server.url, tmp_path)
+    yield runner
+    runner.close()

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,14 +25,6 @@ from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.server import NatsServer
 
 LISTEN_TIMEOUT = 15.0
-
-
-@pytest.fixture
-def cli(shared_server, tmp_path: Path) -> Iterator[Cli]:
-    """Commands against the shared server, from a temporary directory."""
-    runner = Cli(shared_server.url, tmp_path)
-    yield runner
-    runner.close()
 
 
 def subject() -> str:

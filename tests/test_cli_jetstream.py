@@ -10,22 +10,12 @@ import base64
 import hashlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.fixtures.cli import Cli
 from tests.fixtures.jetstream import unique_stream_name
 
 LISTEN_TIMEOUT = 15.0
-
-
-@pytest.fixture
-def cli(shared_server, tmp_path: Path) -> Iterator[Cli]:
-    """Commands against the shared server, from a temporary directory."""
-    runner = Cli(shared_server.url, tmp_path)
-    yield runner
-    runner.close()
 
 
 @pytest.fixture

@@ -107,9 +107,23 @@ def read_stream(stream: Any, last_seq: int) -> list[tuple[int, str, bytes]]:
     """Every stored message as (seq, msg id, payload), read from the leader one by one."""
     out = []
     for seq in range(1, last_seq + 1):
-        msg = stream.get_msg(seq, timeout=5)
+        msg = _get_once_available(stream, seq)
         out.append((msg.seq, msg.headers["Nats-Msg-Id"], msg.data))
     return out
+
+
+def _get_once_available(stream: Any, seq: int) -> Any:
+    """``get_msg(seq)``, retried while the cluster answers 503 (still settling after a kill)."""
+
+    def get() -> Any:
+        try:
+            return stream.get_msg(seq, timeout=5)
+        except jetstream_sync.APIError as error:
+            if error.code != 503:
+                raise
+            return None
+
+    return wait_for(get, timeout=30, interval=0.1, message=f"message {seq} stayed unavailable")
 
 
 def check_stored_once(stream: Any, sent: dict[str, bytes]) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.fixtures.polling import wait_for
 from tests.fixtures.proxy import LOOPBACK, TO_CLIENT, TO_SERVER, FaultProxy
-from tests.fixtures.sockets import shutdown
+from tests.fixtures.sockets import accepted, shutdown
 
 
 class EchoServer:
@@ -28,11 +28,7 @@ class EchoServer:
         self._threads[0].start()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return
+        for sock in accepted(self._listener):
             thread = threading.Thread(target=self._echo, args=(sock,), name="echo-conn")
             with self._lock:
                 self._socks.append(sock)

@@ -74,6 +74,16 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def format_enum(value: Any) -> str:
+    """An enum member's wire value (any other value as ``str``); ``"default"`` for None."""
+    return "default" if value is None else getattr(value, "value", str(value))
+
+
+def format_time(moment: datetime | None) -> str:
+    """An ISO 8601 time, or ``"?"`` when the server did not say."""
+    return moment.isoformat() if moment else "?"
+
+
 class Output:
     """Where a command's results go: text or JSON on stdout, status on stderr.
 

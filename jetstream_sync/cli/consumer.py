@@ -25,7 +25,7 @@ from ._args import (
 )
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output
+from ._output import Output, format_enum, format_time
 from .stream import show_stored
 
 _ACK = {"explicit": AckPolicy.EXPLICIT, "none": AckPolicy.NONE, "all": AckPolicy.ALL}
@@ -124,23 +124,21 @@ def describe(info: ConsumerInfo) -> str:
     """A consumer's info for people."""
     cfg = info.config or ConsumerConfig()
 
-    def name(value: Any) -> str:
-        return "default" if value is None else getattr(value, "value", str(value))
-
     filters = cfg.filter_subjects or ((cfg.filter_subject,) if cfg.filter_subject else ())
     kind = f"push to {cfg.deliver_subject!r}" if cfg.deliver_subject else "pull"
     lines = [
         f"Consumer {info.stream_name} > {info.name} ({kind})",
         f"  filter: {', '.join(filters) or '(all subjects)'}",
-        f"  ack policy: {name(cfg.ack_policy)}, deliver policy: {name(cfg.deliver_policy)}",
-        f"  created: {info.created.isoformat() if info.created else '?'}",
+        f"  ack policy: {format_enum(cfg.ack_policy)}, "
+        f"deliver policy: {format_enum(cfg.deliver_policy)}",
+        f"  created: {format_time(info.created)}",
         "State",
         f"  delivered: stream seq {info.delivered.stream_seq if info.delivered else 0}",
         f"  ack pending: {info.num_ack_pending}, redelivered: {info.num_redelivered}, "
         f"waiting pulls: {info.num_waiting}, unprocessed: {info.num_pending}",
     ]
     if info.paused:
-        lines.append(f"  paused until {cfg.pause_until.isoformat() if cfg.pause_until else '?'}")
+        lines.append(f"  paused until {format_time(cfg.pause_until)}")
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from ..object_config import ObjectInfo, ObjectStoreConfig, ObjectStoreStatus
 from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, Progress, format_bytes
+from ._output import Output, Progress, format_bytes, format_time
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -76,9 +76,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def object_text(info: ObjectInfo) -> str:
     """An object's info for people."""
-    when = info.mtime.isoformat() if info.mtime else "?"
     text = f"{info.bucket} > {info.name}: {format_bytes(info.size)} in {info.chunks} chunks"
-    text += f", modified {when}"
+    text += f", modified {format_time(info.mtime)}"
     if info.link is not None:
         target = info.link.name or "(the whole bucket)"
         text += f", link to {info.link.bucket} > {target}"

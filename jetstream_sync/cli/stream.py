@@ -32,7 +32,7 @@ from ._args import (
 )
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, format_bytes, message_doc, message_text
+from ._output import Output, format_bytes, format_enum, format_time, message_doc, message_text
 
 VIEW_DEFAULT = 100
 _RETENTION = {
@@ -171,9 +171,6 @@ def describe(info: StreamInfo) -> str:
     """A stream's info for people."""
     cfg, state = config_of(info), info.state
 
-    def name(value: Any) -> str:
-        return "default" if value is None else getattr(value, "value", str(value))
-
     def lim(value: int | None, unit: str = "") -> str:
         if value is None or value < 0:
             return "unlimited"
@@ -182,12 +179,12 @@ def describe(info: StreamInfo) -> str:
     lines = [
         f"Stream {cfg.name}" + (f": {cfg.description}" if cfg.description else ""),
         f"  subjects: {', '.join(cfg.subjects or ()) or '(none)'}",
-        f"  storage: {name(cfg.storage)}, retention: {name(cfg.retention)}, "
-        f"discard: {name(cfg.discard)}, replicas: {cfg.num_replicas or 1}",
+        f"  storage: {format_enum(cfg.storage)}, retention: {format_enum(cfg.retention)}, "
+        f"discard: {format_enum(cfg.discard)}, replicas: {cfg.num_replicas or 1}",
         f"  max msgs: {lim(cfg.max_msgs)}, max bytes: {lim(cfg.max_bytes, 'bytes')}, "
         f"max age: {f'{cfg.max_age:g}s' if cfg.max_age else 'unlimited'}, "
         f"max msg size: {lim(cfg.max_msg_size, 'bytes')}",
-        f"  created: {info.created.isoformat() if info.created else '?'}",
+        f"  created: {format_time(info.created)}",
     ]
     if state is not None:
         lines += [

@@ -57,4 +57,6 @@ def context(conn: dict[str, Any]) -> JetStreamContext:
 
 def stream_position(conn: dict[str, Any], stream: str) -> StreamPosition:
     """The stream's first and last sequence, creation time and direct-get support, now."""
-    return StreamPosition.of(context(conn).stream(stream).cached_info)
+    info = context(conn).stream(stream).cached_info
+    assert info is not None  # stream() fetched it
+    return StreamPosition.of(info)

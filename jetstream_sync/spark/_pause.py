@@ -1,14 +1,16 @@
-"""A test hook of the batch read: pause each task in the middle of its range.
+"""A test hook of the reads (batch and streaming): pause each task in the middle of its range.
 
 The option ``testPauseDir`` (a directory the driver and the executors share)
-makes the first attempt of every read task yield its first Arrow batch, create
-``<dir>/paused-<partition id>`` and wait until ``<dir>/go`` exists. A test
-restarts or stops the server meanwhile, so the rest of the range is read
-through the fault, deterministically; retried attempts never pause.
+makes the first attempt of every read task yield ``testPauseAfterBatches``
+Arrow batches (default 1), create ``<dir>/paused-<partition id>`` and wait
+until ``<dir>/go`` exists. A test stops or restarts the server meanwhile, so
+the rest of the range is read through the fault, deterministically; retried
+attempts never pause.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,12 +23,13 @@ PAUSE_LIMIT = 120.0
 _POLL = 0.05
 
 
-def pause_after_first(batches: Iterator[T], directory: str) -> Iterator[T]:
-    """Yield ``batches``; on a task's first attempt, wait for ``go`` after the first one.
+def pause_after(batches: Iterator[T], directory: str, count: int) -> Iterator[T]:
+    """Yield ``batches``; on a task's first attempt, wait for ``go`` after ``count`` of them.
 
     Args:
         batches: the task's record batches (a generator that reads lazily).
         directory: the shared directory of the marker files.
+        count: how many batches go out before the pause.
 
     Raises:
         RuntimeError: ``go`` did not appear within ``PAUSE_LIMIT`` seconds.
@@ -37,10 +40,12 @@ def pause_after_first(batches: Iterator[T], directory: str) -> Iterator[T]:
     if task is not None and task.attemptNumber() > 0:
         yield from batches
         return
-    first = next(batches, None)
-    if first is None:
+    yielded = 0
+    for batch in itertools.islice(batches, count):
+        yielded += 1
+        yield batch
+    if yielded < count:
         return
-    yield first
     partition = task.partitionId() if task is not None else 0
     Path(directory, f"paused-{partition}").touch()
     go = Path(directory, "go")

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from ._common import RangePartition, connection, context, stream_position
 from ._fetch import ReadRange, read_range
 from ._options import Options
-from ._pause import pause_after_first
+from ._pause import pause_after
 from ._plan import Bounds, bounds_from_options, plan_range, push_filter, split
 
 
@@ -33,6 +34,7 @@ class JetStreamReader(DataSourceReader):
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.schema = schema
         self.pause_dir = opts.get("testPauseDir")  # fault tests only: see _pause.py
+        self.pause_after = opts.integer("testPauseAfterBatches", 1, minimum=1)
 
     def partitions(self) -> list[RangePartition]:
         """The stream's range as of now, split into ``numPartitions`` sequence ranges."""
@@ -44,12 +46,14 @@ class JetStreamReader(DataSourceReader):
             return [RangePartition(ReadRange(self.stream, 1, 0))]
         return [RangePartition(r) for r in split(whole, self.partition_count)]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Every stored message of the partition's range, as Arrow record batches."""
         batches = read_range(
             partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
         )
-        return batches if self.pause_dir is None else pause_after_first(batches, self.pause_dir)
+        if self.pause_dir is None:
+            return batches
+        return pause_after(batches, self.pause_dir, self.pause_after)
 
 
 class JetStreamPushdownReader(JetStreamReader):
@@ -63,7 +67,7 @@ class JetStreamPushdownReader(JetStreamReader):
         super().__init__(opts, schema, default_partitions)
         self.pushed: list[str] = []
 
-    def pushFilters(self, filters: list) -> Iterator:
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         """Take the filters JetStream applies exactly (seq, subject, timestamp); yield the rest."""
         for f in filters:
             column = f.attribute[0] if len(f.attribute) == 1 else None

@@ -18,7 +18,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -33,6 +33,11 @@ from ..errors import NatsError, StreamNotFoundError
 from ._common import connection, context
 from ._options import Options
 from ._subjects import is_literal
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import WriterCommitMessage
+
+    from ..jetstream.publish import PubAckFuture
 
 log = logging.getLogger("jetstream_sync.spark")
 
@@ -157,7 +162,7 @@ class _Writer:
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
         prefix = f"{id_prefix}:{partition}:"
-        pending: deque = deque()
+        pending: deque[tuple[int, str, PubAckFuture]] = deque()
         index = 0
         duplicates = 0
         stream_seen: str | None = None
@@ -192,7 +197,7 @@ class _Writer:
                 index += 1
                 if index % _CHECK_EVERY == 0:
                     while pending and pending[0][2].done():
-                        duplicates += _settled(pending.popleft(), partition)
+                        duplicates += _settled(pending.popleft(), partition, _ACK_WAIT)
         for item in pending:
             duplicates += _settled(item, partition, _ACK_WAIT)
             if stream_seen is None:
@@ -202,10 +207,10 @@ class _Writer:
         return WriteCommit(partition=partition, rows=index, duplicates=duplicates)
 
 
-def _column(batch: pa.RecordBatch, name: str, n: int) -> list:
+def _column(batch: pa.RecordBatch, name: str, n: int) -> list[Any]:
     names = batch.schema.names
     if name in names:
-        return batch.column(names.index(name)).to_pylist()
+        return cast("list[Any]", batch.column(names.index(name)).to_pylist())
     return [None] * n
 
 
@@ -221,7 +226,7 @@ def _row_error(subject: str, index: int, partition: int, exc: BaseException) -> 
     )
 
 
-def _settled(item: tuple, partition: int, timeout: float = 0.0) -> int:
+def _settled(item: tuple[int, str, PubAckFuture], partition: int, timeout: float) -> int:
     """1 when the row's ack says duplicate, else 0; raise when the row was rejected."""
     index, subject, future = item
     try:
@@ -243,11 +248,11 @@ class JetStreamWriter(_Writer, DataSourceArrowWriter):
         """Publish the task's rows; ids ``<writeId>:<partition>:<index>:<hash>``."""
         return self._publish_all(iterator, self.write_id)
 
-    def commit(self, messages: list) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log what was written (every row is already stored)."""
         _log_done(messages, f"write {self.write_id}")
 
-    def abort(self, messages: list) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Publish nothing more; say how many rows the successful tasks stored."""
         _log_aborted(messages, f"write {self.write_id}")
 
@@ -267,16 +272,16 @@ class JetStreamStreamWriter(_Writer, DataSourceStreamArrowWriter):
         batch = (ctx.getLocalProperty(_BATCH_ID) if ctx else None) or "0"
         return self._publish_all(iterator, f"{query}:{batch}")
 
-    def commit(self, messages: list, batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Log what the micro-batch wrote (every row is already stored)."""
         _log_done(messages, f"micro-batch {batchId}")
 
-    def abort(self, messages: list, batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Publish nothing more; say how many rows the successful tasks stored."""
         _log_aborted(messages, f"micro-batch {batchId}")
 
 
-def _log_done(messages: list, what: str) -> None:
+def _log_done(messages: list[WriterCommitMessage | None], what: str) -> None:
     done = [m for m in messages if isinstance(m, WriteCommit)]
     log.info(
         "%s: %d rows stored (%d were already there)",
@@ -286,7 +291,7 @@ def _log_done(messages: list, what: str) -> None:
     )
 
 
-def _log_aborted(messages: list, what: str) -> None:
+def _log_aborted(messages: list[WriterCommitMessage | None], what: str) -> None:
     done = [m for m in messages if isinstance(m, WriteCommit)]
     log.warning(
         "%s failed: %d rows of %d successful tasks are stored; nothing more is published "
