@@ -41,6 +41,27 @@ class Transport:
         """Read into ``view``; 0 means the server closed the connection."""
         return self.sock.recv_into(view)
 
+    def recv_nowait(self, view: memoryview) -> int | None:
+        """Read what has arrived into ``view`` without blocking (plain TCP only).
+
+        Returns:
+            The number of bytes read, 0 when the server closed the connection,
+            None when nothing was there.
+        """
+        try:
+            return self.sock.recv_into(view, 0, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return None
+
+    def poll_fd(self) -> int | None:
+        """The descriptor to poll for readability, or None for TLS.
+
+        A TLS socket may hold decrypted bytes that polling does not show, and
+        a record that arrived in part makes its read block: it is only read
+        by a thread that may block (the reader thread).
+        """
+        return None if self.is_tls else self.sock.fileno()
+
     def sendall(self, data: bytes | bytearray | memoryview) -> None:
         """Write every byte of ``data`` (blocks while the kernel buffer is full)."""
         self.sock.sendall(data)

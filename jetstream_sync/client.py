@@ -603,7 +603,9 @@ class Client(ConnectionMixin):
                 msgs=1,
                 deadline=deadline,
             )
-            if not waiter.wait(deadline):
+            assert self._reader is not None  # set by _connect() before the client is handed out
+            # Reads the socket itself while nobody else does: no hand-off (see _read_role).
+            if not self._reader.role.wait_reply(waiter, deadline):
                 raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
         finally:
             mux.forget(reply)
@@ -718,6 +720,8 @@ class Client(ConnectionMixin):
             # The parent still uses this socket: never shut it down, touch no locks.
             if self._conn is not None:
                 self._conn.transport.close()
+            if self._reader is not None:
+                self._reader.role.close_inherited()
             return
         if not self._reconnecting and self._writer is not None:
             self._writer.wait_drained(Deadline(1.0))
