@@ -58,6 +58,13 @@ if TYPE_CHECKING:
     from ._request_mux import ReplyWaiter
 
 _READER = object()  # the holder when the reader thread reads
+# How long a role a requester gave back may stay free before the reader thread
+# takes it again (unless bytes were already waiting, or the connection failed).
+# Waking the reader thread at every release costs more than the hand-off saved
+# (a wake-up and a GIL switch per request): a requester issuing requests back
+# to back finds the role free and takes it with no wake-up at all. The price:
+# a message that arrives in that window waits up to this long for the reader.
+_FREE_GRACE = 0.001
 _EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
 
@@ -94,7 +101,8 @@ class ReadRole:
         self._holder: object | None = _READER
         self._wanted: deque[ReplyWaiter] = deque()
         self._error: BaseException | None = None  # seen by a requester, for the reader thread
-        self._kicked = False
+        self._kicked = False  # a byte is in the kick pipe
+        self._busy = True  # the reader thread holds the role and is not idle in poll
         self._retired = False
         self._link: _Link | None = None
         self._kick_r, self._kick_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -104,17 +112,18 @@ class ReadRole:
     def serve(self, transport: Any, leftover: bytes) -> BaseException:
         """Reader thread, holding the role: read ``transport`` until the connection fails.
 
-        Yields the role to requesters that ask for it, and takes it back.
+        Lends the role to requesters that ask for it, and takes it back.
 
         Returns:
             The error that ended the connection; the reader thread holds the role again.
         """
         self._link = link = _Link(transport, leftover, self._route, self._kick_r)
         error = link.buffer.process()
+        if link.fd is None:
+            return error or self._read_blocking(link)
         while error is None:
-            error = self._read_until_kicked(link)
+            error = self._read_until_lent(link)
             if error is None:
-                self._release(None)
                 error = self._take_back()
         return error
 
@@ -134,41 +143,56 @@ class ReadRole:
             os.close(self._kick_r)
             os.close(self._kick_w)
 
-    def _read_until_kicked(self, link: _Link) -> BaseException | None:
-        """Read and route until a requester asks for the role (None) or an error."""
+    @staticmethod
+    def _read_blocking(link: _Link) -> BaseException:
+        """Read and route in blocking reads until an error (TLS: never lent)."""
         transport, buffer = link.transport, link.buffer
-        if link.fd is None:  # blocking reads; requesters never ask for this one
-            while True:
-                try:
-                    n = transport.recv_into(buffer.free())
-                except (OSError, ValueError) as exc:
-                    return detached(exc)
-                if n == 0:
-                    return EndOfStreamError("connection closed by the server")
-                error = buffer.received(n)
-                if error is not None:
-                    return error
-        poll, kick_fd = link.poll_both.poll, self._kick_r
         while True:
-            ready = poll()  # close() and the pinger shut the socket down: it wakes
-            if any(fd == kick_fd for fd, _ in ready):
-                os.read(kick_fd, 64)
-                with self._lock:
-                    self._kicked = False
-                    if self._wanted:
-                        return None
-                if len(ready) == 1:
-                    continue
-            error = self._receive(link)
+            try:
+                n = transport.recv_into(buffer.free())
+            except (OSError, ValueError) as exc:
+                return detached(exc)
+            if n == 0:
+                return EndOfStreamError("connection closed by the server")
+            error = buffer.received(n)
             if error is not None:
                 return error
+
+    def _read_until_lent(self, link: _Link) -> BaseException | None:
+        """Read and route until a requester has the role (None) or an error.
+
+        Idle in ``poll``, the reader thread is not ``_busy``: a requester takes
+        the role at once and kicks it out of ``poll``. Reading, it is busy:
+        requesters queue, and it promotes the first before polling again.
+        """
+        poll, sock_fd = link.poll_both.poll, link.fd
+        lock = self._lock
+        while True:
+            with lock:
+                if self._wanted:
+                    self._release_locked(urgent=False)
+                    return None
+                self._busy = False
+            ready = poll()  # close() and the pinger shut the socket down: it wakes
+            with lock:
+                if self._kicked:
+                    self._kicked = False
+                    os.read(self._kick_r, 64)
+                if self._holder is not _READER:  # lent while polling
+                    return None
+                self._busy = True
+            if any(fd == sock_fd for fd, _ in ready):
+                error = self._receive(link)
+                if error is not None:
+                    return error
 
     def _take_back(self) -> BaseException | None:
         """Reader thread: wait until the role is free and take it; the error a requester left."""
         with self._lock:
             while self._holder is not None:
-                self._free.wait()
+                self._free.wait(_FREE_GRACE)
             self._holder = _READER
+            self._busy = True
             error, self._error = self._error, None
         return error
 
@@ -184,14 +208,14 @@ class ReadRole:
             holder, link = self._holder, self._link
             able = link is not None and link.fd is not None
             able = able and not self._retired and self._error is None
-            lead = able and holder is None
+            lead = able and (holder is None or (holder is _READER and not self._busy))
             if lead:
                 self._holder = waiter
             elif able:
                 self._wanted.append(waiter)
-                if holder is _READER and not self._kicked:
-                    self._kicked = True
-                    os.write(self._kick_w, b"k")
+            if lead and holder is _READER and not self._kicked:  # out of its poll
+                self._kicked = True
+                os.write(self._kick_w, b"k")
         if not lead:
             woken = waiter.wait(deadline)
             if not able:  # never queued: the thread reading hands the reply over
@@ -212,7 +236,7 @@ class ReadRole:
             except ValueError:
                 pass
         if waiter.promoted and not waiter.done:  # promoted as its deadline passed: pass it on
-            self._release(None)
+            self._release(None, urgent=True)
         return waiter.done
 
     def _lead(self, waiter: ReplyWaiter, deadline: Deadline) -> bool:
@@ -231,7 +255,7 @@ class ReadRole:
                     if error is not None:
                         break
         finally:
-            self._release(error)
+            self._release(error, urgent=error is not None or bool(poll(0)))
         return waiter.done
 
     def _receive(self, link: _Link) -> BaseException | None:
@@ -249,22 +273,28 @@ class ReadRole:
 
     # ------------------------------------------------------------ both
 
-    def _release(self, error: BaseException | None) -> None:
-        """Give the role up: to the first queued requester, else free (the reader takes it).
+    def _release(self, error: BaseException | None, urgent: bool) -> None:
+        """Requester: give the role up, to the first queued requester, else free.
 
-        With ``error`` (a requester saw the connection fail) nobody is promoted:
+        A free role is taken back by the reader thread within
+        :data:`_FREE_GRACE`, at once when ``urgent`` (bytes are waiting, or
+        ``error``). With ``error`` (the connection failed) nobody is promoted:
         the reader thread takes the role and handles the error.
         """
         with self._lock:
             if error is not None:
                 self._error = error
-            elif self._error is None:
-                wanted = self._wanted
-                while wanted:
-                    waiter = wanted.popleft()
-                    if not waiter.done:
-                        self._holder = waiter
-                        waiter.promote()
-                        return
-            self._holder = None
+            self._release_locked(urgent)
+
+    def _release_locked(self, urgent: bool) -> None:
+        wanted = self._wanted
+        if self._error is None:
+            while wanted:
+                waiter = wanted.popleft()
+                if not waiter.done:
+                    self._holder = waiter
+                    waiter.promote()
+                    return
+        self._holder = None
+        if urgent:
             self._free.notify()
