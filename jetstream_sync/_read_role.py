@@ -8,37 +8,35 @@ it, and the hand-off is gone from the round trip.
 
 How the role moves (one holder at a time, under one lock):
 
-* The reader thread holds it by default, waiting in ``poll`` on the socket and
-  on a "kick" pipe.
-* A requester that has sent its request takes the role if nobody holds it.
-  Otherwise it queues in ``_wanted`` and waits on its
-  :class:`~jetstream_sync._request_mux.ReplyWaiter`; if the reader thread holds
-  the role it also kicks it (one byte on the pipe). A kicked reader thread
-  releases the role.
-* Releasing promotes the first queued requester not yet answered (its waiter
-  wakes with ``promoted``); with none, the role is freed and the reader thread
-  woken: it takes the role back unless a requester took it first. A requester
-  issuing requests back to back thus usually finds the role free and reads
-  its replies with no hand-off at all.
+* The reader thread holds it by default. Reading it is ``_busy``; idle, it
+  waits in ``poll`` on the socket and on a "kick" pipe.
+* A requester that has sent its request takes the role when nobody else waits
+  for a reply and the role is free or held by the idle reader thread (which it
+  then kicks out of its ``poll``: one byte on the pipe). Otherwise it waits on
+  its :class:`~jetstream_sync._request_mux.ReplyWaiter` as before, and the
+  thread reading hands its reply over. So a lone requester (the common case:
+  a script, a request loop) never pays a hand-off, and many threads at once
+  keep the reader thread reading for all of them, which is what they gain
+  most from (see ``docs/performance.md``).
 * The holder receives (with its caller's deadline), parses and routes
   *everything*: other requesters' replies wake their waiters and messages go
   to their subscriptions' queues, as on the reader thread. Routing never runs
-  user code. A requester stops as soon as its own waiter is answered, or at
-  its deadline, and releases the role. Since one thread at a time parses the
-  stream, in order, subscriptions keep their order.
+  user code. It stops as soon as its own waiter is answered, or at its
+  deadline, and frees the role. One thread at a time parses the stream, in
+  order: subscriptions keep their order.
+* The reader thread takes a freed role back at once when someone else waits,
+  bytes are already waiting or the connection failed; otherwise within
+  :data:`_FREE_GRACE`, so that a requester issuing requests back to back
+  finds the role free and takes it with no wake-up at all.
 * An error (end of stream, socket error, bytes that are not protocol) seen by
-  a requester is stored and the role freed without promoting anyone: the
-  reader thread takes it, finds the error and runs ``connection_lost`` (the
-  reconnect) as for its own errors. Requesters never reconnect; their waiters
-  are failed by the reconnect as before. The reader thread holds the role
-  while it reconnects and attaches the next connection.
+  a requester is stored and the role freed: the reader thread takes it, finds
+  the error and runs ``connection_lost`` (the reconnect) as for its own
+  errors. Requesters never reconnect; their waiters are failed by the
+  reconnect as before. The reader thread holds the role (busy) while it
+  reconnects and attaches the next connection.
 * TLS connections stay with the reader thread (see
   :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
   over as before.
-
-Only the holder delivers replies (and, once the reader thread has ended,
-``close()``), and promoting checks ``done`` under the lock: a waiter is woken
-once.
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ import math
 import os
 import select
 import threading
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ._read_buffer import EndOfStreamError, ReadBuffer, Route, detached
@@ -58,12 +55,11 @@ if TYPE_CHECKING:
     from ._request_mux import ReplyWaiter
 
 _READER = object()  # the holder when the reader thread reads
-# How long a role a requester gave back may stay free before the reader thread
-# takes it again (unless bytes were already waiting, or the connection failed).
-# Waking the reader thread at every release costs more than the hand-off saved
-# (a wake-up and a GIL switch per request): a requester issuing requests back
-# to back finds the role free and takes it with no wake-up at all. The price:
-# a message that arrives in that window waits up to this long for the reader.
+# How long a role a requester freed may stay free before the reader thread takes
+# it back when nothing calls for it sooner. Waking the reader thread at every
+# release costs as much as the hand-off saved (a wake-up and a GIL switch per
+# request). The price: a message that arrives in that window, while no
+# request waits, waits up to this long for the reader.
 _FREE_GRACE = 0.001
 _EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 
@@ -99,7 +95,7 @@ class ReadRole:
         self._lock = threading.Lock()
         self._free = threading.Condition(self._lock)  # the reader thread waits for the role
         self._holder: object | None = _READER
-        self._wanted: deque[ReplyWaiter] = deque()
+        self._waiting = 0  # requesters waiting for a reply someone else reads
         self._error: BaseException | None = None  # seen by a requester, for the reader thread
         self._kicked = False  # a byte is in the kick pipe
         self._busy = True  # the reader thread holds the role and is not idle in poll
@@ -132,7 +128,6 @@ class ReadRole:
         with self._lock:
             self._retired = True
             self._holder = None
-            self._wanted.clear()
             os.close(self._kick_r)
             os.close(self._kick_w)
 
@@ -159,26 +154,22 @@ class ReadRole:
                 return error
 
     def _read_until_lent(self, link: _Link) -> BaseException | None:
-        """Read and route until a requester has the role (None) or an error.
+        """Read and route until a requester took the role (None) or an error.
 
-        Idle in ``poll``, the reader thread is not ``_busy``: a requester takes
-        the role at once and kicks it out of ``poll``. Reading, it is busy:
-        requesters queue, and it promotes the first before polling again.
+        Idle in ``poll``, the reader thread is not ``_busy``: a requester may
+        take the role then, and kicks it out of ``poll``.
         """
         poll, sock_fd = link.poll_both.poll, link.fd
         lock = self._lock
         while True:
             with lock:
-                if self._wanted:
-                    self._release_locked(urgent=False)
-                    return None
                 self._busy = False
             ready = poll()  # close() and the pinger shut the socket down: it wakes
             with lock:
                 if self._kicked:
                     self._kicked = False
                     os.read(self._kick_r, 64)
-                if self._holder is not _READER:  # lent while polling
+                if self._holder is not _READER:  # taken while polling
                     return None
                 self._busy = True
             if any(fd == sock_fd for fd, _ in ready):
@@ -199,45 +190,41 @@ class ReadRole:
     # ------------------------------------------------------------ requesters
 
     def wait_reply(self, waiter: ReplyWaiter, deadline: Deadline) -> bool:
-        """Requester: block until ``waiter`` is answered, reading the socket while nobody else does.
+        """Requester: block until ``waiter`` is answered, reading the socket if nobody else does.
 
         Returns:
             True when the waiter was delivered or failed; False at the deadline.
         """
         with self._lock:
             holder, link = self._holder, self._link
-            able = link is not None and link.fd is not None
-            able = able and not self._retired and self._error is None
-            lead = able and (holder is None or (holder is _READER and not self._busy))
+            lead = (
+                (holder is None or (holder is _READER and not self._busy))
+                and not self._waiting
+                and link is not None
+                and link.fd is not None
+                and not self._retired
+                and self._error is None
+            )
             if lead:
                 self._holder = waiter
-            elif able:
-                self._wanted.append(waiter)
-            if lead and holder is _READER and not self._kicked:  # out of its poll
-                self._kicked = True
-                os.write(self._kick_w, b"k")
+                if holder is _READER and not self._kicked:  # out of its poll
+                    self._kicked = True
+                    os.write(self._kick_w, b"k")
+            else:
+                self._waiting += 1
+                if holder is None:  # in its grace wait: someone must read now
+                    self._free.notify()
         if not lead:
-            woken = waiter.wait(deadline)
-            if not able:  # never queued: the thread reading hands the reply over
-                return woken
-            if not woken or not waiter.promoted:
-                return self._withdraw(waiter) or woken
+            try:
+                return waiter.wait(deadline)
+            finally:
+                with self._lock:
+                    self._waiting -= 1
         if self._lead(waiter, deadline):
             return True
         if deadline.expired():
             return False
         return waiter.wait(deadline)  # the connection failed: the reconnect fails the waiter
-
-    def _withdraw(self, waiter: ReplyWaiter) -> bool:
-        """Leave the queue (answered, or at the deadline); whether the waiter is done."""
-        with self._lock:
-            try:
-                self._wanted.remove(waiter)
-            except ValueError:
-                pass
-        if waiter.promoted and not waiter.done:  # promoted as its deadline passed: pass it on
-            self._release(None, urgent=True)
-        return waiter.done
 
     def _lead(self, waiter: ReplyWaiter, deadline: Deadline) -> bool:
         """Holding the role: read and route until ``waiter`` is done; then release the role."""
@@ -274,27 +261,16 @@ class ReadRole:
     # ------------------------------------------------------------ both
 
     def _release(self, error: BaseException | None, urgent: bool) -> None:
-        """Requester: give the role up, to the first queued requester, else free.
+        """Requester: free the role; wake the reader thread to take it if ``urgent``.
 
-        A free role is taken back by the reader thread within
-        :data:`_FREE_GRACE`, at once when ``urgent`` (bytes are waiting, or
-        ``error``). With ``error`` (the connection failed) nobody is promoted:
-        the reader thread takes the role and handles the error.
+        Args:
+            error: what ended the connection, for the reader thread to handle; or None.
+            urgent: bytes are waiting (or ``error``): the reader must not wait
+                for :data:`_FREE_GRACE`. It never does while others wait.
         """
         with self._lock:
             if error is not None:
                 self._error = error
-            self._release_locked(urgent)
-
-    def _release_locked(self, urgent: bool) -> None:
-        wanted = self._wanted
-        if self._error is None:
-            while wanted:
-                waiter = wanted.popleft()
-                if not waiter.done:
-                    self._holder = waiter
-                    waiter.promote()
-                    return
-        self._holder = None
-        if urgent:
-            self._free.notify()
+            self._holder = None
+            if urgent or self._waiting:
+                self._free.notify()

@@ -4,8 +4,7 @@ Each request gets a token; the reply subject is ``<inbox>.<token>``. Whichever
 thread reads the socket (see :mod:`jetstream_sync._read_role`) hands a reply to
 the waiting thread by releasing a lock the waiter blocks on: the cheapest
 cross-thread wake-up CPython has (and none at all when the waiter is the thread
-that read it). The same wake-up can instead promote a waiter to be the reader
-(:meth:`ReplyWaiter.promote`). When the connection
+that read it). When the connection
 drops, every request then waiting is woken at once with the reason
 (:meth:`RequestMux.fail_all`): its reply was addressed to the lost connection.
 """
@@ -26,10 +25,9 @@ class ReplyWaiter:
         msg: the reply, once delivered (None answers a flush's PING).
         error: why the request failed, once failed.
         done: True once delivered or failed.
-        promoted: True once woken to take the read role instead (:meth:`promote`).
     """
 
-    __slots__ = ("_lock", "msg", "error", "done", "promoted")
+    __slots__ = ("_lock", "msg", "error", "done")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -37,7 +35,6 @@ class ReplyWaiter:
         self.msg: Msg | None = None
         self.error: BaseException | None = None
         self.done = False
-        self.promoted = False
 
     def deliver(self, msg: Msg | None) -> None:
         """Hand over the reply (the thread reading); None answers a flush's PING."""
@@ -51,18 +48,8 @@ class ReplyWaiter:
         self.done = True
         self._lock.release()
 
-    def promote(self) -> None:
-        """Wake the requester to read the socket itself (it now holds the read role).
-
-        Called at most once, only on a waiter not yet done, under the read
-        role's lock by the role's holder: only the holder delivers, so the
-        waiter is woken once.
-        """
-        self.promoted = True
-        self._lock.release()
-
     def wait(self, deadline: Deadline) -> bool:
-        """Block until delivered, failed or promoted; False when the deadline passed first."""
+        """Block until delivered or failed; False when the deadline passed first."""
         acquire = self._lock.acquire
         while True:
             left = deadline.slice()

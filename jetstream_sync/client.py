@@ -640,7 +640,8 @@ class Client(ConnectionMixin):
         deadline = Deadline(check_timeout("timeout", timeout))
         waiter = ReplyWaiter()
         self._send_ping(waiter)
-        if not waiter.wait(deadline):
+        assert self._reader is not None  # set by _connect() before the client is handed out
+        if not self._reader.role.wait_reply(waiter, deadline):
             self._pings.forget(waiter)
             raise TimeoutError(f"flush did not complete within {timeout} s")
         if waiter.error is not None:
