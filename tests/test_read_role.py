@@ -1,0 +1,225 @@
+"""The read role: a requester reading its own reply, and handing the socket back.
+
+See ``jetstream_sync/_read_role.py``. These tests look at which thread holds
+the role (``role._holder``: the reader thread's marker, a requester's waiter,
+or None when free) to set up each situation; what they check is behaviour.
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync._read_role import _READER, ReadRole
+from jetstream_sync._request_mux import ReplyWaiter
+from tests.fixtures.faults import FAST, Events
+from tests.fixtures.polling import wait_for
+
+
+@pytest.fixture
+def other(shared_server: Any) -> Iterator[jetstream_sync.Client]:
+    """A second client on the shared server: the responders live there."""
+    with jetstream_sync.connect(shared_server.url) as client:
+        yield client
+
+
+def _echo(client: jetstream_sync.Client, subject: str) -> None:
+    client.subscribe(subject, cb=lambda m: m.respond(m.data))
+    client.flush()
+
+
+def _requester_reads(client: jetstream_sync.Client) -> bool:
+    return isinstance(client._reader.role._holder, ReplyWaiter)  # type: ignore[union-attr]
+
+
+def _reading_request(
+    nc: jetstream_sync.Client, silent: jetstream_sync.Subscription, timeout: float = 30
+) -> tuple[Background, jetstream_sync.Msg]:
+    """A request to ``silent`` (which never answers by itself) whose thread reads the
+    socket, and the request as ``silent`` got it.
+
+    A request made while the reader thread is busy waits for the hand-off
+    instead: that one is answered, and another one made.
+    """
+    role = nc._reader.role  # type: ignore[union-attr]
+    for _ in range(50):
+        waiting = Background(lambda: nc.request(silent.subject, b"hold", timeout=timeout))
+        request = silent.next_msg(timeout=5)
+        wait_for(lambda: _requester_reads(nc) or role._waiting)
+        if _requester_reads(nc):
+            return waiting, request
+        request.respond(b"")
+        waiting.join()
+    raise AssertionError("no request got to read the socket")
+
+
+class Background:
+    """Runs one call on a thread and keeps its result or exception."""
+
+    def __init__(self, call: Any) -> None:
+        """Start ``call()`` on a new thread."""
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(call,))
+        self._thread.start()
+
+    def _run(self, call: Any) -> None:
+        try:
+            self.result = call()
+        except BaseException as exc:  # noqa: BLE001 - kept for the test to check
+            self.error = exc
+
+    def join(self, timeout: float = 10) -> None:
+        """Wait for the call to end."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive()
+
+
+def test_a_lone_requester_parses_its_reply_on_its_own_thread(nc, other):
+    """Requests in a row from one thread are routed on that thread: no hand-off."""
+    _echo(other, "role.echo")
+    nc.request("role.echo", b"first")  # subscribes the reply inbox
+    threads: list[threading.Thread] = []
+    route = nc._mux.route
+
+    def spy(msg: jetstream_sync.Msg) -> None:
+        threads.append(threading.current_thread())
+        route(msg)
+
+    nc._mux.route = spy
+    for i in range(20):
+        assert nc.request("role.echo", b"%d" % i, timeout=5).data == b"%d" % i
+    assert len(threads) == 20
+    assert threads.count(threading.current_thread()) > 10
+
+
+def test_a_requester_reading_routes_everyone_elses_messages_in_order(nc, other):
+    """While a requester holds the role, subscriptions get their messages, in order."""
+    silent = other.subscribe("role.silent")
+    other.flush()
+    sub = nc.subscribe("role.flow")
+    nc.flush()
+    waiting, request = _reading_request(nc, silent)
+    for i in range(200):
+        other.publish("role.flow", b"%d" % i)
+    assert [sub.next_msg(timeout=5).data for _ in range(200)] == [b"%d" % i for i in range(200)]
+    assert _requester_reads(nc)  # the requester read them: its reply has not come
+    request.respond(b"done")
+    waiting.join()
+    assert waiting.error is None and waiting.result.data == b"done"
+
+
+def test_a_requester_gives_the_role_back_at_its_deadline(nc, other):
+    """A request that times out frees the role; the reader thread reads again."""
+    other.subscribe("role.silent")
+    other.flush()
+    start = time.monotonic()
+    with pytest.raises(jetstream_sync.TimeoutError):
+        nc.request("role.silent", b"never answered", timeout=0.5)
+    assert time.monotonic() - start < 2.0
+    wait_for(lambda: nc._reader.role._holder is _READER)
+    sub = nc.subscribe("role.after")
+    nc.flush()
+    other.publish("role.after", b"still read")
+    assert sub.next_msg(timeout=5).data == b"still read"
+
+
+def test_callbacks_never_run_on_a_thread_that_reads(nc, other, monkeypatch):
+    """Callbacks that make requests (and so read the socket) run one after another, never
+    while their own thread holds the role."""
+    reading: set[int] = set()
+    lead = ReadRole._lead
+
+    def tracking_lead(self: ReadRole, *args: Any) -> bool:
+        reading.add(threading.get_ident())
+        try:
+            return lead(self, *args)
+        finally:
+            reading.discard(threading.get_ident())
+
+    monkeypatch.setattr(ReadRole, "_lead", tracking_lead)
+    _echo(other, "role.echo")
+    seen: list[tuple[bytes, bytes, bool]] = []
+
+    def handle(msg: jetstream_sync.Msg) -> None:
+        in_role = threading.get_ident() in reading
+        reply = nc.request("role.echo", msg.data, timeout=5)
+        seen.append((msg.data, reply.data, in_role))
+
+    nc.subscribe("role.cb", cb=handle)
+    nc.flush()
+    for i in range(100):
+        other.publish("role.cb", b"%d" % i)
+    wait_for(lambda: len(seen) == 100)
+    assert seen == [(b"%d" % i, b"%d" % i, False) for i in range(100)]
+
+
+def test_keepalives_are_read_when_nobody_calls(shared_server, other):
+    """After requesters have read the socket, the reader thread reads PONGs on its own."""
+    _echo(other, "role.echo")
+    events = Events()
+    with jetstream_sync.connect(
+        shared_server.url, ping_interval=0.05, max_outstanding_pings=2, **events.callbacks()
+    ) as nc:
+        for i in range(5):
+            nc.request("role.echo", b"%d" % i, timeout=5)
+        pongs = [0]
+        pong = nc._pings.pong
+
+        def counting_pong() -> None:
+            pongs[0] += 1
+            pong()
+
+        nc._pings.pong = counting_pong
+        wait_for(lambda: pongs[0] >= 10)
+        assert nc.is_connected and events.disconnects == 0
+
+
+def test_a_connection_lost_under_a_reading_requester_is_reconnected_by_the_reader(
+    fault_proxy, other
+):
+    """The requester fails at once with ConnectionLostError; the reader thread reconnects."""
+    _echo(other, "role.echo")
+    silent = other.subscribe("role.silent")
+    other.flush()
+    events = Events()
+    with jetstream_sync.connect(fault_proxy.url, **FAST, **events.callbacks()) as nc:
+        waiting, _ = _reading_request(nc, silent)
+        start = time.monotonic()
+        fault_proxy.cut()
+        waiting.join()
+        assert isinstance(waiting.error, jetstream_sync.ConnectionLostError)
+        assert time.monotonic() - start < 5
+        events.wait(lambda e: e.reconnects >= 1)
+        assert nc.request("role.echo", b"again", timeout=5).data == b"again"
+
+
+def test_close_wakes_a_reading_requester(nc, other):
+    """close() while a requester holds the role: it fails with ConnectionClosedError."""
+    silent = other.subscribe("role.silent")
+    other.flush()
+    waiting, _ = _reading_request(nc, silent)
+    nc.close()
+    waiting.join()
+    assert isinstance(waiting.error, jetstream_sync.ConnectionClosedError)
+
+
+def test_tls_replies_are_handed_over_by_the_reader_thread(tls_server, monkeypatch):
+    """On TLS the reader thread keeps the role: requests work, no requester reads."""
+    leads: list[int] = []
+    lead = ReadRole._lead
+    monkeypatch.setattr(ReadRole, "_lead", lambda self, *a: leads.append(1) or lead(self, *a))
+    server, ca = tls_server
+    context = ssl.create_default_context(cafile=str(ca))
+    with jetstream_sync.connect(server.url, tls=context) as nc:
+        _echo(nc, "role.tls")
+        for i in range(20):
+            assert nc.request("role.tls", b"%d" % i, timeout=5).data == b"%d" % i
+        nc.flush()
+    assert leads == []
