@@ -238,7 +238,11 @@ class ReadRole:
                 if left <= 0:
                     break
                 if poll(math.ceil(left * 1000)):
-                    error = self._receive(link)
+                    try:
+                        error = self._receive(link)
+                    except BaseException:  # Ctrl-C mid-parse: the buffer can no longer be trusted
+                        error = ConnectionAbortedError("interrupted while reading the connection")
+                        raise
                     if error is not None:
                         break
         finally:
