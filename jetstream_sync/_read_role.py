@@ -8,32 +8,31 @@ it, and the hand-off is gone from the round trip.
 
 How the role moves (one holder at a time, under one lock):
 
-* The reader thread holds it by default. Reading it is ``_busy``; idle, it
-  waits in ``poll`` on the socket and on a "kick" pipe.
-* A requester that has sent its request takes the role when nobody else waits
-  for a reply and the role is free or held by the idle reader thread (which it
-  then kicks out of its ``poll``: one byte on the pipe). Otherwise it waits on
-  its :class:`~jetstream_sync._request_mux.ReplyWaiter` as before, and the
+* While nobody holds the role, the reader thread watches the socket: it
+  waits in ``epoll`` on the socket (one-shot) and on a "kick" pipe. When
+  bytes arrive it takes the role, reads and routes them, frees the role and
+  watches again.
+* A requester that has sent its request takes the role when it is free and
+  nobody else waits for a reply, and takes the socket out of the reader
+  thread's watch (no wake-up: the reader thread sleeps on). Otherwise it waits
+  on its :class:`~jetstream_sync._request_mux.ReplyWaiter` as before, and the
   thread reading hands its reply over. So a lone requester (the common case:
   a script, a request loop) never pays a hand-off, and many threads at once
-  keep the reader thread reading for all of them, which is what they gain
-  most from (see ``docs/performance.md``).
+  keep the reader thread reading for all of them, which serves them best
+  (see ``docs/performance.md``).
 * The holder receives (with its caller's deadline), parses and routes
   *everything*: other requesters' replies wake their waiters and messages go
   to their subscriptions' queues, as on the reader thread. Routing never runs
   user code. It stops as soon as its own waiter is answered, or at its
-  deadline, and frees the role. One thread at a time parses the stream, in
-  order: subscriptions keep their order.
-* The reader thread takes a freed role back at once when someone else waits,
-  bytes are already waiting or the connection failed; otherwise within
-  :data:`_FREE_GRACE`, so that a requester issuing requests back to back
-  finds the role free and takes it with no wake-up at all.
+  deadline, frees the role and puts the socket back in the reader thread's
+  watch (which wakes it at once if bytes are already waiting). One thread at
+  a time parses the stream, in order: subscriptions keep their order.
 * An error (end of stream, socket error, bytes that are not protocol) seen by
-  a requester is stored and the role freed: the reader thread takes it, finds
-  the error and runs ``connection_lost`` (the reconnect) as for its own
-  errors. Requesters never reconnect; their waiters are failed by the
-  reconnect as before. The reader thread holds the role (busy) while it
-  reconnects and attaches the next connection.
+  a requester is stored and the reader thread kicked (one byte on the pipe):
+  it takes the role, finds the error and runs ``connection_lost`` (the
+  reconnect) as for its own errors. Requesters never reconnect; their waiters
+  are failed by the reconnect as before. The reader thread holds the role
+  while it reconnects and attaches the next connection.
 * TLS connections stay with the reader thread (see
   :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
   over as before.
@@ -54,20 +53,19 @@ if TYPE_CHECKING:
     from ._deadline import Deadline
     from ._request_mux import ReplyWaiter
 
-_READER = object()  # the holder when the reader thread reads
-# How long a role a requester freed may stay free before the reader thread takes
-# it back when nothing calls for it sooner. Waking the reader thread at every
-# release costs as much as the hand-off saved (a wake-up and a GIL switch per
-# request). The price: a message that arrives in that window, while no
-# request waits, waits up to this long for the reader.
-_FREE_GRACE = 0.001
-_EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+_READER = object()  # the holder while the reader thread reads
+_POLL_EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+_WATCH = select.EPOLLIN | select.EPOLLONESHOT
 
 
 class _Link:
-    """One connection as the holders see it: transport, buffer, and poll sets."""
+    """One connection as the holders see it: transport, buffer, and wait sets.
 
-    __slots__ = ("transport", "buffer", "fd", "poll_sock", "poll_both")
+    ``poll`` is the holder's wait for bytes; ``watch`` is the reader thread's
+    wait, on the kick pipe and, while nobody holds the role, on the socket.
+    """
+
+    __slots__ = ("transport", "buffer", "fd", "poll", "watch", "watching")
 
     def __init__(self, transport: Any, leftover: bytes, route: Route, kick_fd: int) -> None:
         self.transport = transport
@@ -75,12 +73,28 @@ class _Link:
         # Plain TCP only: a TLS transport (or a test's bare socket) is read by the
         # reader thread alone, in blocking reads.
         self.fd = transport.poll_fd() if isinstance(transport, Transport) else None
-        self.poll_sock = select.poll()
-        self.poll_both = select.poll()
+        self.poll = select.poll()
+        self.watch = select.epoll()
+        self.watching = False
         if self.fd is not None:
-            self.poll_sock.register(self.fd, _EVENTS)
-            self.poll_both.register(self.fd, _EVENTS)
-            self.poll_both.register(kick_fd, select.POLLIN)
+            self.poll.register(self.fd, _POLL_EVENTS)
+            self.watch.register(kick_fd, select.EPOLLIN)
+
+    def watch_socket(self) -> None:
+        """Let the reader thread wake for the socket (at once if bytes wait); under the lock."""
+        assert self.fd is not None  # only plain TCP links are watched
+        if self.watching:
+            self.watch.modify(self.fd, _WATCH)  # re-arm the one-shot
+        else:
+            self.watch.register(self.fd, _WATCH)
+            self.watching = True
+
+    def unwatch_socket(self) -> None:
+        """Take the socket out of the reader thread's wait; under the lock."""
+        if self.watching:
+            assert self.fd is not None
+            self.watch.unregister(self.fd)
+            self.watching = False
 
 
 class ReadRole:
@@ -93,12 +107,10 @@ class ReadRole:
     def __init__(self, route: Route) -> None:
         self._route = route
         self._lock = threading.Lock()
-        self._free = threading.Condition(self._lock)  # the reader thread waits for the role
         self._holder: object | None = _READER
         self._waiting = 0  # requesters waiting for a reply someone else reads
         self._error: BaseException | None = None  # seen by a requester, for the reader thread
         self._kicked = False  # a byte is in the kick pipe
-        self._busy = True  # the reader thread holds the role and is not idle in poll
         self._retired = False
         self._link: _Link | None = None
         self._kick_r, self._kick_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -108,26 +120,30 @@ class ReadRole:
     def serve(self, transport: Any, leftover: bytes) -> BaseException:
         """Reader thread, holding the role: read ``transport`` until the connection fails.
 
-        Lends the role to requesters that ask for it, and takes it back.
+        Frees the role whenever it is idle, so that requesters can take it.
 
         Returns:
             The error that ended the connection; the reader thread holds the role again.
         """
-        self._link = link = _Link(transport, leftover, self._route, self._kick_r)
+        link = _Link(transport, leftover, self._route, self._kick_r)
+        with self._lock:
+            old, self._link = self._link, link
+        if old is not None:
+            old.watch.close()
         error = link.buffer.process()
+        if error is not None:
+            return error
         if link.fd is None:
-            return error or self._read_blocking(link)
-        while error is None:
-            error = self._read_until_lent(link)
-            if error is None:
-                error = self._take_back()
-        return error
+            return self._read_blocking(link)
+        return self._watch(link)
 
     def retire(self) -> None:
         """Reader thread, ending: nobody reads any more; requesters wait for ``close()``."""
         with self._lock:
             self._retired = True
             self._holder = None
+            if self._link is not None:
+                self._link.watch.close()
             os.close(self._kick_r)
             os.close(self._kick_w)
 
@@ -135,6 +151,8 @@ class ReadRole:
         """In a forked child: close this process's copies of the kick pipe (takes no lock)."""
         if not self._retired:
             self._retired = True
+            if self._link is not None:
+                self._link.watch.close()
             os.close(self._kick_r)
             os.close(self._kick_w)
 
@@ -153,39 +171,33 @@ class ReadRole:
             if error is not None:
                 return error
 
-    def _read_until_lent(self, link: _Link) -> BaseException | None:
-        """Read and route until a requester took the role (None) or an error.
+    def _watch(self, link: _Link) -> BaseException:
+        """Read whenever bytes arrive while the role is free, until the connection fails.
 
-        Idle in ``poll``, the reader thread is not ``_busy``: a requester may
-        take the role then, and kicks it out of ``poll``.
+        Returns:
+            The error, seen here or left by a requester; the reader thread holds the role.
         """
-        poll, sock_fd = link.poll_both.poll, link.fd
-        lock = self._lock
+        wait, sock_fd, lock = link.watch.poll, link.fd, self._lock
+        with lock:
+            self._holder = None
+            link.watch_socket()
         while True:
-            with lock:
-                self._busy = False
-            ready = poll()  # close() and the pinger shut the socket down: it wakes
+            ready = wait()  # close() and the pinger shut the socket down: it wakes
             with lock:
                 if self._kicked:
                     self._kicked = False
                     os.read(self._kick_r, 64)
-                if self._holder is not _READER:  # taken while polling
-                    return None
-                self._busy = True
-            if any(fd == sock_fd for fd, _ in ready):
+                if self._holder is not None:  # a requester reads (it unwatched the socket)
+                    continue
+                self._holder = _READER
+                error, self._error = self._error, None
+            if error is None and any(fd == sock_fd for fd, _ in ready):
                 error = self._receive(link)
-                if error is not None:
-                    return error
-
-    def _take_back(self) -> BaseException | None:
-        """Reader thread: wait until the role is free and take it; the error a requester left."""
-        with self._lock:
-            while self._holder is not None:
-                self._free.wait(_FREE_GRACE)
-            self._holder = _READER
-            self._busy = True
-            error, self._error = self._error, None
-        return error
+            if error is not None:
+                return error
+            with lock:
+                self._holder = None
+                link.watch_socket()
 
     # ------------------------------------------------------------ requesters
 
@@ -196,9 +208,9 @@ class ReadRole:
             True when the waiter was delivered or failed; False at the deadline.
         """
         with self._lock:
-            holder, link = self._holder, self._link
+            link = self._link
             lead = (
-                (holder is None or (holder is _READER and not self._busy))
+                self._holder is None
                 and not self._waiting
                 and link is not None
                 and link.fd is not None
@@ -207,13 +219,9 @@ class ReadRole:
             )
             if lead:
                 self._holder = waiter
-                if holder is _READER and not self._kicked:  # out of its poll
-                    self._kicked = True
-                    os.write(self._kick_w, b"k")
+                link.unwatch_socket()  # type: ignore[union-attr]
             else:
                 self._waiting += 1
-                if holder is None:  # in its grace wait: someone must read now
-                    self._free.notify()
         if not lead:
             try:
                 return waiter.wait(deadline)
@@ -230,7 +238,7 @@ class ReadRole:
         """Holding the role: read and route until ``waiter`` is done; then release the role."""
         link = self._link
         assert link is not None  # set before any requester can hold the role
-        poll = link.poll_sock.poll
+        poll = link.poll.poll
         error: BaseException | None = None
         try:
             while not waiter.done:
@@ -246,7 +254,7 @@ class ReadRole:
                     if error is not None:
                         break
         finally:
-            self._release(error, urgent=error is not None or bool(poll(0)))
+            self._release(link, error)
         return waiter.done
 
     def _receive(self, link: _Link) -> BaseException | None:
@@ -262,19 +270,18 @@ class ReadRole:
             return EndOfStreamError("connection closed by the server")
         return buffer.received(n)
 
-    # ------------------------------------------------------------ both
+    def _release(self, link: _Link, error: BaseException | None) -> None:
+        """Requester: free the role and give the socket back to the reader thread's watch.
 
-    def _release(self, error: BaseException | None, urgent: bool) -> None:
-        """Requester: free the role; wake the reader thread to take it if ``urgent``.
-
-        Args:
-            error: what ended the connection, for the reader thread to handle; or None.
-            urgent: bytes are waiting (or ``error``): the reader must not wait
-                for :data:`_FREE_GRACE`. It never does while others wait.
+        With ``error`` (the connection failed) the reader thread is kicked to
+        take the role and handle it.
         """
         with self._lock:
+            self._holder = None
             if error is not None:
                 self._error = error
-            self._holder = None
-            if urgent or self._waiting:
-                self._free.notify()
+                if not self._kicked:
+                    self._kicked = True
+                    os.write(self._kick_w, b"k")
+            elif not self._retired:
+                link.watch_socket()

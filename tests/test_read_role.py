@@ -1,8 +1,9 @@
 """The read role: a requester reading its own reply, and handing the socket back.
 
 See ``jetstream_sync/_read_role.py``. These tests look at which thread holds
-the role (``role._holder``: the reader thread's marker, a requester's waiter,
-or None when free) to set up each situation; what they check is behaviour.
+the role (``role._holder``: a requester's waiter, the reader thread's marker
+while it reads, or None when free and watched by the reader thread) to set up
+each situation; what they check is behaviour.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 import jetstream_sync
-from jetstream_sync._read_role import _READER, ReadRole
+from jetstream_sync._read_role import ReadRole
 from jetstream_sync._request_mux import ReplyWaiter
 from tests.fixtures.faults import FAST, Events
 from tests.fixtures.polling import wait_for
@@ -123,7 +124,7 @@ def test_a_requester_gives_the_role_back_at_its_deadline(nc, other):
     with pytest.raises(jetstream_sync.TimeoutError):
         nc.request("role.silent", b"never answered", timeout=0.5)
     assert time.monotonic() - start < 2.0
-    wait_for(lambda: nc._reader.role._holder is _READER)
+    wait_for(lambda: nc._reader.role._holder is None)  # free: the reader thread watches
     sub = nc.subscribe("role.after")
     nc.flush()
     other.publish("role.after", b"still read")
