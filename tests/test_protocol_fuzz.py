@@ -793,8 +793,8 @@ def random_stamp(rng: random.Random) -> bytes:
 
 def direct_meta_block(rng: random.Random) -> bytes:
     """A direct-get-like header block: the usual headers, random order, spacing, repeats."""
-    seq = rng.choice([b"1", b"42", b"007", b"9223372036854775807", b"1", b"42", b"9223372036854775808",
-                      b"", b"-1", b"0" * 25 + b"5"])  # fmt: skip
+    seq = rng.choice([b"1", b"42", b"007", b"9223372036854775807", b"1", b"42",
+                      b"9223372036854775808", b"", b"-1", b"0" * 25 + b"5"])  # fmt: skip
     lines = [
         (b"Nats-Stream", b"KV_B"),
         (b"Nats-Subject", rng.choice([b"$KV.B.k1", b"", b"a\xc3\xa9", b"\xff"])),
