@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .._deadline import check_timeout
 from ..errors import (
     BucketNotFoundError,
     KeyDeletedError,
@@ -113,7 +112,7 @@ class KeyValue:
             body = b""
             if revision is not None:
                 direct_subject, body = self._direct_pre, b'{"seq":%d}' % revision
-            wait = check_timeout("timeout", timeout, self._ctx.timeout)
+            wait = self._ctx.timeout if timeout is None else timeout  # request() checks it
             try:
                 msg = self._ctx.client.request(direct_subject, body, timeout=wait)
             except NoRespondersError:
