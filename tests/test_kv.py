@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -176,6 +177,20 @@ def test_checked_keys_are_kept_within_a_bound(kv):
         kv.create(f"k{i}", b"") if i % 1000 == 0 else kv._subjects(f"k{i}")
         assert len(kv._keys) <= KEY_CACHE
     assert [kv.get(f"k{i}").revision for i in (0, 4000)] == [1, 5]  # k0 checked again
+
+
+def test_put_nobody_stores_goes_through_publish_retries(js, bucket):
+    """A put no stream takes is retried as a JetStream publish is, then raises NoRespondersError."""
+    from jetstream_sync.jetstream.publish import RETRY_WAIT
+
+    kv = js.create_key_value(bucket=bucket)
+    js.delete_key_value(bucket)
+    start = time.monotonic()
+    with pytest.raises(nats_sync.NoRespondersError):
+        kv.put("k", b"v", timeout=5)
+    assert time.monotonic() - start >= 2 * RETRY_WAIT  # the publish's two retries ran
+    with pytest.raises(nats_sync.NoRespondersError):
+        kv.put("k", b"v", timeout=0.2)  # no time for a retry: still no responders, not a timeout
 
 
 def test_delete_and_purge_markers(kv):

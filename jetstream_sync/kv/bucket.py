@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from ..errors import (
@@ -19,6 +20,7 @@ from ..errors import (
     api_error,
 )
 from ..jetstream.info import StreamInfo
+from ..jetstream.publish import pub_ack_seq
 from ._keys import check_filter, check_key, subjects_prefix
 from .config import KeyValueConfig, KeyValueStatus
 from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
@@ -195,9 +197,23 @@ class KeyValue:
             InvalidKeyError: a bad key.
             MaxPayloadError: the value is larger than the server accepts.
             APIError: the bucket refused it (e.g. over ``max_value_size``).
+            NoRespondersError: no stream took it (after the context's publish retries).
             TimeoutError: no acknowledgement in time (the value may be stored).
         """
-        return self._publish(key, value, timeout=timeout)
+        # The hot path: one request and the PubAck's sequence, no expectations
+        # to encode. No responders (JetStream not ready yet) goes to the
+        # context's publish and its retries, within what is left of the timeout.
+        subject = self._subjects(key)[2]
+        wait = self._ctx.timeout if timeout is None else timeout  # request() checks it
+        start = monotonic()
+        try:
+            reply = self._ctx.client.request(subject, value, timeout=wait)
+        except NoRespondersError:
+            left = wait - (monotonic() - start)
+            if left <= 0:
+                raise
+            return self._publish(key, value, timeout=left)
+        return pub_ack_seq(reply)
 
     def create(
         self,
