@@ -34,7 +34,7 @@ import itertools
 import math
 import queue
 import threading
-import time
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from .._deadline import Deadline, check_timeout
@@ -111,27 +111,43 @@ class AckMux:
         return batch
 
     def _ack_loop(self, prefix: str) -> None:
-        """Resolve futures batch by batch until the mux closes."""
+        """Resolve futures batch by batch until the mux closes.
+
+        A success for a future nobody waits on or listens to (the common
+        case) is settled right under the lock: its reply body is stored, to
+        be parsed when the result is read. The others (errors, status
+        replies, futures with waiters or callbacks) are settled after the
+        lock is released, since a done-callback may run.
+        """
         lock = self._lock
-        owners = self._owners
+        owners_pop = self._owners.pop
         while True:
             acks = self._next_acks()
             if acks is None:
                 return
-            settled = []
-            waited_on = []
+            later = []
+            waited_on: set[AsyncPublisher] | None = None
             with lock:
                 for token, data, headers in acks:
-                    window = owners.pop(token, None)
-                    if window is not None:  # else a late ack of a failed future
-                        settled.append((window._pending.pop(token), data, headers))
-                        if window._waiting:
-                            waited_on.append(window)
-                for window in set(waited_on):
-                    if len(window._pending) <= window._low_water:
-                        assert window._cond is not None  # made when the window attached
-                        window._cond.notify_all()
-            for future, data, headers in settled:
+                    window = owners_pop(token, None)
+                    if window is None:  # a late ack of a failed future
+                        continue
+                    future = window._pending.pop(token)
+                    if headers is None and not future._ack_real and b'"error"' not in data:
+                        future._ack_value = data  # PubAckFuture._resolve, inlined: same lock
+                        future._ack_done = True
+                    else:
+                        later.append((future, data, headers))
+                    if window._waiting:
+                        if waited_on is None:
+                            waited_on = set()
+                        waited_on.add(window)
+                if waited_on is not None:
+                    for window in waited_on:
+                        if len(window._pending) <= window._low_water:
+                            assert window._cond is not None  # made when the window attached
+                            window._cond.notify_all()
+            for future, data, headers in later:
                 if headers is None and b'"error"' not in data:
                     future._resolve(data)  # a success: parsed when the result is read
                     continue
@@ -162,7 +178,7 @@ class AckMux:
             with self._lock:
                 if self._closed:
                     return
-                now = time.monotonic()
+                now = monotonic()
                 next_due = math.inf
                 for window in list(self._active):
                     pending = window._pending
@@ -295,33 +311,39 @@ class AsyncPublisher:
                 ``timeout``; nothing was sent and no future is pending.
             ConnectionClosedError: the client is closed.
         """
-        deadline = Deadline(timeout)
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
             self._client.validate_publish(subject, data, None, headers)
             mux = self._attach()
-        future = PubAckFuture(subject)
+        future = PubAckFuture(subject, mux._lock)
         pending = self._pending
+        deadline = None  # made only if the call has to wait: the hot path does not
         with mux._lock:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
             if len(pending) >= self._max_inflight:
+                deadline = Deadline(timeout)
                 self._wait_for_room(mux, deadline)
-            token = str(next(mux._tokens))
-            expires = future._ack_expires = time.monotonic() + self._ack_timeout
+            n = next(mux._tokens)
+            token = str(n)
+            expires = future._ack_expires = monotonic() + self._ack_timeout
             if not pending:
                 mux._active[self] = None
             pending[token] = future
             mux._owners[token] = self
             if expires < mux._timer_due:
                 mux._wake_timer(expires)
+        if deadline is not None:  # what is left of it bounds the wait for the write buffer
+            timeout = max(deadline.remaining(), 0.001)
         prefix = mux._prefix
         assert prefix is not None  # the mux is started
         try:
-            self._client.publish(
-                subject, data, reply=prefix + token, headers=headers,
-                timeout=max(deadline.remaining(), 0.001),
-            )  # fmt: skip
+            if headers is None and type(data) is bytes:
+                self._client.publish_routed(subject, data, prefix, n, timeout)
+            else:
+                self._client.publish(
+                    subject, data, reply=prefix + token, headers=headers, timeout=timeout
+                )
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:
