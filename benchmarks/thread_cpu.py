@@ -62,7 +62,7 @@ class ThreadTimed(Timed):
 
 
 class GcClock:
-    """Wall time spent in the garbage collector, by the thread whose allocation triggered it."""
+    """CPU time spent in the garbage collector, by the thread whose allocation triggered it."""
 
     def __init__(self) -> None:
         self.by_thread: dict[str, float] = {}
@@ -72,10 +72,10 @@ class GcClock:
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         ident = threading.get_ident()
         if phase == "start":
-            self._started[ident] = time.perf_counter()
+            self._started[ident] = time.thread_time()
             return
         name = threading.current_thread().name
-        spent = time.perf_counter() - self._started.pop(ident, time.perf_counter())
+        spent = time.thread_time() - self._started.pop(ident, time.thread_time())
         self.by_thread[name] = self.by_thread.get(name, 0.0) + spent
         self.collections[info["generation"]] += 1
 
