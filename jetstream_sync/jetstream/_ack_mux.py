@@ -285,6 +285,10 @@ class AsyncPublisher:
         self._pending: dict[str, PubAckFuture] = {}  # publish order = expiry order
         self._waiting = 0  # threads blocked on this window (room or completion)
         self._cond: threading.Condition | None = None
+        # Taken from the mux once it is attached, so a publish looks up less.
+        self._lock = threading.Lock()  # replaced by the mux's
+        self._prefix = ""
+        self._send = client.publish_routed
 
     def _attach(self) -> AckMux:
         """Find (or make) the client's mux and start it: the first publish only."""
@@ -294,6 +298,9 @@ class AsyncPublisher:
         with mux._lock:
             if self._cond is None:
                 self._cond = threading.Condition(mux._lock)
+        assert mux._prefix is not None  # the mux is started
+        self._lock = mux._lock
+        self._prefix = mux._prefix
         self._mux = mux
         return mux
 
@@ -315,10 +322,11 @@ class AsyncPublisher:
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
             self._client.validate_publish(subject, data, None, headers)
             mux = self._attach()
-        future = PubAckFuture(subject, mux._lock)
+        lock = self._lock
+        future = PubAckFuture(subject, lock)
         pending = self._pending
         deadline = None  # made only if the call has to wait: the hot path does not
-        with mux._lock:
+        with lock:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
             if len(pending) >= self._max_inflight:
@@ -335,14 +343,12 @@ class AsyncPublisher:
                 mux._wake_timer(expires)
         if deadline is not None:  # what is left of it bounds the wait for the write buffer
             timeout = max(deadline.remaining(), 0.001)
-        prefix = mux._prefix
-        assert prefix is not None  # the mux is started
         try:
             if headers is None and type(data) is bytes:
-                self._client.publish_routed(subject, data, prefix, n, timeout)
+                self._send(subject, data, self._prefix, n, timeout)
             else:
                 self._client.publish(
-                    subject, data, reply=prefix + token, headers=headers, timeout=timeout
+                    subject, data, reply=self._prefix + token, headers=headers, timeout=timeout
                 )
         except BaseException:
             with mux._lock:
