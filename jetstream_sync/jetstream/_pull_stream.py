@@ -85,15 +85,23 @@ class IterationMixin(abc.ABC):
     def stop(self) -> None:
         """Stop iterating; ``next()`` raises :class:`IteratorClosedError` afterwards."""
 
+    _one: deque[Msg] | None = None  # next_buffered's deque, made on first use
+
     def next_buffered(self) -> deque[Msg]:
         """Block like ``next()``; return the messages to take next, in order.
 
         For the consume loop: it takes them with ``popleft()`` until the
-        deque is empty, then calls again. Here a deque of one message; the
-        plain iterator hands out its own buffer, which :meth:`stop` empties
-        (so a stop discards what was not taken, as with ``next()``).
+        deque is empty, then calls again. Here one message, in a deque kept
+        for the purpose; the plain iterator hands out its own buffer, which
+        :meth:`stop` empties (so a stop discards what was not taken, as with
+        ``next()``).
         """
-        return deque((self.next(),))
+        msg = self.next()
+        one = self._one
+        if one is None:
+            one = self._one = deque()
+        one.append(msg)
+        return one
 
     def __iter__(self) -> Self:
         return self
