@@ -126,23 +126,25 @@ class AckMux:
             if acks is None:
                 return
             later = []
-            waited_on: set[AsyncPublisher] | None = None
+            waited_on: set[AsyncPublisher] = set()
+            last = None  # consecutive acks mostly belong to one window
+            pending: dict[str, PubAckFuture] = {}
             with lock:
                 for token, data, headers in acks:
                     window = owners_pop(token, None)
                     if window is None:  # a late ack of a failed future
                         continue
-                    future = window._pending.pop(token)
+                    if window is not last:
+                        last, pending = window, window._pending
+                        if window._waiting:  # changes only under this lock
+                            waited_on.add(window)
+                    future = pending.pop(token)
                     if headers is None and not future._ack_real and b'"error"' not in data:
                         future._ack_value = data  # PubAckFuture._resolve, inlined: same lock
                         future._ack_done = True
                     else:
                         later.append((future, data, headers))
-                    if window._waiting:
-                        if waited_on is None:
-                            waited_on = set()
-                        waited_on.add(window)
-                if waited_on is not None:
+                if waited_on:
                     for window in waited_on:
                         if len(window._pending) <= window._low_water:
                             assert window._cond is not None  # made when the window attached
