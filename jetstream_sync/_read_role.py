@@ -11,7 +11,8 @@ How the role moves (one holder at a time, under one lock):
 * While nobody holds the role, the reader thread watches the socket: it
   waits in ``epoll`` on the socket (one-shot) and on a "kick" pipe. When
   bytes arrive it takes the role, reads and routes them, frees the role and
-  watches again.
+  watches again; while other threads wait for replies (so that no caller may
+  take the role) it keeps the role and goes on reading, as cheaply as before.
 * A requester that has sent its request takes the role when it is free and
   nobody else waits for a reply, and takes the socket out of the reader
   thread's watch (no wake-up: the reader thread sleeps on). Otherwise it waits
@@ -193,6 +194,9 @@ class ReadRole:
                 error, self._error = self._error, None
             if error is None and any(fd == sock_fd for fd, _ in ready):
                 error = self._receive(link)
+                while error is None and self._waiting:  # no caller can take the role:
+                    link.poll.poll()  # keep it, as cheap as a blocking recv
+                    error = self._receive(link)
             if error is not None:
                 return error
             with lock:
