@@ -131,4 +131,63 @@ int64_t jss_encode_hpub(char *out, size_t cap, const char *subject, size_t slen,
 /* Just the header block: NATS/1.0\r\n, one line per pair, \r\n. */
 int64_t jss_encode_headers(char *out, size_t cap, const char *kv, size_t kvlen);
 
+/*
+ * Batch publishing: a whole batch of JetStream messages in one call.
+ *
+ * A column is Arrow's layout of a binary/string array with 64-bit offsets:
+ * row r's bytes are data[offsets[first + r] .. offsets[first + r + 1]) and,
+ * when valid is not NULL, bit (first + r) of valid (LSB first) is 0 for a
+ * null row. first is Arrow's array offset.
+ */
+typedef struct {
+    const char *data;
+    const int64_t *offsets;
+    const uint8_t *valid;
+    int64_t first;
+} jss_batch_column;
+
+/* jss_encode_batch_hpub results (besides JSS_ENC_ERR_KEY/VALUE/KV for a
+   row's header pairs). */
+enum {
+    JSS_BATCH_ERR_NULL_DATA = -21,  /* a row's payload is null */
+    JSS_BATCH_ERR_NO_SUBJECT = -22, /* a row's subject is null or empty and there is no default */
+    JSS_BATCH_ERR_SUBJECT = -23,    /* a row's subject is not one to publish to */
+    JSS_BATCH_ERR_MSG_ID = -24,     /* a row's msg id holds CR or LF */
+    JSS_BATCH_ERR_TOO_BIG = -25,    /* header block + payload larger than max_payload */
+    /* int64 slots of jss_encode_batch_hpub's state: bytes written, row in
+       error, bytes the next row needs when it did not fit */
+    JSS_BATCH_STATE_FIELDS = 3
+};
+
+/*
+ * Encode rows start..end-1 of a batch as HPUB frames into out[0..cap):
+ *
+ *   HPUB <subject> <reply_prefix><first_token + r - start> <hdr> <total>\r\n
+ *   NATS/1.0\r\n<the row's header pairs>Nats-Msg-Id: <id>\r\n\r\n<payload>\r\n
+ *
+ * subjects (may be NULL): a null or empty subject takes default_subject;
+ * each subject must be valid without wildcards. msg_ids (may be NULL): a
+ * null id is derived as id_prefix + decimal(first_index + r - start) + ":"
+ * + the 12 hex digits of BLAKE2b-48 of the payload keyed with the first 64
+ * bytes of the subject (what Python's hashlib.blake2b(payload,
+ * digest_size=6, key=subject[:64]).hexdigest() gives). headers (may be
+ * NULL; null rows have none): each row holds kv pairs as for jss_encode_hpub.
+ * A frame whose header block and payload exceed max_payload is an error.
+ *
+ * Returns the number of rows written (end - start unless out filled up:
+ * then state[2] = the bytes the next row needs), with state[0] = bytes
+ * written; or a negative error code (JSS_BATCH_ERR_* or JSS_ENC_ERR_*) with
+ * state[1] = the row in error (every row before it was checked and written).
+ */
+int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
+                              const jss_batch_column *payloads,
+                              const jss_batch_column *subjects,
+                              const jss_batch_column *msg_ids,
+                              const jss_batch_column *headers,
+                              int64_t start, int64_t end,
+                              const char *default_subject, size_t dslen,
+                              const char *id_prefix, size_t iplen, int64_t first_index,
+                              const char *reply_prefix, size_t rplen, int64_t first_token,
+                              int64_t max_payload);
+
 #endif

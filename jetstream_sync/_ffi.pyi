@@ -26,6 +26,14 @@ class Int64Array(CData):
 class CharArray(CData):
     """A ``char[]`` array made by ``ffi.new`` or an allocator."""
 
+class BatchColumnStruct(CData):
+    """A ``jss_batch_column *`` made by ``ffi.new``: pointers into Arrow buffers."""
+
+    data: CData
+    offsets: CData
+    valid: CData
+    first: int
+
 class BufferView(CData):
     """A ``char[]`` over a Python buffer (``ffi.from_buffer``); releases it on exit."""
 
@@ -59,6 +67,8 @@ class FFI:
     def new(self, cdecl: Literal["int64_t[]"], init: int) -> Int64Array: ...
     @overload
     def new(self, cdecl: Literal["char[]"], init: int) -> CharArray: ...
+    @overload
+    def new(self, cdecl: Literal["jss_batch_column *"]) -> BatchColumnStruct: ...
     def new_allocator(self, *, should_clear_after_alloc: bool = ...) -> Allocator: ...
     @overload
     def unpack(self, cdata: Int64Array, length: int) -> list[int]: ...
@@ -66,6 +76,8 @@ class FFI:
     def unpack(self, cdata: CharArray, length: int) -> bytes: ...
     def buffer(self, cdata: CData, size: int = ...) -> CBuffer: ...
     def from_buffer(self, python_buffer: ReadableBuffer, /) -> BufferView: ...
+    def cast(self, cdecl: str, value: CData | int, /) -> CData: ...
+    NULL: CData
 
 class Lib:
     """The C functions and constants of csrc/jss_proto.h."""
@@ -106,6 +118,12 @@ class Lib:
     JSS_ENC_ERR_VALUE: int
     JSS_ENC_ERR_KV: int
     JSS_ENC_MIN_SIZE: int
+    JSS_BATCH_ERR_NULL_DATA: int
+    JSS_BATCH_ERR_NO_SUBJECT: int
+    JSS_BATCH_ERR_SUBJECT: int
+    JSS_BATCH_ERR_MSG_ID: int
+    JSS_BATCH_ERR_TOO_BIG: int
+    JSS_BATCH_STATE_FIELDS: int
 
     def jss_parse(
         self,
@@ -149,6 +167,28 @@ class Lib:
         /,
     ) -> int: ...
     def jss_encode_headers(self, out: CharArray, cap: int, kv: bytes, kvlen: int, /) -> int: ...
+    def jss_encode_batch_hpub(
+        self,
+        out: CData,
+        cap: int,
+        state: Int64Array,
+        payloads: CData,
+        subjects: CData,
+        msg_ids: CData,
+        headers: CData,
+        start: int,
+        end: int,
+        default_subject: bytes,
+        dslen: int,
+        id_prefix: bytes,
+        iplen: int,
+        first_index: int,
+        reply_prefix: bytes,
+        rplen: int,
+        first_token: int,
+        max_payload: int,
+        /,
+    ) -> int: ...
 
 ffi: FFI
 lib: Lib

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 __all__ = [
+    "BATCH_ERRORS",
     "IMPL",
     "MAX_CONTROL_LINE",
     "MAX_PAYLOAD",
@@ -30,6 +31,8 @@ __all__ = [
     "OP_OK",
     "OP_PING",
     "OP_PONG",
+    "BatchColumn",
+    "encode_batch_hpub",
     "encode_headers",
     "encode_hpub",
     "encode_hpub_pairs",
@@ -85,6 +88,7 @@ IMPL: str = _impl.IMPL
 
 if TYPE_CHECKING:  # both implementations have the Python twin's interface
     from jetstream_sync._protocol._py import (
+        BATCH_ERRORS,
         MAX_CONTROL_LINE,
         MAX_PAYLOAD,
         OP_ERR,
@@ -95,6 +99,8 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         OP_OK,
         OP_PING,
         OP_PONG,
+        BatchColumn,
+        encode_batch_hpub,
         encode_headers,
         encode_hpub,
         encode_hpub_pairs,
@@ -123,4 +129,7 @@ else:
     encode_hpub = _impl.encode_hpub
     encode_hpub_pairs = _impl.encode_hpub_pairs
     valid_subject = _impl.valid_subject
+    BATCH_ERRORS = _impl.BATCH_ERRORS
+    BatchColumn = _impl.BatchColumn
+    encode_batch_hpub = _impl.encode_batch_hpub
 __impl__ = IMPL
