@@ -305,28 +305,32 @@ class BatchPublisher:
             return False
         acked = self._acked
         base, sent = self._base, self.sent
-        progress = False
+        unknown = self.stream is None
+        settled = 0
         for token, data, headers in item:
             index = int(token) - base
             if index < 0 or index >= sent or acked[index]:
                 continue  # an earlier task's, or not ours
-            if headers is not None or b'"error"' in data:
-                try:
-                    parse_pub_ack(Msg(self._route.prefix + token, "", data, headers))
-                except Exception as exc:
-                    raise RowPublishError(self._row_error(index, exc)) from exc
-            if b'"duplicate"' in data or self.stream is None:  # the plain ack: no JSON
-                ack = parse_pub_ack(Msg(self._route.prefix + token, "", data, headers))
-                self.duplicates += ack.duplicate
-                self.stream = ack.stream
+            if unknown or headers is not None or b'"error"' in data or b'"duplicate"' in data:
+                self._full_ack(index, token, data, headers)  # else a plain success: no JSON
+                unknown = False
             acked[index] = 1
-            progress = True
-            self.waiting -= 1
-        if progress:
+            settled += 1
+        if settled:
+            self.waiting -= settled
             chunks = self._chunks
             while chunks and acked.find(0, chunks[0].first, chunks[0].first + chunks[0].count) < 0:
                 chunks.popleft()
-        return progress
+        return settled > 0
+
+    def _full_ack(self, index: int, token: str, data: bytes, headers: bytes | None) -> None:
+        """Parse an ack that is not a plain success: count a duplicate, raise an error."""
+        try:
+            ack = parse_pub_ack(Msg(self._route.prefix + token, "", data, headers))
+        except Exception as exc:
+            raise RowPublishError(self._row_error(index, exc)) from exc
+        self.duplicates += ack.duplicate
+        self.stream = ack.stream
 
     def _row_error(self, index: int, exc: BaseException) -> str:
         """The error text for the task's row ``index``, with its subject."""
