@@ -9,6 +9,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync.spark import _batch
 from jetstream_sync.spark._batch import BatchPublisher, RowPublishError
+from tests.fixtures.polling import wait_for
 
 pa = pytest.importorskip("pyarrow")
 
@@ -167,3 +168,23 @@ def test_routes_are_reused_and_late_acks_ignored(nc, stream):
     assert second._route is first._route
     assert second._base == first._base + 2
     assert stream.info().state.messages == 3
+
+
+def test_a_chunk_the_write_buffer_refuses_names_its_first_row(restartable_server):
+    """Disconnected with a small reconnect buffer: the chunk is refused, the row is named."""
+    server = restartable_server
+    with jetstream_sync.connect(server.url) as nc:
+        nc.jetstream().create_stream(name="RB", subjects=["rb.>"])
+    with jetstream_sync.connect(
+        server.url, reconnect_buf_size=256, max_reconnect_attempts=-1, reconnect_time_wait=0.05
+    ) as client:
+        publisher = BatchPublisher(client, 4, "rb:4:", "rb.x")
+        try:
+            publisher.publish(_batch_of([b"a"]))
+            publisher.wait_all()
+            server.stop(keep_store=True)
+            wait_for(lambda: client.is_reconnecting, timeout=10, message="no disconnect")
+            with pytest.raises(RowPublishError, match=r"row 1 of partition 4 .*ReconnectBuffer"):
+                publisher.publish(_batch_of([b"b" * 300]))
+        finally:
+            publisher.close()

@@ -206,7 +206,7 @@ class BatchPublisher:
         subjects = _column(subjects_arr) if subjects_arr is not None else None
         msg_ids = _column(batch.column(names.index("msgId"))) if "msgId" in names else None
         headers = None
-        bad_header = -1
+        bad_header, why = -1, ""
         if "headers" in names:
             headers, bad_header, why = _header_column(batch.column(names.index("headers")))
         n = batch.num_rows
@@ -237,7 +237,10 @@ class BatchPublisher:
             count = end - pos
             self._chunks.append(_Chunk(self.sent, count, pos, subjects_arr))
             self._acked += bytes(count)
-            self._client.publish_frames(frames, count, timeout=WRITE_TIMEOUT)
+            try:
+                self._client.publish_frames(frames, count, timeout=WRITE_TIMEOUT)
+            except NatsError as exc:  # no room in time, reconnect buffer full, closed
+                raise RowPublishError(self._row_error(self.sent, exc)) from exc
             self.sent += count
             self.waiting += count
             pos = end
