@@ -18,6 +18,10 @@ same exception with the same message.
 it pays a cffi call plus a copy out of its buffer. Measured (CPython 3.11,
 best of 15, µs per frame, C ``jss_encode_pub`` + ``ffi.unpack`` / twin):
 128 B 0.51 / 0.20; 128 B with reply 0.52 / 0.22; 64 KiB 3.47 / 1.68.
+
+``encode_batch_hpub`` (the Spark sink) is the other way round: one C call
+encodes thousands of frames straight from Arrow buffers, message ids
+(BLAKE2b) included, for about 0.6 µs per 128-byte row.
 """
 
 from __future__ import annotations
