@@ -23,6 +23,11 @@ class Int64Array(CData):
     def __getitem__(self, index: int) -> int: ...
     def __setitem__(self, index: int, value: int) -> None: ...
 
+class Int32Array(CData):
+    """An ``int32_t[]`` array made by an allocator."""
+
+    def __getitem__(self, index: int) -> int: ...
+
 class CharArray(CData):
     """A ``char[]`` array made by ``ffi.new`` or an allocator."""
 
@@ -50,7 +55,12 @@ class CBuffer:
 class Allocator:
     """What ``ffi.new_allocator`` returns: ``ffi.new`` with other settings."""
 
+    @overload
     def __call__(self, cdecl: Literal["char[]"], init: int, /) -> CharArray: ...
+    @overload
+    def __call__(self, cdecl: Literal["int64_t[]"], init: int, /) -> Int64Array: ...
+    @overload
+    def __call__(self, cdecl: Literal["int32_t[]"], init: int, /) -> Int32Array: ...
 
 class FFI:
     """The module's ``ffi`` object, reduced to the calls jetstream_sync makes."""
@@ -106,6 +116,14 @@ class Lib:
     JSS_ENC_ERR_VALUE: int
     JSS_ENC_ERR_KV: int
     JSS_ENC_MIN_SIZE: int
+    JSS_DIRECT_BATCH_MSG: int
+    JSS_DIRECT_BATCH_MSG_HEADERS: int
+    JSS_DIRECT_BATCH_STATE_FIELDS: int
+    JSS_DIRECT_BATCH_ERR_MISSING: int
+    JSS_DIRECT_BATCH_ERR_SEQUENCE: int
+    JSS_DIRECT_BATCH_ERR_TIME: int
+    JSS_DIRECT_BATCH_ERR_UNIT: int
+    JSS_DIRECT_BATCH_ERR_SPACE: int
 
     def jss_parse(
         self,
@@ -149,6 +167,21 @@ class Lib:
         /,
     ) -> int: ...
     def jss_encode_headers(self, out: CharArray, cap: int, kv: bytes, kvlen: int, /) -> int: ...
+    def jss_direct_batch_decode(
+        self,
+        blocks: bytes,
+        len: int,
+        max_blocks: int,
+        unit_ns: int,
+        kinds: Int32Array,
+        seqs: Int64Array,
+        times: Int64Array,
+        subj_offsets: Int32Array,
+        subjects: CharArray,
+        subjects_cap: int,
+        state: Int64Array,
+        /,
+    ) -> int: ...
 
 ffi: FFI
 lib: Lib

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .. import _protocol
+from .._deadline import Deadline
 from ..errors import JetStreamError
+from ..jetstream._direct_batch import PendingBatch, batch_status, direct_batch_route
 from ..jetstream.enums import DeliverPolicy
 from ._client import jetstream
 
@@ -25,8 +28,9 @@ if TYPE_CHECKING:
     from ..headers import Headers
     from ..jetstream.context import JetStreamContext
 
-# Messages asked for per batched direct get, and rows per Arrow batch.
-GET_BATCH = 1000
+# Messages asked for per batched direct get (each becomes one Arrow batch), and rows per
+# Arrow batch read by consumer.
+GET_BATCH = 4096
 ROWS_PER_BATCH = 8192
 
 
@@ -121,9 +125,11 @@ def read_range(rng: ReadRange, conn: dict[str, Any], schema: pa.Schema) -> Itera
         return
     opts = dict(conn)
     ctx = jetstream(opts.pop("servers"), **opts)
+    if rng.direct:
+        yield from _direct_batches(ctx, rng, schema)
+        return
     cols = _Columns(rng.stream)
-    rows = _direct_rows(ctx, rng) if rng.direct else _consumer_rows(ctx, rng)
-    for subject, seq, time, data, hdrs in rows:
+    for subject, seq, time, data, hdrs in _consumer_rows(ctx, rng):
         if _wanted(rng, subject, time):
             cols.add(subject, seq, time, data, hdrs)
             if len(cols) >= ROWS_PER_BATCH:
@@ -132,20 +138,40 @@ def read_range(rng: ReadRange, conn: dict[str, Any], schema: pa.Schema) -> Itera
         yield cols.batch(schema)
 
 
-def _direct_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple[Any, ...]]:
-    """The range's messages by batched direct get, ``GET_BATCH`` at a time."""
+def _direct_batches(
+    ctx: JetStreamContext, rng: ReadRange, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The range by batched direct gets of ``GET_BATCH``, each decoded into one record batch.
+
+    The next batch is asked for as soon as the current one has arrived, so the
+    server sends it while this one becomes Arrow columns and Spark takes them.
+    """
+    from ._columns import decode
+
     stream = ctx.stream_no_info(rng.stream)
-    seq = rng.start
-    while seq <= rng.end:
+    route = direct_batch_route(ctx.client)
+
+    def ask(seq: int) -> PendingBatch:
         want = min(GET_BATCH, rng.end - seq + 1)
-        msgs = stream.get_msgs(start_seq=seq, batch=want, subject=rng.subject)
-        for m in msgs:
-            if m.seq > rng.end:
-                return
-            yield m.subject, m.seq, m.time, m.data, m.headers
-        if len(msgs) < want:
-            return  # the stream holds nothing more that matches
-        seq = msgs[-1].seq + 1
+        return route.send(stream, seq, want, rng.subject, Deadline(ctx.timeout))
+
+    pending: PendingBatch | None = ask(rng.start)
+    while pending is not None:
+        got = decode(pending.replies(), rng, schema)
+        status = batch_status(stream, got.status_block, pending.deadline)
+        pending = None
+        if status == 204 and got.messages and got.last_seq < rng.end and _more(got.status_block):
+            pending = ask(got.last_seq + 1)
+        if got.batch.num_rows:
+            yield got.batch
+
+
+def _more(status_block: bytes | None) -> bool:
+    """Whether the stream holds more matching messages after a batch (its 204 says how many)."""
+    for key, value in _protocol.parse_headers(status_block or b"")[2]:
+        if key == "Nats-Num-Pending":
+            return value != "0"
+    return True  # no count: ask again (a 404 ends the read)
 
 
 def _consumer_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple[Any, ...]]:
