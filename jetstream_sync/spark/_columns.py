@@ -36,54 +36,25 @@ _DIRECT_GET_HEADERS = frozenset(
 )  # fmt: skip
 
 
-class Decoded:
-    """A batch's replies decoded: the columns, the last sequence and the closing status.
-
-    Attributes:
-        batch: every message of the batch as rows of the read schema, filtered
-            by the range (its end, start time and subject prefixes).
-        messages: how many messages the batch held (before filtering).
-        last_seq: the sequence of its last message (0 when it held none).
-        status_block: the header block of the reply that ended the batch.
-    """
-
-    __slots__ = ("batch", "messages", "last_seq", "status_block")
-
-    def __init__(
-        self, batch: pa.RecordBatch, messages: int, last_seq: int, status_block: bytes | None
-    ) -> None:
-        self.batch = batch
-        self.messages = messages
-        self.last_seq = last_seq
-        self.status_block = status_block
-
-
-def decode(replies: Sequence[Reply], rng: ReadRange, schema: pa.Schema) -> Decoded:
-    """Turn the replies of one batched direct get (status reply last) into a record batch.
+def decode(replies: Sequence[Reply], rng: ReadRange, schema: pa.Schema) -> pa.RecordBatch:
+    """Turn the message replies of batched direct gets into one record batch.
 
     Args:
-        replies: ``(token, payload, header block)`` per reply, in arrival order.
-        rng: the range read (its stream names the ``stream`` column; its filters apply).
+        replies: ``(token, payload, header block)`` per message, in sequence
+            order (the batches' closing status replies left out).
+        rng: the range read (its stream names the ``stream`` column; its end,
+            start time and subject prefixes filter the rows).
         schema: the read schema, in Arrow types.
 
     Raises:
-        ProtocolError: a reply is not a direct-get reply, or a status is not last.
+        ProtocolError: a reply is not a direct-get message.
     """
     _, payloads, blocks = zip(*replies, strict=True)
-    count = len(blocks)
+    n = len(blocks)
     types = schema.types
-    try:
-        joined = b"".join(blocks)
-    except TypeError:  # a reply without headers (None)
-        raise ProtocolError("a batched direct get reply without a header block") from None
-    cols = _protocol.decode_direct_batch(joined, count, _UNIT_NS[types[3].unit])
-    kinds = cols.kinds
-    if cols.messages != count - 1 or kinds[count - 1] < 0:
-        raise ProtocolError(
-            f"a batched direct get's {count} replies are not {count - 1} messages and a status"
-        )
-    n = count - 1
-    last_seq = cols.seqs[n - 1] if n else 0
+    cols = _protocol.decode_direct_batch(_join(blocks), n, _UNIT_NS[types[3].unit])
+    if cols.messages != n:
+        raise ProtocolError("a status reply among a batched direct get's messages")
     arrays = [
         pa.repeat(pa.scalar(rng.stream, types[0]), n),
         pa.Array.from_buffers(
@@ -91,15 +62,32 @@ def decode(replies: Sequence[Reply], rng: ReadRange, schema: pa.Schema) -> Decod
         ),
         pa.Array.from_buffers(types[2], n, [None, pa.py_buffer(cols.seqs)]),
         pa.Array.from_buffers(types[3], n, [None, pa.py_buffer(cols.times)]),
-        pa.array(payloads[:n], type=types[4]),
-        _headers(blocks, kinds, n, types[5]) if cols.own_headers else pa.nulls(n, types[5]),
+        pa.array(payloads, type=types[4]),
+        _headers(blocks, cols.kinds, n, types[5]) if cols.own_headers else pa.nulls(n, types[5]),
     ]
     arrays[1].validate(full=True)  # a subject that is not UTF-8 fails here, not in Spark
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-    mask = _mask(batch, rng, last_seq)
-    if mask is not None:
-        batch = batch.filter(mask)
-    return Decoded(batch, n, last_seq, blocks[n])
+    mask = _mask(batch, rng, cols.seqs[n - 1])
+    return batch if mask is None else batch.filter(mask)
+
+
+def last_seq(reply: Reply) -> int:
+    """The stream sequence of one direct-get message reply.
+
+    Raises:
+        ProtocolError: the reply is not a direct-get message.
+    """
+    cols = _protocol.decode_direct_batch(_join([reply[2]]), 1, 1_000_000_000)
+    if not cols.messages:
+        raise ProtocolError("a status reply among a batched direct get's messages")
+    return int(cols.seqs[0])
+
+
+def _join(blocks: Sequence[bytes | None]) -> bytes:
+    try:
+        return b"".join(blocks)  # type: ignore[arg-type]  # None is caught below
+    except TypeError:
+        raise ProtocolError("a batched direct get reply without a header block") from None
 
 
 def _headers(blocks: Sequence[bytes], kinds: memoryview, n: int, type_: pa.DataType) -> pa.Array:

@@ -25,11 +25,12 @@ from ._client import jetstream
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .._connection import Reply
     from ..headers import Headers
     from ..jetstream.context import JetStreamContext
 
-# Messages asked for per batched direct get (each becomes one Arrow batch), and rows per
-# Arrow batch read by consumer.
+# Messages asked for per batched direct get, and rows per Arrow batch (about: a batch ends
+# with the direct get that fills it).
 GET_BATCH = 4096
 ROWS_PER_BATCH = 8192
 
@@ -141,12 +142,13 @@ def read_range(rng: ReadRange, conn: dict[str, Any], schema: pa.Schema) -> Itera
 def _direct_batches(
     ctx: JetStreamContext, rng: ReadRange, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """The range by batched direct gets of ``GET_BATCH``, each decoded into one record batch.
+    """The range by batched direct gets of ``GET_BATCH``, ``ROWS_PER_BATCH`` rows per record batch.
 
-    The next batch is asked for as soon as the current one has arrived, so the
-    server sends it while this one becomes Arrow columns and Spark takes them.
+    One request is always in flight: the next is sent as soon as the current
+    one has arrived, so the server reads it while this process decodes and
+    Spark takes the rows.
     """
-    from ._columns import decode
+    from ._columns import decode, last_seq
 
     stream = ctx.stream_no_info(rng.stream)
     route = direct_batch_route(ctx.client)
@@ -156,14 +158,23 @@ def _direct_batches(
         return route.send(stream, seq, want, rng.subject, Deadline(ctx.timeout))
 
     pending: PendingBatch | None = ask(rng.start)
+    messages: list[Reply] = []
     while pending is not None:
-        got = decode(pending.replies(), rng, schema)
-        status = batch_status(stream, got.status_block, pending.deadline)
+        replies = pending.replies()
+        end_block = replies[-1][2]
+        status = batch_status(stream, end_block, pending.deadline)
         pending = None
-        if status == 204 and got.messages and got.last_seq < rng.end and _more(got.status_block):
-            pending = ask(got.last_seq + 1)
-        if got.batch.num_rows:
-            yield got.batch
+        if len(replies) > 1:
+            last = last_seq(replies[-2])
+            if status == 204 and last < rng.end and _more(end_block):
+                pending = ask(last + 1)
+            replies.pop()
+            messages += replies
+        if len(messages) >= ROWS_PER_BATCH or (pending is None and messages):
+            batch = decode(messages, rng, schema)
+            messages = []
+            if batch.num_rows:
+                yield batch
 
 
 def _more(status_block: bytes | None) -> bool:
