@@ -159,22 +159,26 @@ def _direct_batches(
 
     pending: PendingBatch | None = ask(rng.start)
     messages: list[Reply] = []
-    while pending is not None:
-        replies = pending.replies()
-        end_block = replies[-1][2]
-        status = batch_status(stream, end_block, pending.deadline)
-        pending = None
-        if len(replies) > 1:
-            last = last_seq(replies[-2])
-            if status == 204 and last < rng.end and _more(end_block):
-                pending = ask(last + 1)
-            replies.pop()
-            messages += replies
-        if len(messages) >= ROWS_PER_BATCH or (pending is None and messages):
-            batch = decode(messages, rng, schema)
-            messages = []
-            if batch.num_rows:
-                yield batch
+    try:
+        while pending is not None:
+            replies = pending.replies()
+            end_block = replies[-1][2]
+            status = batch_status(stream, end_block, pending.deadline)
+            pending = None
+            if len(replies) > 1:
+                last = last_seq(replies[-2])
+                if status == 204 and last < rng.end and _more(end_block):
+                    pending = ask(last + 1)
+                replies.pop()
+                messages += replies
+            if len(messages) >= ROWS_PER_BATCH or (pending is None and messages):
+                batch = decode(messages, rng, schema)
+                messages = []
+                if batch.num_rows:
+                    yield batch
+    finally:  # a read stopped early (a limit, a failure): the request in flight is dropped
+        if pending is not None:
+            pending.close()
 
 
 def _more(status_block: bytes | None) -> bool:
