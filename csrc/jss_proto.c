@@ -924,6 +924,142 @@ int64_t jss_encode_headers(char *out, size_t cap, const char *kv, size_t kvlen)
 }
 
 /* ------------------------------------------------------------------------ */
+/* jss_direct_meta_parse                                                    */
+
+/* The value of n two-digit..four-digit decimal at b[i..i+n), or -1. */
+static int64_t fixed_digits(const uint8_t *b, size_t i, size_t n)
+{
+    int64_t v = 0;
+    size_t k;
+
+    for (k = i; k < i + n; k++) {
+        if (!is_digit(b[k])) {
+            return -1;
+        }
+        v = v * 10 + (b[k] - '0');
+    }
+    return v;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    int64_t era, yoe, doy, doe;
+
+    y -= m <= 2;
+    era = y / 400; /* y >= 1969 here: no negative division */
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int64_t days_in_month(int64_t y, int64_t m)
+{
+    static const int8_t days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) {
+        return 29;
+    }
+    return days[m - 1];
+}
+
+/* YYYY-MM-DDTHH:MM:SS[.fraction]Z (1..9 fraction digits) to ns since the epoch. */
+static int parse_stamp(const uint8_t *b, span s, int64_t *out)
+{
+    const uint8_t *t = b + s.off;
+    int64_t year, month, day, hour, minute, second, frac = 0;
+    size_t i, digits;
+
+    if (s.len < 20 || s.len > 30 || t[4] != '-' || t[7] != '-' || t[10] != 'T'
+        || t[13] != ':' || t[16] != ':' || t[s.len - 1] != 'Z') {
+        return 0;
+    }
+    year = fixed_digits(t, 0, 4);
+    month = fixed_digits(t, 5, 2);
+    day = fixed_digits(t, 8, 2);
+    hour = fixed_digits(t, 11, 2);
+    minute = fixed_digits(t, 14, 2);
+    second = fixed_digits(t, 17, 2);
+    if (year < 1970 || year > 2261 || month < 1 || month > 12 || day < 1
+        || day > days_in_month(year, month) || hour < 0 || hour > 23 || minute < 0
+        || minute > 59 || second < 0 || second > 59) {
+        return 0;
+    }
+    if (s.len > 20) {
+        if (t[19] != '.' || s.len < 22) {
+            return 0;
+        }
+        digits = s.len - 21;
+        frac = fixed_digits(t, 20, digits);
+        if (frac < 0) {
+            return 0;
+        }
+        for (i = digits; i < 9; i++) {
+            frac *= 10;
+        }
+    }
+    *out = ((days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second)
+            * 1000000000) + frac;
+    return 1;
+}
+
+static int key_equals(const uint8_t *b, size_t off, size_t len, const char *name)
+{
+    size_t n = strlen(name);
+    return len == n && memcmp(b + off, name, n) == 0;
+}
+
+int jss_direct_meta_parse(const char *block, size_t len, int64_t *out)
+{
+    /* the first value of each header: subject, sequence, time stamp, op, reason */
+    static const char *const names[5] = {"Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp",
+                                         "KV-Operation", "Nats-Marker-Reason"};
+    const uint8_t *b = (const uint8_t *)block;
+    span found[5] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
+    int seen[5] = {0, 0, 0, 0, 0};
+    size_t body_end, line, line_end, next, k;
+    int64_t seq, stamp;
+
+    if (len < 14 || memcmp(b, "NATS/1.0\r\n", 10) != 0 || memcmp(b + len - 4, "\r\n\r\n", 4) != 0) {
+        return 0;
+    }
+    body_end = len - 4;
+    for (line = 10; line <= body_end; line = next) {
+        const uint8_t *colon;
+        size_t key_len;
+
+        if (!find_line_end(b, line, body_end, &line_end, &next)) {
+            return 0;
+        }
+        colon = memchr(b + line, ':', line_end - line);
+        if (colon == NULL || (size_t)(colon - b) == line) {
+            return 0;
+        }
+        key_len = (size_t)(colon - b) - line;
+        for (k = 0; k < 5; k++) {
+            if (!seen[k] && key_equals(b, line, key_len, names[k])) {
+                seen[k] = 1;
+                found[k] = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+                break;
+            }
+        }
+    }
+    if (!seen[0] || !seen[1] || !seen[2] || !parse_uint(b, found[1], &seq)
+        || !parse_stamp(b, found[2], &stamp)) {
+        return 0;
+    }
+    out[0] = (int64_t)found[0].off;
+    out[1] = (int64_t)found[0].len;
+    out[2] = seq;
+    out[3] = stamp;
+    out[4] = seen[3] ? (int64_t)found[3].off : 0;
+    out[5] = seen[3] ? (int64_t)found[3].len : -1;
+    out[6] = seen[4] ? (int64_t)found[4].off : 0;
+    out[7] = seen[4] ? (int64_t)found[4].len : -1;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
 /* jss_direct_batch_decode: the header blocks of a batched direct get       */
 
 enum { DB_OTHER, DB_SUBJECT, DB_SEQUENCE, DB_TIME, DB_JETSTREAM };

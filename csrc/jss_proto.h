@@ -34,6 +34,9 @@ enum {
     /* int64 slots of jss_parse_puback's out: stream_off, stream_len, seq,
        duplicate, domain_off, domain_len (-1 when absent) */
     JSS_PUBACK_FIELDS = 6,
+    /* int64 slots of jss_direct_meta_parse's out: subject_off, subject_len,
+       seq, time_ns, op_off, op_len, reason_off, reason_len (-1 when absent) */
+    JSS_DIRECT_META_FIELDS = 8,
     JSS_MAX_PAYLOAD = 67108864,
     JSS_MAX_CONTROL_LINE = 1048576,
     /* "NATS/1.0\r\n\r\n" */
@@ -93,6 +96,19 @@ int jss_valid_subject(const char *subject, size_t len, int wildcards);
  * else 0 (the caller falls back to a full JSON parser).
  */
 int jss_parse_puback(const char *data, size_t len, int64_t *out);
+
+/*
+ * Fast path for the header block of a direct-get reply (a stored message):
+ * one pass reading the first Nats-Subject, Nats-Sequence, Nats-Time-Stamp,
+ * KV-Operation and Nats-Marker-Reason (keys matched exactly, values trimmed
+ * of blanks as jss_parse_headers does). Returns 1 and fills out (see
+ * JSS_DIRECT_META_FIELDS) when the block is a valid header block with no
+ * status, the first three are present, the sequence is an unsigned decimal
+ * that fits an int64 and the time stamp is YYYY-MM-DDTHH:MM:SS[.1-9
+ * digits]Z in years 1970..2261 (nanoseconds since the epoch fit an int64);
+ * else 0 (the caller falls back to the generic header parser).
+ */
+int jss_direct_meta_parse(const char *block, size_t len, int64_t *out);
 
 /* Encoder results (jss_encode_*). */
 enum {

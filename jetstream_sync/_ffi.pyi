@@ -92,6 +92,7 @@ class Lib:
     JSS_HDR_META_FIELDS: int
     JSS_STATE_FIELDS: int
     JSS_PUBACK_FIELDS: int
+    JSS_DIRECT_META_FIELDS: int
     JSS_MAX_PAYLOAD: int
     JSS_MAX_CONTROL_LINE: int
     JSS_MIN_HEADER_BLOCK: int
@@ -140,6 +141,7 @@ class Lib:
     ) -> int: ...
     def jss_valid_subject(self, subject: bytes, len: int, wildcards: int, /) -> int: ...
     def jss_parse_puback(self, data: bytes, len: int, out: Int64Array, /) -> int: ...
+    def jss_direct_meta_parse(self, block: bytes, len: int, out: Int64Array, /) -> int: ...
     def jss_encode_pub(
         self,
         out: CharArray,

@@ -37,6 +37,16 @@ def first_status(msgs: Sequence[Msg], start: int = 0) -> int:
     return len(msgs)
 
 
+def header_block(msg: Msg) -> bytes | None:
+    """The header block of ``msg`` as received (``NATS/1.0`` ... blank line), or None.
+
+    For library decoders that read a few known headers in one pass (the
+    Key-Value direct get, through ``_protocol.parse_direct_meta``) instead of
+    building the :attr:`Msg.headers` mapping.
+    """
+    return msg._raw_headers
+
+
 class Msg:
     """A message received from the server.
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -132,6 +134,63 @@ def test_put_get_and_revisions(kv):
         kv.get("missing")
     with pytest.raises(nats_sync.InvalidKeyError):
         kv.put("bad key", b"")
+
+
+def test_a_get_entry_equals_the_constructed_one(kv):
+    """The entry a get builds has every field, as KeyValueEntry(...) would make it."""
+    rev = kv.put("k", b"v")
+    entry = kv.get("k")
+    assert entry == nats_sync.KeyValueEntry(
+        bucket=kv.bucket, key="k", value=b"v", revision=rev, created_ns=entry.created_ns,
+    )  # fmt: skip
+    assert abs(entry.created - datetime.datetime.now(datetime.UTC)) < datetime.timedelta(minutes=1)
+
+
+def test_direct_replies_off_the_fast_path_decode_the_same(js, kv):
+    """A reply the one-pass reader declines (another time stamp form) gives the same entry."""
+    from jetstream_sync.kv.entry import entry_from_direct
+    from jetstream_sync.msg import Msg, header_block
+
+    kv.put("k", b"v")
+    kv.delete("k")
+    reply = js.client.request(f"$JS.API.DIRECT.GET.{kv.stream_name}.$KV.{kv.bucket}.k", b"")
+    block = header_block(reply)
+    assert block is not None
+    stamp = reply.headers["Nats-Time-Stamp"]
+    other = block.replace(stamp.encode(), stamp.replace("Z", "+00:00").encode())
+    fast = entry_from_direct(kv.bucket, "k", reply)
+    slow = entry_from_direct(kv.bucket, "k", Msg(reply.subject, "", reply.data, other))
+    assert slow == fast and fast[1].operation is KeyValueOp.DEL
+
+
+def test_checked_keys_are_kept_within_a_bound(kv):
+    """A key is checked once and its subjects kept, at most KEY_CACHE keys; bad keys never."""
+    from jetstream_sync.kv.bucket import KEY_CACHE
+
+    for bad in ("a b", "", ".a", "a..b", "a.", "a.*", b"k", ["k"], None):
+        for _ in range(2):
+            with pytest.raises(nats_sync.InvalidKeyError):
+                kv.put(bad, b"")  # type: ignore[arg-type]
+            with pytest.raises(nats_sync.InvalidKeyError):
+                kv.get(bad)  # type: ignore[arg-type]
+    for i in range(KEY_CACHE + 10):
+        kv.create(f"k{i}", b"") if i % 1000 == 0 else kv._subjects(f"k{i}")
+        assert len(kv._keys) <= KEY_CACHE
+    assert [kv.get(f"k{i}").revision for i in (0, 4000)] == [1, 5]  # k0 checked again
+
+
+def test_put_nobody_stores_goes_through_publish_retries(js, bucket):
+    """A put no stream takes is retried as a JetStream publish is, then raises NoRespondersError."""
+    from jetstream_sync.jetstream.publish import RETRY_WAIT
+
+    kv = js.create_key_value(bucket=bucket)
+    js.delete_key_value(bucket)
+    start = time.monotonic()
+    with pytest.raises(nats_sync.NoRespondersError):
+        kv.put("k", b"v", timeout=5)
+    assert time.monotonic() - start >= 2 * RETRY_WAIT  # the publish's two retries ran
+    with pytest.raises(nats_sync.NoRespondersError):
+        kv.put("k", b"v", timeout=0.2)  # no time for a retry: still no responders, not a timeout
 
 
 def test_delete_and_purge_markers(kv):

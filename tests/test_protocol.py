@@ -981,6 +981,125 @@ def test_puback_buffer_types(proto, kind):
 
 
 # --------------------------------------------------------------------------
+# parse_direct_meta
+
+STAMP = b"2026-11-22T20:25:26.757624894Z"
+STAMP_NS = 1795379126757624894
+
+
+def direct_block(*lines: bytes) -> bytes:
+    """A header block without a status line holding ``lines``."""
+    return b"NATS/1.0\r\n" + b"".join(line + b"\r\n" for line in lines) + b"\r\n"
+
+
+DIRECT = direct_block(
+    b"Nats-Stream: KV_B", b"Nats-Subject: $KV.B.k1", b"Nats-Sequence: 7",
+    b"Nats-Time-Stamp: " + STAMP,
+)  # fmt: skip
+
+
+def meta_block(subject: bytes, seq: bytes, stamp: bytes, *more: bytes) -> bytes:
+    """A direct-get-like block: the three required headers, then ``more`` lines."""
+    return direct_block(
+        b"Nats-Subject: " + subject, b"Nats-Sequence: " + seq, b"Nats-Time-Stamp: " + stamp, *more
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "result"),
+    [
+        (DIRECT, ("$KV.B.k1", 7, STAMP_NS, None, None)),
+        (
+            direct_block(
+                b"KV-Operation: DEL", b"Nats-Time-Stamp:" + STAMP,
+                b"Nats-Sequence:\t9223372036854775807 ", b"Nats-Subject:  a.b",
+                b"Nats-Marker-Reason: MaxAge", b"X: y",
+            ),
+            ("a.b", 2**63 - 1, STAMP_NS, "DEL", "MaxAge"),
+        ),
+        # the first value of a repeated key wins, as Headers[key] says
+        (meta_block(b"s1", b"1", STAMP, b"Nats-Subject: s2"), ("s1", 1, STAMP_NS, None, None)),
+        (meta_block(b"s", b"01", b"1970-01-01T00:00:00Z", b"KV-Operation:"), ("s", 1, 0, "", None)),
+        (meta_block(b"s", b"0", b"2024-02-29T23:59:59.5Z"), ("s", 0, 1709251199.5e9, None, None)),
+        (
+            meta_block(b"s", b"0", b"2261-12-31T23:59:59.999999999Z"),
+            ("s", 0, 9214646399999999999, None, None),
+        ),
+        (meta_block(b"\xc3\xa9\xff", b"3", STAMP), ("\xe9\udcff", 3, STAMP_NS, None, None)),
+    ],
+)  # fmt: skip
+def test_direct_meta_fast_path(proto, block, result):
+    """Subject, sequence, time stamp (ns) and the operation headers come from one pass."""
+    assert proto.parse_direct_meta(block) == result
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"",
+        b"NATS/1.0\r\n\r\n",
+        b"NATS/1.0 404 Message Not Found\r\n\r\n",
+        b"NATS/1.0 \r\n" + DIRECT[10:],  # a blank after the version: the generic parser's job
+        DIRECT[:-2],  # no blank line at the end
+        DIRECT.replace(b"Nats-Stream: KV_B\r\n", b"Nats-Stream KV_B\r\n"),  # a line without ':'
+        DIRECT.replace(b"Nats-Stream: KV_B\r\n", b": KV_B\r\n"),  # an empty key
+        DIRECT.replace(b"Nats-Stream: KV_B\r\n", b"Nats-Stream: K\rV\r\n"),  # a stray CR
+        DIRECT.replace(b"Nats-Stream: KV_B\r\n", b"Nats-Stream: K\nV\r\n"),  # a stray LF
+        DIRECT.replace(b"Nats-Stream: KV_B\r\n", b"\r\n"),  # an empty line
+        DIRECT.replace(b"Nats-Subject", b"nats-subject"),  # keys are case-sensitive
+        DIRECT.replace(b"Nats-Sequence: 7", b"X: 7"),
+        DIRECT.replace(b"Nats-Time-Stamp", b"X"),
+        DIRECT.replace(b": 7", b": "),
+        DIRECT.replace(b": 7", b": -7"),
+        DIRECT.replace(b": 7", b": 7a"),
+        DIRECT.replace(b": 7", b": 9223372036854775808"),
+        DIRECT.replace(STAMP, b"2026-11-22T20:25:26.757624894+01:00"),
+        DIRECT.replace(STAMP, b"2026-11-22t20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-11-22T20:25:26z"),
+        DIRECT.replace(STAMP, b"2026-11-22T20:25:26.Z"),
+        DIRECT.replace(STAMP, b"2026-11-22T20:25:26.1234567890Z"),
+        DIRECT.replace(STAMP, b"2026-11-22T20:25:26,5Z"),
+        DIRECT.replace(STAMP, b"2026-11-22 20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-13-22T20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-00-22T20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-02-29T20:25:26Z"),
+        DIRECT.replace(STAMP, b"2100-02-29T20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-04-31T20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-11-00T20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-11-22T24:00:00Z"),
+        DIRECT.replace(STAMP, b"2026-11-22T20:60:26Z"),
+        DIRECT.replace(STAMP, b"2016-12-31T23:59:60Z"),
+        DIRECT.replace(STAMP, b"1969-12-31T23:59:59Z"),
+        DIRECT.replace(STAMP, b"2262-01-01T00:00:00Z"),
+        DIRECT.replace(STAMP, b"+026-11-22T20:25:26Z"),
+        DIRECT.replace(STAMP, b"2026-11-22T20:25:2"),
+    ],
+)
+def test_direct_meta_declines(proto, block):
+    """Statuses, invalid blocks, missing headers and unusual values return None."""
+    assert proto.parse_direct_meta(block) is None
+
+
+def test_direct_meta_time_stamps_agree_with_datetime(proto):
+    """The nanoseconds of every day of a leap and a common year match datetime's."""
+    import datetime
+
+    day = datetime.datetime(2023, 1, 1, 13, 14, 15, tzinfo=datetime.UTC)
+    while day.year < 2025:
+        stamp = day.strftime("%Y-%m-%dT%H:%M:%S").encode() + b".000123Z"
+        block = meta_block(b"s", b"1", stamp)
+        expected = int(day.timestamp()) * 1_000_000_000 + 123_000
+        assert proto.parse_direct_meta(block) == ("s", 1, expected, None, None), stamp
+        day += datetime.timedelta(days=1)
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_direct_meta_buffer_types(proto, kind):
+    """Any bytes-like block works."""
+    assert proto.parse_direct_meta(kind(DIRECT)) == ("$KV.B.k1", 7, STAMP_NS, None, None)
+
+
+# --------------------------------------------------------------------------
 # implementation selection
 
 

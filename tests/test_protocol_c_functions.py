@@ -285,6 +285,50 @@ def test_jss_parse_puback_truncations(cut):
 
 
 # --------------------------------------------------------------------------
+# jss_direct_meta_parse
+
+DIRECT_BLOCK = (
+    b"NATS/1.0\r\nNats-Stream: KV_B\r\nNats-Subject: $KV.B.k1\r\nKV-Operation: PURGE\r\n"
+    b"Nats-Sequence: 42\r\nNats-Time-Stamp: 2026-11-22T20:25:26.75Z\r\n\r\n"
+)
+
+
+def c_direct_meta(block: bytes):
+    """Call jss_direct_meta_parse; return (rc, out list)."""
+    out = guarded(lib.JSS_DIRECT_META_FIELDS)
+    rc = lib.jss_direct_meta_parse(exact(block), len(block), out)
+    return rc, list(out)
+
+
+def test_jss_direct_meta_parse_fields():
+    """Subject and operation come back as offsets, seq and the time stamp as numbers."""
+    rc, out = c_direct_meta(DIRECT_BLOCK)
+    assert rc == 1
+    assert DIRECT_BLOCK[out[0] : out[0] + out[1]] == b"$KV.B.k1"
+    assert out[2:4] == [42, 1795379126750000000]
+    assert DIRECT_BLOCK[out[4] : out[4] + out[5]] == b"PURGE"
+    assert out[6:] == [0, -1]  # no Nats-Marker-Reason
+
+
+def test_jss_direct_meta_parse_declines_leaving_out_untouched():
+    """0 for a status block, and nothing is written."""
+    assert c_direct_meta(b"NATS/1.0 404 Message Not Found\r\n\r\n") == (
+        0, [GUARD] * lib.JSS_DIRECT_META_FIELDS,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("cut", range(len(DIRECT_BLOCK)))
+def test_jss_direct_meta_parse_truncations(cut):
+    """Every truncation of a good block is declined without reading past it."""
+    assert c_direct_meta(DIRECT_BLOCK[:cut])[0] == 0
+
+
+def test_jss_direct_meta_parse_length_bounds_the_read():
+    """Bytes after len are not part of the block."""
+    assert lib.jss_direct_meta_parse(exact(DIRECT_BLOCK + b"x"), len(DIRECT_BLOCK), guarded(8)) == 1
+
+
+# --------------------------------------------------------------------------
 # jss_encode_pub, jss_encode_hpub, jss_encode_headers
 
 CANARY = 0xA5  # byte value every output byte at or past cap must keep

@@ -772,6 +772,88 @@ def test_parse_puback_agrees_and_is_never_wrong(rng):
 
 
 # --------------------------------------------------------------------------
+# parse_direct_meta
+
+
+def random_stamp(rng: random.Random) -> bytes:
+    """A server-like time stamp; often at or past the edges of the fast path's range and form."""
+    edgy = rng.random() < 0.4
+    year = rng.choice([1969, 1970, 2100, 2261, 2262, 1, 9999]) if edgy else rng.randint(1970, 2261)
+    month = rng.choice([1, 2, 12, 0, 13]) if edgy else rng.randint(1, 12)
+    day = rng.choice([28, 29, 30, 31, 0, 32]) if edgy else rng.randint(1, 28)
+    hour = rng.choice([0, 23, 24]) if edgy else rng.randint(0, 23)
+    minute, second = (rng.choice([59, 60]), rng.choice([59, 60])) if edgy else (1, 2)
+    digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 10 if edgy else 9)))
+    frac = rng.choice(["", "." + digits, "." + digits] + (["."] if edgy else []))
+    end = rng.choice(["z", "+00:00", ""]) if edgy and rng.random() < 0.3 else "Z"
+    sep = rng.choice("t ") if edgy and rng.random() < 0.2 else "T"
+    date = f"{year:04d}-{month:02d}-{day:02d}"
+    return f"{date}{sep}{hour:02d}:{minute:02d}:{second:02d}{frac}{end}".encode()
+
+
+def direct_meta_block(rng: random.Random) -> bytes:
+    """A direct-get-like header block: the usual headers, random order, spacing, repeats."""
+    seq = rng.choice([b"1", b"42", b"007", b"9223372036854775807", b"1", b"42",
+                      b"9223372036854775808", b"", b"-1", b"0" * 25 + b"5"])  # fmt: skip
+    lines = [
+        (b"Nats-Stream", b"KV_B"),
+        (b"Nats-Subject", rng.choice([b"$KV.B.k1", b"", b"a\xc3\xa9", b"\xff"])),
+        (b"Nats-Sequence", seq),
+        (b"Nats-Time-Stamp", random_stamp(rng)),
+    ]
+    optional = [
+        (b"KV-Operation", rng.choice([b"DEL", b"PURGE", b"", b"PUT"])),
+        (b"Nats-Marker-Reason", rng.choice([b"MaxAge", b"Remove", b"Purge", b""])),
+        (b"Nats-Subject", b"other"),
+        (b"nats-subject", b"case"),
+        (b"X-User", b"v"),
+    ]
+    if rng.random() < 0.2:
+        lines = rng.sample(lines, rng.randint(2, 3))
+    lines += rng.sample(optional, rng.randint(0, 3))
+    rng.shuffle(lines)
+
+    def ws() -> bytes:
+        return rng.choice([b"", b" ", b" ", b"\t", b"  "])
+
+    status = rng.choice([b"NATS/1.0"] * 8 + [b"NATS/1.0 404 Not Found", b"NATS/1.0 "])
+    body = b"".join(k + b":" + ws() + v + ws() + b"\r\n" for k, v in lines)
+    return status + b"\r\n" + body + b"\r\n"
+
+
+def direct_meta_oracle(block: bytes):
+    """What the generic header parser and datetime say, for a block the fast path accepted."""
+    import datetime
+
+    status, _, pairs = _py.parse_headers(block)
+    assert status is None
+    first: dict[str, str] = {}
+    for key, value in pairs:
+        first.setdefault(key, value)
+    stamp = datetime.datetime.fromisoformat(first["Nats-Time-Stamp"])
+    secs = int((stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)).total_seconds())
+    frac = first["Nats-Time-Stamp"][20:-1]
+    ns = secs * 1_000_000_000 + (int(frac.ljust(9, "0")) if frac else 0)
+    return (first["Nats-Subject"], int(first["Nats-Sequence"]), ns, first.get("KV-Operation"),
+            first.get("Nats-Marker-Reason"))  # fmt: skip
+
+
+@fuzz_settings(1000)
+@given(rng=st.randoms(use_true_random=True))
+def test_parse_direct_meta_agrees_and_is_never_wrong(rng):
+    """Both cores agree, and any answer they give is what the generic header parser says."""
+    for _ in range(25):
+        block = direct_meta_block(rng)
+        if rng.random() < 0.4:
+            block = mutate(rng, block)
+        INPUTS["parse_direct_meta"] += 1
+        result = _c.parse_direct_meta(block)
+        assert result == _py.parse_direct_meta(block)
+        if result is not None:
+            assert result == direct_meta_oracle(block)
+
+
+# --------------------------------------------------------------------------
 
 
 def test_zz_enough_inputs():
@@ -788,6 +870,7 @@ def test_zz_enough_inputs():
         "C encoders",
         "valid_subject",
         "parse_puback",
+        "parse_direct_meta",
     }
     if set(INPUTS) != counted:
         pytest.skip(f"only part of the file ran: {sorted(INPUTS)}")

@@ -37,6 +37,7 @@ __all__ = [
     "encode_hpub_pairs",
     "encode_pub",
     "parse",
+    "parse_direct_meta",
     "parse_headers",
     "parse_puback",
     "valid_subject",
@@ -103,6 +104,7 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         encode_hpub_pairs,
         encode_pub,
         parse,
+        parse_direct_meta,
         parse_headers,
         parse_puback,
         valid_subject,
@@ -120,6 +122,7 @@ else:
     OP_FIELDS = _impl.OP_FIELDS
     parse = _impl.parse
     parse_headers = _impl.parse_headers
+    parse_direct_meta = _impl.parse_direct_meta
     parse_puback = _impl.parse_puback
     encode_headers = _impl.encode_headers
     encode_pub = _impl.encode_pub

@@ -46,6 +46,7 @@ from jetstream_sync._protocol._py import (
     OP_PING,
     OP_PONG,
     BytesLike,
+    DirectMeta,
     check_range,
     encode_hpub,
     encode_pub,
@@ -73,6 +74,7 @@ __all__ = [
     "encode_hpub_pairs",
     "encode_pub",
     "parse",
+    "parse_direct_meta",
     "parse_headers",
     "parse_puback",
     "valid_subject",
@@ -84,6 +86,7 @@ CHUNK_OPS = 1024  # ops per C call; parse loops until the buffer is done
 HEADER_PAIRS = 64  # header pairs that fit the per-thread array (more: one-off array)
 _HDR_FIELDS = lib.JSS_HDR_FIELDS
 _PUBACK_FIELDS = lib.JSS_PUBACK_FIELDS
+_DIRECT_META_FIELDS = lib.JSS_DIRECT_META_FIELDS
 
 _scratch = threading.local()
 
@@ -91,7 +94,7 @@ _scratch = threading.local()
 class _Arrays:
     """One thread's output arrays for the C functions."""
 
-    __slots__ = ("ops", "state", "pairs", "meta", "puback")
+    __slots__ = ("ops", "state", "pairs", "meta", "puback", "direct")
 
     def __init__(self) -> None:
         self.ops = ffi.new("int64_t[]", CHUNK_OPS * OP_FIELDS)
@@ -99,6 +102,7 @@ class _Arrays:
         self.pairs = ffi.new("int64_t[]", HEADER_PAIRS * _HDR_FIELDS)
         self.meta = ffi.new("int64_t[]", lib.JSS_HDR_META_FIELDS)
         self.puback = ffi.new("int64_t[]", _PUBACK_FIELDS)
+        self.direct = ffi.new("int64_t[]", _DIRECT_META_FIELDS)
 
 
 def _arrays() -> _Arrays:
@@ -244,6 +248,29 @@ def parse_puback(data: BytesLike) -> tuple[str, int, bool, str | None] | None:
     stream = raw[stream_off : stream_off + stream_len].decode("ascii")
     domain = None if domain_len < 0 else raw[domain_off : domain_off + domain_len].decode("ascii")
     return stream, seq, bool(duplicate), domain
+
+
+def parse_direct_meta(block: BytesLike) -> DirectMeta | None:
+    """Read what a direct-get reply's header block says of the stored message, or decline.
+
+    See :func:`jetstream_sync._protocol._py.parse_direct_meta` (same results):
+    ``(subject, seq, time_ns, kv_operation, marker_reason)``, or None.
+    """
+    raw = block if type(block) is bytes else bytes(block)
+    out = _arrays().direct
+    if not lib.jss_direct_meta_parse(raw, len(raw), out):
+        return None
+    subject_off, subject_len, seq, ns, op_off, op_len, reason_off, reason_len = ffi.unpack(
+        out, _DIRECT_META_FIELDS
+    )
+    subject = raw[subject_off : subject_off + subject_len].decode("utf-8", "surrogateescape")
+    op = None if op_len < 0 else raw[op_off : op_off + op_len].decode("utf-8", "surrogateescape")
+    reason = (
+        None
+        if reason_len < 0
+        else raw[reason_off : reason_off + reason_len].decode("utf-8", "surrogateescape")
+    )
+    return subject, seq, ns, op, reason
 
 
 # ---------------------------------------------------------------------------

@@ -158,6 +158,18 @@ def parse_pub_ack(msg: Msg) -> PubAck:
     return PubAck.from_api(body)
 
 
+def pub_ack_seq(msg: Msg) -> int:
+    """The stream sequence of a PubAck reply, or its error raised as :func:`parse_pub_ack` does.
+
+    For callers that need only the sequence (``KeyValue.put``): the server's
+    usual reply is read by the prefix fast path without building a ``PubAck``.
+    """
+    fast = _fast_ack(msg)
+    if fast is not None:
+        return fast[1]
+    return parse_pub_ack(msg).seq
+
+
 _LAZY = threading.Lock()  # orders a future's resolution against making its Future state
 
 

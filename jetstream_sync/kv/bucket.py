@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from time import monotonic
 from typing import TYPE_CHECKING
 
-from .._deadline import check_timeout
 from ..errors import (
     BucketNotFoundError,
     KeyDeletedError,
@@ -20,6 +20,7 @@ from ..errors import (
     api_error,
 )
 from ..jetstream.info import StreamInfo
+from ..jetstream.publish import pub_ack_seq
 from ._keys import check_filter, check_key, subjects_prefix
 from .config import KeyValueConfig, KeyValueStatus
 from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
@@ -32,6 +33,8 @@ __all__ = ["KeyValue"]
 
 _ROLLUP = "Nats-Rollup"
 _DEFAULT_API_PREFIX = "$JS.API"
+#: How many keys' subjects a handle keeps (see ``KeyValue._subjects``).
+KEY_CACHE = 4096
 #: ``purge_deletes`` keeps markers younger than this by default (as nats.go).
 PURGE_DELETES_OLDER_THAN = 30 * 60.0
 
@@ -78,31 +81,49 @@ class KeyValue:
                 write_pre = f"{mirror.external.api}.{write_pre}"
         # ADR-8: behind a domain or an imported API, writes carry the API prefix.
         self._write_pre = f"{api_prefix}.{write_pre}" if use_api_prefix else write_pre
+        self._keys: dict[str, tuple[str, str, str]] = {}  # see _subjects
 
     # ------------------------------------------------------------------ reads
 
+    def _subjects(self, key: str) -> tuple[str, str, str]:
+        """``key``'s read subject, direct-get subject and write subject.
+
+        The key is checked once (:class:`InvalidKeyError` before anything is
+        sent) and its subjects are kept, so a key used again costs a dict
+        look-up; only plain ``str`` keys are kept, at most ``KEY_CACHE`` of them.
+        """
+        subjects = self._keys.get(key) if type(key) is str else None
+        if subjects is None:
+            read = self._read_pre + check_key(key)
+            subjects = (read, f"{self._direct_pre}.{read}", self._write_pre + key)
+            if type(key) is str:
+                if len(self._keys) >= KEY_CACHE:
+                    self._keys.clear()
+                self._keys[key] = subjects
+        return subjects
+
+    def _missing(self, key: str) -> KeyNotFoundError:
+        return KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+
     def _get(self, key: str, revision: int | None, timeout: float | None) -> KeyValueEntry:
         """The entry at ``revision`` (or the latest), markers included as entries."""
-        subject = self._read_pre + check_key(key)
-        missing = f"key {key!r} not found in bucket {self.bucket!r}"
+        subject, direct_subject, _ = self._subjects(key)
         if revision is not None and (isinstance(revision, bool) or revision < 1):
             raise ValueError(f"revision must be an int >= 1, not {revision!r}")
         if self._direct:
-            if revision is None:
-                request = (self._direct_pre + "." + subject, b"")
-            else:
-                request = (self._direct_pre, b'{"seq":%d}' % revision)
+            body = b""
+            if revision is not None:
+                direct_subject, body = self._direct_pre, b'{"seq":%d}' % revision
+            wait = self._ctx.timeout if timeout is None else timeout  # request() checks it
             try:
-                msg = self._ctx.client.request(
-                    *request, timeout=check_timeout("timeout", timeout, self._ctx.timeout)
-                )
+                msg = self._ctx.client.request(direct_subject, body, timeout=wait)
             except NoRespondersError:
                 self.status(timeout)  # BucketNotFoundError when the bucket is gone
                 raise
             status = msg.status
-            if status == 404:
-                raise KeyNotFoundError(missing)
             if status is not None:
+                if status == 404:
+                    raise self._missing(key)
                 raise api_error(status, 0, msg.description or f"direct get failed ({status})")
             stored, entry = entry_from_direct(self.bucket, key, msg)
         else:
@@ -112,7 +133,7 @@ class KeyValue:
                 else:
                     raw = self._stream.get_msg(revision, timeout=timeout)
             except MessageNotFoundError:
-                raise KeyNotFoundError(missing) from None
+                raise self._missing(key) from None
             except StreamNotFoundError as exc:
                 raise BucketNotFoundError(exc.code, exc.err_code, self._gone) from None
             stored, entry = raw.subject, entry_from_stored(self.bucket, key, raw)
@@ -157,7 +178,7 @@ class KeyValue:
         ttl: float | str | None = None,
         timeout: float | None = None,
     ) -> int:
-        subject = self._write_pre + check_key(key)
+        subject = self._subjects(key)[2]
         if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
             raise ValueError(f"last must be a revision (an int >= 0), not {last!r}")
         try:
@@ -176,9 +197,23 @@ class KeyValue:
             InvalidKeyError: a bad key.
             MaxPayloadError: the value is larger than the server accepts.
             APIError: the bucket refused it (e.g. over ``max_value_size``).
+            NoRespondersError: no stream took it (after the context's publish retries).
             TimeoutError: no acknowledgement in time (the value may be stored).
         """
-        return self._publish(key, value, timeout=timeout)
+        # The hot path: one request and the PubAck's sequence, no expectations
+        # to encode. No responders (JetStream not ready yet) goes to the
+        # context's publish and its retries, within what is left of the timeout.
+        subject = self._subjects(key)[2]
+        wait = self._ctx.timeout if timeout is None else timeout  # request() checks it
+        start = monotonic()
+        try:
+            reply = self._ctx.client.request(subject, value, timeout=wait)
+        except NoRespondersError:
+            left = wait - (monotonic() - start)
+            if left <= 0:
+                raise
+            return self._publish(key, value, timeout=left)
+        return pub_ack_seq(reply)
 
     def create(
         self,

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 
 import attrs
 
+from .._protocol import parse_direct_meta
 from ..jetstream._ack import ack_tokens
 from ..jetstream._timefmt import datetime_from_ns, datetime_to_ns, parse_rfc3339
 from ..jetstream.replies import RawStreamMsg
-from ..msg import Msg
+from ..msg import Msg, header_block
 
 __all__ = ["KeyValueEntry", "KeyValueOp"]
 
@@ -47,10 +48,13 @@ def operation_of(headers: Mapping[str, str] | None) -> KeyValueOp:
     """The operation a stored message's headers say (PUT when they say nothing)."""
     if not headers:
         return KeyValueOp.PUT
-    op = headers.get(OPERATION)
+    return _operation(headers.get(OPERATION), headers.get(MARKER_REASON))
+
+
+def _operation(op: str | None, reason: str | None) -> KeyValueOp:
+    """The operation of a ``KV-Operation`` and a ``Nats-Marker-Reason`` value (or None)."""
     if op:
         return _OPS.get(op, KeyValueOp.PUT)
-    reason = headers.get(MARKER_REASON)
     if reason:
         return _MARKERS.get(reason, KeyValueOp.PUT)
     return KeyValueOp.PUT
@@ -124,21 +128,39 @@ def rfc3339_ns(text: str) -> int:
     return datetime_to_ns(parse_rfc3339(text))
 
 
-def entry_from_direct(bucket: str, key: str, msg: Msg) -> tuple[str, KeyValueEntry]:
-    """The stored subject and the entry of a direct-get reply (not a status)."""
-    h = msg.headers
-    entry = KeyValueEntry(
-        bucket=bucket,
-        key=key,
-        value=msg.data,
-        revision=int(h[DIRECT_SEQUENCE]),
-        created_ns=rfc3339_ns(h[DIRECT_TIMESTAMP]),
-        operation=operation_of(h),
-    )
-    return h[DIRECT_SUBJECT], entry
-
-
 _new = object.__new__
+_PUT = KeyValueOp.PUT
+
+
+def entry_from_direct(bucket: str, key: str, msg: Msg) -> tuple[str, KeyValueEntry]:
+    """The stored subject and the entry of a direct-get reply (not a status).
+
+    A get's hot path: the header block is read in one pass by the protocol
+    core (``parse_direct_meta``: subject, sequence, time stamp and the two
+    operation headers, no ``Headers`` mapping, no ``datetime``) and the
+    entry's ``__dict__`` filled directly, as in :func:`entry_from_delivered`.
+    A block outside that fast path (an unusual time stamp...) goes through
+    the generic header parser.
+    """
+    block = header_block(msg)
+    meta = None if block is None else parse_direct_meta(block)
+    if meta is None:
+        h = msg.headers
+        subject, seq = h[DIRECT_SUBJECT], int(h[DIRECT_SEQUENCE])
+        ns = rfc3339_ns(h[DIRECT_TIMESTAMP])
+        op, reason = h.get(OPERATION), h.get(MARKER_REASON)
+    else:
+        subject, seq, ns, op, reason = meta
+    entry = _new(KeyValueEntry)
+    fields = entry.__dict__
+    fields["bucket"] = bucket
+    fields["key"] = key
+    fields["value"] = msg.data
+    fields["revision"] = seq
+    fields["created_ns"] = ns
+    fields["delta"] = 0
+    fields["operation"] = _PUT if op is None and reason is None else _operation(op, reason)
+    return subject, entry
 
 
 def entry_from_delivered(bucket: str, prefix_len: int, msg: Msg) -> KeyValueEntry:
