@@ -1,6 +1,6 @@
-"""A batched direct get's replies as one Arrow record batch of the read schema.
+"""The message replies of batched direct gets as one Arrow record batch of the read schema.
 
-The header blocks of a whole batch are decoded in one call
+The header blocks of some 8,192 messages are decoded in one call
 (:func:`jetstream_sync._protocol.decode_direct_batch`: sequences, times and
 subjects come back as buffers) and handed to Arrow as they are
 (``pa.Array.from_buffers``); the payloads become the ``data`` column in one
