@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from jetstream_sync._ffi import ffi, lib
 
+from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _direct_batch
 from jetstream_sync.errors import ProtocolError
 from jetstream_sync.jetstream._timefmt import datetime_to_ns, parse_rfc3339

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jetstream_sync._ffi import ffi, lib
 
+from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _direct_batch
 from jetstream_sync.errors import ProtocolError
 from jetstream_sync.jetstream._timefmt import datetime_to_ns
