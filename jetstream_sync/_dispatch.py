@@ -40,6 +40,15 @@ class MsgQueue:
             if self._closed:
                 return 0
             items = self._items
+            size = sum([len(msg.data) for msg in msgs])
+            if (
+                len(items) + len(msgs) <= self._msgs_limit
+                and self.pending_bytes + size <= self._bytes_limit
+            ):  # room for all: one extend, no check per message
+                items.extend(msgs)
+                self.pending_bytes += size
+                self._cond.notify_all()
+                return 0
             for msg in msgs:
                 size = len(msg.data)
                 if len(items) >= self._msgs_limit or self.pending_bytes + size > self._bytes_limit:

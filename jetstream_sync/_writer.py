@@ -105,13 +105,19 @@ class Writer:
     # -- called by publishers -------------------------------------------------
 
     def write(
-        self, frame: bytes, urgent: bool = False, msgs: int = 0, deadline: Deadline | None = None
+        self,
+        frame: bytes,
+        urgent: bool = False,
+        msgs: int = 0,
+        deadline: Deadline | float | None = None,
     ) -> None:
         """Queue ``frame`` for sending; ``msgs`` counts user messages in it.
 
         Over :data:`HIGH_WATER` pending bytes this waits for room: until
-        ``deadline``, or with no deadline until there is room, the connection
-        is lost (then the reconnect buffer's limit applies) or the writer closes.
+        ``deadline`` (a :class:`Deadline`, or a timeout in seconds counted
+        from when the wait starts: no ``Deadline`` is made on the hot path),
+        or with no deadline until there is room, the connection is lost (then
+        the reconnect buffer's limit applies) or the writer closes.
 
         Raises:
             TimeoutError: no room before ``deadline``; nothing of ``frame`` was queued.
@@ -119,8 +125,9 @@ class Writer:
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
         with self._lock:
-            if self._transport is not None and len(self._buf) <= HIGH_WATER and not self._closed:
-                self._buf += frame  # the common case, inline
+            buf = self._buf
+            if self._transport is not None and len(buf) <= HIGH_WATER and not self._closed:
+                buf += frame  # the common case, inline
                 self.msgs_out += msgs
             else:
                 self._append(frame, msgs, deadline)
@@ -218,10 +225,12 @@ class Writer:
         elif send_now is not None:
             self._kick.release()
 
-    def _append(self, frame: bytes, msgs: int, deadline: Deadline | None) -> None:
+    def _append(self, frame: bytes, msgs: int, deadline: Deadline | float | None) -> None:
         """Under the lock: wait for room (see :meth:`write`), then append ``frame``."""
         if self._closed:
             raise ConnectionClosedError("connection closed")
+        if deadline is not None and not isinstance(deadline, Deadline):
+            deadline = Deadline(deadline)  # a timeout in seconds: it starts now
         while len(self._buf) > HIGH_WATER and self._transport is not None:
             if deadline is not None and deadline.expired():
                 raise TimeoutError(

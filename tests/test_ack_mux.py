@@ -161,3 +161,34 @@ def test_acks_arrive_after_a_reconnect(restartable_server):
         assert (ack.stream, ack.seq) == ("FAKE", 7)
     finally:
         nc.close()
+
+
+def test_publish_routed_sends_the_numbered_reply_and_checks_its_input(nc):
+    """publish_routed: reply <prefix><token> reaches the route; bad input raises, sends nothing."""
+    got: list[list[tuple[str, bytes, bytes | None]]] = []
+    arrived = threading.Event()
+
+    def handler(replies: list[tuple[str, bytes, bytes | None]]) -> None:
+        got.append(replies)
+        arrived.set()
+
+    prefix = nc.add_reply_route(handler)
+    sub = nc.subscribe("routed.x")
+    nc.publish_routed("routed.x", b"payload", prefix, 42, 1.0)
+    msg = sub.next_msg(timeout=5)
+    assert (msg.data, msg.reply) == (b"payload", f"{prefix}42")
+    msg.respond(b"answer")
+    assert arrived.wait(5)
+    assert got == [[("42", b"answer", None)]]
+    big = bytes(range(256)) * 300  # joined into its frame, not %-formatted
+    nc.publish_routed("routed.x", big, prefix, 7, 1.0)
+    msg = sub.next_msg(timeout=5)
+    assert (msg.data, msg.reply) == (big, f"{prefix}7")
+    with pytest.raises(ValueError, match="reply route"):
+        nc.publish_routed("routed.x", b"x", "_INBOX.made.up.", 1, 1.0)
+    with pytest.raises(js.BadSubjectError):
+        nc.publish_routed("routed.*", b"x", prefix, 1, 1.0)
+    with pytest.raises(js.MaxPayloadError):
+        nc.publish_routed("routed.x", b"x" * (nc.max_payload + 1), prefix, 1, 1.0)
+    nc.flush()
+    assert sub.pending_msgs == 0  # nothing of the refused ones was sent

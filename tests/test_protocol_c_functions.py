@@ -7,8 +7,8 @@ the ASan build (``csrc/asan.sh``) catches any read past the stated length.
 from __future__ import annotations
 
 import pytest
-from jetstream_sync._ffi import ffi, lib
 
+from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _py
 
 GUARD = -12345  # sentinel value that output slots past the written ones must keep

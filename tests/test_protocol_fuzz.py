@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jetstream_sync._ffi import ffi, lib
 
+from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _py
 from jetstream_sync.errors import BadHeaderError, ProtocolError
 

@@ -183,6 +183,27 @@ def test_consume_drain_delivers_buffered_then_stops(js, stream):
     wait_for(lambda: ctx2.closed, timeout=10)
 
 
+def test_consume_stop_discards_the_rest_of_a_buffered_batch(js, stream):
+    """stop() from the callback while messages wait in the buffer: none of them is handed over."""
+    publish_numbered(js, f"{stream.name}.x", 50)
+    cons = stream.create_consumer()
+    seen = []
+    gate = threading.Event()
+    holder = []
+
+    def cb(msg):
+        gate.wait(5)
+        seen.append(msg)
+        holder[0].stop()
+
+    holder.append(cons.consume(cb, max_messages=100))
+    ctx = holder[0]
+    wait_for(lambda: len(ctx._source._buf) > 1)  # the callback holds one, more wait behind it
+    gate.set()
+    wait_for(lambda: ctx.closed, timeout=10)
+    assert len(seen) == 1
+
+
 @pytest.mark.slow
 def test_messages_survives_a_server_restart_with_nothing_lost(restartable_server):
     """messages() keeps delivering across a server restart; every message arrives."""

@@ -423,3 +423,19 @@ def test_compat_ordered_subscribe_with_a_wildcard(js, ev):
         assert _subjects_of([sub.next_msg(timeout=2) for _ in range(2)]) == ["a.x", "b.x"]
     finally:
         sub.unsubscribe()
+
+
+@pytest.mark.parametrize(("tail", "ok"), [("7", True), ("*", True), (">", True), ("", False),
+                                          (" x", False), (".x", False)])  # fmt: skip
+def test_subscribing_under_a_published_subject_still_checks_the_filter(nc, tail, ok):
+    """A subscription <already published subject>.<tail> is checked by its role like any other."""
+    nc.publish("roles.head", b"x")  # "roles.head" is now a known publish subject
+    subject = f"roles.head.{tail}"
+    if not ok:
+        with pytest.raises(BadSubjectError):
+            nc.subscribe(subject)
+        return
+    sub = nc.subscribe(subject)
+    nc.flush()
+    nc.publish("roles.head.7", b"y")
+    assert sub.next_msg(timeout=5).data == b"y"

@@ -66,6 +66,8 @@ def test_publish_async_never_blocks_past_its_timeout_on_a_full_buffer(nats_serve
             fill_past_high_water(nc)
             times_out(lambda: ctx.publish_async("pa.x", b"lost", timeout=0.5))
             times_out(lambda: ctx.publish_async("pa.x", b"lost"))  # the context's 1 s
+            times_out(lambda: ctx.publish_async("pa.x", b"lost", timeout=1))  # an int
+            times_out(lambda: ctx.publish_async("pa.x", "lost", timeout=0.5))  # str: other path
             assert ctx.publish_async_pending() == 0  # the refused ones wait for no ack
         nc.flush(timeout=60)
         assert ctx.publish_async("pa.x", b"after").result(timeout=10).seq == 2

@@ -34,7 +34,7 @@ import itertools
 import math
 import queue
 import threading
-import time
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from .._deadline import Deadline, check_timeout
@@ -111,27 +111,45 @@ class AckMux:
         return batch
 
     def _ack_loop(self, prefix: str) -> None:
-        """Resolve futures batch by batch until the mux closes."""
+        """Resolve futures batch by batch until the mux closes.
+
+        A success for a future nobody waits on or listens to (the common
+        case) is settled right under the lock: its reply body is stored, to
+        be parsed when the result is read. The others (errors, status
+        replies, futures with waiters or callbacks) are settled after the
+        lock is released, since a done-callback may run.
+        """
         lock = self._lock
-        owners = self._owners
+        owners_pop = self._owners.pop
         while True:
             acks = self._next_acks()
             if acks is None:
                 return
-            settled = []
-            waited_on = []
+            later = []
+            waited_on: set[AsyncPublisher] = set()
+            last = None  # consecutive acks mostly belong to one window
+            pending: dict[str, PubAckFuture] = {}
             with lock:
                 for token, data, headers in acks:
-                    window = owners.pop(token, None)
-                    if window is not None:  # else a late ack of a failed future
-                        settled.append((window._pending.pop(token), data, headers))
-                        if window._waiting:
-                            waited_on.append(window)
-                for window in set(waited_on):
-                    if len(window._pending) <= window._low_water:
-                        assert window._cond is not None  # made when the window attached
-                        window._cond.notify_all()
-            for future, data, headers in settled:
+                    window = owners_pop(token, None)
+                    if window is None:  # a late ack of a failed future
+                        continue
+                    if window is not last:
+                        last, pending = window, window._pending
+                        if window._waiting:  # changes only under this lock
+                            waited_on.add(window)
+                    future = pending.pop(token)
+                    if headers is None and not future._ack_real and b'"error"' not in data:
+                        future._ack_value = data  # PubAckFuture._resolve, inlined: same lock
+                        future._ack_done = True
+                    else:
+                        later.append((future, data, headers))
+                if waited_on:
+                    for window in waited_on:
+                        if len(window._pending) <= window._low_water:
+                            assert window._cond is not None  # made when the window attached
+                            window._cond.notify_all()
+            for future, data, headers in later:
                 if headers is None and b'"error"' not in data:
                     future._resolve(data)  # a success: parsed when the result is read
                     continue
@@ -162,7 +180,7 @@ class AckMux:
             with self._lock:
                 if self._closed:
                     return
-                now = time.monotonic()
+                now = monotonic()
                 next_due = math.inf
                 for window in list(self._active):
                     pending = window._pending
@@ -269,6 +287,10 @@ class AsyncPublisher:
         self._pending: dict[str, PubAckFuture] = {}  # publish order = expiry order
         self._waiting = 0  # threads blocked on this window (room or completion)
         self._cond: threading.Condition | None = None
+        # Taken from the mux once it is attached, so a publish looks up less.
+        self._lock = threading.Lock()  # replaced by the mux's
+        self._prefix = ""
+        self._send = client.publish_routed
 
     def _attach(self) -> AckMux:
         """Find (or make) the client's mux and start it: the first publish only."""
@@ -278,6 +300,9 @@ class AsyncPublisher:
         with mux._lock:
             if self._cond is None:
                 self._cond = threading.Condition(mux._lock)
+        assert mux._prefix is not None  # the mux is started
+        self._lock = mux._lock
+        self._prefix = mux._prefix
         self._mux = mux
         return mux
 
@@ -295,33 +320,38 @@ class AsyncPublisher:
                 ``timeout``; nothing was sent and no future is pending.
             ConnectionClosedError: the client is closed.
         """
-        deadline = Deadline(timeout)
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
             self._client.validate_publish(subject, data, None, headers)
             mux = self._attach()
-        future = PubAckFuture(subject)
+        lock = self._lock
+        future = PubAckFuture(subject, lock)
         pending = self._pending
-        with mux._lock:
+        deadline = None  # made only if the call has to wait: the hot path does not
+        with lock:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
             if len(pending) >= self._max_inflight:
+                deadline = Deadline(timeout)
                 self._wait_for_room(mux, deadline)
-            token = str(next(mux._tokens))
-            expires = future._ack_expires = time.monotonic() + self._ack_timeout
+            n = next(mux._tokens)
+            token = str(n)
+            expires = future._ack_expires = monotonic() + self._ack_timeout
             if not pending:
                 mux._active[self] = None
             pending[token] = future
             mux._owners[token] = self
             if expires < mux._timer_due:
                 mux._wake_timer(expires)
-        prefix = mux._prefix
-        assert prefix is not None  # the mux is started
+        if deadline is not None:  # what is left of it bounds the wait for the write buffer
+            timeout = max(deadline.remaining(), 0.001)
         try:
-            self._client.publish(
-                subject, data, reply=prefix + token, headers=headers,
-                timeout=max(deadline.remaining(), 0.001),
-            )  # fmt: skip
+            if headers is None and type(data) is bytes:
+                self._send(subject, data, self._prefix, n, timeout)
+            else:
+                self._client.publish(
+                    subject, data, reply=self._prefix + token, headers=headers, timeout=timeout
+                )
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:

@@ -85,6 +85,24 @@ class IterationMixin(abc.ABC):
     def stop(self) -> None:
         """Stop iterating; ``next()`` raises :class:`IteratorClosedError` afterwards."""
 
+    _one: deque[Msg] | None = None  # next_buffered's deque, made on first use
+
+    def next_buffered(self) -> deque[Msg]:
+        """Block like ``next()``; return the messages to take next, in order.
+
+        For the consume loop: it takes them with ``popleft()`` until the
+        deque is empty, then calls again. Here one message, in a deque kept
+        for the purpose; the plain iterator hands out its own buffer, which
+        :meth:`stop` empties (so a stop discards what was not taken, as with
+        ``next()``).
+        """
+        msg = self.next()
+        one = self._one
+        if one is None:
+            one = self._one = deque()
+        one.append(msg)
+        return one
+
     def __iter__(self) -> Self:
         return self
 
@@ -266,6 +284,20 @@ class MessageIterator(IterationMixin):
             if self._error is not None:
                 raise self._error
             self._fill(deadline)
+
+    def next_buffered(self) -> deque[Msg]:
+        """Block until a message is buffered; return the buffer itself (see the base class).
+
+        Raises:
+            As :meth:`next` without a timeout.
+        """
+        self._check_usable()
+        buf = self._buf
+        while not buf:
+            if self._error is not None:
+                raise self._error
+            self._fill(None)
+        return buf
 
     def _fill(self, deadline: Deadline | None) -> None:
         """Wait for the next batch from the inbox and sort it into the buffer."""

@@ -84,16 +84,21 @@ class ConsumeContext:
         callback = self._callback
         while True:
             try:
-                msg = source.next()
+                buf = source.next_buffered()
             except (IteratorClosedError, ConnectionClosedError):
                 return
             except NatsError as exc:  # terminal: consumer deleted, refused requests
                 self._report(exc)
                 return
-            try:
-                callback(msg)
-            except Exception as exc:  # the user's bug must not stop consumption
-                self._report(exc)
+            while buf:  # a stop() empties it: what was not taken is discarded
+                try:
+                    msg = buf.popleft()
+                except IndexError:  # emptied by a stop() on another thread just now
+                    break
+                try:
+                    callback(msg)
+                except Exception as exc:  # the user's bug must not stop consumption
+                    self._report(exc)
 
     def _join(self, timeout: float | None) -> None:
         if self._thread is threading.current_thread():

@@ -220,7 +220,7 @@ class JetStreamContext(
                 expected_last_subject_seq, expected_last_msg_id, ttl,
             )  # fmt: skip
         if timeout is not None:
-            check_timeout("timeout", timeout)
+            timeout = check_timeout("timeout", timeout)
         return self._async.publish(subject, data, hdrs, timeout or self.timeout)
 
     def publish_async_pending(self) -> int:

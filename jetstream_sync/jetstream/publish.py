@@ -170,7 +170,10 @@ def pub_ack_seq(msg: Msg) -> int:
     return parse_pub_ack(msg).seq
 
 
-_LAZY = threading.Lock()  # orders a future's resolution against making its Future state
+# Orders a future's resolution against making its Future state; the async
+# publisher gives each future its ack mux's lock instead, under which the ack
+# thread settles futures without a call per future.
+_LAZY = threading.Lock()
 
 
 class PubAckFuture(concurrent.futures.Future[PubAck]):
@@ -214,8 +217,10 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     _ack_parsed: PubAck | None = None
     _ack_expires = 0.0  # when the ack is overdue (monotonic seconds); set by its window
 
-    def __init__(self, subject: str) -> None:  # noqa: D107 - Future.__init__ runs on first need
+    def __init__(self, subject: str, lock: threading.Lock = _LAZY) -> None:  # noqa: D107
+        # Future.__init__ runs on first need (see above).
         self.subject = subject
+        self._ack_lock = lock
 
     def __getattr__(self, name: str) -> Any:
         # Reached only for attributes this object lacks: the Future state that
@@ -227,7 +232,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
 
     def _ack_make_real(self) -> None:
         """Run ``Future.__init__`` and hand it the outcome, if there is one yet."""
-        with _LAZY:
+        with self._ack_lock:
             if self._ack_real:
                 return
             concurrent.futures.Future.__init__(self)
@@ -240,7 +245,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
 
     def _resolve(self, value: Any = None, error: BaseException | None = None) -> None:
         """Settle the future (the client's threads): with a reply body, a ``PubAck`` or an error."""
-        with _LAZY:
+        with self._ack_lock:
             if not self._ack_real:  # nobody waits or listens: keep the outcome
                 self._ack_value, self._ack_error = value, error
                 self._ack_done = True

@@ -1,0 +1,45 @@
+"""MsgQueue: a batch is queued whole when it fits, else up to the limits; the rest is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from jetstream_sync._deadline import Deadline
+from jetstream_sync._dispatch import MsgQueue
+from jetstream_sync.msg import Msg
+
+
+def _msgs(*sizes: int) -> list[Msg]:
+    return [Msg("q.x", "", b"x" * size) for size in sizes]
+
+
+@pytest.mark.parametrize(
+    ("msgs_limit", "bytes_limit", "batches", "refused", "kept"),
+    [
+        (10, 1000, [(5, 5, 5)], [0], 3),  # fits: queued whole
+        (3, 1000, [(5, 5), (5, 5)], [0, 1], 3),  # the message limit, exactly
+        (10, 12, [(5, 5), (5, 1)], [0, 1], 3),  # the byte limit: the small one still fits
+        (10, 10, [(5, 5)], [0], 2),  # bytes exactly at the limit
+    ],
+)
+def test_put_batch_keeps_what_fits_in_order(msgs_limit, bytes_limit, batches, refused, kept):
+    """Each put_batch returns how many it refused; what it kept comes out in order."""
+    queue = MsgQueue(msgs_limit, bytes_limit)
+    sent = []
+    for batch, expected in zip(batches, refused, strict=True):
+        msgs = _msgs(*batch)
+        sent.extend(msgs)
+        assert queue.put_batch(msgs) == expected
+    taken = queue.get_batch(100, Deadline(1))
+    assert len(taken) == kept and queue.pending_bytes == 0
+    assert all(m in sent for m in taken)
+    assert [sent.index(m) for m in taken] == sorted(sent.index(m) for m in taken)
+
+
+def test_pending_bytes_follow_a_whole_batch():
+    """A batch queued whole counts its bytes; taking part of it gives them back."""
+    queue = MsgQueue(100, 1000)
+    assert queue.put_batch(_msgs(1, 2, 3, 4)) == 0
+    assert (len(queue), queue.pending_bytes) == (4, 10)
+    assert [len(m.data) for m in queue.get_batch(2, None)] == [1, 2]
+    assert queue.pending_bytes == 7
