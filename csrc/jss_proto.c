@@ -1299,3 +1299,242 @@ int jss_direct_meta_parse(const char *block, size_t len, int64_t *out)
     out[7] = seen[4] ? (int64_t)found[4].len : -1;
     return 1;
 }
+
+/* ------------------------------------------------------------------------ */
+/* jss_direct_batch_decode: the header blocks of a batched direct get       */
+
+enum { DB_OTHER, DB_SUBJECT, DB_SEQUENCE, DB_TIME, DB_JETSTREAM };
+
+/* Which direct-get header a key is (DB_OTHER: one of the message's own). */
+static int db_key(const uint8_t *k, size_t n)
+{
+    if (n < 11 || memcmp(k, "Nats-", 5) != 0) {
+        return DB_OTHER;
+    }
+    k += 5;
+    n -= 5;
+    if (n == 7 && memcmp(k, "Subject", 7) == 0) {
+        return DB_SUBJECT;
+    }
+    if (n == 8 && memcmp(k, "Sequence", 8) == 0) {
+        return DB_SEQUENCE;
+    }
+    if (n == 10 && memcmp(k, "Time-Stamp", 10) == 0) {
+        return DB_TIME;
+    }
+    if ((n == 6 && memcmp(k, "Stream", 6) == 0) || (n == 11 && memcmp(k, "Num-Pending", 11) == 0)
+        || (n == 13 && memcmp(k, "Last-Sequence", 13) == 0)
+        || (n == 13 && memcmp(k, "UpTo-Sequence", 13) == 0)) {
+        return DB_JETSTREAM;
+    }
+    return DB_OTHER;
+}
+
+/* n decimal digits at b[i..i+n) into *out; 0 when one is not a digit. */
+static int db_digits(const uint8_t *b, size_t i, int n, int64_t *out)
+{
+    int64_t v = 0;
+    int k;
+
+    for (k = 0; k < n; k++) {
+        if (!is_digit(b[i + (size_t)k])) {
+            return 0;
+        }
+        v = v * 10 + (b[i + (size_t)k] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+static int64_t db_days(int64_t y, int64_t m, int64_t d)
+{
+    int64_t era, yoe, doy, doe;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int db_month_days(int64_t y, int64_t m)
+{
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+    return days[m - 1] + (m == 2 && leap);
+}
+
+/*
+ * YYYY-MM-DD[Tt ]HH:MM:SS[.F{1,9}](Z|z|[+-]HH:MM), as datetime accepts it
+ * (year >= 1, a real date, second < 60, |offset| < 24 h), in units of unit_ns
+ * since the epoch, rounded down. Returns 0 when malformed or out of range.
+ */
+static int db_time(const uint8_t *b, span s, int64_t unit_ns, int64_t *out)
+{
+    size_t i = s.off, end = s.off + s.len;
+    int64_t y, mo, d, h, mi, sec, frac = 0, oh = 0, om = 0, secs, per;
+    int digits = 0, sign = 0;
+
+    if (s.len < 20 || !db_digits(b, i, 4, &y) || b[i + 4] != '-' || !db_digits(b, i + 5, 2, &mo)
+        || b[i + 7] != '-' || !db_digits(b, i + 8, 2, &d)
+        || (b[i + 10] != 'T' && b[i + 10] != 't' && b[i + 10] != ' ')
+        || !db_digits(b, i + 11, 2, &h) || b[i + 13] != ':' || !db_digits(b, i + 14, 2, &mi)
+        || b[i + 16] != ':' || !db_digits(b, i + 17, 2, &sec)) {
+        return 0;
+    }
+    i += 19;
+    if (i < end && b[i] == '.') {
+        for (i++; i < end && is_digit(b[i]) && digits < 9; i++, digits++) {
+            frac = frac * 10 + (b[i] - '0');
+        }
+        if (digits == 0) {
+            return 0;
+        }
+        for (; digits < 9; digits++) {
+            frac *= 10;
+        }
+    }
+    if (i + 1 == end && (b[i] == 'Z' || b[i] == 'z')) {
+        sign = 0;
+    } else if (i + 6 == end && (b[i] == '+' || b[i] == '-') && db_digits(b, i + 1, 2, &oh)
+               && b[i + 3] == ':' && db_digits(b, i + 4, 2, &om)) {
+        sign = b[i] == '+' ? 1 : -1;
+    } else {
+        return 0;
+    }
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > db_month_days(y, mo) || h > 23 || mi > 59
+        || sec > 59 || oh * 60 + om >= 1440) {
+        return 0;
+    }
+    secs = db_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - sign * (oh * 3600 + om * 60);
+    per = 1000000000 / unit_ns;
+    if (secs > (INT64_MAX - 1000000000) / per || secs < INT64_MIN / per) {
+        return 0;
+    }
+    *out = secs * per + frac / unit_ns;
+    return 1;
+}
+
+int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_blocks,
+                                int64_t unit_ns, int32_t *kinds, int64_t *seqs,
+                                int64_t *times, int32_t *subj_offsets, char *subjects,
+                                size_t subjects_cap, int64_t *state)
+{
+    const uint8_t *b = (const uint8_t *)blocks;
+    size_t pos = 0, used = 0, count = 0;
+    int64_t messages = 0, own_headers = 0;
+
+    state[0] = 0;
+    state[1] = 0;
+    state[2] = 0;
+    state[3] = 0;
+    if (unit_ns != 1 && unit_ns != 1000 && unit_ns != 1000000 && unit_ns != 1000000000) {
+        return JSS_DIRECT_BATCH_ERR_UNIT;
+    }
+    if (subjects_cap > INT32_MAX) {
+        subjects_cap = INT32_MAX;
+    }
+    subj_offsets[0] = 0;
+    while (pos < len && count < max_blocks) {
+        size_t body_end, line, line_end, next, end;
+        int64_t meta[JSS_HDR_META_FIELDS];
+        span subject = NO_SPAN, seq = NO_SPAN, time = NO_SPAN;
+        int have_subject = 0, have_seq = 0, have_time = 0, own = 0, rc;
+
+        state[1] = (int64_t)pos;
+        if (len - pos < 8 || memcmp(b + pos, "NATS/1.0", 8) != 0) {
+            return JSS_ERR_HDR_PREFIX;
+        }
+        for (end = pos + 8; end + 4 <= len && memcmp(b + end, "\r\n\r\n", 4) != 0; end++) {
+        }
+        if (end + 4 > len) {
+            return JSS_ERR_HDR_END;
+        }
+        body_end = end;
+        meta[0] = -1;
+        for (line = pos; line <= body_end; line = next) {
+            const uint8_t *colon;
+            size_t key_len;
+
+            state[1] = (int64_t)line;
+            if (!find_line_end(b, line, body_end, &line_end, &next)) {
+                return JSS_ERR_HDR_CRLF;
+            }
+            if (line == pos) {
+                rc = parse_status_line(b, line, line_end, meta);
+                if (rc != COMPLETE) {
+                    return rc;
+                }
+                continue;
+            }
+            colon = memchr(b + line, ':', line_end - line);
+            if (colon == NULL) {
+                return JSS_ERR_HDR_LINE;
+            }
+            key_len = (size_t)(colon - b) - line;
+            if (key_len == 0) {
+                return JSS_ERR_HDR_KEY;
+            }
+            switch (db_key(b + line, key_len)) {
+            case DB_SUBJECT:
+                if (!have_subject) {
+                    subject = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+                    have_subject = 1;
+                }
+                break;
+            case DB_SEQUENCE:
+                if (!have_seq) {
+                    seq = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+                    have_seq = 1;
+                }
+                break;
+            case DB_TIME:
+                if (!have_time) {
+                    time = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+                    have_time = 1;
+                }
+                break;
+            case DB_OTHER:
+                own = 1;
+                break;
+            default:
+                break;
+            }
+        }
+        state[1] = (int64_t)pos;
+        seqs[count] = 0;
+        times[count] = 0;
+        if (meta[0] >= 0) {
+            kinds[count] = (int32_t)meta[0];
+        } else {
+            if (!have_subject || !have_seq || !have_time) {
+                return JSS_DIRECT_BATCH_ERR_MISSING;
+            }
+            if (!parse_uint(b, seq, &seqs[count])) {
+                return JSS_DIRECT_BATCH_ERR_SEQUENCE;
+            }
+            if (!db_time(b, time, unit_ns, &times[count])) {
+                return JSS_DIRECT_BATCH_ERR_TIME;
+            }
+            if (subject.len > subjects_cap - used) {
+                return JSS_DIRECT_BATCH_ERR_SPACE;
+            }
+            memcpy(subjects + used, b + subject.off, subject.len);
+            used += subject.len;
+            kinds[count] = own ? JSS_DIRECT_BATCH_MSG_HEADERS : JSS_DIRECT_BATCH_MSG;
+            messages++;
+            own_headers += own;
+        }
+        subj_offsets[count + 1] = (int32_t)used;
+        count++;
+        pos = end + 4;
+        state[0] = (int64_t)pos;
+    }
+    state[1] = 0;
+    state[2] = messages;
+    state[3] = own_headers;
+    return (int64_t)count;
+}

@@ -206,4 +206,48 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
                               const char *reply_prefix, size_t rplen, int64_t first_token,
                               int64_t max_payload);
 
+/*
+ * Batched direct get (ADR-31), decoded a whole batch at a time.
+ *
+ * blocks holds the header blocks of direct-get replies laid end to end, each
+ * from "NATS/1.0" up to and including its blank line (a block ends at its
+ * first CRLFCRLF). For each block i, up to max_blocks of them, it writes:
+ *
+ *   kinds[i]    JSS_DIRECT_BATCH_MSG (a stored message), JSS_DIRECT_BATCH_MSG_HEADERS
+ *               (a stored message that also carries headers of its own), or the
+ *               reply's status code, 0-999 (204 end of batch, 404, 408, 413...);
+ *   seqs[i]     Nats-Sequence (0 for a status);
+ *   times[i]    Nats-Time-Stamp (RFC 3339, up to nine fractional digits, Z or an
+ *               offset) in units of unit_ns nanoseconds since 1970-01-01T00:00:00Z,
+ *               rounded down (unit_ns is 1, 1000, 1000000 or 1000000000; 0 for a status);
+ *   subjects    the Nats-Subject value appended (nothing for a status), with
+ *               subj_offsets[i + 1] its end (subj_offsets[0] = 0): Arrow's
+ *               string offsets; subjects_cap >= len always suffices.
+ *
+ * A message block must hold Nats-Subject, Nats-Sequence and Nats-Time-Stamp
+ * (the first of each counts); any key other than the direct-get ones
+ * (Nats-Stream, Nats-Subject, Nats-Sequence, Nats-Time-Stamp, Nats-Num-Pending,
+ * Nats-Last-Sequence, Nats-UpTo-Sequence) is a header of the message's own.
+ * Blocks are validated like jss_parse_headers does. state (JSS_DIRECT_BATCH_STATE_FIELDS):
+ * bytes consumed (just past the last block decoded), the offset of the block or
+ * line in error, the number of message blocks, the number of those with headers
+ * of their own. Returns the number of blocks decoded, or a JSS_ERR_HDR_* or
+ * JSS_DIRECT_BATCH_ERR_* code.
+ */
+enum {
+    JSS_DIRECT_BATCH_MSG = -1,
+    JSS_DIRECT_BATCH_MSG_HEADERS = -2,
+    JSS_DIRECT_BATCH_STATE_FIELDS = 4,
+    JSS_DIRECT_BATCH_ERR_MISSING = -40,  /* a message block lacks subject, sequence or time */
+    JSS_DIRECT_BATCH_ERR_SEQUENCE = -41, /* Nats-Sequence is not an unsigned int64 decimal */
+    JSS_DIRECT_BATCH_ERR_TIME = -42,     /* Nats-Time-Stamp is not RFC 3339 or out of range */
+    JSS_DIRECT_BATCH_ERR_UNIT = -43,     /* unit_ns is not 1, 1000, 1000000 or 1000000000 */
+    JSS_DIRECT_BATCH_ERR_SPACE = -44     /* the subjects do not fit subjects_cap */
+};
+
+int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_blocks,
+                                int64_t unit_ns, int32_t *kinds, int64_t *seqs,
+                                int64_t *times, int32_t *subj_offsets, char *subjects,
+                                size_t subjects_cap, int64_t *state);
+
 #endif

@@ -23,6 +23,11 @@ class Int64Array(CData):
     def __getitem__(self, index: int) -> int: ...
     def __setitem__(self, index: int, value: int) -> None: ...
 
+class Int32Array(CData):
+    """An ``int32_t[]`` array made by an allocator."""
+
+    def __getitem__(self, index: int) -> int: ...
+
 class CharArray(CData):
     """A ``char[]`` array made by ``ffi.new`` or an allocator."""
 
@@ -58,7 +63,12 @@ class CBuffer:
 class Allocator:
     """What ``ffi.new_allocator`` returns: ``ffi.new`` with other settings."""
 
+    @overload
     def __call__(self, cdecl: Literal["char[]"], init: int, /) -> CharArray: ...
+    @overload
+    def __call__(self, cdecl: Literal["int64_t[]"], init: int, /) -> Int64Array: ...
+    @overload
+    def __call__(self, cdecl: Literal["int32_t[]"], init: int, /) -> Int32Array: ...
 
 class FFI:
     """The module's ``ffi`` object, reduced to the calls jetstream_sync makes."""
@@ -125,6 +135,14 @@ class Lib:
     JSS_BATCH_ERR_MSG_ID: int
     JSS_BATCH_ERR_TOO_BIG: int
     JSS_BATCH_STATE_FIELDS: int
+    JSS_DIRECT_BATCH_MSG: int
+    JSS_DIRECT_BATCH_MSG_HEADERS: int
+    JSS_DIRECT_BATCH_STATE_FIELDS: int
+    JSS_DIRECT_BATCH_ERR_MISSING: int
+    JSS_DIRECT_BATCH_ERR_SEQUENCE: int
+    JSS_DIRECT_BATCH_ERR_TIME: int
+    JSS_DIRECT_BATCH_ERR_UNIT: int
+    JSS_DIRECT_BATCH_ERR_SPACE: int
 
     def jss_parse(
         self,
@@ -189,6 +207,21 @@ class Lib:
         rplen: int,
         first_token: int,
         max_payload: int,
+        /,
+    ) -> int: ...
+    def jss_direct_batch_decode(
+        self,
+        blocks: bytes,
+        len: int,
+        max_blocks: int,
+        unit_ns: int,
+        kinds: Int32Array,
+        seqs: Int64Array,
+        times: Int64Array,
+        subj_offsets: Int32Array,
+        subjects: CharArray,
+        subjects_cap: int,
+        state: Int64Array,
         /,
     ) -> int: ...
 

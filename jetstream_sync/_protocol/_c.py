@@ -32,6 +32,12 @@ from typing import TYPE_CHECKING, cast
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _py
+from jetstream_sync._protocol._direct_batch import (
+    DirectBatch,
+    batch_error,
+    check_unit,
+    check_whole,
+)
 from jetstream_sync._protocol._py import (
     BATCH_ERRORS,
     MAX_CONTROL_LINE,
@@ -71,6 +77,7 @@ __all__ = [
     "OP_PONG",
     "BatchColumn",
     "encode_batch_hpub",
+    "decode_direct_batch",
     "encode_headers",
     "encode_hpub",
     "encode_hpub_pairs",
@@ -510,3 +517,43 @@ def encode_batch_hpub(
         first_index += n
         first_token += n
         start += n
+
+
+# ---------------------------------------------------------------------------
+# batched direct get
+
+_DIRECT_BATCH_STATE = lib.JSS_DIRECT_BATCH_STATE_FIELDS
+_new_columns = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+def decode_direct_batch(blocks: BytesLike, count: int, unit_ns: int) -> DirectBatch:
+    """Decode the header blocks of ``count`` direct-get replies in one C call.
+
+    Same interface and results as
+    :func:`jetstream_sync._protocol._direct_batch.decode_direct_batch`; the
+    columns are fresh C arrays (not cleared: C writes every entry it returns).
+    """
+    check_unit(unit_ns)
+    data = blocks if type(blocks) is bytes else bytes(blocks)
+    size = len(data)
+    kinds = _new_columns("int32_t[]", max(count, 1))
+    seqs = _new_columns("int64_t[]", max(count, 1))
+    times = _new_columns("int64_t[]", max(count, 1))
+    offsets = _new_columns("int32_t[]", count + 1)
+    subjects = _new_columns("char[]", max(size, 1))
+    state = ffi.new("int64_t[]", _DIRECT_BATCH_STATE)
+    n = lib.jss_direct_batch_decode(
+        data, size, count, unit_ns, kinds, seqs, times, offsets, subjects, size, state
+    )
+    if n < 0:
+        raise batch_error(n, data, state[1])
+    check_whole(n, state[0], size, count)
+    return DirectBatch(
+        memoryview(ffi.buffer(kinds, 4 * n)).cast("i"),
+        memoryview(ffi.buffer(seqs, 8 * n)).cast("q"),
+        memoryview(ffi.buffer(times, 8 * n)).cast("q"),
+        memoryview(ffi.buffer(offsets, 4 * (n + 1))).cast("i"),
+        memoryview(ffi.buffer(subjects, offsets[n])),
+        state[2],
+        state[3],
+    )
