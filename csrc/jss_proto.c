@@ -924,6 +924,247 @@ int64_t jss_encode_headers(char *out, size_t cap, const char *kv, size_t kvlen)
 }
 
 /* ------------------------------------------------------------------------ */
+/* jss_encode_batch_hpub and its BLAKE2b (RFC 7693)                         */
+
+static const uint64_t BLAKE2B_IV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
+    0xa54ff53a5f1d36f1ULL, 0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
+    0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
+
+static const uint8_t BLAKE2B_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+#define ROTR64(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define B2B_G(a, b, c, d, x, y)        \
+    do {                               \
+        v[a] = v[a] + v[b] + (x);      \
+        v[d] = ROTR64(v[d] ^ v[a], 32); \
+        v[c] = v[c] + v[d];            \
+        v[b] = ROTR64(v[b] ^ v[c], 24); \
+        v[a] = v[a] + v[b] + (y);      \
+        v[d] = ROTR64(v[d] ^ v[a], 16); \
+        v[c] = v[c] + v[d];            \
+        v[b] = ROTR64(v[b] ^ v[c], 63); \
+    } while (0)
+
+static uint64_t load64_le(const uint8_t *p)
+{
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
+           ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
+           ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+}
+
+/* Mix one 128-byte block into h; t is the byte count so far (< 2^64 here). */
+static void blake2b_compress(uint64_t *h, const uint8_t *block, uint64_t t, int last)
+{
+    uint64_t v[16], m[16];
+    int i;
+
+    for (i = 0; i < 16; i++) {
+        m[i] = load64_le(block + 8 * i);
+    }
+    for (i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = BLAKE2B_IV[i];
+    }
+    v[12] ^= t;
+    if (last) {
+        v[14] = ~v[14];
+    }
+    for (i = 0; i < 12; i++) {
+        const uint8_t *s = BLAKE2B_SIGMA[i];
+        B2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        B2B_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        B2B_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        B2B_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        B2B_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        B2B_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        B2B_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        B2B_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (i = 0; i < 8; i++) {
+        h[i] ^= v[i] ^ v[i + 8];
+    }
+}
+
+/* The 12 lowercase hex digits of BLAKE2b with a 6-byte digest of data keyed
+   with key (klen <= 64), written at p; return p past them. */
+static char *put_blake2b48_hex(char *p, const uint8_t *key, size_t klen, const uint8_t *data,
+                               size_t len)
+{
+    static const char HEX[] = "0123456789abcdef";
+    uint64_t h[8];
+    uint8_t block[128];
+    uint64_t t = 0;
+    int i;
+
+    for (i = 0; i < 8; i++) {
+        h[i] = BLAKE2B_IV[i];
+    }
+    h[0] ^= 0x01010000ULL ^ ((uint64_t)klen << 8) ^ 6;
+    if (klen > 0) {
+        memset(block, 0, sizeof block);
+        memcpy(block, key, klen);
+        t = 128;
+        blake2b_compress(h, block, t, len == 0);
+    }
+    while (len > 128) {
+        t += 128;
+        blake2b_compress(h, data, t, 0);
+        data += 128;
+        len -= 128;
+    }
+    if (len > 0 || klen == 0) {
+        memset(block, 0, sizeof block);
+        if (len) {
+            memcpy(block, data, len);
+        }
+        t += len;
+        blake2b_compress(h, block, t, 1);
+    }
+    for (i = 0; i < 6; i++) {
+        uint8_t byte = (uint8_t)(h[i / 8] >> (8 * (i % 8)));
+        *p++ = HEX[byte >> 4];
+        *p++ = HEX[byte & 15];
+    }
+    return p;
+}
+
+#define MSG_ID_KEY "Nats-Msg-Id: "
+#define MSG_ID_KEY_LEN 13
+#define HASH_HEX_LEN 12
+
+/* Row r of col: 1 and its bytes, or 0 when col is NULL or the row is null. */
+static int column_row(const jss_batch_column *col, int64_t r, const char **p, size_t *len)
+{
+    int64_t i;
+
+    if (col == NULL) {
+        return 0;
+    }
+    i = col->first + r;
+    if (col->valid != NULL && !((col->valid[i >> 3] >> (i & 7)) & 1)) {
+        return 0;
+    }
+    *p = col->data + col->offsets[i];
+    *len = (size_t)(col->offsets[i + 1] - col->offsets[i]);
+    return 1;
+}
+
+int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
+                              const jss_batch_column *payloads,
+                              const jss_batch_column *subjects,
+                              const jss_batch_column *msg_ids,
+                              const jss_batch_column *headers,
+                              int64_t start, int64_t end,
+                              const char *default_subject, size_t dslen,
+                              const char *id_prefix, size_t iplen, int64_t first_index,
+                              const char *reply_prefix, size_t rplen, int64_t first_token,
+                              int64_t max_payload)
+{
+    size_t used = 0;
+    int64_t r;
+
+    state[0] = 0;
+    state[1] = -1;
+    state[2] = 0;
+    for (r = start; r < end; r++) {
+        const char *payload = NULL, *subject = NULL, *id = NULL, *kv = NULL;
+        size_t plen = 0, slen = 0, idlen = 0, kvlen = 0, j;
+        uint64_t block = 0, total, need, token = (uint64_t)(first_token + (r - start));
+        uint64_t index = (uint64_t)(first_index + (r - start));
+        int has_id, rc;
+        char *p;
+
+        state[1] = r;
+        if (!column_row(payloads, r, &payload, &plen)) {
+            return JSS_BATCH_ERR_NULL_DATA;
+        }
+        if (!column_row(subjects, r, &subject, &slen) || slen == 0) {
+            subject = default_subject;
+            slen = dslen;
+        }
+        if (slen == 0) {
+            return JSS_BATCH_ERR_NO_SUBJECT;
+        }
+        if (!jss_valid_subject(subject, slen, 0)) {
+            return JSS_BATCH_ERR_SUBJECT;
+        }
+        if (column_row(headers, r, &kv, &kvlen)) {
+            rc = scan_kv((const uint8_t *)kv, kvlen, &block);
+            if (rc != 0) {
+                return rc;
+            }
+        } else {
+            block = HDR_PREFIX_LEN + 2;
+        }
+        has_id = column_row(msg_ids, r, &id, &idlen);
+        if (has_id) {
+            for (j = 0; j < idlen; j++) {
+                if (id[j] == '\r' || id[j] == '\n') {
+                    return JSS_BATCH_ERR_MSG_ID;
+                }
+            }
+        } else {
+            idlen = iplen + count_digits(index) + 1 + HASH_HEX_LEN;
+        }
+        block += MSG_ID_KEY_LEN + idlen + 2;
+        total = block + plen;
+        if (total > (uint64_t)max_payload) {
+            return JSS_BATCH_ERR_TOO_BIG;
+        }
+        need = 5 + slen + 1 + rplen + count_digits(token) + 1 + count_digits(block) + 1 +
+               count_digits(total) + 2 + total + 2;
+        if (need > cap - used) {
+            state[1] = -1;
+            state[2] = (int64_t)need;
+            return r - start;
+        }
+        p = put_head(out + used, "HPUB ", 5, subject, slen, NULL, 0);
+        p = put(p, reply_prefix, rplen);
+        p = put_uint(p, token);
+        *p++ = ' ';
+        p = put_uint(p, block);
+        *p++ = ' ';
+        p = put_uint(p, total);
+        p = put(p, "\r\n", 2);
+        if (kv != NULL) {
+            p = put_headers(p, kv, kvlen) - 2; /* the id line goes before the blank line */
+        } else {
+            p = put(p, HDR_PREFIX, HDR_PREFIX_LEN);
+        }
+        p = put(p, MSG_ID_KEY, MSG_ID_KEY_LEN);
+        if (has_id) {
+            p = put(p, id, idlen);
+        } else {
+            p = put(p, id_prefix, iplen);
+            p = put_uint(p, index);
+            *p++ = ':';
+            p = put_blake2b48_hex(p, (const uint8_t *)subject, slen < 64 ? slen : 64,
+                                  (const uint8_t *)payload, plen);
+        }
+        p = put(p, "\r\n\r\n", 4);
+        p = put(p, payload, plen);
+        p = put(p, "\r\n", 2);
+        used = (size_t)(p - out);
+        state[0] = (int64_t)used;
+    }
+    state[1] = -1;
+    return end - start;
+}
+
+/* ------------------------------------------------------------------------ */
 /* jss_direct_meta_parse                                                    */
 
 /* The value of n two-digit..four-digit decimal at b[i..i+n), or -1. */
@@ -1057,4 +1298,243 @@ int jss_direct_meta_parse(const char *block, size_t len, int64_t *out)
     out[6] = seen[4] ? (int64_t)found[4].off : 0;
     out[7] = seen[4] ? (int64_t)found[4].len : -1;
     return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* jss_direct_batch_decode: the header blocks of a batched direct get       */
+
+enum { DB_OTHER, DB_SUBJECT, DB_SEQUENCE, DB_TIME, DB_JETSTREAM };
+
+/* Which direct-get header a key is (DB_OTHER: one of the message's own). */
+static int db_key(const uint8_t *k, size_t n)
+{
+    if (n < 11 || memcmp(k, "Nats-", 5) != 0) {
+        return DB_OTHER;
+    }
+    k += 5;
+    n -= 5;
+    if (n == 7 && memcmp(k, "Subject", 7) == 0) {
+        return DB_SUBJECT;
+    }
+    if (n == 8 && memcmp(k, "Sequence", 8) == 0) {
+        return DB_SEQUENCE;
+    }
+    if (n == 10 && memcmp(k, "Time-Stamp", 10) == 0) {
+        return DB_TIME;
+    }
+    if ((n == 6 && memcmp(k, "Stream", 6) == 0) || (n == 11 && memcmp(k, "Num-Pending", 11) == 0)
+        || (n == 13 && memcmp(k, "Last-Sequence", 13) == 0)
+        || (n == 13 && memcmp(k, "UpTo-Sequence", 13) == 0)) {
+        return DB_JETSTREAM;
+    }
+    return DB_OTHER;
+}
+
+/* n decimal digits at b[i..i+n) into *out; 0 when one is not a digit. */
+static int db_digits(const uint8_t *b, size_t i, int n, int64_t *out)
+{
+    int64_t v = 0;
+    int k;
+
+    for (k = 0; k < n; k++) {
+        if (!is_digit(b[i + (size_t)k])) {
+            return 0;
+        }
+        v = v * 10 + (b[i + (size_t)k] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+static int64_t db_days(int64_t y, int64_t m, int64_t d)
+{
+    int64_t era, yoe, doy, doe;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int db_month_days(int64_t y, int64_t m)
+{
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+    return days[m - 1] + (m == 2 && leap);
+}
+
+/*
+ * YYYY-MM-DD[Tt ]HH:MM:SS[.F{1,9}](Z|z|[+-]HH:MM), as datetime accepts it
+ * (year >= 1, a real date, second < 60, |offset| < 24 h), in units of unit_ns
+ * since the epoch, rounded down. Returns 0 when malformed or out of range.
+ */
+static int db_time(const uint8_t *b, span s, int64_t unit_ns, int64_t *out)
+{
+    size_t i = s.off, end = s.off + s.len;
+    int64_t y, mo, d, h, mi, sec, frac = 0, oh = 0, om = 0, secs, per;
+    int digits = 0, sign = 0;
+
+    if (s.len < 20 || !db_digits(b, i, 4, &y) || b[i + 4] != '-' || !db_digits(b, i + 5, 2, &mo)
+        || b[i + 7] != '-' || !db_digits(b, i + 8, 2, &d)
+        || (b[i + 10] != 'T' && b[i + 10] != 't' && b[i + 10] != ' ')
+        || !db_digits(b, i + 11, 2, &h) || b[i + 13] != ':' || !db_digits(b, i + 14, 2, &mi)
+        || b[i + 16] != ':' || !db_digits(b, i + 17, 2, &sec)) {
+        return 0;
+    }
+    i += 19;
+    if (i < end && b[i] == '.') {
+        for (i++; i < end && is_digit(b[i]) && digits < 9; i++, digits++) {
+            frac = frac * 10 + (b[i] - '0');
+        }
+        if (digits == 0) {
+            return 0;
+        }
+        for (; digits < 9; digits++) {
+            frac *= 10;
+        }
+    }
+    if (i + 1 == end && (b[i] == 'Z' || b[i] == 'z')) {
+        sign = 0;
+    } else if (i + 6 == end && (b[i] == '+' || b[i] == '-') && db_digits(b, i + 1, 2, &oh)
+               && b[i + 3] == ':' && db_digits(b, i + 4, 2, &om)) {
+        sign = b[i] == '+' ? 1 : -1;
+    } else {
+        return 0;
+    }
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > db_month_days(y, mo) || h > 23 || mi > 59
+        || sec > 59 || oh * 60 + om >= 1440) {
+        return 0;
+    }
+    secs = db_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - sign * (oh * 3600 + om * 60);
+    per = 1000000000 / unit_ns;
+    if (secs > (INT64_MAX - 1000000000) / per || secs < INT64_MIN / per) {
+        return 0;
+    }
+    *out = secs * per + frac / unit_ns;
+    return 1;
+}
+
+int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_blocks,
+                                int64_t unit_ns, int32_t *kinds, int64_t *seqs,
+                                int64_t *times, int32_t *subj_offsets, char *subjects,
+                                size_t subjects_cap, int64_t *state)
+{
+    const uint8_t *b = (const uint8_t *)blocks;
+    size_t pos = 0, used = 0, count = 0;
+    int64_t messages = 0, own_headers = 0;
+
+    state[0] = 0;
+    state[1] = 0;
+    state[2] = 0;
+    state[3] = 0;
+    if (unit_ns != 1 && unit_ns != 1000 && unit_ns != 1000000 && unit_ns != 1000000000) {
+        return JSS_DIRECT_BATCH_ERR_UNIT;
+    }
+    if (subjects_cap > INT32_MAX) {
+        subjects_cap = INT32_MAX;
+    }
+    subj_offsets[0] = 0;
+    while (pos < len && count < max_blocks) {
+        size_t body_end, line, line_end, next, end;
+        int64_t meta[JSS_HDR_META_FIELDS];
+        span subject = NO_SPAN, seq = NO_SPAN, time = NO_SPAN;
+        int have_subject = 0, have_seq = 0, have_time = 0, own = 0, rc;
+
+        state[1] = (int64_t)pos;
+        if (len - pos < 8 || memcmp(b + pos, "NATS/1.0", 8) != 0) {
+            return JSS_ERR_HDR_PREFIX;
+        }
+        for (end = pos + 8; end + 4 <= len && memcmp(b + end, "\r\n\r\n", 4) != 0; end++) {
+        }
+        if (end + 4 > len) {
+            return JSS_ERR_HDR_END;
+        }
+        body_end = end;
+        meta[0] = -1;
+        for (line = pos; line <= body_end; line = next) {
+            const uint8_t *colon;
+            size_t key_len;
+
+            state[1] = (int64_t)line;
+            if (!find_line_end(b, line, body_end, &line_end, &next)) {
+                return JSS_ERR_HDR_CRLF;
+            }
+            if (line == pos) {
+                rc = parse_status_line(b, line, line_end, meta);
+                if (rc != COMPLETE) {
+                    return rc;
+                }
+                continue;
+            }
+            colon = memchr(b + line, ':', line_end - line);
+            if (colon == NULL) {
+                return JSS_ERR_HDR_LINE;
+            }
+            key_len = (size_t)(colon - b) - line;
+            if (key_len == 0) {
+                return JSS_ERR_HDR_KEY;
+            }
+            switch (db_key(b + line, key_len)) {
+            case DB_SUBJECT:
+                if (!have_subject) {
+                    subject = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+                    have_subject = 1;
+                }
+                break;
+            case DB_SEQUENCE:
+                if (!have_seq) {
+                    seq = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+                    have_seq = 1;
+                }
+                break;
+            case DB_TIME:
+                if (!have_time) {
+                    time = trim(b, (size_t)(colon - b) + 1, line_end, 0);
+                    have_time = 1;
+                }
+                break;
+            case DB_OTHER:
+                own = 1;
+                break;
+            default:
+                break;
+            }
+        }
+        state[1] = (int64_t)pos;
+        seqs[count] = 0;
+        times[count] = 0;
+        if (meta[0] >= 0) {
+            kinds[count] = (int32_t)meta[0];
+        } else {
+            if (!have_subject || !have_seq || !have_time) {
+                return JSS_DIRECT_BATCH_ERR_MISSING;
+            }
+            if (!parse_uint(b, seq, &seqs[count])) {
+                return JSS_DIRECT_BATCH_ERR_SEQUENCE;
+            }
+            if (!db_time(b, time, unit_ns, &times[count])) {
+                return JSS_DIRECT_BATCH_ERR_TIME;
+            }
+            if (subject.len > subjects_cap - used) {
+                return JSS_DIRECT_BATCH_ERR_SPACE;
+            }
+            memcpy(subjects + used, b + subject.off, subject.len);
+            used += subject.len;
+            kinds[count] = own ? JSS_DIRECT_BATCH_MSG_HEADERS : JSS_DIRECT_BATCH_MSG;
+            messages++;
+            own_headers += own;
+        }
+        subj_offsets[count + 1] = (int32_t)used;
+        count++;
+        pos = end + 4;
+        state[0] = (int64_t)pos;
+    }
+    state[1] = 0;
+    state[2] = messages;
+    state[3] = own_headers;
+    return (int64_t)count;
 }

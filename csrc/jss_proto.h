@@ -147,4 +147,107 @@ int64_t jss_encode_hpub(char *out, size_t cap, const char *subject, size_t slen,
 /* Just the header block: NATS/1.0\r\n, one line per pair, \r\n. */
 int64_t jss_encode_headers(char *out, size_t cap, const char *kv, size_t kvlen);
 
+/*
+ * Batch publishing: a whole batch of JetStream messages in one call.
+ *
+ * A column is Arrow's layout of a binary/string array with 64-bit offsets:
+ * row r's bytes are data[offsets[first + r] .. offsets[first + r + 1]) and,
+ * when valid is not NULL, bit (first + r) of valid (LSB first) is 0 for a
+ * null row. first is Arrow's array offset.
+ */
+typedef struct {
+    const char *data;
+    const int64_t *offsets;
+    const uint8_t *valid;
+    int64_t first;
+} jss_batch_column;
+
+/* jss_encode_batch_hpub results (besides JSS_ENC_ERR_KEY/VALUE/KV for a
+   row's header pairs). */
+enum {
+    JSS_BATCH_ERR_NULL_DATA = -21,  /* a row's payload is null */
+    JSS_BATCH_ERR_NO_SUBJECT = -22, /* a row's subject is null or empty and there is no default */
+    JSS_BATCH_ERR_SUBJECT = -23,    /* a row's subject is not one to publish to */
+    JSS_BATCH_ERR_MSG_ID = -24,     /* a row's msg id holds CR or LF */
+    JSS_BATCH_ERR_TOO_BIG = -25,    /* header block + payload larger than max_payload */
+    /* int64 slots of jss_encode_batch_hpub's state: bytes written, row in
+       error, bytes the next row needs when it did not fit */
+    JSS_BATCH_STATE_FIELDS = 3
+};
+
+/*
+ * Encode rows start..end-1 of a batch as HPUB frames into out[0..cap):
+ *
+ *   HPUB <subject> <reply_prefix><first_token + r - start> <hdr> <total>\r\n
+ *   NATS/1.0\r\n<the row's header pairs>Nats-Msg-Id: <id>\r\n\r\n<payload>\r\n
+ *
+ * subjects (may be NULL): a null or empty subject takes default_subject;
+ * each subject must be valid without wildcards. msg_ids (may be NULL): a
+ * null id is derived as id_prefix + decimal(first_index + r - start) + ":"
+ * + the 12 hex digits of BLAKE2b-48 of the payload keyed with the first 64
+ * bytes of the subject (what Python's hashlib.blake2b(payload,
+ * digest_size=6, key=subject[:64]).hexdigest() gives). headers (may be
+ * NULL; null rows have none): each row holds kv pairs as for jss_encode_hpub.
+ * A frame whose header block and payload exceed max_payload is an error.
+ *
+ * Returns the number of rows written (end - start unless out filled up:
+ * then state[2] = the bytes the next row needs), with state[0] = bytes
+ * written; or a negative error code (JSS_BATCH_ERR_* or JSS_ENC_ERR_*) with
+ * state[1] = the row in error (every row before it was checked and written).
+ */
+int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
+                              const jss_batch_column *payloads,
+                              const jss_batch_column *subjects,
+                              const jss_batch_column *msg_ids,
+                              const jss_batch_column *headers,
+                              int64_t start, int64_t end,
+                              const char *default_subject, size_t dslen,
+                              const char *id_prefix, size_t iplen, int64_t first_index,
+                              const char *reply_prefix, size_t rplen, int64_t first_token,
+                              int64_t max_payload);
+
+/*
+ * Batched direct get (ADR-31), decoded a whole batch at a time.
+ *
+ * blocks holds the header blocks of direct-get replies laid end to end, each
+ * from "NATS/1.0" up to and including its blank line (a block ends at its
+ * first CRLFCRLF). For each block i, up to max_blocks of them, it writes:
+ *
+ *   kinds[i]    JSS_DIRECT_BATCH_MSG (a stored message), JSS_DIRECT_BATCH_MSG_HEADERS
+ *               (a stored message that also carries headers of its own), or the
+ *               reply's status code, 0-999 (204 end of batch, 404, 408, 413...);
+ *   seqs[i]     Nats-Sequence (0 for a status);
+ *   times[i]    Nats-Time-Stamp (RFC 3339, up to nine fractional digits, Z or an
+ *               offset) in units of unit_ns nanoseconds since 1970-01-01T00:00:00Z,
+ *               rounded down (unit_ns is 1, 1000, 1000000 or 1000000000; 0 for a status);
+ *   subjects    the Nats-Subject value appended (nothing for a status), with
+ *               subj_offsets[i + 1] its end (subj_offsets[0] = 0): Arrow's
+ *               string offsets; subjects_cap >= len always suffices.
+ *
+ * A message block must hold Nats-Subject, Nats-Sequence and Nats-Time-Stamp
+ * (the first of each counts); any key other than the direct-get ones
+ * (Nats-Stream, Nats-Subject, Nats-Sequence, Nats-Time-Stamp, Nats-Num-Pending,
+ * Nats-Last-Sequence, Nats-UpTo-Sequence) is a header of the message's own.
+ * Blocks are validated like jss_parse_headers does. state (JSS_DIRECT_BATCH_STATE_FIELDS):
+ * bytes consumed (just past the last block decoded), the offset of the block or
+ * line in error, the number of message blocks, the number of those with headers
+ * of their own. Returns the number of blocks decoded, or a JSS_ERR_HDR_* or
+ * JSS_DIRECT_BATCH_ERR_* code.
+ */
+enum {
+    JSS_DIRECT_BATCH_MSG = -1,
+    JSS_DIRECT_BATCH_MSG_HEADERS = -2,
+    JSS_DIRECT_BATCH_STATE_FIELDS = 4,
+    JSS_DIRECT_BATCH_ERR_MISSING = -40,  /* a message block lacks subject, sequence or time */
+    JSS_DIRECT_BATCH_ERR_SEQUENCE = -41, /* Nats-Sequence is not an unsigned int64 decimal */
+    JSS_DIRECT_BATCH_ERR_TIME = -42,     /* Nats-Time-Stamp is not RFC 3339 or out of range */
+    JSS_DIRECT_BATCH_ERR_UNIT = -43,     /* unit_ns is not 1, 1000, 1000000 or 1000000000 */
+    JSS_DIRECT_BATCH_ERR_SPACE = -44     /* the subjects do not fit subjects_cap */
+};
+
+int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_blocks,
+                                int64_t unit_ns, int32_t *kinds, int64_t *seqs,
+                                int64_t *times, int32_t *subj_offsets, char *subjects,
+                                size_t subjects_cap, int64_t *state);
+
 #endif

@@ -23,8 +23,21 @@ class Int64Array(CData):
     def __getitem__(self, index: int) -> int: ...
     def __setitem__(self, index: int, value: int) -> None: ...
 
+class Int32Array(CData):
+    """An ``int32_t[]`` array made by an allocator."""
+
+    def __getitem__(self, index: int) -> int: ...
+
 class CharArray(CData):
     """A ``char[]`` array made by ``ffi.new`` or an allocator."""
+
+class BatchColumnStruct(CData):
+    """A ``jss_batch_column *`` made by ``ffi.new``: pointers into Arrow buffers."""
+
+    data: CData
+    offsets: CData
+    valid: CData
+    first: int
 
 class BufferView(CData):
     """A ``char[]`` over a Python buffer (``ffi.from_buffer``); releases it on exit."""
@@ -50,7 +63,12 @@ class CBuffer:
 class Allocator:
     """What ``ffi.new_allocator`` returns: ``ffi.new`` with other settings."""
 
+    @overload
     def __call__(self, cdecl: Literal["char[]"], init: int, /) -> CharArray: ...
+    @overload
+    def __call__(self, cdecl: Literal["int64_t[]"], init: int, /) -> Int64Array: ...
+    @overload
+    def __call__(self, cdecl: Literal["int32_t[]"], init: int, /) -> Int32Array: ...
 
 class FFI:
     """The module's ``ffi`` object, reduced to the calls jetstream_sync makes."""
@@ -59,6 +77,8 @@ class FFI:
     def new(self, cdecl: Literal["int64_t[]"], init: int) -> Int64Array: ...
     @overload
     def new(self, cdecl: Literal["char[]"], init: int) -> CharArray: ...
+    @overload
+    def new(self, cdecl: Literal["jss_batch_column *"]) -> BatchColumnStruct: ...
     def new_allocator(self, *, should_clear_after_alloc: bool = ...) -> Allocator: ...
     @overload
     def unpack(self, cdata: Int64Array, length: int) -> list[int]: ...
@@ -66,6 +86,8 @@ class FFI:
     def unpack(self, cdata: CharArray, length: int) -> bytes: ...
     def buffer(self, cdata: CData, size: int = ...) -> CBuffer: ...
     def from_buffer(self, python_buffer: ReadableBuffer, /) -> BufferView: ...
+    def cast(self, cdecl: str, value: CData | int, /) -> CData: ...
+    NULL: CData
 
 class Lib:
     """The C functions and constants of csrc/jss_proto.h."""
@@ -107,6 +129,20 @@ class Lib:
     JSS_ENC_ERR_VALUE: int
     JSS_ENC_ERR_KV: int
     JSS_ENC_MIN_SIZE: int
+    JSS_BATCH_ERR_NULL_DATA: int
+    JSS_BATCH_ERR_NO_SUBJECT: int
+    JSS_BATCH_ERR_SUBJECT: int
+    JSS_BATCH_ERR_MSG_ID: int
+    JSS_BATCH_ERR_TOO_BIG: int
+    JSS_BATCH_STATE_FIELDS: int
+    JSS_DIRECT_BATCH_MSG: int
+    JSS_DIRECT_BATCH_MSG_HEADERS: int
+    JSS_DIRECT_BATCH_STATE_FIELDS: int
+    JSS_DIRECT_BATCH_ERR_MISSING: int
+    JSS_DIRECT_BATCH_ERR_SEQUENCE: int
+    JSS_DIRECT_BATCH_ERR_TIME: int
+    JSS_DIRECT_BATCH_ERR_UNIT: int
+    JSS_DIRECT_BATCH_ERR_SPACE: int
 
     def jss_parse(
         self,
@@ -151,6 +187,43 @@ class Lib:
         /,
     ) -> int: ...
     def jss_encode_headers(self, out: CharArray, cap: int, kv: bytes, kvlen: int, /) -> int: ...
+    def jss_encode_batch_hpub(
+        self,
+        out: CData,
+        cap: int,
+        state: Int64Array,
+        payloads: CData,
+        subjects: CData,
+        msg_ids: CData,
+        headers: CData,
+        start: int,
+        end: int,
+        default_subject: bytes,
+        dslen: int,
+        id_prefix: bytes,
+        iplen: int,
+        first_index: int,
+        reply_prefix: bytes,
+        rplen: int,
+        first_token: int,
+        max_payload: int,
+        /,
+    ) -> int: ...
+    def jss_direct_batch_decode(
+        self,
+        blocks: bytes,
+        len: int,
+        max_blocks: int,
+        unit_ns: int,
+        kinds: Int32Array,
+        seqs: Int64Array,
+        times: Int64Array,
+        subj_offsets: Int32Array,
+        subjects: CharArray,
+        subjects_cap: int,
+        state: Int64Array,
+        /,
+    ) -> int: ...
 
 ffi: FFI
 lib: Lib

@@ -460,6 +460,29 @@ class Client(ConnectionMixin):
             deadline=None if timeout is None else Deadline(check_timeout("timeout", timeout)),
         )
 
+    def publish_frames(self, frames: bytes, msgs: int, *, timeout: float) -> None:
+        """Queue PUB/HPUB frames the protocol core encoded, in one piece (batch publishers).
+
+        For library machinery that encodes many messages in one call (the
+        Spark sink, ``_protocol.encode_batch_hpub``): it has checked every
+        subject, header and size against :attr:`max_payload`; nothing is checked
+        here. The frames are appended whole, after what is buffered, and block
+        like :meth:`publish` while more than 32 MiB wait for the server.
+
+        Args:
+            frames: whole frames, back to back.
+            msgs: how many messages they hold (for :meth:`stats`).
+            timeout: seconds to wait for room in the write buffer.
+
+        Raises:
+            TimeoutError: no room within ``timeout``; nothing was sent.
+            ConnectionClosedError: the client is closed.
+            ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
+        """
+        if self._closed or self._forked:
+            self._check_usable()
+        self._writer.write(frames, msgs=msgs, deadline=Deadline(check_timeout("timeout", timeout)))
+
     def _publish_now(self, subject: str, data: bytes | str, headers: HeadersIn | None) -> None:
         """Publish a reply, writing on this thread when the socket is idle (latency)."""
         self._check_usable()

@@ -21,8 +21,9 @@ from tests.fixtures.polling import wait_for
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
 PARTITIONS = 2  # the shared session runs two tasks at once: both pause together
-# messages per partition: more than the batches (8,192 rows) a task yields before its pause
-READ_PER_PARTITION = 10_000  # the batch read pauses after one batch
+# messages per partition: more than a task reads before its pause, i.e. the batches (8,192
+# rows) it yields and the direct get (4,096 messages) it has asked for meanwhile
+READ_PER_PARTITION = 20_000  # the batch read pauses after one batch
 COPY_PER_PARTITION = 30_000  # the streaming copy's readers pause after three
 
 

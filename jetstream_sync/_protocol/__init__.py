@@ -8,7 +8,8 @@ when this package is first imported:
 - ``python``: the pure-Python twin.
 
 :data:`IMPL` (also ``__impl__``) says which one was chosen; every other name
-comes from the chosen module (see :mod:`._py` for the documentation).
+comes from the chosen module (see :mod:`._py` for the documentation;
+``decode_direct_batch`` is :mod:`._c`'s or, in Python, :mod:`._direct_batch`'s).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 __all__ = [
+    "BATCH_ERRORS",
     "IMPL",
     "MAX_CONTROL_LINE",
     "MAX_PAYLOAD",
@@ -30,6 +32,9 @@ __all__ = [
     "OP_OK",
     "OP_PING",
     "OP_PONG",
+    "BatchColumn",
+    "encode_batch_hpub",
+    "decode_direct_batch",
     "encode_headers",
     "encode_hpub",
     "encode_hpub_pairs",
@@ -85,7 +90,9 @@ _impl = select(os.environ.get(ENV_VAR))
 IMPL: str = _impl.IMPL
 
 if TYPE_CHECKING:  # both implementations have the Python twin's interface
+    from jetstream_sync._protocol._direct_batch import decode_direct_batch
     from jetstream_sync._protocol._py import (
+        BATCH_ERRORS,
         MAX_CONTROL_LINE,
         MAX_PAYLOAD,
         OP_ERR,
@@ -96,6 +103,8 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         OP_OK,
         OP_PING,
         OP_PONG,
+        BatchColumn,
+        encode_batch_hpub,
         encode_headers,
         encode_hpub,
         encode_hpub_pairs,
@@ -126,4 +135,11 @@ else:
     encode_hpub = _impl.encode_hpub
     encode_hpub_pairs = _impl.encode_hpub_pairs
     valid_subject = _impl.valid_subject
+    BATCH_ERRORS = _impl.BATCH_ERRORS
+    BatchColumn = _impl.BatchColumn
+    encode_batch_hpub = _impl.encode_batch_hpub
+    if IMPL == "c":
+        decode_direct_batch = _impl.decode_direct_batch
+    else:
+        from jetstream_sync._protocol._direct_batch import decode_direct_batch
 __impl__ = IMPL

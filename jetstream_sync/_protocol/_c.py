@@ -18,6 +18,10 @@ same exception with the same message.
 it pays a cffi call plus a copy out of its buffer. Measured (CPython 3.11,
 best of 15, µs per frame, C ``jss_encode_pub`` + ``ffi.unpack`` / twin):
 128 B 0.51 / 0.20; 128 B with reply 0.52 / 0.22; 64 KiB 3.47 / 1.68.
+
+``encode_batch_hpub`` (the Spark sink) is the other way round: one C call
+encodes thousands of frames straight from Arrow buffers, message ids
+(BLAKE2b) included, for about 0.6 µs per 128-byte row.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from typing import TYPE_CHECKING, cast
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _py
+from jetstream_sync._protocol._direct_batch import (
+    DirectBatch,
+    batch_error,
+    check_unit,
+    check_whole,
+)
 from jetstream_sync._protocol._py import (
+    BATCH_ERRORS,
     MAX_CONTROL_LINE,
     MAX_PAYLOAD,
     OP_ERR,
@@ -39,6 +50,7 @@ from jetstream_sync._protocol._py import (
     OP_OK,
     OP_PING,
     OP_PONG,
+    BatchColumn,
     BytesLike,
     DirectMeta,
     check_range,
@@ -48,9 +60,10 @@ from jetstream_sync._protocol._py import (
 )
 
 if TYPE_CHECKING:  # types declared by _ffi.pyi only
-    from jetstream_sync._ffi import CharArray, Int64Array
+    from jetstream_sync._ffi import BufferView, CharArray, Int64Array
 
 __all__ = [
+    "BATCH_ERRORS",
     "IMPL",
     "MAX_CONTROL_LINE",
     "MAX_PAYLOAD",
@@ -62,6 +75,9 @@ __all__ = [
     "OP_OK",
     "OP_PING",
     "OP_PONG",
+    "BatchColumn",
+    "encode_batch_hpub",
+    "decode_direct_batch",
     "encode_headers",
     "encode_hpub",
     "encode_hpub_pairs",
@@ -413,3 +429,131 @@ def _hpub_retry(need: int, subject: bytes, reply: bytes, kv: bytes, payload: byt
         out, len(out), subject, len(subject), reply, len(reply), kv, len(kv), payload, len(payload)
     )
     return ffi.unpack(out, n)
+
+
+# ---------------------------------------------------------------------------
+# encode_batch_hpub
+
+# Bytes per row of a batch's frames besides its payload, subject, msg id and
+# header pairs: "HPUB " + 3 spaces + 3 numbers (20 digits each at most) + CRLF,
+# "NATS/1.0\r\n", "Nats-Msg-Id: ", CRLF, CRLF, CRLF; a derived id adds a
+# number, ':' and 12 hex digits; each header pair adds ": " and CRLF less 2 NULs.
+_BATCH_ROW_BYTES = 5 + 3 + 60 + 2 + 10 + 13 + 2 + 2 + 2 + 20 + 1 + 12
+
+
+class _Column:
+    """A :class:`BatchColumn` as C sees it (kept alive with its buffers while C reads it)."""
+
+    def __init__(self, col: BatchColumn | None) -> None:
+        self.views: list[BufferView] = []
+        if col is None:
+            self.c = ffi.NULL
+            self.offsets = None
+            self.first = 0
+            return
+        c = self.c = ffi.new("jss_batch_column *")
+        offsets = memoryview(col.offsets).cast("B").cast("q")
+        self.offsets = offsets
+        c.offsets = ffi.cast("int64_t *", self._view(col.offsets))
+        if col.data is not None:
+            c.data = ffi.cast("char *", self._view(col.data))
+        if col.valid is not None:
+            c.valid = ffi.cast("uint8_t *", self._view(col.valid))
+        c.first = self.first = col.first
+
+    def _view(self, buf: BytesLike) -> BufferView:
+        view = ffi.from_buffer(buf)
+        self.views.append(view)
+        return view
+
+    def span(self, start: int, end: int) -> int:
+        """Bytes the rows ``start..end-1`` hold (0 without a column)."""
+        if self.offsets is None:
+            return 0
+        return int(self.offsets[self.first + end] - self.offsets[self.first + start])
+
+
+def encode_batch_hpub(
+    payloads: BatchColumn,
+    subjects: BatchColumn | None,
+    msg_ids: BatchColumn | None,
+    headers: BatchColumn | None,
+    *,
+    start: int,
+    end: int,
+    default_subject: bytes,
+    id_prefix: bytes,
+    first_index: int,
+    reply_prefix: bytes,
+    first_token: int,
+    max_payload: int,
+) -> tuple[bytes, int, int]:
+    """Encode rows ``start..end-1`` as HPUB frames: one C call (see the Python twin's doc)."""
+    cols = [_Column(c) for c in (payloads, subjects, msg_ids, headers)]
+    rows = end - start
+    spans = [col.span(start, end) for col in cols]
+    cap = (
+        sum(spans)
+        + spans[3]  # a header pair's ": " and CRLF in place of its 2 NULs
+        + rows * (_BATCH_ROW_BYTES + len(default_subject) + len(id_prefix) + len(reply_prefix))
+    )
+    state = ffi.new("int64_t[]", lib.JSS_BATCH_STATE_FIELDS)
+    parts: list[bytes] = []
+    while True:
+        out = _new_raw("char[]", max(cap, 1))
+        n = lib.jss_encode_batch_hpub(
+            out, len(out), state,
+            cols[0].c, cols[1].c, cols[2].c, cols[3].c, start, end,
+            default_subject, len(default_subject), id_prefix, len(id_prefix), first_index,
+            reply_prefix, len(reply_prefix), first_token, max_payload,
+        )  # fmt: skip
+        parts.append(ffi.buffer(out, state[0])[:])
+        if n < 0:
+            return b"".join(parts), state[1], n
+        if start + n == end:
+            return parts[0] if len(parts) == 1 else b"".join(parts), -1, 0
+        # out filled up (the estimate was short): go on from the next row in a new buffer
+        cap = max(state[2], cap)
+        first_index += n
+        first_token += n
+        start += n
+
+
+# ---------------------------------------------------------------------------
+# batched direct get
+
+_DIRECT_BATCH_STATE = lib.JSS_DIRECT_BATCH_STATE_FIELDS
+_new_columns = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+def decode_direct_batch(blocks: BytesLike, count: int, unit_ns: int) -> DirectBatch:
+    """Decode the header blocks of ``count`` direct-get replies in one C call.
+
+    Same interface and results as
+    :func:`jetstream_sync._protocol._direct_batch.decode_direct_batch`; the
+    columns are fresh C arrays (not cleared: C writes every entry it returns).
+    """
+    check_unit(unit_ns)
+    data = blocks if type(blocks) is bytes else bytes(blocks)
+    size = len(data)
+    kinds = _new_columns("int32_t[]", max(count, 1))
+    seqs = _new_columns("int64_t[]", max(count, 1))
+    times = _new_columns("int64_t[]", max(count, 1))
+    offsets = _new_columns("int32_t[]", count + 1)
+    subjects = _new_columns("char[]", max(size, 1))
+    state = ffi.new("int64_t[]", _DIRECT_BATCH_STATE)
+    n = lib.jss_direct_batch_decode(
+        data, size, count, unit_ns, kinds, seqs, times, offsets, subjects, size, state
+    )
+    if n < 0:
+        raise batch_error(n, data, state[1])
+    check_whole(n, state[0], size, count)
+    return DirectBatch(
+        memoryview(ffi.buffer(kinds, 4 * n)).cast("i"),
+        memoryview(ffi.buffer(seqs, 8 * n)).cast("q"),
+        memoryview(ffi.buffer(times, 8 * n)).cast("q"),
+        memoryview(ffi.buffer(offsets, 4 * (n + 1))).cast("i"),
+        memoryview(ffi.buffer(subjects, offsets[n])),
+        state[2],
+        state[3],
+    )

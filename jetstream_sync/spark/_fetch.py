@@ -15,18 +15,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .. import _protocol
+from .._deadline import Deadline
 from ..errors import JetStreamError
+from ..jetstream._direct_batch import PendingBatch, batch_status, direct_batch_route
 from ..jetstream.enums import DeliverPolicy
 from ._client import jetstream
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .._connection import Reply
     from ..headers import Headers
     from ..jetstream.context import JetStreamContext
 
-# Messages asked for per batched direct get, and rows per Arrow batch.
-GET_BATCH = 1000
+# Messages asked for per batched direct get, and rows per Arrow batch (about: a batch ends
+# with the direct get that fills it).
+GET_BATCH = 4096
 ROWS_PER_BATCH = 8192
 
 
@@ -121,9 +126,11 @@ def read_range(rng: ReadRange, conn: dict[str, Any], schema: pa.Schema) -> Itera
         return
     opts = dict(conn)
     ctx = jetstream(opts.pop("servers"), **opts)
+    if rng.direct:
+        yield from _direct_batches(ctx, rng, schema)
+        return
     cols = _Columns(rng.stream)
-    rows = _direct_rows(ctx, rng) if rng.direct else _consumer_rows(ctx, rng)
-    for subject, seq, time, data, hdrs in rows:
+    for subject, seq, time, data, hdrs in _consumer_rows(ctx, rng):
         if _wanted(rng, subject, time):
             cols.add(subject, seq, time, data, hdrs)
             if len(cols) >= ROWS_PER_BATCH:
@@ -132,20 +139,54 @@ def read_range(rng: ReadRange, conn: dict[str, Any], schema: pa.Schema) -> Itera
         yield cols.batch(schema)
 
 
-def _direct_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple[Any, ...]]:
-    """The range's messages by batched direct get, ``GET_BATCH`` at a time."""
+def _direct_batches(
+    ctx: JetStreamContext, rng: ReadRange, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The range by batched direct gets of ``GET_BATCH``, ``ROWS_PER_BATCH`` rows per record batch.
+
+    One request is always in flight: the next is sent as soon as the current
+    one has arrived, so the server reads it while this process decodes and
+    Spark takes the rows.
+    """
+    from ._columns import decode, last_seq
+
     stream = ctx.stream_no_info(rng.stream)
-    seq = rng.start
-    while seq <= rng.end:
+    route = direct_batch_route(ctx.client)
+
+    def ask(seq: int) -> PendingBatch:
         want = min(GET_BATCH, rng.end - seq + 1)
-        msgs = stream.get_msgs(start_seq=seq, batch=want, subject=rng.subject)
-        for m in msgs:
-            if m.seq > rng.end:
-                return
-            yield m.subject, m.seq, m.time, m.data, m.headers
-        if len(msgs) < want:
-            return  # the stream holds nothing more that matches
-        seq = msgs[-1].seq + 1
+        return route.send(stream, seq, want, rng.subject, Deadline(ctx.timeout))
+
+    pending: PendingBatch | None = ask(rng.start)
+    messages: list[Reply] = []
+    try:
+        while pending is not None:
+            replies = pending.replies()
+            end_block = replies[-1][2]
+            status = batch_status(stream, end_block, pending.deadline)
+            pending = None
+            if len(replies) > 1:
+                last = last_seq(replies[-2])
+                if status == 204 and last < rng.end and _more(end_block):
+                    pending = ask(last + 1)
+                replies.pop()
+                messages += replies
+            if len(messages) >= ROWS_PER_BATCH or (pending is None and messages):
+                batch = decode(messages, rng, schema)
+                messages = []
+                if batch.num_rows:
+                    yield batch
+    finally:  # a read stopped early (a limit, a failure): the request in flight is dropped
+        if pending is not None:
+            pending.close()
+
+
+def _more(status_block: bytes | None) -> bool:
+    """Whether the stream holds more matching messages after a batch (its 204 says how many)."""
+    for key, value in _protocol.parse_headers(status_block or b"")[2]:
+        if key == "Nats-Num-Pending":
+            return value != "0"
+    return True  # no count: ask again (a 404 ends the read)
 
 
 def _consumer_rows(ctx: JetStreamContext, rng: ReadRange) -> Iterator[tuple[Any, ...]]:

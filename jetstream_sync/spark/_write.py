@@ -1,8 +1,9 @@
 """The ``jetstream`` writers: every row published with a JetStream ack, exactly once by default.
 
-Each task publishes its rows asynchronously (the connection's bounded
-window of pending acks) and waits for every PubAck; a rejected row fails
-the task naming the row. Without a ``msgId`` column each row's
+Each task publishes its rows a record batch at a time (frames encoded in
+C, one write per chunk, a bounded window of rows waiting for their ack: see
+``_batch.py``) and waits for every PubAck; a rejected row fails the task
+naming the row. Without a ``msgId`` column each row's
 ``Nats-Msg-Id`` is derived from (the write's id fixed on the driver, the
 micro-batch id of a stream, the partition, the row's index in the
 partition, a short hash of its content): a retried task or a re-run
@@ -12,13 +13,11 @@ micro-batch publishes the same ids again and the stream drops the copies
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import uuid
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -29,7 +28,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from ..errors import NatsError, StreamNotFoundError
+from ..errors import StreamNotFoundError
+from ._batch import BatchPublisher, RowPublishError
 from ._common import connection, context
 from ._options import Options
 from ._subjects import is_literal
@@ -37,22 +37,16 @@ from ._subjects import is_literal
 if TYPE_CHECKING:
     from pyspark.sql.datasource import WriterCommitMessage
 
-    from ..jetstream.publish import PubAckFuture
+__all__ = ["JetStreamStreamWriter", "JetStreamWriter", "RowPublishError", "WriteCommit"]
 
 log = logging.getLogger("jetstream_sync.spark")
 
 MIN_DUPLICATE_WINDOW = 600.0  # seconds: shorter windows may not cover a task retry
-_CHECK_EVERY = 1024  # rows between two looks at the oldest pending acks
-_ACK_WAIT = 60.0  # seconds to wait for the last acks of a task
 _QUERY_ID = "sql.streaming.queryId"
 _BATCH_ID = "streaming.sql.batchId"
 _COLUMNS = ("data", "subject", "headers", "msgId")
 
 _windows_checked: set[str] = set()
-
-
-class RowPublishError(NatsError):
-    """A row was not stored: the message names its subject, index and the server's error."""
 
 
 @dataclass
@@ -156,84 +150,30 @@ class _Writer:
                 ) from None
 
     def _publish_all(self, batches: Iterator[pa.RecordBatch], id_prefix: str) -> WriteCommit:
-        """Publish every row of the task; wait for every ack; fail on the first rejected row."""
+        """Publish every row of the task batch by batch; wait for every ack.
+
+        Raises:
+            RowPublishError: a row could not be sent or was not stored (the
+                first one found); the task fails and Spark retries it.
+        """
         ctx = context(self.conn)
         task = TaskContext.get()
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
-        prefix = f"{id_prefix}:{partition}:"
-        pending: deque[tuple[int, str, PubAckFuture]] = deque()
-        index = 0
-        duplicates = 0
-        stream_seen: str | None = None
-        for batch in batches:
-            names = batch.schema.names
-            datas = batch.column(names.index("data")).to_pylist()
-            n = len(datas)
-            subjects = _column(batch, "subject", n)
-            headers = _column(batch, "headers", n)
-            ids = _column(batch, "msgId", n)
-            for i in range(n):
-                if index == fail_at:
-                    for item in pending:
-                        _settled(item, partition, _ACK_WAIT)
-                    raise RuntimeError(f"testFailAfterRows: failing after {index} stored rows")
-                subject = subjects[i] or self.subject
-                data = datas[i]
-                if subject is None or data is None:
-                    raise RowPublishError(
-                        f"row {index} of partition {partition}: "
-                        + ("no subject" if subject is None else "null data")
-                    )
-                hdrs = dict(headers[i]) if headers[i] else None
-                msg_id = ids[i]
-                if msg_id is None:
-                    msg_id = prefix + str(index) + ":" + _content_hash(subject, data)
-                try:
-                    future = ctx.publish_async(subject, data, headers=hdrs, msg_id=msg_id)
-                except Exception as exc:
-                    raise RowPublishError(_row_error(subject, index, partition, exc)) from exc
-                pending.append((index, subject, future))
-                index += 1
-                if index % _CHECK_EVERY == 0:
-                    while pending and pending[0][2].done():
-                        duplicates += _settled(pending.popleft(), partition, _ACK_WAIT)
-        for item in pending:
-            duplicates += _settled(item, partition, _ACK_WAIT)
-            if stream_seen is None:
-                stream_seen = item[2].result().stream
-        if stream_seen is not None:
-            check_duplicate_window(ctx, stream_seen)
-        return WriteCommit(partition=partition, rows=index, duplicates=duplicates)
-
-
-def _column(batch: pa.RecordBatch, name: str, n: int) -> list[Any]:
-    names = batch.schema.names
-    if name in names:
-        return cast("list[Any]", batch.column(names.index(name)).to_pylist())
-    return [None] * n
-
-
-def _content_hash(subject: str, data: bytes | str) -> str:
-    raw = data.encode() if isinstance(data, str) else data
-    return hashlib.blake2b(raw, digest_size=6, key=subject.encode()[:64]).hexdigest()
-
-
-def _row_error(subject: str, index: int, partition: int, exc: BaseException) -> str:
-    return (
-        f"row {index} of partition {partition} (subject {subject!r}) was not stored: "
-        f"{type(exc).__name__}: {exc}"
-    )
-
-
-def _settled(item: tuple[int, str, PubAckFuture], partition: int, timeout: float) -> int:
-    """1 when the row's ack says duplicate, else 0; raise when the row was rejected."""
-    index, subject, future = item
-    try:
-        ack = future.result(timeout)
-    except Exception as exc:
-        raise RowPublishError(_row_error(subject, index, partition, exc)) from exc
-    return 1 if ack.duplicate else 0
+        publisher = BatchPublisher(
+            ctx.client, partition, f"{id_prefix}:{partition}:", self.subject, fail_at
+        )
+        try:
+            for batch in batches:
+                publisher.publish(batch)
+            publisher.wait_all()
+        finally:
+            publisher.close()
+        if publisher.stream is not None:
+            check_duplicate_window(ctx, publisher.stream)
+        return WriteCommit(
+            partition=partition, rows=publisher.sent, duplicates=publisher.duplicates
+        )
 
 
 class JetStreamWriter(_Writer, DataSourceArrowWriter):

@@ -1,0 +1,247 @@
+"""Batched direct gets for bulk readers: each batch's replies raw, no ``Msg`` per message.
+
+:meth:`Stream.get_msgs` makes a :class:`RawStreamMsg` per message, which is
+what a program reading a few messages wants. A bulk reader (the Spark data
+source) wants columns instead: it sends batched direct gets through a
+:class:`DirectBatchRoute` and decodes each batch's header blocks in one call
+(:func:`jetstream_sync._protocol.decode_direct_batch`).
+
+The route exists once per client (:meth:`Client.shared_resource`): one
+wildcard inbox (:meth:`Client.add_reply_route`), whose replies the reader
+thread hands over as ``(token, payload, header block)`` tuples, a list per
+received buffer. Each request has its own token and queue, so several
+readers (or replicas answering one reader's consecutive requests) never
+mix. A request in flight when the connection drops fails at once with
+:class:`ConnectionLostError`; one in flight when the client closes, with
+:class:`ConnectionClosedError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import threading
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from .. import _protocol
+from .._deadline import Deadline
+from .._subjects import filter_subject
+from ..errors import ConnectionClosedError, ConnectionLostError, TimeoutError, api_error
+from . import _api
+from . import _checks as ck
+
+if TYPE_CHECKING:
+    from .._connection import Reply
+    from ..client import Client
+    from .stream import Stream
+
+__all__ = ["DirectBatchRoute", "PendingBatch", "batch_status", "direct_batch_route"]
+
+_RESOURCE_KEY = "jetstream.direct_batch"
+_BATCHED_GET_LEVEL = 1  # the server's api_lvl from which batched direct get exists (2.11)
+_LOST = "lost"  # queued for a request when its connection drops
+_token_of = itemgetter(0)
+
+
+class DirectBatchRoute:
+    """A client's reply route for batched direct gets; see the module docstring.
+
+    Args:
+        client: the connection the requests go through.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        # token -> the queue of its request's replies (lists), _LOST or None (closed)
+        self._queues: dict[str, queue.SimpleQueue[list[Reply] | str | None]] = {}
+        self._tokens = itertools.count(1)
+        self._prefix: str | None = None
+        self._closed = False
+
+    def _start(self) -> str:
+        """The route's prefix; routes the inbox and listens for disconnects on first use."""
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("the client is closed")
+            if self._prefix is None:
+                self._prefix = self._client.add_reply_route(self._on_replies)
+                self._client.add_status_listener(self._on_status)
+            return self._prefix
+
+    def _on_replies(self, replies: list[Reply]) -> None:
+        """Reader thread: hand each request's replies to its queue (late ones are dropped)."""
+        queues = self._queues
+        tokens = list(map(_token_of, replies))
+        if tokens.count(tokens[0]) == len(tokens):  # the usual case: one request's replies
+            target = queues.get(tokens[0])
+            if target is not None:
+                target.put(replies)
+            return
+        groups: dict[str, list[Reply]] = {}
+        for reply in replies:
+            groups.setdefault(reply[0], []).append(reply)
+        for token, group in groups.items():
+            target = queues.get(token)
+            if target is not None:
+                target.put(group)
+
+    def _on_status(self, status: str) -> None:
+        """Events thread: requests in flight on a dropped connection can get no more replies."""
+        if status == "disconnected":
+            with self._lock:
+                for target in self._queues.values():
+                    target.put(_LOST)
+
+    def send(
+        self, stream: Stream, start_seq: int, batch: int, subject: str | None, deadline: Deadline
+    ) -> PendingBatch:
+        """Send one batched direct get: up to ``batch`` messages from ``start_seq``.
+
+        Args:
+            stream: the stream to read.
+            start_seq: the first sequence to look at.
+            batch: the most messages to return.
+            subject: only messages on this subject (wildcards allowed), or None.
+            deadline: when the whole batch must have arrived.
+
+        Returns:
+            The request in flight: :meth:`PendingBatch.replies` collects its replies.
+
+        Raises:
+            RequiredApiLevelError: the server is older than 2.11.
+            ConnectionClosedError: the client is closed.
+        """
+        client = self._client
+        if int(client.server_info.get("api_lvl", 0)) < _BATCHED_GET_LEVEL:
+            raise _api.RequiredApiLevelError(
+                412, 10185, "batched direct get needs nats-server 2.11 or newer"
+            )
+        body: dict[str, Any] = {"seq": ck.sequence(start_seq, "start_seq"), "batch": int(batch)}
+        if subject:
+            body["next_by_subj"] = filter_subject(subject)
+        prefix = self._start()
+        token = str(next(self._tokens))
+        replies: queue.SimpleQueue[list[Reply] | str | None] = queue.SimpleQueue()
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("the client is closed")
+            self._queues[token] = replies
+        pending = PendingBatch(self, stream, token, replies, deadline)
+        try:
+            client.publish(
+                stream._api.subject(_api.DIRECT_GET, stream=stream.name),
+                json.dumps(body).encode(),
+                reply=prefix + token,
+                timeout=max(deadline.remaining(), 0.001),
+            )
+        except BaseException:
+            pending.close()
+            raise
+        return pending
+
+    def _release(self, token: str) -> None:
+        with self._lock:
+            self._queues.pop(token, None)
+
+    def close(self) -> None:
+        """Fail the requests in flight (the client closed); called by :meth:`Client.close`."""
+        with self._lock:
+            self._closed = True
+            for target in self._queues.values():
+                target.put(None)
+
+
+class PendingBatch:
+    """One batched direct get in flight; made by :meth:`DirectBatchRoute.send`.
+
+    Attributes:
+        deadline: when the whole batch must have arrived.
+    """
+
+    def __init__(
+        self,
+        route: DirectBatchRoute,
+        stream: Stream,
+        token: str,
+        replies: queue.SimpleQueue[list[Reply] | str | None],
+        deadline: Deadline,
+    ) -> None:
+        self._route = route
+        self._stream = stream
+        self._token = token
+        self._queue = replies
+        self.deadline = deadline
+
+    def replies(self) -> list[Reply]:
+        """Block until the batch's closing status reply; return every reply, it included.
+
+        The last reply is a status (``204`` end of batch, ``404`` nothing
+        found, or an error: check it with :func:`batch_status`); the others
+        are the messages, in sequence order. Releases the request's queue.
+
+        Raises:
+            TimeoutError: the batch did not end before the deadline.
+            ConnectionLostError: the connection dropped meanwhile.
+            ConnectionClosedError: the client closed meanwhile.
+        """
+        out: list[Reply] = []
+        try:
+            while True:
+                left = self.deadline.remaining()
+                try:
+                    got = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    raise TimeoutError(
+                        f"batched direct get on {self._stream.name!r} timed out "
+                        f"after {len(out)} replies"
+                    ) from None
+                if got is None:
+                    raise ConnectionClosedError("the client is closed")
+                if got == _LOST:
+                    raise ConnectionLostError(
+                        f"the connection dropped during a batched direct get on "
+                        f"{self._stream.name!r}"
+                    )
+                assert not isinstance(got, str)
+                out += got
+                block = out[-1][2]
+                if block is not None and block[8:9] in (b" ", b"\t"):  # a status ends it
+                    return out
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop collecting this request's replies (late ones are dropped)."""
+        self._route._release(self._token)
+
+
+def batch_status(stream: Stream, block: bytes | None, deadline: Deadline) -> int:
+    """The status that ended a batch: ``204`` or ``404``, else the error it means, raised.
+
+    Args:
+        stream: the stream read.
+        block: the header block of the batch's last reply.
+        deadline: the batch's deadline (a ``503`` asks the server why).
+
+    Raises:
+        DirectGetNotAllowedError: ``503``, and the stream does not allow direct get.
+        NoRespondersError: ``503`` otherwise.
+        APIError: any other status (``408`` bad request...).
+        ProtocolError: the block is not a status.
+    """
+    status, description, _ = _protocol.parse_headers(block or b"")
+    if status in (204, 404):
+        return status
+    if status == 503:
+        raise stream._direct_unavailable(deadline)
+    if status is None:
+        raise api_error(0, 0, "a batched direct get ended without a status reply")
+    raise api_error(status, 0, description or f"batched direct get failed with status {status}")
+
+
+def direct_batch_route(client: Client) -> DirectBatchRoute:
+    """The client's one :class:`DirectBatchRoute` (made on first use)."""
+    return client.shared_resource(_RESOURCE_KEY, DirectBatchRoute)

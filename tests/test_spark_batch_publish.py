@@ -1,0 +1,190 @@
+"""The Spark sink's batch publisher (``spark/_batch.py``) against a real server, without Spark."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync.spark import _batch
+from jetstream_sync.spark._batch import BatchPublisher, RowPublishError
+from tests.fixtures.polling import wait_for
+
+pa = pytest.importorskip("pyarrow")
+
+
+def _batch_of(data, subject=None, headers=None, msg_id=None, data_type=None):
+    columns = {"data": pa.array(data, data_type or pa.binary())}
+    if subject is not None:
+        columns["subject"] = pa.array(subject, pa.string())
+    if headers is not None:
+        columns["headers"] = pa.array(headers, pa.map_(pa.string(), pa.list_(pa.string())))
+    if msg_id is not None:
+        columns["msgId"] = pa.array(msg_id, pa.string())
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def _publish(client, batches, default=None, prefix="w:0:", max_rows=None) -> BatchPublisher:
+    publisher = BatchPublisher(client, 0, prefix, default, max_rows)
+    try:
+        for batch in batches:
+            publisher.publish(batch)
+        publisher.wait_all()
+    finally:
+        publisher.close()
+    return publisher
+
+
+def _all(stream) -> list:
+    info = stream.info()
+    return [stream.get_msg(seq) for seq in range(info.state.first_seq, info.state.last_seq + 1)]
+
+
+def test_rows_land_with_the_message_ids_of_the_row_scheme(nc, stream):
+    """Each row is stored once under ``<prefix><index>:<blake2b of data keyed by subject>``."""
+    subject = f"{stream.name}.a"
+    rows = [b"row-%d" % i for i in range(10)]
+    first = _batch_of(rows[:6], [subject] * 6)
+    second = _batch_of(rows[6:], [None, "", subject, subject])  # null and "": the default
+    publisher = _publish(nc, [first, second], default=subject, prefix="job:3:")
+    assert (publisher.sent, publisher.duplicates, publisher.stream) == (10, 0, stream.name)
+    stored = _all(stream)
+    assert [m.data for m in stored] == rows
+    for index, msg in enumerate(stored):
+        digest = hashlib.blake2b(rows[index], digest_size=6, key=subject.encode()).hexdigest()
+        assert msg.headers["Nats-Msg-Id"] == f"job:3:{index}:{digest}"
+        assert msg.subject == subject
+
+
+def test_a_rewrite_is_deduplicated_and_counted(nc, stream):
+    """Publishing the same rows under the same prefix again stores nothing new."""
+    batch = _batch_of([b"x%d" % i for i in range(5000)])
+    subject = f"{stream.name}.d"
+    _publish(nc, [batch], default=subject)
+    again = _publish(nc, [batch], default=subject)
+    assert (again.sent, again.duplicates) == (5000, 5000)
+    state = stream.info().state
+    assert (state.messages, state.last_seq) == (5000, 5000)
+
+
+def test_string_data_headers_and_explicit_ids(nc, stream):
+    """String data is UTF-8; header values (one or several) go before the given msg id."""
+    subject = f"{stream.name}.h"
+    batch = _batch_of(
+        ["é1", "é2", "é3"],
+        [subject] * 3,
+        [[("k", ["v"])], None, [("k", ["a", "b"]), ("z", ["1"])]],
+        ["id-1", None, "id-3"],
+        data_type=pa.string(),
+    )
+    _publish(nc, [batch], prefix="p:0:")
+    one, two, three = _all(stream)
+    assert (one.data, one.headers["k"], one.headers["Nats-Msg-Id"]) == ("é1".encode(), "v", "id-1")
+    assert two.headers["Nats-Msg-Id"].startswith("p:0:1:")
+    assert three.headers.get_all("k") == ["a", "b"] and three.headers["z"] == "1"
+
+
+def test_a_bad_subject_fails_before_its_chunk_is_sent(nc, stream):
+    """A row with a wildcard subject names the row; no row of its chunk reached the stream."""
+    good = f"{stream.name}.ok"
+    batch = _batch_of([b"a", b"b", b"c"], [good, f"{stream.name}.*", good])
+    with pytest.raises(RowPublishError, match=r"row 1 of partition 0 .*\.\*'\) was not sent"):
+        _publish(nc, [batch])
+    assert stream.info().state.messages == 0
+
+
+def test_null_data_and_a_missing_subject_name_the_row(nc, stream):
+    """Null data, and a row with neither subject nor default, fail naming the row."""
+    with pytest.raises(RowPublishError, match="row 2 of partition 0 .*null data"):
+        _publish(nc, [_batch_of([b"a", b"b", None])], default=f"{stream.name}.n")
+    with pytest.raises(RowPublishError, match="row 0 of partition 0 .*no subject"):
+        _publish(nc, [_batch_of([b"a"], [None])])
+
+
+def test_a_null_header_value_names_the_row_after_sending_the_rows_before(nc, stream):
+    """Rows before the bad header row are stored; the bad row fails the task."""
+    headers = [[("k", ["v"])], [("k", ["v"])], [("k", [None])]]
+    batch = _batch_of([b"a", b"b", b"c"], headers=headers)
+    with pytest.raises(RowPublishError, match="row 2 of partition 0 .*header 'k' is null"):
+        _publish(nc, [batch], default=f"{stream.name}.h")
+    assert stream.info().state.messages == 2
+
+
+def test_a_rejected_row_names_its_subject_index_and_the_server_error(nc, js, stream_name):
+    """The stream refuses an oversized row: the error names it and the server's reason."""
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], max_msg_size=256)
+    rows = [b"x" * (1024 if i == 3 else 4) for i in range(6)]
+    with pytest.raises(RowPublishError) as caught:
+        _publish(nc, [_batch_of(rows)], default=f"{stream_name}.big")
+    text = str(caught.value)
+    assert "row 3 of partition 0" in text and f"{stream_name}.big" in text, text
+    assert "maximum" in text.lower(), text
+
+
+def test_no_stream_for_the_subject_fails_the_first_row(nc, stream):
+    """Without a stream the server answers 503 (no responders): the task fails, naming row 0."""
+    with pytest.raises(RowPublishError, match="row 0 of partition 0 .*NoResponders"):
+        _publish(nc, [_batch_of([b"a"])], default=f"{stream.name}X.nowhere")
+
+
+def test_max_rows_sends_that_many_rows_then_fails(nc, stream):
+    """The retry-test hook stops after its count of stored rows."""
+    with pytest.raises(RuntimeError, match="after 7 stored rows"):
+        _publish(nc, [_batch_of([b"%d" % i for i in range(10)])], f"{stream.name}.m", max_rows=7)
+    assert stream.info().state.messages == 7
+
+
+def test_a_missing_ack_fails_the_oldest_waiting_row(nc, monkeypatch):
+    """A subject whose subscriber never answers: after ACK_WAIT the first row fails."""
+    monkeypatch.setattr(_batch, "ACK_WAIT", 0.5)
+    silent = nc.subscribe("silent.sink")
+    try:
+        with pytest.raises(RowPublishError, match=r"row 0 of partition 0 .*no PubAck within"):
+            _publish(nc, [_batch_of([b"a", b"b"])], default="silent.sink")
+    finally:
+        silent.unsubscribe()
+
+
+def test_a_lost_connection_fails_the_waiting_rows(fault_proxy, js, stream):
+    """Acks stalled, then the link cut: the task fails with ConnectionLostError at once."""
+    with jetstream_sync.connect(fault_proxy.url, max_reconnect_attempts=-1) as client:
+        publisher = BatchPublisher(client, 0, "lost:0:", f"{stream.name}.l")
+        try:
+            fault_proxy.stall(directions=("to_client",))
+            publisher.publish(_batch_of([b"a", b"b"]))
+            fault_proxy.cut()
+            with pytest.raises(RowPublishError, match="ConnectionLostError"):
+                publisher.wait_all()
+        finally:
+            publisher.close()
+
+
+def test_routes_are_reused_and_late_acks_ignored(nc, stream):
+    """A second publisher on the same client takes the first one's route and goes on."""
+    subject = f"{stream.name}.r"
+    first = _publish(nc, [_batch_of([b"1", b"2"])], default=subject, prefix="a:0:")
+    second = _publish(nc, [_batch_of([b"3"])], default=subject, prefix="b:0:")
+    assert second._route is first._route
+    assert second._base == first._base + 2
+    assert stream.info().state.messages == 3
+
+
+def test_a_chunk_the_write_buffer_refuses_names_its_first_row(restartable_server):
+    """Disconnected with a small reconnect buffer: the chunk is refused, the row is named."""
+    server = restartable_server
+    with jetstream_sync.connect(server.url) as nc:
+        nc.jetstream().create_stream(name="RB", subjects=["rb.>"])
+    with jetstream_sync.connect(
+        server.url, reconnect_buf_size=256, max_reconnect_attempts=-1, reconnect_time_wait=0.05
+    ) as client:
+        publisher = BatchPublisher(client, 4, "rb:4:", "rb.x")
+        try:
+            publisher.publish(_batch_of([b"a"]))
+            publisher.wait_all()
+            server.stop(keep_store=True)
+            wait_for(lambda: client.is_reconnecting, timeout=10, message="no disconnect")
+            with pytest.raises(RowPublishError, match=r"row 1 of partition 4 .*ReconnectBuffer"):
+                publisher.publish(_batch_of([b"b" * 300]))
+        finally:
+            publisher.close()
