@@ -1188,7 +1188,7 @@ static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
     int64_t era, yoe, doy, doe;
 
     y -= m <= 2;
-    era = y / 400; /* y >= 1969 here: no negative division */
+    era = y / 400; /* callers pass years >= 1, so y >= 0: no negative division */
     yoe = y - era * 400;
     doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
     doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
@@ -1346,27 +1346,6 @@ static int db_digits(const uint8_t *b, size_t i, int n, int64_t *out)
     return 1;
 }
 
-/* Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
-static int64_t db_days(int64_t y, int64_t m, int64_t d)
-{
-    int64_t era, yoe, doy, doe;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int db_month_days(int64_t y, int64_t m)
-{
-    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-
-    return days[m - 1] + (m == 2 && leap);
-}
-
 /*
  * YYYY-MM-DD[Tt ]HH:MM:SS[.F{1,9}](Z|z|[+-]HH:MM), as datetime accepts it
  * (year >= 1, a real date, second < 60, |offset| < 24 h), in units of unit_ns
@@ -1405,11 +1384,11 @@ static int db_time(const uint8_t *b, span s, int64_t unit_ns, int64_t *out)
     } else {
         return 0;
     }
-    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > db_month_days(y, mo) || h > 23 || mi > 59
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59
         || sec > 59 || oh * 60 + om >= 1440) {
         return 0;
     }
-    secs = db_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - sign * (oh * 3600 + om * 60);
+    secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - sign * (oh * 3600 + om * 60);
     per = 1000000000 / unit_ns;
     if (secs > (INT64_MAX - 1000000000) / per || secs < INT64_MIN / per) {
         return 0;
