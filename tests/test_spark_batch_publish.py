@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
+import pyarrow as pa
 import pytest
 
 import jetstream_sync
 from jetstream_sync.spark import _batch
 from jetstream_sync.spark._batch import BatchPublisher, RowPublishError
 from tests.fixtures.polling import wait_for
-
-pa = pytest.importorskip("pyarrow")
 
 
 def _batch_of(data, subject=None, headers=None, msg_id=None, data_type=None):
