@@ -25,6 +25,7 @@ injected, RSS at start and end, threads and open file descriptors before
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import socket
@@ -341,6 +342,9 @@ class Soak:
     def run(self) -> Report:
         """Do the whole run and return its report."""
         report = self.report
+        # Objects left unreachable by earlier work in this process (a test run) may hold
+        # descriptors until the collector frees them mid-run: free them before counting.
+        gc.collect()
         report.threads_before, report.fds_before = threading.active_count(), open_fds()
         report.rss_start_mb = rss_mb()
         with tempfile.TemporaryDirectory(prefix="soak-store-") as store:
