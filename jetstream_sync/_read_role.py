@@ -109,7 +109,11 @@ class ReadRole:
         self._route = route
         self._lock = threading.Lock()
         self._holder: object | None = _READER
-        self._waiting = 0  # requesters waiting for a reply someone else reads
+        # Requesters waiting for a reply someone else reads. A delivered waiter
+        # counts as answered at once, before its thread wakes to leave this set:
+        # otherwise the reader thread would keep the role for a requester
+        # already served, and the next request would find the role taken.
+        self._waiters: set[ReplyWaiter] = set()
         self._error: BaseException | None = None  # seen by a requester, for the reader thread
         self._kicked = False  # a byte is in the kick pipe
         self._retired = False
@@ -194,7 +198,7 @@ class ReadRole:
                 error, self._error = self._error, None
             if error is None and any(fd == sock_fd for fd, _ in ready):
                 error = self._receive(link)
-                while error is None and self._waiting:  # no caller can take the role:
+                while error is None and self._someone_waits():  # no caller can take the role:
                     link.poll.poll()  # keep it, as cheap as a blocking recv
                     error = self._receive(link)
             if error is not None:
@@ -202,6 +206,15 @@ class ReadRole:
             with lock:
                 self._holder = None
                 link.watch_socket()
+
+    def _someone_waits(self) -> bool:
+        """Reader thread: whether a requester still waits for a reply (takes the lock)."""
+        with self._lock:
+            return self._unanswered()
+
+    def _unanswered(self) -> bool:
+        """Whether a waiting requester's reply has not come yet; under the lock."""
+        return any(not waiter.done for waiter in self._waiters)
 
     # ------------------------------------------------------------ requesters
 
@@ -215,7 +228,7 @@ class ReadRole:
             link = self._link
             lead = (
                 self._holder is None
-                and not self._waiting
+                and not self._unanswered()
                 and link is not None
                 and link.fd is not None
                 and not self._retired
@@ -225,13 +238,13 @@ class ReadRole:
                 self._holder = waiter
                 link.unwatch_socket()  # type: ignore[union-attr]
             else:
-                self._waiting += 1
+                self._waiters.add(waiter)
         if not lead:
             try:
                 return waiter.wait(deadline)
             finally:
                 with self._lock:
-                    self._waiting -= 1
+                    self._waiters.discard(waiter)
         if self._lead(waiter, deadline):
             return True
         if deadline.expired():

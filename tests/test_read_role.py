@@ -52,7 +52,7 @@ def _reading_request(
     for _ in range(50):
         waiting = Background(lambda: nc.request(silent.subject, b"hold", timeout=timeout))
         request = silent.next_msg(timeout=5)
-        wait_for(lambda: _requester_reads(nc) or role._waiting)
+        wait_for(lambda: _requester_reads(nc) or role._waiters)
         if _requester_reads(nc):
             return waiting, request
         request.respond(b"")
@@ -114,6 +114,48 @@ def test_a_requester_reading_routes_everyone_elses_messages_in_order(nc, other):
     request.respond(b"done")
     waiting.join()
     assert waiting.error is None and waiting.result.data == b"done"
+
+
+def test_the_reader_thread_frees_the_role_once_every_waiter_is_answered(nc, other, monkeypatch):
+    """After handing a waiting requester its reply, the reader thread lets go of the
+    role at once, even before that requester's thread has woken up: the next lone
+    request reads its own reply again instead of waiting for a hand-off.
+    """
+    silent = other.subscribe("role.silent")
+    other.flush()
+    role = nc._reader.role  # type: ignore[union-attr]
+    slow: set[int] = set()
+    answered, woken = threading.Event(), threading.Event()
+    wait = ReplyWaiter.wait
+
+    def slow_to_wake(self: ReplyWaiter, deadline: Any) -> bool:
+        done = wait(self, deadline)
+        if threading.get_ident() in slow:
+            answered.set()
+            woken.wait(10)  # this requester's thread is not scheduled yet
+        return done
+
+    monkeypatch.setattr(ReplyWaiter, "wait", slow_to_wake)
+    leading, first = _reading_request(nc, silent)
+
+    def slow_request() -> jetstream_sync.Msg:
+        slow.add(threading.get_ident())
+        return nc.request(silent.subject, b"second", timeout=30)
+
+    handed = Background(slow_request)
+    second = silent.next_msg(timeout=5)
+    wait_for(lambda: role._waiters)  # the role is taken: it waits for a hand-off
+    first.respond(b"one")
+    leading.join()
+    second.respond(b"two")  # read by the reader thread, which takes the free role
+    assert answered.wait(5)
+    try:
+        wait_for(lambda: role._holder is None, message="the reader thread kept the role")
+    finally:
+        woken.set()
+    handed.join()
+    assert handed.error is None and handed.result.data == b"two"
+    assert leading.error is None and leading.result.data == b"one"
 
 
 def test_a_requester_gives_the_role_back_at_its_deadline(nc, other):
