@@ -19,6 +19,7 @@ from jetstream_sync.errors import StreamNotFoundError
 from jetstream_sync.headers import Headers
 from jetstream_sync.jetstream import consumer_config, enums, info, stream_config
 from jetstream_sync.jetstream._timefmt import (
+    NanoDatetime,
     datetime_from_ns,
     format_rfc3339,
     ns_to_seconds,
@@ -642,6 +643,30 @@ def test_rfc3339_forms():
     assert parse_rfc3339("2024-01-02T04:04:05.5+01:00").rfc3339() == "2024-01-02T03:04:05.5Z"
     with pytest.raises(ValueError):
         parse_rfc3339("yesterday")
+
+
+@given(st.integers(min_value=0, max_value=4102444800 * 10**9), st.integers(0, 9))
+def test_the_servers_form_reads_as_the_general_form(ns, digits):
+    """A "...Z" timestamp (the fast path, read again from memory the second time) gives
+    what the general RFC 3339 reader gives for the same instant written with an offset."""
+    dt = datetime_from_ns(ns - ns % 10 ** (9 - digits))
+    fraction = f".{dt.epoch_ns % 10**9:09d}"[: digits + 1] if digits else ""
+    text = dt.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+    general = parse_rfc3339(text[:-1] + "+00:00")
+    for value in (parse_rfc3339(text), parse_rfc3339(text)):
+        assert type(value) is NanoDatetime and value.tzinfo is UTC
+        assert value == general and value.epoch_ns == general.epoch_ns == dt.epoch_ns
+
+
+@pytest.mark.parametrize(
+    "text", ["2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z"]
+)
+def test_impossible_dates_are_refused(text):
+    """A well-formed timestamp of a date that does not exist raises ValueError."""
+    with pytest.raises(ValueError):
+        parse_rfc3339(text)
+    with pytest.raises(ValueError):
+        parse_rfc3339(text[:-1] + "+00:00")
 
 
 def test_nano_datetime_behaves_like_a_datetime():

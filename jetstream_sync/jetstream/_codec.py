@@ -459,10 +459,12 @@ def enum_or_extra(
     if value is None:
         return None
     try:
-        return cls(value)
-    except ValueError:
+        member = cls._value2member_map_.get(value)  # what cls(value) looks up, minus its cost
+    except TypeError:  # unhashable: not a member's value
+        member = None
+    if member is None:
         extra[key] = value
-        return None
+    return member
 
 
 def is_zero(value: Any) -> bool:

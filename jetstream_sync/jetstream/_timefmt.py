@@ -172,12 +172,46 @@ _RFC3339 = re.compile(
 )
 
 
+# What the server writes: UTC, "T", "Z". Read without the general pattern's
+# time-zone handling, and the last values read are kept: an info response
+# carries the same creation times call after call.
+_SERVER_FORM = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
+_recent: dict[str, NanoDatetime] = {}
+_RECENT_MAX = 512
+
+
 def parse_rfc3339(text: str) -> NanoDatetime:
     """Parse an RFC 3339 timestamp (up to nanoseconds) into a UTC :class:`NanoDatetime`.
 
     Raises:
         ValueError: ``text`` is not an RFC 3339 timestamp.
     """
+    if type(text) is str:
+        value = _recent.get(text)
+        if value is not None:
+            return value
+        m = _SERVER_FORM.fullmatch(text)
+        if m is not None:
+            return _remember(text, m.groups())
+    return _parse_general(text)
+
+
+def _remember(text: str, fields: tuple[str, ...]) -> NanoDatetime:
+    """The value of a timestamp in the server's form, kept for the next time ``text`` comes."""
+    year, month, day, hour, minute, second, fraction = fields
+    us, sub = divmod(int(fraction.ljust(9, "0")) if fraction else 0, 1000)
+    value = datetime.__new__(
+        NanoDatetime, int(year), int(month), int(day), int(hour), int(minute), int(second), us, UTC
+    )  # raises ValueError for a date that does not exist, as the general path does
+    value._nanosecond = sub
+    if len(_recent) >= _RECENT_MAX:
+        _recent.clear()
+    _recent[text] = value
+    return value
+
+
+def _parse_general(text: str) -> NanoDatetime:
+    """:func:`parse_rfc3339` for any offset, separator and case."""
     m = _RFC3339.fullmatch(text) if isinstance(text, str) else None
     if m is None:
         raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
