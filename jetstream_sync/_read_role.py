@@ -214,7 +214,8 @@ class ReadRole:
 
     def _unanswered(self) -> bool:
         """Whether a waiting requester's reply has not come yet; under the lock."""
-        return any(not waiter.done for waiter in self._waiters)
+        waiters = self._waiters
+        return bool(waiters) and any(not waiter.done for waiter in waiters)
 
     # ------------------------------------------------------------ requesters
 

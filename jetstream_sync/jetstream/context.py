@@ -66,6 +66,9 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
+_NO_OPTIONS = (None,) * 6  # a publish() without any of its header options
+
+
 class JetStreamContext(
     ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin, ObjectStoresMixin
 ):
@@ -157,10 +160,13 @@ class JetStreamContext(
                 input, raised before anything is sent.
         """
         deadline = self._deadline(timeout)
-        hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq,
+        options = (
+            msg_id, expected_stream, expected_last_seq,
             expected_last_subject_seq, expected_last_msg_id, ttl,
         )  # fmt: skip
+        hdrs = None  # most publishes set none of these: skip building headers
+        if headers or options != _NO_OPTIONS:
+            hdrs = publish_headers(headers, *options)
         attempt = 0
         while True:
             left = deadline.remaining()
