@@ -11,8 +11,10 @@ How the role moves (one holder at a time, under one lock):
 * While nobody holds the role, the reader thread watches the socket: it
   waits in ``epoll`` on the socket (one-shot) and on a "kick" pipe. When
   bytes arrive it takes the role, reads and routes them, frees the role and
-  watches again; while other threads wait for replies (so that no caller may
-  take the role) it keeps the role and goes on reading, as cheaply as before.
+  watches again. While a thread waits for a reply not yet come (so that no
+  caller may take the role), or several threads wait (served ones are about
+  to send again), it keeps the role and goes on reading, as cheaply as
+  before; a lone caller, once served, finds the role free for its next call.
 * A requester that has sent its request takes the role when it is free and
   nobody else waits for a reply, and takes the socket out of the reader
   thread's watch (no wake-up: the reader thread sleeps on). Otherwise it waits
@@ -198,8 +200,8 @@ class ReadRole:
                 error, self._error = self._error, None
             if error is None and any(fd == sock_fd for fd, _ in ready):
                 error = self._receive(link)
-                while error is None and self._someone_waits():  # no caller can take the role:
-                    link.poll.poll()  # keep it, as cheap as a blocking recv
+                while error is None and self._keep_reading():
+                    link.poll.poll()  # as cheap as a blocking recv
                     error = self._receive(link)
             if error is not None:
                 return error
@@ -207,10 +209,17 @@ class ReadRole:
                 self._holder = None
                 link.watch_socket()
 
-    def _someone_waits(self) -> bool:
-        """Reader thread: whether a requester still waits for a reply (takes the lock)."""
+    def _keep_reading(self) -> bool:
+        """Reader thread: whether to keep the role and read on (takes the lock).
+
+        Yes while a caller waits for a reply not yet come (no caller can take
+        the role then), and while several callers wait at all: served ones
+        are about to send their next request, and with many threads the
+        reader thread reading for all of them serves them best. A lone
+        caller, once served, finds the role free for its next request.
+        """
         with self._lock:
-            return self._unanswered()
+            return len(self._waiters) > 1 or self._unanswered()
 
     def _unanswered(self) -> bool:
         """Whether a waiting requester's reply has not come yet; under the lock."""

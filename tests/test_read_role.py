@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import jetstream_sync
-from jetstream_sync._read_role import ReadRole
+from jetstream_sync._read_role import _READER, ReadRole
 from jetstream_sync._request_mux import ReplyWaiter
 from tests.fixtures.faults import FAST, Events
 from tests.fixtures.polling import wait_for
@@ -156,6 +156,56 @@ def test_the_reader_thread_frees_the_role_once_every_waiter_is_answered(nc, othe
     handed.join()
     assert handed.error is None and handed.result.data == b"two"
     assert leading.error is None and leading.result.data == b"one"
+
+
+def test_the_reader_thread_reads_on_while_several_callers_wait(nc, other, monkeypatch):
+    """With several callers served but not yet awake the reader thread keeps the role
+    (they are about to send again: reading for many threads is its job); once a lone
+    caller is served it lets go, and that caller's next request reads for itself."""
+    silent = other.subscribe("role.silent")
+    other.flush()
+    role = nc._reader.role  # type: ignore[union-attr]
+    slow: set[int] = set()
+    answered, woken = threading.Semaphore(0), threading.Event()
+    wait = ReplyWaiter.wait
+
+    def slow_to_wake(self: ReplyWaiter, deadline: Any) -> bool:
+        done = wait(self, deadline)
+        if threading.get_ident() in slow:
+            answered.release()
+            woken.wait(10)
+        return done
+
+    def slow_request() -> jetstream_sync.Msg:
+        slow.add(threading.get_ident())
+        return nc.request(silent.subject, b"handed", timeout=30)
+
+    monkeypatch.setattr(ReplyWaiter, "wait", slow_to_wake)
+    leading, first = _reading_request(nc, silent)
+    handed = [Background(slow_request) for _ in range(2)]
+    requests = [silent.next_msg(timeout=5) for _ in handed]
+    wait_for(lambda: len(role._waiters) == 2)  # both wait for a hand-off
+    first.respond(b"one")
+    leading.join()
+    for request in requests:
+        request.respond(b"two")  # read by the reader thread
+    try:
+        assert answered.acquire(timeout=5) and answered.acquire(timeout=5)
+        assert role._holder is _READER  # both asleep, served: it reads on
+    finally:
+        woken.set()
+    for call in handed:
+        call.join()
+        assert call.error is None and call.result.data == b"two"
+    lone = Background(lambda: nc.request(silent.subject, b"lone", timeout=30))
+    silent.next_msg(timeout=5).respond(b"three")  # handed over: the reader thread holds the role
+    lone.join()
+    assert lone.error is None and lone.result.data == b"three"
+    wait_for(lambda: role._holder is None, message="the reader thread kept the role")
+    again, request = _reading_request(nc, silent)
+    request.respond(b"four")
+    again.join()
+    assert again.error is None and again.result.data == b"four"
 
 
 def test_a_requester_gives_the_role_back_at_its_deadline(nc, other):
