@@ -26,12 +26,7 @@ def _batch_of(data, subject=None, headers=None, msg_id=None, data_type=None):
 
 def _publish(client, batches, default=None, prefix="w:0:", max_rows=None) -> BatchPublisher:
     publisher = BatchPublisher(client, 0, prefix, default, max_rows)
-    try:
-        for batch in batches:
-            publisher.publish(batch)
-        publisher.wait_all()
-    finally:
-        publisher.close()
+    publisher.publish_all(batches)
     return publisher
 
 

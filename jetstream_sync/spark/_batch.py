@@ -29,6 +29,7 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -262,6 +263,19 @@ class BatchPublisher:
                 or the connection was lost while rows waited.
         """
         self._wait(0)
+
+    def publish_all(self, batches: Iterable[pa.RecordBatch]) -> None:
+        """Publish every batch, wait until every row is acknowledged, then :meth:`close`.
+
+        Raises:
+            RowPublishError: as :meth:`publish` and :meth:`wait_all` (closed all the same).
+        """
+        try:
+            for batch in batches:
+                self.publish(batch)
+            self.wait_all()
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Hand the route to the next task (its later acks are recognised as stale)."""

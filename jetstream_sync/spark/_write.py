@@ -163,12 +163,7 @@ class _Writer:
         publisher = BatchPublisher(
             ctx.client, partition, f"{id_prefix}:{partition}:", self.subject, fail_at
         )
-        try:
-            for batch in batches:
-                publisher.publish(batch)
-            publisher.wait_all()
-        finally:
-            publisher.close()
+        publisher.publish_all(batches)
         if publisher.stream is not None:
             check_duplicate_window(ctx, publisher.stream)
         return WriteCommit(
