@@ -359,10 +359,9 @@ class Client(ConnectionMixin):
         if type(subject) is ApiSubject:
             return subject.encode()
         if wildcards:
-            # An inbox (a fetch subscribes a new one each time): <checked subject>.<token>
-            # has no wildcard; this spares a C call, which lets go of the GIL.
-            head, _, token = subject.rpartition(".")
-            if token.isalnum() and token.isascii() and head in self._subject_cache:
+            # An inbox (a fetch subscribes a new one each time) has no wildcard:
+            # this spares a C call, which lets go of the GIL.
+            if self._token_under_checked(subject):
                 return subject.encode("utf-8", "surrogateescape")
             return _subjects.filter_subject(subject, what).encode("utf-8", "surrogateescape")
         raw = _subjects.publish_subject(subject, what)
@@ -379,12 +378,18 @@ class Client(ConnectionMixin):
         publish subjects, so their (validated, cached) prefix is looked up instead.
         """
         if type(reply) is str:
-            head, _, token = reply.rpartition(".")
-            if token.isalnum() and token.isascii() and head in self._subject_cache:
+            if self._token_under_checked(reply):
                 return reply.encode("utf-8", "surrogateescape")
+            head, _, token = reply.rpartition(".")
             if head and token:
                 self._subject_bytes(head, "reply subject")  # cache the prefix for next time
         return self._subject_bytes(reply, "reply subject", cache=False)
+
+    def _token_under_checked(self, subject: str) -> bool:
+        """Whether ``subject`` is ``<a subject already checked>.<alphanumeric token>``
+        (an inbox): valid as a publish subject and as a filter, without a check."""
+        head, _, token = subject.rpartition(".")
+        return token.isalnum() and token.isascii() and head in self._subject_cache
 
     def _encode_publish(
         self, subject: str, data: bytes | str, reply: str | None, headers: HeadersIn | None
