@@ -22,6 +22,7 @@ MAX_OUTSTANDING_PINGS = 2
 INBOX_PREFIX = "_INBOX"
 PENDING_MSGS_LIMIT = 512 * KIB
 PENDING_BYTES_LIMIT = 256 * MIB
+MAX_CONTROL_LINE = 4 * KIB  # the server's default; its INFO may announce another
 
 # -- Client calls -----------------------------------------------------------------
 REQUEST_TIMEOUT = 1.0

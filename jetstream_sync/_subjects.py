@@ -25,10 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import _protocol
-from .errors import BadSubjectError
+from .errors import BadSubjectError, LimitExceededError
 
 __all__ = [
     "ApiSubject",
+    "check_control_line",
     "filter_subject",
     "filter_subjects",
     "is_filter_subject",
@@ -125,6 +126,29 @@ def name_token(name: str, what: str = "name") -> str:
             raise BadSubjectError(f"{what} must be a str, not {type(name).__name__}")
         raise BadSubjectError(f"invalid {what} (one subject token, no wildcards): {name!r}")
     return name
+
+
+def check_control_line(argument: str, length: int, overhead: int, limit: int) -> None:
+    """Refuse an argument that would make a protocol control line longer than ``limit``.
+
+    The server drops a connection whose control line (``PUB <subject> <reply>
+    <size>``, ``SUB ...``) passes its ``max_control_line``; every thread sharing
+    that connection would lose its call. Checking first costs one comparison.
+
+    Args:
+        argument: how the error names the argument (``"key"``, ``"object name"``).
+        length: the argument's length in bytes.
+        overhead: the bytes the rest of the line adds (op, other fields, CRLF).
+        limit: the server's ``max_control_line`` (:attr:`Client.max_control_line`).
+
+    Raises:
+        LimitExceededError: ``length + overhead`` is over ``limit``.
+    """
+    if length + overhead > limit:
+        line = length + overhead
+        raise LimitExceededError(
+            argument, length, limit, f"the protocol line it makes would be {line} bytes"
+        )
 
 
 class ApiSubject(str):

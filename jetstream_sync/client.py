@@ -294,6 +294,16 @@ class Client(ConnectionMixin):
         return self._max_payload
 
     @property
+    def max_control_line(self) -> int:
+        """The longest protocol control line the server accepts (INFO's, or 4,096).
+
+        A subject, reply subject, key or name that would make a longer line is
+        refused with :class:`~jetstream_sync.errors.LimitExceededError` before sending.
+        """
+        value = self._server_info.get("max_control_line")
+        return value if isinstance(value, int) and value > 0 else D.MAX_CONTROL_LINE
+
+    @property
     def stats(self) -> ClientStats:
         """Message and byte counters, and the number of reconnects."""
         writer = self._writer

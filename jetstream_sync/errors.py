@@ -116,6 +116,32 @@ class MaxPayloadError(NatsError, ValueError):
     """A payload is larger than the server's ``max_payload``."""
 
 
+class LimitExceededError(NatsError, ValueError):
+    """An argument is longer than a server limit allows; raised before anything is sent.
+
+    Checked where input enters (a subject, a reply subject, a Key-Value key, an
+    object name, a stream or consumer name, a header block), so that one bad
+    call never makes the server drop the connection other threads share.
+
+    Attributes:
+        argument: the argument, as the call names it (``"subject"``, ``"key"``...).
+        length: its length in bytes, or that of the protocol line it would make.
+        limit: the limit it passes (``max_control_line`` from the server's INFO,
+            4,096 bytes by default, or ``max_payload``).
+    """
+
+    def __init__(self, argument: str, length: int, limit: int, detail: str = "") -> None:
+        text = f"{argument} is too long: {length} bytes, the server's limit is {limit}"
+        super().__init__(f"{text} ({detail})" if detail else text)
+        self.argument = argument
+        self.length = length
+        self.limit = limit
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int, int, str]]:
+        return (type(self), (self.argument, self.length, self.limit, self.detail))
+
+
 class BadSubjectError(NatsError, ValueError):
     """A subject (or queue group, or reply subject) is not valid."""
 
