@@ -13,7 +13,6 @@ from pyspark.sql.types import StructType
 from ._common import RangePartition, connection, context, stream_position
 from ._fetch import ReadRange, read_range
 from ._options import Options
-from ._pause import pause_after
 from ._plan import Bounds, bounds_from_options, plan_range, push_filter, split
 
 
@@ -33,8 +32,6 @@ class JetStreamReader(DataSourceReader):
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.schema = schema
-        self.pause_dir = opts.get("testPauseDir")  # fault tests only: see _pause.py
-        self.pause_after = opts.integer("testPauseAfterBatches", 1, minimum=1)
 
     def partitions(self) -> list[RangePartition]:
         """The stream's range as of now, split into ``numPartitions`` sequence ranges."""
@@ -48,12 +45,7 @@ class JetStreamReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Every stored message of the partition's range, as Arrow record batches."""
-        batches = read_range(
-            partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
-        )
-        if self.pause_dir is None:
-            return batches
-        return pause_after(batches, self.pause_dir, self.pause_after)
+        return read_range(partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC"))
 
 
 class JetStreamPushdownReader(JetStreamReader):

@@ -29,7 +29,6 @@ from pyspark.sql.types import StructType
 from ._common import RangePartition, connection, stream_position
 from ._fetch import ReadRange, read_range
 from ._options import Options
-from ._pause import pause_after
 from ._plan import DataLossError, StreamPosition, bounds_from_options, split
 
 if TYPE_CHECKING:
@@ -63,8 +62,6 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.schema = schema
-        self.pause_dir = opts.get("testPauseDir")  # fault tests only: see _pause.py
-        self.pause_after = opts.integer("testPauseAfterBatches", 1, minimum=1)
         self.target: int | None = None  # availableNow: the end fixed when the query started
 
     def _position(self) -> StreamPosition:
@@ -165,12 +162,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Every stored message of the partition's range, as Arrow record batches."""
-        batches = read_range(
-            partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
-        )
-        if self.pause_dir is None:
-            return batches
-        return pause_after(batches, self.pause_dir, self.pause_after)
+        return read_range(partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC"))
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: reads hold no server state, so nothing is acknowledged."""
