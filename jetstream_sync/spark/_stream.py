@@ -29,7 +29,8 @@ from pyspark.sql.types import StructType
 from ._common import RangePartition, connection, stream_position
 from ._fetch import ReadRange, read_range
 from ._options import Options
-from ._plan import DataLossError, StreamPosition, bounds_from_options, split
+from ._plan import DataLossError, StreamPosition, split
+from ._subjects import check_filter
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import InputPartition
@@ -50,8 +51,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, opts: Options, schema: StructType, default_partitions: int) -> None:
         self.conn = connection(opts)
         self.stream = opts.required("stream")
-        bounds = bounds_from_options(opts)
-        self.subject = bounds.subject
+        subject = opts.get("subject")
+        self.subject = check_filter(subject, "subject") if subject else None
         self.starting = (opts.get("startingOffsets") or "latest").strip().lower()
         if self.starting not in ("earliest", "latest") and not self.starting.isdigit():
             raise ValueError(

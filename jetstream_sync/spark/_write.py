@@ -138,7 +138,7 @@ class _Writer:
         self.conn = connection(opts)
         self.subject = opts.get("subject")
         check_write_schema(schema, self.subject)
-        self.write_id = opts.get("writeId") or uuid.uuid4().hex[:12]
+        self.write_id = uuid.uuid4().hex[:12]
         stream = opts.get("stream")
         ctx = context(self.conn)
         if not stream and self.subject:
@@ -180,6 +180,10 @@ class JetStreamWriter(_Writer, DataSourceArrowWriter):
         opts: the data source options (``servers``, ``subject``, ``stream``, ``writeId``...).
         schema: the DataFrame's schema (checked now).
     """
+
+    def __init__(self, opts: Options, schema: StructType) -> None:
+        super().__init__(opts, schema)
+        self.write_id = opts.get("writeId") or self.write_id
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
         """Publish the task's rows; ids ``<writeId>:<partition>:<index>:<hash>``."""
