@@ -11,7 +11,6 @@ has nothing to do (it runs a batch late, and not at all for a lone
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,16 +25,15 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ._common import RangePartition, connection, stream_position
-from ._fetch import ReadRange, read_range
+from ._common import connection, stream_position
+from ._fetch import ReadRange
+from ._loss import PlannedPartition, planned_partitions, read_checked
 from ._options import Options
-from ._plan import DataLossError, StreamPosition, split
+from ._plan import StreamPosition, data_loss, split
 from ._subjects import check_filter
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import InputPartition
-
-log = logging.getLogger("jetstream_sync.spark")
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -98,9 +96,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self._offset(pos.last + 1, pos)
 
     def _lost(self, what: str) -> None:
-        if self.fail_on_data_loss:
-            raise DataLossError(f"{what}; set failOnDataLoss=false to skip ahead")
-        log.warning("%s; skipping ahead (failOnDataLoss=false)", what)
+        data_loss(what, self.fail_on_data_loss)
 
     def _first_unread(self, start: dict[str, Any], pos: StreamPosition) -> int:
         """The first sequence to read from ``start``, after checking for lost data."""
@@ -138,7 +134,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return start
         return self._offset(max(end, first), pos)
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[RangePartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[PlannedPartition]:
         """The micro-batch's sequences ``start.seq .. end.seq - 1`` split into ranges.
 
         Raises:
@@ -159,11 +155,17 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if first > last:
             return []
         whole = ReadRange(self.stream, first, last, subject=self.subject, direct=pos.direct)
-        return [RangePartition(r) for r in split(whole, self.partition_count)]
+        return planned_partitions(split(whole, self.partition_count), pos.created)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Every stored message of the partition's range, as Arrow record batches."""
-        return read_range(partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC"))
+        """Every stored message of the partition's range, as Arrow record batches.
+
+        Raises:
+            DataLossError: messages of the range were removed before they were
+                read, or the stream was recreated, and ``failOnDataLoss`` is true.
+        """
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        return read_checked(partition.value, self.conn, schema, self.fail_on_data_loss)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: reads hold no server state, so nothing is acknowledged."""
