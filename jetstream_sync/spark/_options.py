@@ -104,11 +104,11 @@ def refusal(name: str, role: Role) -> str:
     by_canonical = {canonical(option): option for option in role.options}
     close = difflib.get_close_matches(canonical(name), list(by_canonical), n=1)
     if close:
-        text += f": did you mean {by_canonical[close[0]]!r}?"
+        text += f" (did you mean {by_canonical[close[0]]!r}?)"
     elsewhere = [other.what for other in ROLES if other is not role and other.takes(name)]
     if elsewhere:
-        text += f" ({name!r} is an option of {' and of '.join(elsewhere)})"
-    return f"{text}. It takes: {', '.join(role.options)}"
+        text += f"; {name!r} is an option of {' and of '.join(elsewhere)}"
+    return f"{text}; it takes: {', '.join(role.options)}"
 
 
 class Options:
