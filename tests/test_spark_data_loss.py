@@ -263,13 +263,14 @@ def _streamed(spark, tmp_path: Path) -> list[int]:
     return sorted(r.seq for r in spark.read.parquet(str(tmp_path / "out")).collect())
 
 
+@PATHS
 @pytest.mark.parametrize("fail", [True, False], ids=["fail", "warn"])
 def test_spark_a_streaming_read_purged_mid_batch(
-    spark, shared_server, js, stream_name, pause, tmp_path, fail
+    spark, shared_server, js, stream_name, pause, tmp_path, fail, direct
 ):
     """A micro-batch's tasks pause after a batch, the stream is purged: the query fails, or
     with failOnDataLoss=false it writes the rows read before the purge and those kept."""
-    stream = _make(js, stream_name, 2 * TOTAL, True)
+    stream = _make(js, stream_name, 2 * TOTAL, direct)
     query = _stream_query(
         spark, shared_server, stream_name, pause, tmp_path, failOnDataLoss=str(fail).lower()
     ).start()
