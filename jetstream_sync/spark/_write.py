@@ -138,6 +138,8 @@ class _Writer:
         self.conn = connection(opts)
         self.subject = opts.get("subject")
         check_write_schema(schema, self.subject)
+        # a batch write's id unless writeId names one; a streaming write's ids use its
+        # query id, and this only where a task has none
         self.write_id = uuid.uuid4().hex[:12]
         stream = opts.get("stream")
         ctx = context(self.conn)
