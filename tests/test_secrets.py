@@ -302,7 +302,7 @@ def test_a_mistyped_seed_file_path_is_still_named(tmp_path: Path) -> None:
 
 def test_spark_options_and_dev_server_reprs_hide_secrets() -> None:
     """The Spark data source's options and the dev server show no credential in repr()."""
-    from jetstream_sync.spark._options import Options
+    from jetstream_sync.spark._options import BATCH_READ, Options
     from jetstream_sync.testing import NatsServer as DevServer
 
     seed = KeyPair.create().seed
@@ -312,7 +312,8 @@ def test_spark_options_and_dev_server_reprs_hide_secrets() -> None:
             "password": "pw-SECRETVALUE",
             "token": "tok-SECRETVALUE",
             "nkeys_seed": seed,
-        }
+        },
+        BATCH_READ,
     )
     dev = DevServer(jetstream=False, args=("--user", "u", "--pass", "pw-SECRETVALUE"))
     assert_no_secret([repr(options), str(options), repr(dev)], ["SECRETVALUE", seed])

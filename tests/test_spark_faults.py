@@ -1,7 +1,7 @@
 """The ``jetstream`` Spark data source through server restarts: nothing lost, nothing twice.
 
-Every read task's first attempt pauses in the middle of its range (the test option
-``testPauseDir``, see ``jetstream_sync/spark/_pause.py``); the test stops the server,
+Every read task's first attempt pauses in the middle of its range (the ``pauseDir`` hook of
+``format("jetstream-faults")``, see ``tests/fixtures/spark_faults.py``); the test stops the server,
 lets the tasks go on into the dead server until one fails, and starts the server
 again: the retried tasks read (and write) their whole range again.
 """
@@ -17,6 +17,7 @@ import pytest
 
 import jetstream_sync
 from tests.fixtures.polling import wait_for
+from tests.fixtures.spark_faults import FORMAT as FAULTS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -99,11 +100,11 @@ def test_batch_read_through_a_server_restart_returns_every_message_once(
     _fill(server, total, direct)
     pause = _pause_dir(tmp_path)
     df = (
-        spark.read.format("jetstream")
+        spark.read.format(FAULTS)
         .option("servers", server.url)
         .option("stream", "IN")
         .option("numPartitions", str(PARTITIONS))
-        .option("testPauseDir", str(pause))
+        .option("pauseDir", str(pause))
         .load()
     )
     outcome: dict[str, Any] = {}
@@ -135,13 +136,13 @@ def test_streaming_write_through_a_server_restart_mid_batch_adds_no_duplicates(
     _fill(server, total)
     pause = _pause_dir(tmp_path)
     query = (
-        spark.readStream.format("jetstream")
+        spark.readStream.format(FAULTS)
         .option("servers", server.url)
         .option("stream", "IN")
         .option("startingOffsets", "earliest")
         .option("numPartitions", str(PARTITIONS))
-        .option("testPauseDir", str(pause))
-        .option("testPauseAfterBatches", "3")
+        .option("pauseDir", str(pause))
+        .option("pauseAfterBatches", "3")
         .load()
         .select("data")
         .writeStream.format("jetstream")

@@ -6,11 +6,13 @@ import shutil
 
 import pytest
 
+from tests.fixtures.spark_faults import FORMAT as FAULTS
+
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
-def _write(df, server, **options) -> None:
-    writer = df.write.format("jetstream").mode("append").option("servers", server.url)
+def _write(df, server, source="jetstream", **options) -> None:
+    writer = df.write.format(source).mode("append").option("servers", server.url)
     for key, value in options.items():
         writer = writer.option(key, str(value))
     writer.save()
@@ -70,7 +72,7 @@ def test_a_task_failing_mid_partition_is_retried_without_duplicates(spark, share
     group = f"retry-{stream.name}"
     spark.sparkContext.setJobGroup(group, "a write whose task fails once")
     try:
-        _write(df, shared_server, subject=f"{stream.name}.w", testFailAfterRows=120)
+        _write(df, shared_server, FAULTS, subject=f"{stream.name}.w", failAfterRows=120)
     finally:
         spark.sparkContext.setJobGroup("", "")
     tracker = spark.sparkContext.statusTracker()

@@ -215,7 +215,7 @@ class BatchPublisher:
         while pos < n:
             if self._max_rows is not None and self.sent >= self._max_rows:
                 self.wait_all()
-                raise RuntimeError(f"testFailAfterRows: failing after {self.sent} stored rows")
+                raise RuntimeError(f"max_rows: failing after {self.sent} stored rows")
             end = min(n, pos + CHUNK_ROWS)
             if self._max_rows is not None:
                 end = min(end, pos + self._max_rows - self.sent)

@@ -1,4 +1,4 @@
-"""What the ``jetstream`` reader, stream reader and writers share: schema, partitions, connections.
+"""What the ``jetstream`` reader, stream reader and writers share: schema, connections.
 
 Imports pyspark: only the data source modules import it.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -21,7 +20,6 @@ from pyspark.sql.types import (
 
 from ..jetstream.context import JetStreamContext
 from ._client import jetstream
-from ._fetch import ReadRange
 from ._options import Options
 from ._plan import StreamPosition
 
@@ -35,13 +33,6 @@ READ_SCHEMA = StructType(
         StructField("headers", MapType(StringType(), ArrayType(StringType()))),
     ]
 )
-
-
-class RangePartition(InputPartition):
-    """One task's share of a read: a :class:`ReadRange` (plain values only)."""
-
-    def __init__(self, rng: ReadRange) -> None:
-        super().__init__(rng)
 
 
 def connection(opts: Options) -> dict[str, Any]:

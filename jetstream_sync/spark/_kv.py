@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 )
 
 from ._common import connection, context
-from ._options import Options
+from ._options import KV_READ, KV_WRITE, Options
 from ._write import WriteCommit
 
 if TYPE_CHECKING:
@@ -69,11 +69,11 @@ class JetStreamKVDataSource(DataSource):
 
     def reader(self, schema: StructType) -> KVReader:
         """A reader of the bucket's current values (one partition)."""
-        return KVReader(Options(self.options), schema)
+        return KVReader(Options(self.options, KV_READ), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> KVWriter:
         """A writer of ``key, value`` rows (checks the columns now)."""
-        return KVWriter(Options(self.options), schema)
+        return KVWriter(Options(self.options, KV_WRITE), schema)
 
 
 class KVReader(DataSourceReader):

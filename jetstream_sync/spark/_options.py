@@ -1,13 +1,19 @@
-"""Data source options: reading them, checking them, turning them into ``connect`` arguments.
+"""Data source options: which each role takes, reading them, making ``connect`` arguments.
 
-Spark hands a data source its options as a case-insensitive map of strings.
-Option names are matched ignoring case and underscores, so ``nkeysSeed``,
-``nkeys_seed`` and ``NKEYSSEED`` are the same option.
+Spark hands a data source its options as a case-insensitive map of strings
+(it lowercases the names). Option names are matched ignoring case and
+underscores, so ``nkeysSeed``, ``nkeys_seed`` and ``NKEYSSEED`` are the same
+option. Each role (a batch read, a streaming write...) declares the options
+it takes in :data:`ROLES`, here and nowhere else; an option outside its
+role's list is refused when the reader or writer is made on the driver,
+before any task runs.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, overload
 
 from .._server_pool import redact_url
@@ -28,31 +34,122 @@ _CONNECT_STRINGS = {
 _CONNECT_BOOLS = {"tls": "tls", "tlshandshakefirst": "tls_handshake_first"}
 _CONNECT_FLOATS = {"connecttimeout": "connect_timeout"}
 
+#: The options every role takes: the servers and how to connect to them.
+CONNECTION = (
+    "servers", "user", "password", "token", "creds", "userCredentials", "nkeysSeed",
+    "tls", "tlsCaFile", "tlsCertFile", "tlsKeyFile", "tlsHandshakeFirst", "name", "connectTimeout",
+)  # fmt: skip
+# What Spark itself passes to a streaming sink when the query sets them.
+_SPARK_STREAM_SINK = ("checkpointLocation", "queryName")
+# What Spark passes when load(), save() or start() is given a path.
+_PATHS = frozenset(("path", "paths"))
+
 
 def canonical(name: str) -> str:
     """An option name without case or underscores: ``start_seq`` -> ``startseq``."""
     return name.replace("_", "").lower()
 
 
+class UnknownOptionError(ValueError):
+    """An option the data source does not take, refused before anything runs."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """One thing a data source does and the options it takes.
+
+    Attributes:
+        what: how errors name it (``a batch read of format("jetstream")``).
+        options: the option names it takes, as documented.
+    """
+
+    what: str
+    options: tuple[str, ...]
+
+    def takes(self, name: str) -> bool:
+        """Whether ``name`` (any case, any underscores) is one of its options."""
+        return canonical(name) in {canonical(option) for option in self.options}
+
+
+_STREAM = 'format("jetstream")'
+_KV = 'format("jetstream-kv")'
+BATCH_READ = Role(
+    f"a batch read of {_STREAM}",
+    (*CONNECTION, "stream", "subject", "startSeq", "endSeq", "startTime", "numPartitions",
+     "failOnDataLoss"),
+)  # fmt: skip
+STREAM_READ = Role(
+    f"a streaming read of {_STREAM}",
+    (*CONNECTION, "stream", "subject", "startingOffsets", "maxMessagesPerTrigger",
+     "numPartitions", "failOnDataLoss"),
+)  # fmt: skip
+BATCH_WRITE = Role(f"a batch write to {_STREAM}", (*CONNECTION, "subject", "stream", "writeId"))
+STREAM_WRITE = Role(
+    f"a streaming write to {_STREAM}", (*CONNECTION, "subject", "stream", *_SPARK_STREAM_SINK)
+)
+KV_READ = Role(f"a batch read of {_KV}", (*CONNECTION, "bucket", "keys", "includeDeletes"))
+KV_WRITE = Role(f"a batch write to {_KV}", (*CONNECTION, "bucket"))
+#: Every role of the ``jetstream`` and ``jetstream-kv`` data sources.
+ROLES = (BATCH_READ, STREAM_READ, BATCH_WRITE, STREAM_WRITE, KV_READ, KV_WRITE)
+
+
+def refusal(name: str, role: Role) -> str:
+    """Why ``role`` refuses the option ``name``, with the closest option it does take."""
+    if canonical(name) in _PATHS:
+        return (
+            f"{role.what} takes no path (option {name!r}: an argument of load(), save() or "
+            "start()); set its options instead"
+        )
+    text = f"{role.what} takes no option {name!r}"
+    by_canonical = {canonical(option): option for option in role.options}
+    close = difflib.get_close_matches(canonical(name), list(by_canonical), n=1)
+    if close:
+        text += f" (did you mean {by_canonical[close[0]]!r}?)"
+    elsewhere = [other.what for other in ROLES if other is not role and other.takes(name)]
+    if elsewhere:
+        text += f"; {name!r} is an option of {' and of '.join(elsewhere)}"
+    return f"{text}; it takes: {', '.join(role.options)}"
+
+
 class Options:
-    """The options of one data source, looked up by canonical name.
+    """The options of one data source role, looked up by canonical name.
 
     Holds only strings, so it pickles.
 
     Args:
         raw: the options Spark passed (any mapping of str to str).
+        role: what they are for; they must all be among its options.
+
+    Raises:
+        UnknownOptionError: an option ``role`` does not take (the message
+            names it and the closest one it does take).
     """
 
-    def __init__(self, raw: Mapping[str, Any]) -> None:
+    def __init__(self, raw: Mapping[str, Any], role: Role) -> None:
+        for name in raw:
+            if not role.takes(str(name)):
+                raise UnknownOptionError(refusal(str(name), role))
+        self.role = role
+        self._declared = {canonical(option) for option in role.options}
         self._values = {canonical(str(k)): str(v) for k, v in dict(raw).items() if v is not None}
 
+    def _key(self, name: str) -> str:
+        key = canonical(name)
+        if key not in self._declared:  # a code path reading an option its role does not declare
+            raise KeyError(f"{self.role.what} declares no option {name!r} (see ROLES)")
+        return key
+
     def get(self, name: str, default: str | None = None) -> str | None:
-        """The option's string value, or ``default``."""
-        return self._values.get(canonical(name), default)
+        """The option's string value, or ``default``.
+
+        Raises:
+            KeyError: ``name`` is not one of the role's options (a bug, not bad input).
+        """
+        return self._values.get(self._key(name), default)
 
     def has(self, name: str) -> bool:
         """Whether the option was given."""
-        return canonical(name) in self._values
+        return self._key(name) in self._values
 
     def required(self, name: str) -> str:
         """The option's value.

@@ -19,10 +19,21 @@ log = logging.getLogger("jetstream_sync.spark")
 
 
 class DataLossError(RuntimeError):
-    """Messages a read needed are gone (removed by limits) or the stream was recreated.
+    """Messages a read planned to read are gone, or the stream was recreated (see docs/spark.md).
 
     Raised unless ``failOnDataLoss`` is ``false``.
     """
+
+
+def data_loss(message: str, fail: bool) -> None:
+    """Raise :class:`DataLossError` with ``message``, or log it as a WARNING when not ``fail``.
+
+    Raises:
+        DataLossError: ``fail`` is true (``failOnDataLoss``, the default).
+    """
+    if fail:
+        raise DataLossError(f"{message}; set failOnDataLoss=false to read on without them")
+    log.warning("%s; reading on without them (failOnDataLoss=false)", message)
 
 
 def parse_time(value: str | datetime, option: str) -> datetime:
@@ -185,14 +196,12 @@ def check_start(low: int, pos: StreamPosition, fail_on_data_loss: bool, stream: 
         DataLossError: ``low`` was already removed and ``fail_on_data_loss`` is set.
     """
     if pos.first and low < pos.first and low <= pos.last:
-        message = (
+        data_loss(
             f"stream {stream!r}: the read starts at sequence {low} but the stream's first "
             f"message is now {pos.first}: messages {low}..{pos.first - 1} were removed "
-            "(limits, purge or deletes) before they were read"
+            "(a purge, limits or deletes) before they were read",
+            fail_on_data_loss,
         )
-        if fail_on_data_loss:
-            raise DataLossError(message + "; set failOnDataLoss=false to skip ahead")
-        log.warning("%s; skipping ahead (failOnDataLoss=false)", message)
         return pos.first
     return low
 

@@ -10,10 +10,10 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from ._common import RangePartition, connection, context, stream_position
-from ._fetch import ReadRange, read_range
+from ._common import connection, context, stream_position
+from ._fetch import ReadRange
+from ._loss import PlannedPartition, planned_partitions, read_checked
 from ._options import Options
-from ._pause import pause_after
 from ._plan import Bounds, bounds_from_options, plan_range, push_filter, split
 
 
@@ -33,27 +33,31 @@ class JetStreamReader(DataSourceReader):
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.schema = schema
-        self.pause_dir = opts.get("testPauseDir")  # fault tests only: see _pause.py
-        self.pause_after = opts.integer("testPauseAfterBatches", 1, minimum=1)
 
-    def partitions(self) -> list[RangePartition]:
-        """The stream's range as of now, split into ``numPartitions`` sequence ranges."""
+    def partitions(self) -> list[PlannedPartition]:
+        """The stream's range as of now, split into ``numPartitions`` sequence ranges.
+
+        Raises:
+            DataLossError: ``startSeq`` is below the stream's first sequence
+                and ``failOnDataLoss`` is true.
+        """
         pos = stream_position(self.conn, self.stream)
         whole = plan_range(
             context(self.conn), self.stream, self.bounds, self.fail_on_data_loss, pos
         )
         if whole is None:
-            return [RangePartition(ReadRange(self.stream, 1, 0))]
-        return [RangePartition(r) for r in split(whole, self.partition_count)]
+            return planned_partitions([ReadRange(self.stream, 1, 0)], pos.created)
+        return planned_partitions(split(whole, self.partition_count), pos.created)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Every stored message of the partition's range, as Arrow record batches."""
-        batches = read_range(
-            partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
-        )
-        if self.pause_dir is None:
-            return batches
-        return pause_after(batches, self.pause_dir, self.pause_after)
+        """Every stored message of the partition's range, as Arrow record batches.
+
+        Raises:
+            DataLossError: messages of the range were removed before they were
+                read, or the stream was recreated, and ``failOnDataLoss`` is true.
+        """
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        return read_checked(partition.value, self.conn, schema, self.fail_on_data_loss)
 
 
 class JetStreamPushdownReader(JetStreamReader):

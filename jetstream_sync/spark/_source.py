@@ -12,7 +12,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from ._common import READ_SCHEMA
-from ._options import Options
+from ._options import BATCH_READ, BATCH_WRITE, STREAM_READ, STREAM_WRITE, Options
 from ._read import JetStreamPushdownReader, JetStreamReader
 from ._stream import JetStreamStreamReader
 from ._write import JetStreamStreamWriter, JetStreamWriter
@@ -41,16 +41,17 @@ class JetStreamDataSource(DataSource):
     def reader(self, schema: StructType) -> JetStreamReader:
         """A batch reader (checks the options now, before anything runs)."""
         cls = JetStreamPushdownReader if self.pushdown else JetStreamReader
-        return cls(Options(self.options), schema, self.default_partitions)
+        return cls(Options(self.options, BATCH_READ), schema, self.default_partitions)
 
     def streamReader(self, schema: StructType) -> JetStreamStreamReader:
-        """A micro-batch stream reader."""
-        return JetStreamStreamReader(Options(self.options), schema, self.default_partitions)
+        """A micro-batch stream reader (checks the options now)."""
+        opts = Options(self.options, STREAM_READ)
+        return JetStreamStreamReader(opts, schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamWriter:
         """A batch writer: publishes every row with an ack (see ``docs/spark.md``)."""
-        return JetStreamWriter(Options(self.options), schema)
+        return JetStreamWriter(Options(self.options, BATCH_WRITE), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> JetStreamStreamWriter:
         """A streaming writer: like the batch writer, deduplicated per micro-batch."""
-        return JetStreamStreamWriter(Options(self.options), schema)
+        return JetStreamStreamWriter(Options(self.options, STREAM_WRITE), schema)

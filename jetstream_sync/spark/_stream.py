@@ -11,7 +11,6 @@ has nothing to do (it runs a batch late, and not at all for a lone
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,16 +25,15 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ._common import RangePartition, connection, stream_position
-from ._fetch import ReadRange, read_range
+from ._common import connection, stream_position
+from ._fetch import ReadRange
+from ._loss import PlannedPartition, planned_partitions, read_checked
 from ._options import Options
-from ._pause import pause_after
-from ._plan import DataLossError, StreamPosition, bounds_from_options, split
+from ._plan import StreamPosition, data_loss, split
+from ._subjects import check_filter
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import InputPartition
-
-log = logging.getLogger("jetstream_sync.spark")
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -51,8 +49,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, opts: Options, schema: StructType, default_partitions: int) -> None:
         self.conn = connection(opts)
         self.stream = opts.required("stream")
-        bounds = bounds_from_options(opts)
-        self.subject = bounds.subject
+        subject = opts.get("subject")
+        self.subject = check_filter(subject, "subject") if subject else None
         self.starting = (opts.get("startingOffsets") or "latest").strip().lower()
         if self.starting not in ("earliest", "latest") and not self.starting.isdigit():
             raise ValueError(
@@ -63,8 +61,6 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.schema = schema
-        self.pause_dir = opts.get("testPauseDir")  # fault tests only: see _pause.py
-        self.pause_after = opts.integer("testPauseAfterBatches", 1, minimum=1)
         self.target: int | None = None  # availableNow: the end fixed when the query started
 
     def _position(self) -> StreamPosition:
@@ -100,9 +96,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self._offset(pos.last + 1, pos)
 
     def _lost(self, what: str) -> None:
-        if self.fail_on_data_loss:
-            raise DataLossError(f"{what}; set failOnDataLoss=false to skip ahead")
-        log.warning("%s; skipping ahead (failOnDataLoss=false)", what)
+        data_loss(what, self.fail_on_data_loss)
 
     def _first_unread(self, start: dict[str, Any], pos: StreamPosition) -> int:
         """The first sequence to read from ``start``, after checking for lost data."""
@@ -140,7 +134,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return start
         return self._offset(max(end, first), pos)
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[RangePartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[PlannedPartition]:
         """The micro-batch's sequences ``start.seq .. end.seq - 1`` split into ranges.
 
         Raises:
@@ -161,16 +155,17 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if first > last:
             return []
         whole = ReadRange(self.stream, first, last, subject=self.subject, direct=pos.direct)
-        return [RangePartition(r) for r in split(whole, self.partition_count)]
+        return planned_partitions(split(whole, self.partition_count), pos.created)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Every stored message of the partition's range, as Arrow record batches."""
-        batches = read_range(
-            partition.value, self.conn, to_arrow_schema(self.schema, timezone="UTC")
-        )
-        if self.pause_dir is None:
-            return batches
-        return pause_after(batches, self.pause_dir, self.pause_after)
+        """Every stored message of the partition's range, as Arrow record batches.
+
+        Raises:
+            DataLossError: messages of the range were removed before they were
+                read, or the stream was recreated, and ``failOnDataLoss`` is true.
+        """
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        return read_checked(partition.value, self.conn, schema, self.fail_on_data_loss)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: reads hold no server state, so nothing is acknowledged."""

@@ -130,13 +130,17 @@ def check_duplicate_window(ctx: Any, stream: str) -> None:
 class _Writer:
     """What the batch and the streaming writer share: options, checks, the task loop."""
 
+    #: Fault tests only, never an option: the first attempt of every task fails after
+    #: storing this many rows (set by a subclass in ``tests/fixtures/spark_faults.py``).
+    fail_after: int | None = None
+
     def __init__(self, opts: Options, schema: StructType) -> None:
         self.conn = connection(opts)
         self.subject = opts.get("subject")
         check_write_schema(schema, self.subject)
-        self.write_id = opts.get("writeId") or uuid.uuid4().hex[:12]
-        # For tests of task retries: a task's first attempt fails after this many acked rows.
-        self.fail_after = opts.integer("testFailAfterRows", None, minimum=0)
+        # a batch write's id unless writeId names one; a streaming write's ids use its
+        # query id, and this only where a task has none
+        self.write_id = uuid.uuid4().hex[:12]
         stream = opts.get("stream")
         ctx = context(self.conn)
         if not stream and self.subject:
@@ -178,6 +182,10 @@ class JetStreamWriter(_Writer, DataSourceArrowWriter):
         opts: the data source options (``servers``, ``subject``, ``stream``, ``writeId``...).
         schema: the DataFrame's schema (checked now).
     """
+
+    def __init__(self, opts: Options, schema: StructType) -> None:
+        super().__init__(opts, schema)
+        self.write_id = opts.get("writeId") or self.write_id
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
         """Publish the task's rows; ids ``<writeId>:<partition>:<index>:<hash>``."""
