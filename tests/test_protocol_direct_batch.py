@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from datetime import UTC, datetime
 
 import pytest
@@ -172,6 +173,25 @@ def test_malformed_blocks_are_protocol_errors(decode, data, message):
     """A block that is not a direct-get reply fails the whole batch with a ProtocolError."""
     with pytest.raises(ProtocolError, match=message):
         decode(data, 1, 1000)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"NATS/1.0 20x\r\n\r\n",
+        b"NATS/2.0\r\n\r\n",
+        b"NATS/1.0\r\nNo\r\n\r\n",
+        b"NATS/1.0\r\nA: \n\r\n\r\n",
+        b"NATS/1.0\r\nX: y\r\n\r\n",
+    ],
+)
+def test_an_error_quotes_only_its_own_block(decode, bad):
+    """The excerpt stops at the end of the block in error: the next block is another reply's."""
+    data = block(1) + bad + block(2, b"secret.subject")
+    with pytest.raises(ProtocolError) as caught:
+        decode(data, 3, 1000)
+    excerpt = ast.literal_eval(str(caught.value).split(" at offset ")[1].partition(": ")[2])
+    assert excerpt and bad.endswith(excerpt), str(caught.value)
 
 
 @pytest.mark.parametrize("count", [1, 3])

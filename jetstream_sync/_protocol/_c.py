@@ -158,12 +158,12 @@ def parse(buf: BytesLike, start: int, end: int) -> tuple[list[int], int, int]:
         check_range(len(cbuf), start, end)
         n = lib.jss_parse(cbuf, start, end, ops_out, CHUNK_OPS, state)
         if n < 0:
-            raise protocol_error(n, ffi.buffer(cbuf), state[2])
+            raise protocol_error(n, ffi.buffer(cbuf), state[2], end)
         ops = _to_list(ops_out, n * OP_FIELDS)
         while n == CHUNK_OPS:
             n = lib.jss_parse(cbuf, state[0], end, ops_out, CHUNK_OPS, state)
             if n < 0:
-                raise protocol_error(n, ffi.buffer(cbuf), state[2])
+                raise protocol_error(n, ffi.buffer(cbuf), state[2], end)
             ops += _to_list(ops_out, n * OP_FIELDS)
     return ops, state[0], state[1]
 
@@ -191,7 +191,7 @@ def parse_headers(block: BytesLike) -> tuple[int | None, str, list[tuple[str, st
         pairs_out = ffi.new("int64_t[]", count * _HDR_FIELDS)
         count = lib.jss_parse_headers(data, len(data), pairs_out, count, meta)
     if count < 0:
-        raise protocol_error(count, data, meta[3])
+        raise protocol_error(count, data, meta[3], len(data))
     status, desc_off, desc_len = meta[0], meta[1], meta[2]
     flat = ffi.unpack(pairs_out, count * _HDR_FIELDS)
     # ASCII (the usual case) decodes once and slices the str: byte and
