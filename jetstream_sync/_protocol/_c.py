@@ -14,10 +14,10 @@ handed to the Python twin, which produces the same result or raises the
 same exception with the same message.
 
 ``encode_pub`` and ``encode_hpub`` (a ready header block) are the twin's
-(``%``-formatting, ``b"".join`` above 64 KiB): C loses at every size, since
-it pays a cffi call plus a copy out of its buffer. Measured (CPython 3.11,
-best of 15, µs per frame, C ``jss_encode_pub`` + ``ffi.unpack`` / twin):
-128 B 0.51 / 0.20; 128 B with reply 0.52 / 0.22; 64 KiB 3.47 / 1.68.
+(``%``-formatting, ``b"".join`` above 64 KiB), and the C core has no PUB
+encoder: one lost at every size, since it paid a cffi call plus a copy out of
+its buffer. Measured (CPython 3.11, best of 15, µs per frame, C + ``ffi.unpack``
+/ twin): 128 B 0.51 / 0.20; 128 B with reply 0.52 / 0.22; 64 KiB 3.47 / 1.68.
 
 ``encode_batch_hpub`` (the Spark sink) is the other way round: one C call
 encodes thousands of frames straight from Arrow buffers, message ids

@@ -1,5 +1,5 @@
 """Batched direct get, decoded a batch at a time: the pure-Python twin of
-``jss_direct_batch_decode`` (``csrc/jss_proto.c``) and what both share.
+``jss_direct_batch_decode`` (``csrc/jss_direct_batch.c``) and what both share.
 
 A batched direct get (ADR-31) answers with one reply per stored message,
 its metadata in headers (``Nats-Subject``, ``Nats-Sequence``,

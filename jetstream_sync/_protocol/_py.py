@@ -1,4 +1,4 @@
-"""Pure-Python twin of the C protocol core (``csrc/jss_proto.c``).
+"""Pure-Python twin of the C protocol core (``csrc/``, one file per job).
 
 Same interface and same results as :mod:`jetstream_sync._protocol._c`,
 including the same exceptions; it mirrors the C code check for check, so keep
