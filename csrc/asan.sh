@@ -32,9 +32,9 @@ echo "== building the sanitized extension in $WORK/build"
     > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
 SO="$(ls "$WORK"/build/jetstream_sync/_ffi*.so)"
 
-echo "== copying the package and tests to $RUN (without the normal build)"
+echo "== copying the package, the tests and csrc (which a test reads) to $RUN (without the normal build)"
 mkdir -p "$RUN"
-cp -r "$ROOT/jetstream_sync" "$ROOT/tests" "$ROOT/pyproject.toml" "$RUN/"
+cp -r "$ROOT/jetstream_sync" "$ROOT/tests" "$ROOT/csrc" "$ROOT/pyproject.toml" "$RUN/"
 find "$RUN" \( -name '*.so' -o -name '__pycache__' -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 cp "$SO" "$RUN/jetstream_sync/"
 

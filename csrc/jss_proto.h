@@ -7,8 +7,9 @@
  *
  * This file is also read by cffi's cdef (jetstream_sync/_build_ffi.py drops
  * every line starting with '#'), so outside the include guard it holds only
- * declarations that cdef understands: no macros, no includes. The .c file
- * includes <stddef.h> and <stdint.h> before this header.
+ * declarations that cdef understands: no macros, no includes. The .c files
+ * include it through jss_internal.h, which includes <stddef.h> and <stdint.h>
+ * first. Each function is implemented in the file of its job (csrc/README.md).
  */
 #ifndef JSS_PROTO_H
 #define JSS_PROTO_H
@@ -115,7 +116,7 @@ enum {
     JSS_ENC_ERR_KEY = -1,   /* a header key is empty or holds a byte < 0x21, ':' or 0x7f */
     JSS_ENC_ERR_VALUE = -2, /* a header value holds CR or LF */
     JSS_ENC_ERR_KV = -3,    /* kv is not key NUL value NUL ...: odd count or no trailing NUL */
-    /* Every encoding is at least this long ("PUB  0\r\n\r\n", empty subject),
+    /* Every encoding is longer than this (a header block alone is 12 bytes),
        so a result <= -JSS_ENC_MIN_SIZE is never an error code: it is
        -(bytes needed), and the caller calls again with cap >= that. */
     JSS_ENC_MIN_SIZE = 10
@@ -134,10 +135,6 @@ enum {
  * Pairs are checked in order, each key before its value; the first bad one
  * decides the error. Header lines are written as "key: value\r\n".
  */
-
-/* PUB <subject> [<reply> ]<plen>\r\n<payload>\r\n (no reply part when rlen is 0). */
-int64_t jss_encode_pub(char *out, size_t cap, const char *subject, size_t slen,
-                       const char *reply, size_t rlen, const char *payload, size_t plen);
 
 /* HPUB <subject> [<reply> ]<hdr_len> <total_len>\r\n<header block><payload>\r\n. */
 int64_t jss_encode_hpub(char *out, size_t cap, const char *subject, size_t slen,

@@ -21,8 +21,9 @@ import cffi
 
 ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
-HEADER = CSRC / "jss_proto.h"
-SOURCE = CSRC / "jss_proto.c"
+HEADER = CSRC / "jss_proto.h"  # the public interface: cdef reads it
+SOURCES = sorted(CSRC.glob("*.c"))  # one file per job, see csrc/README.md
+HEADERS = sorted(CSRC.glob("*.h"))
 
 
 def cdef_text(header: Path = HEADER) -> str:
@@ -51,7 +52,8 @@ def make_builder(absolute_paths: bool) -> cffi.FFI:
             the repository root (what setuptools wants).
 
     Returns:
-        The configured builder; flags from ``JETSTREAM_SYNC_CFLAGS`` are
+        The configured builder of every ``csrc/*.c`` (each rebuilt when a
+        ``csrc/*.h`` changes); flags from ``JETSTREAM_SYNC_CFLAGS`` are
         appended to both the compile and the link command.
     """
 
@@ -63,7 +65,8 @@ def make_builder(absolute_paths: bool) -> cffi.FFI:
     builder.set_source(
         "jetstream_sync._ffi",
         '#include "jss_proto.h"',
-        sources=[path(SOURCE)],
+        sources=[path(source) for source in SOURCES],
+        depends=[path(header) for header in HEADERS],
         include_dirs=[path(CSRC)],
         extra_compile_args=["-O2", "-std=c99", *_extra_flags()],
         extra_link_args=_extra_flags(),

@@ -160,18 +160,6 @@ class Lib:
     def jss_valid_subject(self, subject: bytes, len: int, wildcards: int, /) -> int: ...
     def jss_parse_puback(self, data: bytes, len: int, out: Int64Array, /) -> int: ...
     def jss_direct_meta_parse(self, block: bytes, len: int, out: Int64Array, /) -> int: ...
-    def jss_encode_pub(
-        self,
-        out: CharArray,
-        cap: int,
-        subject: bytes,
-        slen: int,
-        reply: bytes,
-        rlen: int,
-        payload: bytes,
-        plen: int,
-        /,
-    ) -> int: ...
     def jss_encode_hpub(
         self,
         out: CharArray,

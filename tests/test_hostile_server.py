@@ -9,6 +9,7 @@ again; its memory stays bounded. One test uses a real server for the one
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
@@ -186,6 +187,26 @@ def test_malformed_frame_is_a_protocol_error_then_a_reconnect(fake, client, even
     """Each malformed frame reaches error_cb as a ProtocolError; the client reconnects."""
     fake.connection(0).send(hostile)
     wait_error(events, js.ProtocolError)
+    reconnected(fake, client, 1)
+
+
+def test_a_protocol_error_quotes_no_earlier_message(fake, client, events, caplog):
+    """After a MSG carrying a secret, garbage in the reused read buffer: neither the error
+    given to error_cb nor the log quotes any byte of the earlier frame."""
+    caplog.set_level(logging.DEBUG, logger="jetstream_sync")
+    secret = b"TOPSECRET-password=correct-horse-battery-staple"
+    sub = client.subscribe("secret.subject")
+    first = fake.connection(0)
+    first.sid_of(b"secret.subject")
+    first.msg(b"secret.subject", secret)
+    assert sub.next_msg(timeout=5).data == secret  # parsed: its bytes stay in the buffer
+    first.send(b"BAD\r\n")
+    error = wait_error(events, js.ProtocolError, "unknown protocol operation")
+    assert str(error).endswith(": b'BAD\\r\\n'"), str(error)
+    logged = [r.getMessage() for r in caplog.records if "BAD" in r.getMessage()]
+    assert logged
+    for text in [str(error), *logged, *(r.getMessage() for r in caplog.records)]:
+        assert "secret" not in text.lower(), text
     reconnected(fake, client, 1)
 
 

@@ -508,6 +508,31 @@ def test_error_message_names_reason_and_offset(proto):
         proto.parse(b"PING\r\nBOGUS\r\n", 0, 13)
 
 
+SECRET_MSG = b"MSG secret.subject 1 53\r\nTOPSECRET-password=correct-horse-battery-staple-42!!!\r\n"
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+@pytest.mark.parametrize("bad", [b"BAD\r\n", b"BAD", b"MSG a 1 x\r\n", b"\n"])
+def test_error_excerpt_stops_at_the_end_of_the_received_bytes(proto, kind, bad):
+    """A reused buffer's older bytes past ``end`` (an earlier payload) are never quoted."""
+    buf = bytearray(SECRET_MSG)
+    assert frames(proto, buf)[0][0][5].startswith(b"TOPSECRET")
+    buf[: len(bad)] = bad  # the next read is shorter: the secret is still behind it
+    with pytest.raises(ProtocolError) as caught:
+        proto.parse(kind(buf), 0, len(bad))
+    text = str(caught.value)
+    assert text.endswith(repr(bad)), text
+    assert b"secret" not in text.lower().encode()
+
+
+def test_error_excerpt_starts_at_the_op_in_error(proto):
+    """Bytes before the op in error (parsed ones, from ``start`` on) are not quoted either."""
+    data = SECRET_MSG + b"BOGUS\r\n"
+    with pytest.raises(ProtocolError) as caught:
+        proto.parse(data, 0, len(data))
+    assert str(caught.value).endswith(f"at offset {len(SECRET_MSG)}: b'BOGUS\\r\\n'")
+
+
 # --------------------------------------------------------------------------
 # parse_headers
 

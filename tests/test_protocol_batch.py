@@ -91,85 +91,101 @@ def test_constants_match_the_python_twin():
     assert lib.JSS_BATCH_STATE_FIELDS == 3
 
 
-def test_jss_encode_batch_hpub_frames():
-    """Subjects (column, default for null and empty), headers, given and derived ids, tokens."""
-    payloads = column([b"one", b"", b"x" * 300])
-    subjects = column([b"a.b", None, b""])
-    ids = column([b"given", None, None])
-    headers = column([b"k\0v\0k\0w\0", None, b""])
-    rc, out, state = c_encode(
-        4096, payloads, subjects, ids, headers, default=b"d.e", first_index=7, first_token=40
+class TestBlake2b:
+    """BLAKE2b-48 of the derived message ids, through jss_encode_batch_hpub."""
+
+    C_FILE = "jss_blake2b.c"
+
+    @pytest.mark.parametrize("size", [0, 1, 111, 127, 128, 129, 255, 256, 257, 1000])
+    @pytest.mark.parametrize(
+        "subject", [b"s", b"a." + b"k" * 62, b"a." + b"k" * 63, b"a." + b"k" * 99]
     )
-    assert (rc, state[0], state[1]) == (3, len(out), -1)
-    assert out == (
-        frame(b"a.b", b"_INBOX.r.40", b"k: v\r\nk: w\r\n", b"given", b"one")
-        + frame(b"d.e", b"_INBOX.r.41", b"", derived(b"w:0:", 8, b"d.e", b""), b"")
-        + frame(b"d.e", b"_INBOX.r.42", b"", derived(b"w:0:", 9, b"d.e", b"x" * 300), b"x" * 300)
-    )
+    def test_jss_put_blake2b48_hex_is_hashlibs_blake2b(self, size, subject):
+        """The derived id's digest equals hashlib's for block edges and keys up to and past 64."""
+        payload = bytes(range(256)) * 4
+        rc, out, _ = c_encode(4096, column([payload[:size]]), default=subject)
+        assert rc == 1
+        assert b"Nats-Msg-Id: " + derived(b"w:0:", 0, subject, payload[:size]) + b"\r\n" in out
 
 
-@pytest.mark.parametrize("size", [0, 1, 111, 127, 128, 129, 255, 256, 257, 1000])
-@pytest.mark.parametrize("subject", [b"s", b"a." + b"k" * 62, b"a." + b"k" * 63, b"a." + b"k" * 99])
-def test_jss_encode_batch_hpub_hash_is_hashlibs_blake2b(size, subject):
-    """The derived id's digest equals hashlib's for block edges and keys up to and past 64."""
-    payload = bytes(range(256)) * 4
-    rc, out, _ = c_encode(4096, column([payload[:size]]), default=subject)
-    assert rc == 1
-    assert b"Nats-Msg-Id: " + derived(b"w:0:", 0, subject, payload[:size]) + b"\r\n" in out
+class TestBatch:
+    """jss_encode_batch_hpub called directly."""
 
+    C_FILE = "jss_batch.c"
 
-def test_jss_encode_batch_hpub_first_and_validity_bitmap():
-    """Arrow's array offset and null bitmap pick the rows (nulls past bit 7 included)."""
-    values = [b"p%d" % i if i % 3 else None for i in range(12)]
-    payloads = column([b"q%d" % i for i in range(12)], first=5)
-    subjects = column([b"s.%d" % i if v else None for i, v in enumerate(values)], first=5)
-    rc, out, _ = c_encode(8192, payloads, subjects, default=b"dflt", start=2, end=12)
-    assert rc == 10
-    got = [line.split(b" ")[1] for line in out.split(b"\r\n") if line.startswith(b"HPUB ")]
-    assert got == [b"s.%d" % i if i % 3 else b"dflt" for i in range(2, 12)]
-
-
-@pytest.mark.parametrize(
-    ("rows", "kw", "code", "row"),
-    [
-        ({"payloads": [b"a", None]}, {"default": b"s"}, "BATCH_ERR_NULL_DATA", 1),
-        ({"payloads": [b"a"], "subjects": [None]}, {}, "BATCH_ERR_NO_SUBJECT", 0),
-        ({"payloads": [b"a", b"b"], "subjects": [b"ok", b"a.*"]}, {}, "BATCH_ERR_SUBJECT", 1),
-        ({"payloads": [b"a"], "subjects": [b"a.>"]}, {}, "BATCH_ERR_SUBJECT", 0),
-        ({"payloads": [b"a"], "subjects": [b"a b"]}, {}, "BATCH_ERR_SUBJECT", 0),
-        (
-            {"payloads": [b"a", b"b"], "ids": [b"ok", b"x\ny"]},
-            {"default": b"s"},
-            "BATCH_ERR_MSG_ID",
-            1,
-        ),
-        ({"payloads": [b"a" * 100]}, {"default": b"s", "max_payload": 100}, "BATCH_ERR_TOO_BIG", 0),
-        ({"payloads": [b"a"], "headers": [b"k:\0v\0"]}, {"default": b"s"}, "ENC_ERR_KEY", 0),
-        ({"payloads": [b"a"], "headers": [b"k\0v\r\0"]}, {"default": b"s"}, "ENC_ERR_VALUE", 0),
-        ({"payloads": [b"a"], "headers": [b"k\0v"]}, {"default": b"s"}, "ENC_ERR_KV", 0),
-    ],
-)
-def test_jss_encode_batch_hpub_errors(rows, kw, code, row):
-    """Each bad row gives its code and index; the rows before it are written."""
-    cols = {name: column(values) for name, values in rows.items()}
-    rc, out, state = c_encode(4096, **cols, **kw)
-    assert (rc, state[1]) == (getattr(lib, "JSS_" + code), row)
-    assert out.count(b"HPUB ") == row and state[0] == len(out)
-
-
-def test_jss_encode_batch_hpub_stops_when_out_is_full():
-    """It writes the rows that fit, says what the next needs; a call from there finishes."""
-    payloads = column([b"%03d" % i for i in range(20)])
-    _, whole, _ = c_encode(1 << 16, payloads, default=b"s")
-    first_len = whole.index(b"HPUB ", 1)
-    for cap in (0, first_len - 1, first_len, first_len * 5 + 3):
-        rc, out, state = c_encode(cap, payloads, default=b"s")
-        assert rc == cap // first_len and state[0] == len(out) and state[1] == -1
-        assert state[2] == first_len and out == whole[: len(out)]
-        rest_rc, rest, _ = c_encode(
-            1 << 16, payloads, default=b"s", start=rc, first_index=rc, first_token=1 + rc
+    def test_jss_encode_batch_hpub_frames(self):
+        """Subjects (column, default for null and empty), headers, given and derived ids, tokens."""
+        payloads = column([b"one", b"", b"x" * 300])
+        subjects = column([b"a.b", None, b""])
+        ids = column([b"given", None, None])
+        headers = column([b"k\0v\0k\0w\0", None, b""])
+        rc, out, state = c_encode(
+            4096, payloads, subjects, ids, headers, default=b"d.e", first_index=7, first_token=40
         )
-        assert rest_rc == 20 - rc and out + rest == whole
+        assert (rc, state[0], state[1]) == (3, len(out), -1)
+        assert out == (
+            frame(b"a.b", b"_INBOX.r.40", b"k: v\r\nk: w\r\n", b"given", b"one")
+            + frame(b"d.e", b"_INBOX.r.41", b"", derived(b"w:0:", 8, b"d.e", b""), b"")
+            + frame(
+                b"d.e", b"_INBOX.r.42", b"", derived(b"w:0:", 9, b"d.e", b"x" * 300), b"x" * 300
+            )
+        )
+
+    def test_jss_encode_batch_hpub_first_and_validity_bitmap(self):
+        """Arrow's array offset and null bitmap pick the rows (nulls past bit 7 included)."""
+        values = [b"p%d" % i if i % 3 else None for i in range(12)]
+        payloads = column([b"q%d" % i for i in range(12)], first=5)
+        subjects = column([b"s.%d" % i if v else None for i, v in enumerate(values)], first=5)
+        rc, out, _ = c_encode(8192, payloads, subjects, default=b"dflt", start=2, end=12)
+        assert rc == 10
+        got = [line.split(b" ")[1] for line in out.split(b"\r\n") if line.startswith(b"HPUB ")]
+        assert got == [b"s.%d" % i if i % 3 else b"dflt" for i in range(2, 12)]
+
+    @pytest.mark.parametrize(
+        ("rows", "kw", "code", "row"),
+        [
+            ({"payloads": [b"a", None]}, {"default": b"s"}, "BATCH_ERR_NULL_DATA", 1),
+            ({"payloads": [b"a"], "subjects": [None]}, {}, "BATCH_ERR_NO_SUBJECT", 0),
+            ({"payloads": [b"a", b"b"], "subjects": [b"ok", b"a.*"]}, {}, "BATCH_ERR_SUBJECT", 1),
+            ({"payloads": [b"a"], "subjects": [b"a.>"]}, {}, "BATCH_ERR_SUBJECT", 0),
+            ({"payloads": [b"a"], "subjects": [b"a b"]}, {}, "BATCH_ERR_SUBJECT", 0),
+            (
+                {"payloads": [b"a", b"b"], "ids": [b"ok", b"x\ny"]},
+                {"default": b"s"},
+                "BATCH_ERR_MSG_ID",
+                1,
+            ),
+            (
+                {"payloads": [b"a" * 100]},
+                {"default": b"s", "max_payload": 100},
+                "BATCH_ERR_TOO_BIG",
+                0,
+            ),
+            ({"payloads": [b"a"], "headers": [b"k:\0v\0"]}, {"default": b"s"}, "ENC_ERR_KEY", 0),
+            ({"payloads": [b"a"], "headers": [b"k\0v\r\0"]}, {"default": b"s"}, "ENC_ERR_VALUE", 0),
+            ({"payloads": [b"a"], "headers": [b"k\0v"]}, {"default": b"s"}, "ENC_ERR_KV", 0),
+        ],
+    )
+    def test_jss_encode_batch_hpub_errors(self, rows, kw, code, row):
+        """Each bad row gives its code and index; the rows before it are written."""
+        cols = {name: column(values) for name, values in rows.items()}
+        rc, out, state = c_encode(4096, **cols, **kw)
+        assert (rc, state[1]) == (getattr(lib, "JSS_" + code), row)
+        assert out.count(b"HPUB ") == row and state[0] == len(out)
+
+    def test_jss_encode_batch_hpub_stops_when_out_is_full(self):
+        """It writes the rows that fit, says what the next needs; a call from there finishes."""
+        payloads = column([b"%03d" % i for i in range(20)])
+        _, whole, _ = c_encode(1 << 16, payloads, default=b"s")
+        first_len = whole.index(b"HPUB ", 1)
+        for cap in (0, first_len - 1, first_len, first_len * 5 + 3):
+            rc, out, state = c_encode(cap, payloads, default=b"s")
+            assert rc == cap // first_len and state[0] == len(out) and state[1] == -1
+            assert state[2] == first_len and out == whole[: len(out)]
+            rest_rc, rest, _ = c_encode(
+                1 << 16, payloads, default=b"s", start=rc, first_index=rc, first_token=1 + rc
+            )
+            assert rest_rc == 20 - rc and out + rest == whole
 
 
 @pytest.mark.parametrize("impl", IMPLS, ids=["c", "python"])

@@ -6,6 +6,11 @@ the ASan build (``csrc/asan.sh``) catches any read past the stated length.
 
 from __future__ import annotations
 
+import ast
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
 import pytest
 
 from jetstream_sync._ffi import ffi, lib
@@ -64,92 +69,165 @@ def test_constants_match_the_python_twin():
 
 
 # --------------------------------------------------------------------------
-# jss_parse
+# one test class per C file, one test at least per C function
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+TESTS = Path(__file__).resolve().parent
 
 
-def test_jss_parse_writes_ops_and_state():
-    """Whole ops go to ops, consumed/need/err_pos to state; nothing past them is touched."""
-    data = b"MSG a 1 r 2\r\nhi\r\nPING\r\nMSG b 2 5\r\nab"
-    rc, flat, consumed, need, _, ops = c_parse(data)
-    assert rc == 2
-    msg = [lib.JSS_OP_MSG, 4, 1, 1, 8, 1, 0, 0, 13, 2]
-    assert flat == msg + [lib.JSS_OP_PING] + [0] * 9
-    assert (consumed, need) == (23, len(b"MSG b 2 5\r\n") + 5 + 2)
-    assert ops[2 * lib.JSS_OP_FIELDS] == GUARD
+def without_comments(path: Path) -> str:
+    """The text of a C file without its /* */ comments."""
+    return re.sub(r"/\*.*?\*/", "", path.read_text(encoding="utf-8"), flags=re.S)
 
 
-def test_jss_parse_stops_at_max_ops():
-    """With max_ops reached it returns max_ops and consumed points at the next op."""
-    data = b"PING\r\n" * 5
-    rc, flat, consumed, need, _, ops = c_parse(data, max_ops=3)
-    assert (rc, consumed, need) == (3, 18, 0)
-    assert ops[3 * lib.JSS_OP_FIELDS] == GUARD
-    rc, _, consumed, _, _, _ = c_parse(data, start=18, max_ops=3)
-    assert (rc, consumed) == (2, 30)
+def declared_functions() -> set[str]:
+    """Every function of jss_proto.h (the cdef) and of jss_internal.h shared between files."""
+    names: set[str] = set()
+    for header in ("jss_proto.h", "jss_internal.h"):
+        names.update(re.findall(r"\b(jss_\w+)\s*\(", without_comments(CSRC / header)))
+    return names
 
 
-def test_jss_parse_window_and_absolute_offsets():
-    """Parsing starts at start, stops at end, and offsets index the whole buffer."""
-    data = b"xxMSG s 4 1\r\nz\r\nyy"
-    rc, flat, consumed, need, _, _ = c_parse(data, start=2, end=len(data) - 2)
-    assert rc == 1
-    assert flat == [lib.JSS_OP_MSG, 6, 1, 4, 0, 0, 0, 0, 13, 1]
-    assert (consumed, need) == (len(data) - 2, 0)
+def defined_functions() -> dict[str, list[str]]:
+    """The C file(s) defining each non-static jss_ function (definitions start a line)."""
+    files: dict[str, list[str]] = {}
+    for source in sorted(CSRC.glob("*.c")):
+        text = without_comments(source)
+        for name in re.findall(r"^(?!static)[a-z][\w \*]*?\b(jss_\w+)\(", text, flags=re.M):
+            files.setdefault(name, []).append(source.name)
+    return files
 
 
-def test_jss_parse_hmsg_fields():
-    """HMSG: h covers the header block, p the rest of total_size."""
-    data = b"HMSG s 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
-    rc, flat, consumed, _, _, _ = c_parse(data)
-    assert rc == 1
-    assert flat == [lib.JSS_OP_HMSG, 5, 1, 1, 0, 0, 16, 12, 28, 2]
-    assert consumed == len(data)
+def c_file_test_classes() -> dict[str, set[str]]:
+    """The test methods of every class with a ``C_FILE`` in tests/test_protocol*.py, by C file."""
+    tests: dict[str, set[str]] = {}
+    for module in sorted(TESTS.glob("test_protocol*.py")):
+        for node in ast.parse(module.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            c_file = [
+                item.value.value
+                for item in node.body
+                if isinstance(item, ast.Assign)
+                and [getattr(t, "id", None) for t in item.targets] == ["C_FILE"]
+                and isinstance(item.value, ast.Constant)
+            ]
+            if c_file:
+                methods = {
+                    item.name
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef) and item.name.startswith("test_")
+                }
+                tests.setdefault(c_file[0], set()).update(methods)
+    return tests
 
 
-def test_jss_parse_start_after_end_is_an_error():
-    """start > end returns JSS_ERR_RANGE without reading anything."""
-    rc, _, consumed, need, _, _ = c_parse(b"PING\r\n", start=5, end=2)
-    assert (rc, consumed, need) == (lib.JSS_ERR_RANGE, 5, 0)
+def test_every_c_file_has_a_test_class_and_every_c_function_a_test():
+    """A C file or function added without a test fails here.
 
-
-def test_jss_parse_empty_window():
-    """start == end returns 0 ops."""
-    assert c_parse(b"PING\r\n", start=6)[:4] == (0, [], 6, 0)
-
-
-@pytest.mark.parametrize(
-    ("data", "code"),
-    [
-        (b"XYZ", lib.JSS_ERR_OP),
-        (b"PINGX", lib.JSS_ERR_OP),
-        (b"PING\n", lib.JSS_ERR_OP),
-        (b"PING \n", lib.JSS_ERR_BARE_LF),
-        (b"MSG a\r 1 1\r\n", lib.JSS_ERR_STRAY_CR),
-        (b"MSG a 1\r\n", lib.JSS_ERR_ARGS),
-        (b"MSG a b 1\r\n", lib.JSS_ERR_NUMBER),
-        (b"MSG a 1 67108865\r\n", lib.JSS_ERR_SIZE),
-        (b"HMSG a 1 11 20\r\n", lib.JSS_ERR_HDR_SIZE),
-        (b"MSG a 1 1\r\nxyz", lib.JSS_ERR_PAYLOAD_END),
-        (b"HMSG a 1 12 12\r\nNATS/1.0\r\n\r\r\r\n", lib.JSS_ERR_HDR_BLOCK),
-        (b"INFO " + b"x" * lib.JSS_MAX_CONTROL_LINE, lib.JSS_ERR_LINE_TOO_LONG),
-    ],
-)
-def test_jss_parse_error_codes(data, code):
-    """Each kind of bad input has its code; state[0] and state[2] point at the bad op."""
-    rc, _, consumed, _, err_pos, _ = c_parse(b"+OK\r\n" + data)
-    assert (rc, consumed, err_pos) == (code, 5, 5)
-
-
-@pytest.mark.parametrize("cut", range(len(b"HMSG a 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")))
-def test_jss_parse_reads_nothing_past_end(cut):
-    """Every prefix of a frame is 'need more' (the buffer ends exactly at end)."""
-    data = b"HMSG a 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"[:cut]
-    rc, _, consumed, _, _, _ = c_parse(data)
-    assert (rc, consumed) == (0, 0)
+    Every csrc/*.c has a test class (``C_FILE = "<file>"``, in a test_protocol*.py
+    module); every function that jss_proto.h or jss_internal.h declares is defined in
+    exactly one file, and that file's class has ``test_<function>`` or
+    ``test_<function>_...``; every non-static jss_ function is declared.
+    """
+    declared = declared_functions()
+    defined = defined_functions()
+    tests = c_file_test_classes()
+    assert sorted(tests) == sorted(p.name for p in CSRC.glob("*.c"))
+    assert sorted(defined) == sorted(declared)
+    for name in sorted(declared):
+        assert len(defined[name]) == 1, f"{name} is defined in {defined[name]}"
+        methods = tests[defined[name][0]]
+        assert any(m == f"test_{name}" or m.startswith(f"test_{name}_") for m in methods), (
+            f"{name} ({defined[name][0]}) has no test_{name}* in its test class"
+        )
 
 
 # --------------------------------------------------------------------------
-# jss_parse_headers
+# csrc/jss_parser.c
+
+
+class TestParser:
+    """jss_parse, the op parser."""
+
+    C_FILE = "jss_parser.c"
+
+    def test_jss_parse_writes_ops_and_state(self):
+        """Whole ops go to ops, consumed/need/err_pos to state; nothing past them is touched."""
+        data = b"MSG a 1 r 2\r\nhi\r\nPING\r\nMSG b 2 5\r\nab"
+        rc, flat, consumed, need, _, ops = c_parse(data)
+        assert rc == 2
+        msg = [lib.JSS_OP_MSG, 4, 1, 1, 8, 1, 0, 0, 13, 2]
+        assert flat == msg + [lib.JSS_OP_PING] + [0] * 9
+        assert (consumed, need) == (23, len(b"MSG b 2 5\r\n") + 5 + 2)
+        assert ops[2 * lib.JSS_OP_FIELDS] == GUARD
+
+    def test_jss_parse_stops_at_max_ops(self):
+        """With max_ops reached it returns max_ops and consumed points at the next op."""
+        data = b"PING\r\n" * 5
+        rc, flat, consumed, need, _, ops = c_parse(data, max_ops=3)
+        assert (rc, consumed, need) == (3, 18, 0)
+        assert ops[3 * lib.JSS_OP_FIELDS] == GUARD
+        rc, _, consumed, _, _, _ = c_parse(data, start=18, max_ops=3)
+        assert (rc, consumed) == (2, 30)
+
+    def test_jss_parse_window_and_absolute_offsets(self):
+        """Parsing starts at start, stops at end, and offsets index the whole buffer."""
+        data = b"xxMSG s 4 1\r\nz\r\nyy"
+        rc, flat, consumed, need, _, _ = c_parse(data, start=2, end=len(data) - 2)
+        assert rc == 1
+        assert flat == [lib.JSS_OP_MSG, 6, 1, 4, 0, 0, 0, 0, 13, 1]
+        assert (consumed, need) == (len(data) - 2, 0)
+
+    def test_jss_parse_hmsg_fields(self):
+        """HMSG: h covers the header block, p the rest of total_size."""
+        data = b"HMSG s 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+        rc, flat, consumed, _, _, _ = c_parse(data)
+        assert rc == 1
+        assert flat == [lib.JSS_OP_HMSG, 5, 1, 1, 0, 0, 16, 12, 28, 2]
+        assert consumed == len(data)
+
+    def test_jss_parse_start_after_end_is_an_error(self):
+        """start > end returns JSS_ERR_RANGE without reading anything."""
+        rc, _, consumed, need, _, _ = c_parse(b"PING\r\n", start=5, end=2)
+        assert (rc, consumed, need) == (lib.JSS_ERR_RANGE, 5, 0)
+
+    def test_jss_parse_empty_window(self):
+        """start == end returns 0 ops."""
+        assert c_parse(b"PING\r\n", start=6)[:4] == (0, [], 6, 0)
+
+    @pytest.mark.parametrize(
+        ("data", "code"),
+        [
+            (b"XYZ", lib.JSS_ERR_OP),
+            (b"PINGX", lib.JSS_ERR_OP),
+            (b"PING\n", lib.JSS_ERR_OP),
+            (b"PING \n", lib.JSS_ERR_BARE_LF),
+            (b"MSG a\r 1 1\r\n", lib.JSS_ERR_STRAY_CR),
+            (b"MSG a 1\r\n", lib.JSS_ERR_ARGS),
+            (b"MSG a b 1\r\n", lib.JSS_ERR_NUMBER),
+            (b"MSG a 1 67108865\r\n", lib.JSS_ERR_SIZE),
+            (b"HMSG a 1 11 20\r\n", lib.JSS_ERR_HDR_SIZE),
+            (b"MSG a 1 1\r\nxyz", lib.JSS_ERR_PAYLOAD_END),
+            (b"HMSG a 1 12 12\r\nNATS/1.0\r\n\r\r\r\n", lib.JSS_ERR_HDR_BLOCK),
+            (b"INFO " + b"x" * lib.JSS_MAX_CONTROL_LINE, lib.JSS_ERR_LINE_TOO_LONG),
+        ],
+    )
+    def test_jss_parse_error_codes(self, data, code):
+        """Each kind of bad input has its code; state[0] and state[2] point at the bad op."""
+        rc, _, consumed, _, err_pos, _ = c_parse(b"+OK\r\n" + data)
+        assert (rc, consumed, err_pos) == (code, 5, 5)
+
+    @pytest.mark.parametrize("cut", range(len(b"HMSG a 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")))
+    def test_jss_parse_reads_nothing_past_end(self, cut):
+        """Every prefix of a frame is 'need more' (the buffer ends exactly at end)."""
+        data = b"HMSG a 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"[:cut]
+        rc, _, consumed, _, _, _ = c_parse(data)
+        assert (rc, consumed) == (0, 0)
+
+
+# --------------------------------------------------------------------------
+# csrc/jss_headers.c
 
 
 def c_headers(block: bytes, max_pairs=8):
@@ -164,86 +242,92 @@ def c_headers(block: bytes, max_pairs=8):
     return rc, found, list(meta), pairs
 
 
-def test_jss_parse_headers_pairs_and_status():
-    """Returns the pair count, offsets of keys/values, and the status in meta."""
-    block = b"NATS/1.0 408 Request Timeout\r\nA: 1\r\nB:two  \r\n\r\n"
-    rc, found, meta, _ = c_headers(block)
-    assert rc == 2
-    assert found == [(b"A", b"1"), (b"B", b"two")]
-    assert meta[0] == 408
-    assert block[meta[1] : meta[1] + meta[2]] == b"Request Timeout"
+class TestHeaders:
+    """jss_parse_headers, the header block reader."""
 
+    C_FILE = "jss_headers.c"
 
-def test_jss_parse_headers_without_status():
-    """meta[0] is -1 when the first line has no status."""
-    rc, found, meta, _ = c_headers(b"NATS/1.0\r\n\r\n")
-    assert (rc, found, meta[0]) == (0, [], -1)
+    def test_jss_parse_headers_pairs_and_status(self):
+        """Returns the pair count, offsets of keys/values, and the status in meta."""
+        block = b"NATS/1.0 408 Request Timeout\r\nA: 1\r\nB:two  \r\n\r\n"
+        rc, found, meta, _ = c_headers(block)
+        assert rc == 2
+        assert found == [(b"A", b"1"), (b"B", b"two")]
+        assert meta[0] == 408
+        assert block[meta[1] : meta[1] + meta[2]] == b"Request Timeout"
 
+    def test_jss_parse_headers_without_status(self):
+        """meta[0] is -1 when the first line has no status."""
+        rc, found, meta, _ = c_headers(b"NATS/1.0\r\n\r\n")
+        assert (rc, found, meta[0]) == (0, [], -1)
 
-def test_jss_parse_headers_counts_beyond_max_pairs():
-    """With too little room it still returns the total and writes only max_pairs."""
-    block = b"NATS/1.0\r\n" + b"".join(b"K%d: v\r\n" % i for i in range(5)) + b"\r\n"
-    rc, found, _, pairs = c_headers(block, max_pairs=2)
-    assert rc == 5
-    assert found == [(b"K0", b"v"), (b"K1", b"v")]
-    assert pairs[2 * lib.JSS_HDR_FIELDS] == GUARD
+    def test_jss_parse_headers_counts_beyond_max_pairs(self):
+        """With too little room it still returns the total and writes only max_pairs."""
+        block = b"NATS/1.0\r\n" + b"".join(b"K%d: v\r\n" % i for i in range(5)) + b"\r\n"
+        rc, found, _, pairs = c_headers(block, max_pairs=2)
+        assert rc == 5
+        assert found == [(b"K0", b"v"), (b"K1", b"v")]
+        assert pairs[2 * lib.JSS_HDR_FIELDS] == GUARD
 
-
-@pytest.mark.parametrize(
-    ("block", "code", "line"),
-    [
-        (b"NATS/1.", lib.JSS_ERR_HDR_PREFIX, 0),
-        (b"NATS/1.0\r\n", lib.JSS_ERR_HDR_END, 0),
-        (b"NATS/1.0x\r\n\r\n", lib.JSS_ERR_HDR_PREFIX, 0),
-        (b"NATS/1.0 99\r\n\r\n", lib.JSS_ERR_HDR_STATUS, 0),
-        (b"NATS/1.0\r\nA: b\r\nnope\r\n\r\n", lib.JSS_ERR_HDR_LINE, 16),
-        (b"NATS/1.0\r\n:v\r\n\r\n", lib.JSS_ERR_HDR_KEY, 10),
-        (b"NATS/1.0\r\nA: b\nc\r\n\r\n", lib.JSS_ERR_HDR_CRLF, 10),
-    ],
-)
-def test_jss_parse_headers_errors(block, code, line):
-    """Each defect has its code; meta[3] is the offset of the line in error."""
-    rc, _, meta, _ = c_headers(block)
-    assert (rc, meta[3]) == (code, line)
-
-
-# --------------------------------------------------------------------------
-# jss_valid_subject
-
-
-@pytest.mark.parametrize(
-    ("subject", "wildcards", "valid"),
-    [
-        (b"a.b", 0, 1),
-        (b"a.*", 0, 0),
-        (b"a.*", 1, 1),
-        (b"a.>", 1, 1),
-        (b">.a", 1, 0),
-        (b"a..b", 1, 0),
-        (b"", 1, 0),
-        (b"a\x00", 0, 0),
-        (b"a.b.", 0, 0),
-        (b"a\x0cb", 1, 0),
-        (b"a\x0bb", 1, 0),
-        (b"a\tb", 1, 0),
-        (b"ev.*.x", 1, 1),
-        (b"ev.*.x", 0, 0),
-        (b"ev.>x", 0, 1),
-    ],
-)
-def test_jss_valid_subject(subject, wildcards, valid):
-    """1 for valid subjects, 0 otherwise, reading exactly len bytes."""
-    assert lib.jss_valid_subject(exact(subject), len(subject), wildcards) == valid
-
-
-def test_jss_valid_subject_respects_len():
-    """Bytes after len are not part of the subject."""
-    assert lib.jss_valid_subject(exact(b"a.b c"), 3, 0) == 1
-    assert lib.jss_valid_subject(exact(b"a.b"), 2, 0) == 0
+    @pytest.mark.parametrize(
+        ("block", "code", "line"),
+        [
+            (b"NATS/1.", lib.JSS_ERR_HDR_PREFIX, 0),
+            (b"NATS/1.0\r\n", lib.JSS_ERR_HDR_END, 0),
+            (b"NATS/1.0x\r\n\r\n", lib.JSS_ERR_HDR_PREFIX, 0),
+            (b"NATS/1.0 99\r\n\r\n", lib.JSS_ERR_HDR_STATUS, 0),
+            (b"NATS/1.0\r\nA: b\r\nnope\r\n\r\n", lib.JSS_ERR_HDR_LINE, 16),
+            (b"NATS/1.0\r\n:v\r\n\r\n", lib.JSS_ERR_HDR_KEY, 10),
+            (b"NATS/1.0\r\nA: b\nc\r\n\r\n", lib.JSS_ERR_HDR_CRLF, 10),
+        ],
+    )
+    def test_jss_parse_headers_errors(self, block, code, line):
+        """Each defect has its code; meta[3] is the offset of the line in error."""
+        rc, _, meta, _ = c_headers(block)
+        assert (rc, meta[3]) == (code, line)
 
 
 # --------------------------------------------------------------------------
-# jss_parse_puback
+# csrc/jss_subjects.c
+
+
+class TestSubjects:
+    """jss_valid_subject."""
+
+    C_FILE = "jss_subjects.c"
+
+    @pytest.mark.parametrize(
+        ("subject", "wildcards", "valid"),
+        [
+            (b"a.b", 0, 1),
+            (b"a.*", 0, 0),
+            (b"a.*", 1, 1),
+            (b"a.>", 1, 1),
+            (b">.a", 1, 0),
+            (b"a..b", 1, 0),
+            (b"", 1, 0),
+            (b"a\x00", 0, 0),
+            (b"a.b.", 0, 0),
+            (b"a\x0cb", 1, 0),
+            (b"a\x0bb", 1, 0),
+            (b"a\tb", 1, 0),
+            (b"ev.*.x", 1, 1),
+            (b"ev.*.x", 0, 0),
+            (b"ev.>x", 0, 1),
+        ],
+    )
+    def test_jss_valid_subject(self, subject, wildcards, valid):
+        """1 for valid subjects, 0 otherwise, reading exactly len bytes."""
+        assert lib.jss_valid_subject(exact(subject), len(subject), wildcards) == valid
+
+    def test_jss_valid_subject_respects_len(self):
+        """Bytes after len are not part of the subject."""
+        assert lib.jss_valid_subject(exact(b"a.b c"), 3, 0) == 1
+        assert lib.jss_valid_subject(exact(b"a.b"), 2, 0) == 0
+
+
+# --------------------------------------------------------------------------
+# csrc/jss_puback.c
 
 
 def c_puback(body: bytes):
@@ -253,39 +337,41 @@ def c_puback(body: bytes):
     return rc, list(out)
 
 
-def test_jss_parse_puback_fields():
-    """Stream and domain come back as offsets, seq as a number, duplicate as 0/1."""
-    body = b'{"stream":"ORDERS","domain":"hub","seq":42,"duplicate":true}'
-    rc, out = c_puback(body)
-    assert rc == 1
-    assert body[out[0] : out[0] + out[1]] == b"ORDERS"
-    assert out[2:4] == [42, 1]
-    assert body[out[4] : out[4] + out[5]] == b"hub"
+class TestPuback:
+    """jss_parse_puback, the PubAck fast path."""
 
+    C_FILE = "jss_puback.c"
 
-def test_jss_parse_puback_absent_domain():
-    """domain_len is -1 when there is no domain."""
-    rc, out = c_puback(b'{"seq":1,"stream":"S"}')
-    assert rc == 1
-    assert out[2:] == [1, 0, 0, -1]
+    def test_jss_parse_puback_fields(self):
+        """Stream and domain come back as offsets, seq as a number, duplicate as 0/1."""
+        body = b'{"stream":"ORDERS","domain":"hub","seq":42,"duplicate":true}'
+        rc, out = c_puback(body)
+        assert rc == 1
+        assert body[out[0] : out[0] + out[1]] == b"ORDERS"
+        assert out[2:4] == [42, 1]
+        assert body[out[4] : out[4] + out[5]] == b"hub"
 
+    def test_jss_parse_puback_absent_domain(self):
+        """domain_len is -1 when there is no domain."""
+        rc, out = c_puback(b'{"seq":1,"stream":"S"}')
+        assert rc == 1
+        assert out[2:] == [1, 0, 0, -1]
 
-@pytest.mark.parametrize(
-    "body", [b"", b"{", b'{"stream":"S","seq":1', b'{"error":1}', b'{"stream":"S","seq":1} ,']
-)
-def test_jss_parse_puback_declines(body):
-    """0 for anything outside the fast path, including truncated bodies."""
-    assert c_puback(body)[0] == 0
+    @pytest.mark.parametrize(
+        "body", [b"", b"{", b'{"stream":"S","seq":1', b'{"error":1}', b'{"stream":"S","seq":1} ,']
+    )
+    def test_jss_parse_puback_declines(self, body):
+        """0 for anything outside the fast path, including truncated bodies."""
+        assert c_puback(body)[0] == 0
 
-
-@pytest.mark.parametrize("cut", range(len(b'{"stream":"S","seq":12,"duplicate":false}')))
-def test_jss_parse_puback_truncations(cut):
-    """Every truncation of a good body is declined without reading past it."""
-    assert c_puback(b'{"stream":"S","seq":12,"duplicate":false}'[:cut])[0] == 0
+    @pytest.mark.parametrize("cut", range(len(b'{"stream":"S","seq":12,"duplicate":false}')))
+    def test_jss_parse_puback_truncations(self, cut):
+        """Every truncation of a good body is declined without reading past it."""
+        assert c_puback(b'{"stream":"S","seq":12,"duplicate":false}'[:cut])[0] == 0
 
 
 # --------------------------------------------------------------------------
-# jss_direct_meta_parse
+# csrc/jss_direct_meta.c
 
 DIRECT_BLOCK = (
     b"NATS/1.0\r\nNats-Stream: KV_B\r\nNats-Subject: $KV.B.k1\r\nKV-Operation: PURGE\r\n"
@@ -300,36 +386,143 @@ def c_direct_meta(block: bytes):
     return rc, list(out)
 
 
-def test_jss_direct_meta_parse_fields():
-    """Subject and operation come back as offsets, seq and the time stamp as numbers."""
-    rc, out = c_direct_meta(DIRECT_BLOCK)
-    assert rc == 1
-    assert DIRECT_BLOCK[out[0] : out[0] + out[1]] == b"$KV.B.k1"
-    assert out[2:4] == [42, 1795379126750000000]
-    assert DIRECT_BLOCK[out[4] : out[4] + out[5]] == b"PURGE"
-    assert out[6:] == [0, -1]  # no Nats-Marker-Reason
+class TestDirectMeta:
+    """jss_direct_meta_parse, the direct-get reply fast path."""
 
+    C_FILE = "jss_direct_meta.c"
 
-def test_jss_direct_meta_parse_declines_leaving_out_untouched():
-    """0 for a status block, and nothing is written."""
-    assert c_direct_meta(b"NATS/1.0 404 Message Not Found\r\n\r\n") == (
-        0, [GUARD] * lib.JSS_DIRECT_META_FIELDS,
-    )  # fmt: skip
+    def test_jss_direct_meta_parse_fields(self):
+        """Subject and operation come back as offsets, seq and the time stamp as numbers."""
+        rc, out = c_direct_meta(DIRECT_BLOCK)
+        assert rc == 1
+        assert DIRECT_BLOCK[out[0] : out[0] + out[1]] == b"$KV.B.k1"
+        assert out[2:4] == [42, 1795379126750000000]
+        assert DIRECT_BLOCK[out[4] : out[4] + out[5]] == b"PURGE"
+        assert out[6:] == [0, -1]  # no Nats-Marker-Reason
 
+    def test_jss_direct_meta_parse_declines_leaving_out_untouched(self):
+        """0 for a status block, and nothing is written."""
+        assert c_direct_meta(b"NATS/1.0 404 Message Not Found\r\n\r\n") == (
+            0, [GUARD] * lib.JSS_DIRECT_META_FIELDS,
+        )  # fmt: skip
 
-@pytest.mark.parametrize("cut", range(len(DIRECT_BLOCK)))
-def test_jss_direct_meta_parse_truncations(cut):
-    """Every truncation of a good block is declined without reading past it."""
-    assert c_direct_meta(DIRECT_BLOCK[:cut])[0] == 0
+    @pytest.mark.parametrize("cut", range(len(DIRECT_BLOCK)))
+    def test_jss_direct_meta_parse_truncations(self, cut):
+        """Every truncation of a good block is declined without reading past it."""
+        assert c_direct_meta(DIRECT_BLOCK[:cut])[0] == 0
 
-
-def test_jss_direct_meta_parse_length_bounds_the_read():
-    """Bytes after len are not part of the block."""
-    assert lib.jss_direct_meta_parse(exact(DIRECT_BLOCK + b"x"), len(DIRECT_BLOCK), guarded(8)) == 1
+    def test_jss_direct_meta_parse_length_bounds_the_read(self):
+        """Bytes after len are not part of the block."""
+        assert (
+            lib.jss_direct_meta_parse(exact(DIRECT_BLOCK + b"x"), len(DIRECT_BLOCK), guarded(8))
+            == 1
+        )
 
 
 # --------------------------------------------------------------------------
-# jss_encode_pub, jss_encode_hpub, jss_encode_headers
+# csrc/jss_time.c: the RFC 3339 readers behind jss_direct_meta_parse and
+# jss_direct_batch_decode
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def utc_ns(*fields: int) -> int:
+    """Nanoseconds since the epoch of a UTC date and time (whole seconds)."""
+    return (datetime(*fields, tzinfo=UTC) - EPOCH) // timedelta(seconds=1) * 10**9
+
+
+def c_stamp_ns(stamp: bytes) -> int | None:
+    """The time stamp jss_direct_meta_parse reads from a block holding stamp, or None."""
+    block = b"NATS/1.0\r\nNats-Subject: s\r\nNats-Sequence: 1\r\nNats-Time-Stamp: %s\r\n\r\n"
+    rc, out = c_direct_meta(block % stamp)
+    return out[3] if rc == 1 else None
+
+
+def c_stamp_units(stamp: bytes, unit_ns: int) -> int | None:
+    """The time jss_direct_batch_decode reads from one block holding stamp, or None."""
+    block = b"NATS/1.0\r\nNats-Subject: s\r\nNats-Sequence: 1\r\nNats-Time-Stamp: %s\r\n\r\n"
+    data = exact(block % stamp)
+    times = ffi.new("int64_t[1]")
+    n = lib.jss_direct_batch_decode(
+        data, len(block % stamp), 1, unit_ns, ffi.new("int32_t[1]"), ffi.new("int64_t[1]"),
+        times, ffi.new("int32_t[2]"), ffi.new("char[1]"), 1,
+        ffi.new("int64_t[]", lib.JSS_DIRECT_BATCH_STATE_FIELDS),
+    )  # fmt: skip
+    return times[0] if n == 1 else None
+
+
+class TestTime:
+    """The RFC 3339 readers, through the public functions that use them."""
+
+    C_FILE = "jss_time.c"
+
+    @pytest.mark.parametrize(
+        ("stamp", "ns"),
+        [
+            (b"1970-01-01T00:00:00Z", 0),
+            (b"2024-02-29T12:00:00.5Z", utc_ns(2024, 2, 29, 12) + 500_000_000),
+            (b"2000-02-29T00:00:00.000000001Z", utc_ns(2000, 2, 29) + 1),
+            (b"2261-12-31T23:59:59.999999999Z", utc_ns(2261, 12, 31, 23, 59, 59) + 999_999_999),
+            (b"2026-11-22T20:24:51.123456789Z", 1_795_379_091_123_456_789),
+        ],
+    )
+    def test_jss_time_utc_ns(self, stamp, ns):
+        """The strict form (Z, 1..9 fraction digits, years 1970..2261) in nanoseconds."""
+        assert c_stamp_ns(stamp) == ns
+
+    @pytest.mark.parametrize(
+        "stamp",
+        [
+            b"2023-02-29T00:00:00Z",
+            b"1900-02-29T00:00:00Z",
+            b"1969-12-31T23:59:59Z",
+            b"2262-01-01T00:00:00Z",
+            b"2026-01-01T00:00:00.1234567890Z",
+            b"2026-01-01T00:00:00.Z",
+            b"2026-01-01T00:00:00+01:00",
+            b"2026-01-01T24:00:00Z",
+            b"2026-01-01t00:00:00Z",
+        ],
+    )
+    def test_jss_time_utc_ns_declines(self, stamp):
+        """Anything else is left to the Python fallback."""
+        assert c_stamp_ns(stamp) is None
+
+    @pytest.mark.parametrize(
+        ("stamp", "unit_ns", "value"),
+        [
+            (b"2026-01-01T01:00:00+01:00", 1, utc_ns(2026, 1, 1)),
+            (b"2025-12-31T23:30:00-00:30", 1, utc_ns(2026, 1, 1)),
+            (b"2026-01-01 00:00:00z", 1000, utc_ns(2026, 1, 1) // 1000),
+            (b"2026-01-01t00:00:00.0000015Z", 1000, utc_ns(2026, 1, 1) // 1000 + 1),
+            (b"2026-01-01T00:00:00.999Z", 1_000_000_000, utc_ns(2026, 1, 1) // 10**9),
+            (b"0001-01-01T00:00:00.5Z", 1_000_000_000, utc_ns(1, 1, 1) // 10**9),
+            (b"1969-12-31T23:59:59.5Z", 1_000_000, -500),
+        ],
+    )
+    def test_jss_time_units(self, stamp, unit_ns, value):
+        """Offsets, lower-case separators and units; values round down (before 1970 too)."""
+        assert c_stamp_units(stamp, unit_ns) == value
+
+    @pytest.mark.parametrize(
+        "stamp",
+        [
+            b"2026-01-01T00:00:00+24:00",
+            b"2026-01-01T00:00:60Z",
+            b"2026-13-01T00:00:00Z",
+            b"0000-12-31T00:00:00Z",
+            b"2026-01-01T00:00:00",
+            b"2026-01-01T00:00:00.Z",
+            b"2026-01-01X00:00:00Z",
+        ],
+    )
+    def test_jss_time_units_refuses(self, stamp):
+        """What datetime would not accept fails the batch."""
+        assert c_stamp_units(stamp, 1) is None
+
+
+# --------------------------------------------------------------------------
+# csrc/jss_encode.c
 
 CANARY = 0xA5  # byte value every output byte at or past cap must keep
 
@@ -361,117 +554,10 @@ def kv_of(pairs) -> bytes:
     return b"".join(k + b"\0" + v + b"\0" for k, v in pairs)
 
 
-def test_encoder_constants():
-    """Error codes are -1..-3 and every encoding is longer than 3, so the ranges never meet."""
-    assert (lib.JSS_ENC_ERR_KEY, lib.JSS_ENC_ERR_VALUE, lib.JSS_ENC_ERR_KV) == (-1, -2, -3)
-    assert lib.JSS_ENC_MIN_SIZE == len(b"PUB  0\r\n\r\n") == 10
-    assert lib.JSS_ENC_MIN_SIZE < lib.JSS_MIN_HEADER_BLOCK
-
-
-@pytest.mark.parametrize(
-    ("subject", "reply", "payload", "frame"),
-    [
-        (b"a.b", b"", b"hello", b"PUB a.b 5\r\nhello\r\n"),
-        (b"a", b"_INBOX.1", b"", b"PUB a _INBOX.1 0\r\n\r\n"),
-        (b"s", b"r", b"\r\n\0" * 400, b"PUB s r 1200\r\n" + b"\r\n\0" * 400 + b"\r\n"),
-        (b"", b"", b"", b"PUB  0\r\n\r\n"),
-    ],
-)
-def test_jss_encode_pub(subject, reply, payload, frame):
-    """Writes the PUB frame (reply only when rlen > 0) and returns its length."""
-    rc, written, _ = c_encode(lib.jss_encode_pub, len(frame) + 7, subject, reply, payload)
-    assert (rc, written) == (len(frame), frame)
-    assert frame == _py.encode_pub(subject, reply, payload)
-
-
-def test_jss_encode_pub_exact_cap_and_every_smaller_cap():
-    """cap == size fits; any smaller cap returns -size and writes nothing at all."""
-    frame = b"PUB orders.new _INBOX.x 3\r\nabc\r\n"
-    parts = (b"orders.new", b"_INBOX.x", b"abc")
-    assert c_encode(lib.jss_encode_pub, len(frame), *parts)[:2] == (len(frame), frame)
-    for cap in range(len(frame)):
-        rc, _, raw = c_encode(lib.jss_encode_pub, cap, *parts)
-        assert rc == -len(frame)
-        assert raw == bytes([CANARY]) * (cap + 1)
-
-
-def test_jss_encode_pub_size_query_with_null():
-    """out may be NULL with cap 0 to learn the size."""
-    assert lib.jss_encode_pub(ffi.NULL, 0, b"s", 1, ffi.NULL, 0, b"12345", 5) == -len(
-        b"PUB s 5\r\n12345\r\n"
-    )
-
-
-def test_jss_encode_pub_size_digits():
-    """Payload sizes at digit boundaries are written in full."""
-    for size in (9, 10, 99, 100, 65535, 1000000):
-        payload = b"x" * size
-        frame = b"PUB s %d\r\n%s\r\n" % (size, payload)
-        assert c_encode(lib.jss_encode_pub, len(frame), b"s", b"", payload)[:2] == (
-            len(frame),
-            frame,
-        )
-
-
 HPUB_PAIRS = [(b"Nats-Msg-Id", b"a b:c"), (b"X", b""), ("Ключ".encode(), b"\xff\xfe\t")]
 HPUB_BLOCK = (
     b"NATS/1.0\r\nNats-Msg-Id: a b:c\r\nX: \r\n" + "Ключ".encode() + b": \xff\xfe\t\r\n\r\n"
 )
-
-
-@pytest.mark.parametrize(
-    ("reply", "payload"), [(b"", b"hi"), (b"_INBOX.r", b""), (b"r", b"\0\r\n")]
-)
-def test_jss_encode_hpub(reply, payload):
-    """Writes HPUB with header and total sizes, the block built from kv, then the payload."""
-    head = b"HPUB s.t %s%d %d\r\n" % (
-        reply + b" " if reply else b"",
-        len(HPUB_BLOCK),
-        len(HPUB_BLOCK) + len(payload),
-    )
-    frame = head + HPUB_BLOCK + payload + b"\r\n"
-    rc, written, _ = c_encode(
-        lib.jss_encode_hpub, len(frame) + 3, b"s.t", reply, kv_of(HPUB_PAIRS), payload
-    )
-    assert (rc, written) == (len(frame), frame)
-    assert frame == _py.encode_hpub(b"s.t", reply, HPUB_BLOCK, payload)
-
-
-def test_jss_encode_hpub_without_pairs():
-    """kvlen 0 gives the minimal block."""
-    frame = b"HPUB s 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
-    assert c_encode(lib.jss_encode_hpub, 64, b"s", b"", b"", b"hi")[:2] == (len(frame), frame)
-
-
-def test_jss_encode_hpub_exact_cap_and_every_smaller_cap():
-    """cap == size fits; any smaller cap returns -size and writes nothing at all."""
-    parts = (b"s", b"r", kv_of(HPUB_PAIRS), b"data")
-    head = b"HPUB s r %d %d\r\n" % (len(HPUB_BLOCK), len(HPUB_BLOCK) + 4)
-    size = len(head) + len(HPUB_BLOCK) + len(b"data\r\n")
-    assert c_encode(lib.jss_encode_hpub, size, *parts)[0] == size
-    for cap in range(size):
-        rc, _, raw = c_encode(lib.jss_encode_hpub, cap, *parts)
-        assert rc == -size
-        assert raw == bytes([CANARY]) * (cap + 1)
-
-
-def test_jss_encode_headers():
-    """Writes just the block and returns its length."""
-    block = HPUB_BLOCK
-    rc, written, _ = c_encode(lib.jss_encode_headers, len(block) + 1, kv_of(HPUB_PAIRS))
-    assert (rc, written) == (len(block), block)
-    assert c_encode(lib.jss_encode_headers, 12, b"")[:2] == (12, b"NATS/1.0\r\n\r\n")
-
-
-def test_jss_encode_headers_exact_cap_and_every_smaller_cap():
-    """cap == size fits; any smaller cap returns -size and writes nothing at all."""
-    kv = kv_of(HPUB_PAIRS)
-    assert c_encode(lib.jss_encode_headers, len(HPUB_BLOCK), kv)[0] == len(HPUB_BLOCK)
-    for cap in range(len(HPUB_BLOCK)):
-        rc, _, raw = c_encode(lib.jss_encode_headers, cap, kv)
-        assert rc == -len(HPUB_BLOCK)
-        assert raw == bytes([CANARY]) * (cap + 1)
-    assert lib.jss_encode_headers(ffi.NULL, 0, ffi.NULL, 0) == -12
 
 
 BAD_KV = [
@@ -499,26 +585,102 @@ BAD_KV = [
 ]
 
 
-@pytest.mark.parametrize(("kv", "code"), BAD_KV)
-@pytest.mark.parametrize("cap", [0, 4096])
-def test_jss_encode_header_errors(kv, code, cap):
-    """Bad keys, bad values and malformed kv have their codes, whatever cap is; nothing is
-    written."""
-    for func, parts in [
-        (lib.jss_encode_headers, (kv,)),
-        (lib.jss_encode_hpub, (b"s", b"r", kv, b"payload")),
-    ]:
-        rc, _, raw = c_encode(func, cap, *parts)
-        assert rc == code
-        assert raw == bytes([CANARY]) * (cap + 1)
+class TestEncode:
+    """jss_encode_hpub and jss_encode_headers, the encoders."""
 
+    C_FILE = "jss_encode.c"
 
-def test_jss_encode_keys_may_hold_any_byte_from_0x21_but_colon_and_del():
-    """Every printable ASCII byte but ':' and bytes >= 0x80 are valid key bytes."""
-    key = bytes(b for b in range(0x21, 0x100) if b not in (0x3A, 0x7F))
-    value = bytes(b for b in range(1, 0x100) if b not in (0x0A, 0x0D))
-    block = b"NATS/1.0\r\n" + key + b": " + value + b"\r\n\r\n"
-    assert c_encode(lib.jss_encode_headers, len(block), kv_of([(key, value)]))[:2] == (
-        len(block),
-        block,
+    def test_jss_encode_constants(self):
+        """Error codes are -1..-3 and every encoding is longer than 3, so the ranges never meet."""
+        assert (lib.JSS_ENC_ERR_KEY, lib.JSS_ENC_ERR_VALUE, lib.JSS_ENC_ERR_KV) == (-1, -2, -3)
+        assert lib.JSS_ENC_MIN_SIZE == 10 < lib.JSS_MIN_HEADER_BLOCK
+
+    @pytest.mark.parametrize(
+        ("reply", "payload"), [(b"", b"hi"), (b"_INBOX.r", b""), (b"r", b"\0\r\n")]
     )
+    def test_jss_encode_hpub(self, reply, payload):
+        """Writes HPUB with header and total sizes, the block built from kv, then the payload."""
+        head = b"HPUB s.t %s%d %d\r\n" % (
+            reply + b" " if reply else b"",
+            len(HPUB_BLOCK),
+            len(HPUB_BLOCK) + len(payload),
+        )
+        frame = head + HPUB_BLOCK + payload + b"\r\n"
+        rc, written, _ = c_encode(
+            lib.jss_encode_hpub, len(frame) + 3, b"s.t", reply, kv_of(HPUB_PAIRS), payload
+        )
+        assert (rc, written) == (len(frame), frame)
+        assert frame == _py.encode_hpub(b"s.t", reply, HPUB_BLOCK, payload)
+
+    def test_jss_encode_hpub_without_pairs(self):
+        """kvlen 0 gives the minimal block."""
+        frame = b"HPUB s 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+        assert c_encode(lib.jss_encode_hpub, 64, b"s", b"", b"", b"hi")[:2] == (len(frame), frame)
+
+    def test_jss_encode_hpub_exact_cap_and_every_smaller_cap(self):
+        """cap == size fits; any smaller cap returns -size and writes nothing at all."""
+        parts = (b"s", b"r", kv_of(HPUB_PAIRS), b"data")
+        head = b"HPUB s r %d %d\r\n" % (len(HPUB_BLOCK), len(HPUB_BLOCK) + 4)
+        size = len(head) + len(HPUB_BLOCK) + len(b"data\r\n")
+        assert c_encode(lib.jss_encode_hpub, size, *parts)[0] == size
+        for cap in range(size):
+            rc, _, raw = c_encode(lib.jss_encode_hpub, cap, *parts)
+            assert rc == -size
+            assert raw == bytes([CANARY]) * (cap + 1)
+
+    def test_jss_encode_hpub_size_query_with_null(self):
+        """out may be NULL with cap 0 to learn the size."""
+        frame = b"HPUB s 12 17\r\nNATS/1.0\r\n\r\n12345\r\n"
+        assert lib.jss_encode_hpub(
+            ffi.NULL, 0, b"s", 1, ffi.NULL, 0, ffi.NULL, 0, b"12345", 5
+        ) == -len(frame)
+
+    def test_jss_encode_hpub_size_digits(self):
+        """Sizes at digit boundaries are written in full."""
+        for size in (0, 9, 10, 99, 100, 65535, 1000000):
+            payload = b"x" * size
+            frame = b"HPUB s 12 %d\r\nNATS/1.0\r\n\r\n%s\r\n" % (12 + size, payload)
+            assert c_encode(lib.jss_encode_hpub, len(frame), b"s", b"", b"", payload)[:2] == (
+                len(frame),
+                frame,
+            )
+
+    def test_jss_encode_headers(self):
+        """Writes just the block and returns its length."""
+        block = HPUB_BLOCK
+        rc, written, _ = c_encode(lib.jss_encode_headers, len(block) + 1, kv_of(HPUB_PAIRS))
+        assert (rc, written) == (len(block), block)
+        assert c_encode(lib.jss_encode_headers, 12, b"")[:2] == (12, b"NATS/1.0\r\n\r\n")
+
+    def test_jss_encode_headers_exact_cap_and_every_smaller_cap(self):
+        """cap == size fits; any smaller cap returns -size and writes nothing at all."""
+        kv = kv_of(HPUB_PAIRS)
+        assert c_encode(lib.jss_encode_headers, len(HPUB_BLOCK), kv)[0] == len(HPUB_BLOCK)
+        for cap in range(len(HPUB_BLOCK)):
+            rc, _, raw = c_encode(lib.jss_encode_headers, cap, kv)
+            assert rc == -len(HPUB_BLOCK)
+            assert raw == bytes([CANARY]) * (cap + 1)
+        assert lib.jss_encode_headers(ffi.NULL, 0, ffi.NULL, 0) == -12
+
+    @pytest.mark.parametrize(("kv", "code"), BAD_KV)
+    @pytest.mark.parametrize("cap", [0, 4096])
+    def test_jss_encode_header_errors(self, kv, code, cap):
+        """Bad keys, bad values and malformed kv have their codes, whatever cap is; nothing is
+        written."""
+        for func, parts in [
+            (lib.jss_encode_headers, (kv,)),
+            (lib.jss_encode_hpub, (b"s", b"r", kv, b"payload")),
+        ]:
+            rc, _, raw = c_encode(func, cap, *parts)
+            assert rc == code
+            assert raw == bytes([CANARY]) * (cap + 1)
+
+    def test_jss_encode_keys_may_hold_any_byte_from_0x21_but_colon_and_del(self):
+        """Every printable ASCII byte but ':' and bytes >= 0x80 are valid key bytes."""
+        key = bytes(b for b in range(0x21, 0x100) if b not in (0x3A, 0x7F))
+        value = bytes(b for b in range(1, 0x100) if b not in (0x0A, 0x0D))
+        block = b"NATS/1.0\r\n" + key + b": " + value + b"\r\n\r\n"
+        assert c_encode(lib.jss_encode_headers, len(block), kv_of([(key, value)]))[:2] == (
+            len(block),
+            block,
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from datetime import UTC, datetime
 
 import pytest
@@ -174,6 +175,25 @@ def test_malformed_blocks_are_protocol_errors(decode, data, message):
         decode(data, 1, 1000)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"NATS/1.0 20x\r\n\r\n",
+        b"NATS/2.0\r\n\r\n",
+        b"NATS/1.0\r\nNo\r\n\r\n",
+        b"NATS/1.0\r\nA: \n\r\n\r\n",
+        b"NATS/1.0\r\nX: y\r\n\r\n",
+    ],
+)
+def test_an_error_quotes_only_its_own_block(decode, bad):
+    """The excerpt stops at the end of the block in error: the next block is another reply's."""
+    data = block(1) + bad + block(2, b"secret.subject")
+    with pytest.raises(ProtocolError) as caught:
+        decode(data, 3, 1000)
+    excerpt = ast.literal_eval(str(caught.value).split(" at offset ")[1].partition(": ")[2])
+    assert excerpt and bad.endswith(excerpt), str(caught.value)
+
+
 @pytest.mark.parametrize("count", [1, 3])
 def test_the_blocks_must_be_exactly_count(decode, count):
     """Fewer or more blocks than replies means they were not split where the replies were."""
@@ -207,55 +227,58 @@ def test_the_error_messages_are_the_same_in_c_and_python():
     assert f"offset {len(block(1))}:" in messages[0]
 
 
-def test_c_writes_nothing_past_the_blocks_it_decoded():
-    """max_blocks bounds every output array; the state says what was consumed."""
-    data = block(1) + block(2) + EOB
-    guard = -777
-    kinds = ffi.new("int32_t[4]", [guard] * 4)
-    seqs = ffi.new("int64_t[4]", [guard] * 4)
-    times = ffi.new("int64_t[4]", [guard] * 4)
-    offsets = ffi.new("int32_t[4]", [guard] * 4)
-    subjects = ffi.new(f"char[{len(data)}]")
-    state = ffi.new("int64_t[]", lib.JSS_DIRECT_BATCH_STATE_FIELDS)
-    exact = ffi.new(f"char[{len(data)}]")
-    ffi.memmove(exact, data, len(data))
-    n = lib.jss_direct_batch_decode(
-        exact, len(data), 2, 1000, kinds, seqs, times, offsets, subjects, len(data), state
-    )
-    assert n == 2
-    assert list(kinds) == [MSG, MSG, guard, guard]
-    assert list(seqs)[2:] == list(times)[2:] == [guard, guard]
-    assert list(offsets) == [0, 9, 18, guard]
-    assert list(state) == [len(block(1) + block(2)), 0, 2, 0]
+class TestDirectBatch:
+    """jss_direct_batch_decode called directly."""
 
+    C_FILE = "jss_direct_batch.c"
 
-def test_c_reports_where_a_block_went_wrong():
-    """state[1] is the offset of the line in error."""
-    data = block(1) + b"NATS/1.0\r\nBad line\r\n\r\n"
-    kinds = ffi.new("int32_t[2]")
-    seqs, times = ffi.new("int64_t[2]"), ffi.new("int64_t[2]")
-    offsets = ffi.new("int32_t[3]")
-    subjects = ffi.new(f"char[{len(data)}]")
-    state = ffi.new("int64_t[]", lib.JSS_DIRECT_BATCH_STATE_FIELDS)
-    n = lib.jss_direct_batch_decode(
-        data, len(data), 2, 1, kinds, seqs, times, offsets, subjects, len(data), state
-    )
-    assert n == lib.JSS_ERR_HDR_LINE
-    assert state[1] == len(block(1)) + len(b"NATS/1.0\r\n")
+    def test_jss_direct_batch_decode_writes_nothing_past_the_blocks_it_decoded(self):
+        """max_blocks bounds every output array; the state says what was consumed."""
+        data = block(1) + block(2) + EOB
+        guard = -777
+        kinds = ffi.new("int32_t[4]", [guard] * 4)
+        seqs = ffi.new("int64_t[4]", [guard] * 4)
+        times = ffi.new("int64_t[4]", [guard] * 4)
+        offsets = ffi.new("int32_t[4]", [guard] * 4)
+        subjects = ffi.new(f"char[{len(data)}]")
+        state = ffi.new("int64_t[]", lib.JSS_DIRECT_BATCH_STATE_FIELDS)
+        exact = ffi.new(f"char[{len(data)}]")
+        ffi.memmove(exact, data, len(data))
+        n = lib.jss_direct_batch_decode(
+            exact, len(data), 2, 1000, kinds, seqs, times, offsets, subjects, len(data), state
+        )
+        assert n == 2
+        assert list(kinds) == [MSG, MSG, guard, guard]
+        assert list(seqs)[2:] == list(times)[2:] == [guard, guard]
+        assert list(offsets) == [0, 9, 18, guard]
+        assert list(state) == [len(block(1) + block(2)), 0, 2, 0]
 
+    def test_jss_direct_batch_decode_reports_where_a_block_went_wrong(self):
+        """state[1] is the offset of the line in error."""
+        data = block(1) + b"NATS/1.0\r\nBad line\r\n\r\n"
+        kinds = ffi.new("int32_t[2]")
+        seqs, times = ffi.new("int64_t[2]"), ffi.new("int64_t[2]")
+        offsets = ffi.new("int32_t[3]")
+        subjects = ffi.new(f"char[{len(data)}]")
+        state = ffi.new("int64_t[]", lib.JSS_DIRECT_BATCH_STATE_FIELDS)
+        n = lib.jss_direct_batch_decode(
+            data, len(data), 2, 1, kinds, seqs, times, offsets, subjects, len(data), state
+        )
+        assert n == lib.JSS_ERR_HDR_LINE
+        assert state[1] == len(block(1)) + len(b"NATS/1.0\r\n")
 
-def test_subjects_that_do_not_fit_their_buffer_are_refused():
-    """subjects_cap is honoured."""
-    data = block(1)
-    kinds = ffi.new("int32_t[1]")
-    seqs, times = ffi.new("int64_t[1]"), ffi.new("int64_t[1]")
-    offsets = ffi.new("int32_t[2]")
-    subjects = ffi.new("char[8]")
-    state = ffi.new("int64_t[]", lib.JSS_DIRECT_BATCH_STATE_FIELDS)
-    n = lib.jss_direct_batch_decode(
-        data, len(data), 1, 1, kinds, seqs, times, offsets, subjects, 8, state
-    )
-    assert n == lib.JSS_DIRECT_BATCH_ERR_SPACE
+    def test_jss_direct_batch_decode_refuses_subjects_that_do_not_fit(self):
+        """subjects_cap is honoured."""
+        data = block(1)
+        kinds = ffi.new("int32_t[1]")
+        seqs, times = ffi.new("int64_t[1]"), ffi.new("int64_t[1]")
+        offsets = ffi.new("int32_t[2]")
+        subjects = ffi.new("char[8]")
+        state = ffi.new("int64_t[]", lib.JSS_DIRECT_BATCH_STATE_FIELDS)
+        n = lib.jss_direct_batch_decode(
+            data, len(data), 1, 1, kinds, seqs, times, offsets, subjects, 8, state
+        )
+        assert n == lib.JSS_DIRECT_BATCH_ERR_SPACE
 
 
 def test_the_constants_match_the_python_twin():

@@ -1,5 +1,7 @@
 """Differential fuzzing of decode_direct_batch: the C core and the Python twin agree.
 
+C side: csrc/jss_direct_batch.c, with the time stamps of csrc/jss_time.c.
+
 Batches of generated direct-get header blocks (valid ones, random times,
 statuses, headers of the message's own), then the same batches with random
 byte edits, and header-ish garbage: both implementations must return the

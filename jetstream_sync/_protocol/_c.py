@@ -14,10 +14,10 @@ handed to the Python twin, which produces the same result or raises the
 same exception with the same message.
 
 ``encode_pub`` and ``encode_hpub`` (a ready header block) are the twin's
-(``%``-formatting, ``b"".join`` above 64 KiB): C loses at every size, since
-it pays a cffi call plus a copy out of its buffer. Measured (CPython 3.11,
-best of 15, µs per frame, C ``jss_encode_pub`` + ``ffi.unpack`` / twin):
-128 B 0.51 / 0.20; 128 B with reply 0.52 / 0.22; 64 KiB 3.47 / 1.68.
+(``%``-formatting, ``b"".join`` above 64 KiB), and the C core has no PUB
+encoder: one lost at every size, since it paid a cffi call plus a copy out of
+its buffer. Measured (CPython 3.11, best of 15, µs per frame, C + ``ffi.unpack``
+/ twin): 128 B 0.51 / 0.20; 128 B with reply 0.52 / 0.22; 64 KiB 3.47 / 1.68.
 
 ``encode_batch_hpub`` (the Spark sink) is the other way round: one C call
 encodes thousands of frames straight from Arrow buffers, message ids
@@ -158,12 +158,12 @@ def parse(buf: BytesLike, start: int, end: int) -> tuple[list[int], int, int]:
         check_range(len(cbuf), start, end)
         n = lib.jss_parse(cbuf, start, end, ops_out, CHUNK_OPS, state)
         if n < 0:
-            raise protocol_error(n, ffi.buffer(cbuf), state[2])
+            raise protocol_error(n, ffi.buffer(cbuf), state[2], end)
         ops = _to_list(ops_out, n * OP_FIELDS)
         while n == CHUNK_OPS:
             n = lib.jss_parse(cbuf, state[0], end, ops_out, CHUNK_OPS, state)
             if n < 0:
-                raise protocol_error(n, ffi.buffer(cbuf), state[2])
+                raise protocol_error(n, ffi.buffer(cbuf), state[2], end)
             ops += _to_list(ops_out, n * OP_FIELDS)
     return ops, state[0], state[1]
 
@@ -191,7 +191,7 @@ def parse_headers(block: BytesLike) -> tuple[int | None, str, list[tuple[str, st
         pairs_out = ffi.new("int64_t[]", count * _HDR_FIELDS)
         count = lib.jss_parse_headers(data, len(data), pairs_out, count, meta)
     if count < 0:
-        raise protocol_error(count, data, meta[3])
+        raise protocol_error(count, data, meta[3], len(data))
     status, desc_off, desc_len = meta[0], meta[1], meta[2]
     flat = ffi.unpack(pairs_out, count * _HDR_FIELDS)
     # ASCII (the usual case) decodes once and slices the str: byte and

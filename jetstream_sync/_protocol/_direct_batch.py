@@ -1,5 +1,5 @@
 """Batched direct get, decoded a batch at a time: the pure-Python twin of
-``jss_direct_batch_decode`` (``csrc/jss_proto.c``) and what both share.
+``jss_direct_batch_decode`` (``csrc/jss_direct_batch.c``) and what both share.
 
 A batched direct get (ADR-31) answers with one reply per stored message,
 its metadata in headers (``Nats-Subject``, ``Nats-Sequence``,
@@ -107,11 +107,22 @@ def check_unit(unit_ns: int) -> None:
 
 
 def batch_error(code: int, data: bytes, pos: int) -> ProtocolError:
-    """The ProtocolError both implementations raise for an error code at ``pos``."""
+    """The ProtocolError both implementations raise for an error code at ``pos``.
+
+    Its excerpt stops at the end of the block holding ``pos`` (its first
+    CRLFCRLF from there): the next block is another reply's.
+    """
+    end = _block_end(data, pos)
     if code in ERROR_MESSAGES:
-        excerpt = data[pos : pos + 32]
+        excerpt = data[pos : min(pos + 32, end)]
         return ProtocolError(f"{ERROR_MESSAGES[code]} at offset {pos}: {excerpt!r}")
-    return _py.protocol_error(code, data, pos)
+    return _py.protocol_error(code, data, pos, end)
+
+
+def _block_end(data: bytes, pos: int) -> int:
+    """The index just past the block holding ``pos`` (the end of data if it has no end)."""
+    stop = data.find(b"\r\n\r\n", pos)
+    return len(data) if stop < 0 else stop + 4
 
 
 def check_whole(decoded: int, consumed: int, size: int, count: int) -> None:
@@ -202,7 +213,7 @@ def _block(data: bytes, pos: int, end: int) -> tuple[int | None, dict[int, bytes
         if b"\r" in line or b"\n" in line:
             raise batch_error(_py.ERR_HDR_CRLF, data, line_pos)
         if index == 0:
-            status = _py._status_line(line, data, line_pos)[0]
+            status = _py._status_line(line, data, line_pos, end + 4)[0]
         else:
             key, colon, value = line.partition(b":")
             if not colon:

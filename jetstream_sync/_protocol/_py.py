@@ -1,4 +1,4 @@
-"""Pure-Python twin of the C protocol core (``csrc/jss_proto.c``).
+"""Pure-Python twin of the C protocol core (``csrc/``, one file per job).
 
 Same interface and same results as :mod:`jetstream_sync._protocol._c`,
 including the same exceptions; it mirrors the C code check for check, so keep
@@ -111,18 +111,22 @@ ERROR_MESSAGES = {
 }
 
 
-def protocol_error(code: int, data: Sliceable, pos: int) -> ProtocolError:
+def protocol_error(code: int, data: Sliceable, pos: int, end: int) -> ProtocolError:
     """Build the ProtocolError both implementations raise for an error code.
 
     Args:
         code: one of the ``ERR_*`` codes.
         data: the bytes being parsed (a short excerpt goes into the message).
         pos: the offset of the op or header line in error.
+        end: the index just past the bytes received for it. A reused read
+            buffer holds older bytes beyond it (an earlier message's payload),
+            which the message must never quote.
 
     Returns:
-        The exception, with the reason, the offset and up to 32 bytes from there.
+        The exception, with the reason, the offset and up to 32 bytes of
+        ``data[pos:end]``.
     """
-    excerpt = bytes(data[pos : pos + 32])
+    excerpt = bytes(data[pos : min(pos + 32, end)])
     return ProtocolError(f"{ERROR_MESSAGES[code]} at offset {pos}: {excerpt!r}")
 
 
@@ -203,7 +207,7 @@ def parse(buf: BytesLike, start: int, end: int) -> tuple[list[int], int, int]:
             need = more.need
             break
         except _Fail as fail:
-            raise protocol_error(fail.code, data, pos) from None
+            raise protocol_error(fail.code, data, pos, end) from None
         ops += fields
     return ops, pos, need
 
@@ -387,18 +391,18 @@ def parse_headers(block: BytesLike) -> tuple[int | None, str, list[tuple[str, st
     """
     data = bytes(block)
     if data[:8] != b"NATS/1.0":
-        raise protocol_error(ERR_HDR_PREFIX, data, 0)
+        raise protocol_error(ERR_HDR_PREFIX, data, 0, len(data))
     if len(data) < MIN_HEADER_BLOCK or data[-4:] != b"\r\n\r\n":
-        raise protocol_error(ERR_HDR_END, data, 0)
+        raise protocol_error(ERR_HDR_END, data, 0, len(data))
     status: int | None = None
     description = ""
     pairs: list[tuple[str, str]] = []
     pos = 0
     for index, line in enumerate(data[:-4].split(b"\r\n")):
         if b"\r" in line or b"\n" in line:
-            raise protocol_error(ERR_HDR_CRLF, data, pos)
+            raise protocol_error(ERR_HDR_CRLF, data, pos, len(data))
         if index == 0:
-            status, description = _status_line(line, data, pos)
+            status, description = _status_line(line, data, pos, len(data))
         else:
             pairs.append(_header_line(line, data, pos))
         pos += len(line) + 2
@@ -408,18 +412,18 @@ def parse_headers(block: BytesLike) -> tuple[int | None, str, list[tuple[str, st
 _STATUS = re.compile(rb"[ \t]*([^ \t]*)(.*)", re.DOTALL)
 
 
-def _status_line(line: bytes, data: bytes, pos: int) -> tuple[int | None, str]:
-    """Status code and description of the ``NATS/1.0`` line."""
+def _status_line(line: bytes, data: bytes, pos: int, end: int) -> tuple[int | None, str]:
+    """Status code and description of the ``NATS/1.0`` line (``data[:end]`` holds its block)."""
     rest = line[8:]
     if rest and rest[:1] not in (b" ", b"\t"):
-        raise protocol_error(ERR_HDR_PREFIX, data, pos)
+        raise protocol_error(ERR_HDR_PREFIX, data, pos, end)
     match = _STATUS.match(rest)
     assert match is not None  # the pattern matches any bytes
     code, description = match.groups()
     if not code:
         return None, ""
     if len(code) != 3 or not code.isdigit():
-        raise protocol_error(ERR_HDR_STATUS, data, pos)
+        raise protocol_error(ERR_HDR_STATUS, data, pos, end)
     return int(code), description.strip(b" \t").decode("utf-8", "surrogateescape")
 
 
@@ -427,9 +431,9 @@ def _header_line(line: bytes, data: bytes, pos: int) -> tuple[str, str]:
     """One ``Key: value`` pair."""
     key, colon, value = line.partition(b":")
     if not colon:
-        raise protocol_error(ERR_HDR_LINE, data, pos)
+        raise protocol_error(ERR_HDR_LINE, data, pos, len(data))
     if not key:
-        raise protocol_error(ERR_HDR_KEY, data, pos)
+        raise protocol_error(ERR_HDR_KEY, data, pos, len(data))
     return (
         key.decode("utf-8", "surrogateescape"),
         value.strip(b" \t").decode("utf-8", "surrogateescape"),
