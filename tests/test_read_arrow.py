@@ -123,6 +123,7 @@ def test_a_large_stream_in_several_batches(js, stream):
     """More rows than one record batch: several batches, every message once, in order."""
     total = ROWS_PER_BATCH * 2 + 123
     _fill(js, stream.name, total)
+    assert _seqs(stream.read_arrow(batch=None)) == list(range(1, total + 1))
     batches = list(stream.read_arrow(batch=1000))
     assert len(batches) >= 2
     assert all(b.num_rows < ROWS_PER_BATCH + 1000 for b in batches)

@@ -52,7 +52,7 @@ def read_arrow(
     start_seq: int | None,
     end_seq: int | None,
     subject: str | None,
-    batch: int,
+    batch: int | None,
     timeout: float | None,
 ) -> Iterator[pa.RecordBatch]:
     """Check the arguments, fix the range and pick the read path; see :meth:`Stream.read_arrow`.
@@ -63,7 +63,7 @@ def read_arrow(
         start_seq = ck.sequence(start_seq, "start_seq")
     if end_seq is not None:
         end_seq = ck.sequence(end_seq, "end_seq", minimum=0)
-    batch = ck.sequence(batch, "batch")
+    batch = READ_BATCH if batch is None else ck.sequence(batch, "batch")
     if subject is not None:
         subject = filter_subject(subject)
     per_request = check_timeout("timeout", timeout, ctx.timeout)

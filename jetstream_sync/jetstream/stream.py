@@ -352,7 +352,7 @@ class Stream(StreamConsumersMixin):
         start_seq: int | None = None,
         end_seq: int | None = None,
         subject: str | None = None,
-        batch: int = READ_BATCH,
+        batch: int | None = READ_BATCH,
         *,
         timeout: float | None = None,
     ) -> Iterator[pa.RecordBatch]:
@@ -375,7 +375,7 @@ class Stream(StreamConsumersMixin):
             start_seq: the first sequence (default: the stream's first).
             end_seq: the last sequence, inclusive (default: the stream's last now).
             subject: only messages on this subject (``*`` and ``>`` allowed).
-            batch: messages asked for per request.
+            batch: messages asked for per request (None: 4,096).
             timeout: seconds each request may take (default: the context's timeout).
 
         Returns:
