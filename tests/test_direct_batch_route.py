@@ -130,24 +130,28 @@ def test_a_dropped_connection_fails_the_request_in_flight(
             nc.jetstream().delete_stream(stream_name)
 
 
-@pytest.mark.spark
-def test_a_read_stopped_early_leaves_no_request_behind(shared_server, js, stream):
-    """Closing a partition's reader after its first batch drops the direct get in flight."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from jetstream_sync.spark import client
-    from jetstream_sync.spark._common import READ_SCHEMA
-    from jetstream_sync.spark._fetch import ROWS_PER_BATCH, ReadRange, read_range
+def test_a_read_stopped_early_leaves_no_request_behind(nc, js, stream):
+    """Closing a read_arrow iterator after its first batch drops the direct get in flight."""
+    from jetstream_sync.jetstream._arrow_read import ROWS_PER_BATCH
 
     total = ROWS_PER_BATCH + 5000
     for i in range(total):
         js.publish_async(f"{stream.name}.a", b"m%d" % i)
     js.publish_async_completed(30)
-    schema = to_arrow_schema(READ_SCHEMA, timezone="UTC")
-    batches = read_range(ReadRange(stream.name, 1, total), {"servers": shared_server.url}, schema)
+    batches = stream.read_arrow()
     first = next(batches)
     assert first.column("seq").to_pylist() == list(range(1, first.num_rows + 1))
-    route = direct_batch_route(client(shared_server.url))
+    route = direct_batch_route(nc)
     assert len(route._queues) == 1  # the next request is in flight
     batches.close()
     assert route._queues == {}
+
+
+def test_a_status_block_is_told_from_a_message_block():
+    """``NATS/1.0`` then a space or a tab and a code is a status; headers or None are not."""
+    from jetstream_sync.jetstream._direct_batch import is_status_block
+
+    assert is_status_block(b"NATS/1.0 204 EOB\r\n\r\n")
+    assert is_status_block(b"NATS/1.0\t404 No Messages\r\n\r\n")
+    assert not is_status_block(b"NATS/1.0\r\nNats-Sequence: 1\r\n\r\n")
+    assert not is_status_block(None)

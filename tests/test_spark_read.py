@@ -148,3 +148,30 @@ def test_start_before_the_first_sequence_fails_unless_told_otherwise(
         _read(spark, shared_server, stream.name, startSeq=2).collect()
     got = _read(spark, shared_server, stream.name, startSeq=2, failOnDataLoss="false")
     assert sorted(_seqs(got)) == list(range(6, 11))
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "consumer"])
+def test_subjects_and_headers_another_client_wrote_in_bytes_that_are_not_utf8(
+    spark, shared_server, js, stream_name, direct
+):
+    """Such rows are read on both paths; each invalid byte shows as U+FFFD."""
+    from tests.test_reader_resilience import RawClient
+
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_direct=direct)
+    name = stream_name.encode()
+    block = b"NATS/1.0\r\nk\xe9y: v\xe9l\r\n\r\n"
+    raw = RawClient(shared_server.port)
+    try:
+        raw.send(
+            b"PUB %s.caf\xe9.x 2\r\nhi\r\n" % name
+            + b"HPUB %s.h %d %d\r\n%shh\r\n" % (name, len(block), len(block) + 2, block)
+        )
+    finally:
+        raw.close()
+    wait_for(lambda: js.stream(stream_name).info().state.messages == 2)
+    rows = _read(spark, shared_server, stream_name).orderBy("seq").collect()
+    assert [(r.seq, r.subject, bytes(r.data)) for r in rows] == [
+        (1, f"{stream_name}.caf\ufffd.x", b"hi"),
+        (2, f"{stream_name}.h", b"hh"),
+    ]
+    assert rows[1].headers == {"k\ufffdy": ["v\ufffdl"]}

@@ -37,7 +37,13 @@ if TYPE_CHECKING:
     from ..client import Client
     from .stream import Stream
 
-__all__ = ["DirectBatchRoute", "PendingBatch", "batch_status", "direct_batch_route"]
+__all__ = [
+    "DirectBatchRoute",
+    "PendingBatch",
+    "batch_status",
+    "direct_batch_route",
+    "is_status_block",
+]
 
 _RESOURCE_KEY = "jetstream.direct_batch"
 _BATCHED_GET_LEVEL = 1  # the server's api_lvl from which batched direct get exists (2.11)
@@ -207,8 +213,7 @@ class PendingBatch:
                     )
                 assert not isinstance(got, str)
                 out += got
-                block = out[-1][2]
-                if block is not None and block[8:9] in (b" ", b"\t"):  # a status ends it
+                if is_status_block(out[-1][2]):  # a status ends the batch
                     return out
         finally:
             self.close()
@@ -216,6 +221,15 @@ class PendingBatch:
     def close(self) -> None:
         """Stop collecting this request's replies (late ones are dropped)."""
         self._route._release(self._token)
+
+
+def is_status_block(block: bytes | None) -> bool:
+    """Whether a reply's header block is a status (``NATS/1.0 204 EOB``), not a message.
+
+    The status code follows ``NATS/1.0`` after a space or a tab. This is the one
+    status-line check of this module: point it at the core's when there is one.
+    """
+    return block is not None and block[8:9] in (b" ", b"\t")
 
 
 def batch_status(stream: Stream, block: bytes | None, deadline: Deadline) -> int:

@@ -10,6 +10,18 @@ Install with the ``spark`` extra (``pyspark>=4.0``, ``pyarrow``)::
 
 Importing this package imports neither pyspark nor pyarrow, connects nothing
 and starts no thread. See ``docs/spark.md``.
+
+The reads go through :meth:`Stream.read_arrow`; this package adds only Spark
+things (partitions, options, schema, pushed-down filters). It imports the
+package's public modules and, of each lower room, at most this one internal
+seam (``tests/test_spark_seams.py`` keeps the list):
+
+- the protocol core: ``jetstream_sync._protocol`` (``valid_subject`` for
+  subject checks, ``encode_batch_hpub`` for the batch publisher);
+- the client core: ``jetstream_sync._server_pool`` (``redact_url``, so no
+  option error quotes a password);
+- JetStream: ``jetstream_sync.jetstream._timefmt`` (``parse_rfc3339`` for the
+  time options).
 """
 
 from __future__ import annotations

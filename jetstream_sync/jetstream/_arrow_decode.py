@@ -1,0 +1,251 @@
+"""Direct-get replies and consumed messages as Arrow record batches of the read schema.
+
+The header blocks of a batch of direct-get replies are decoded in one call
+(:func:`jetstream_sync._protocol.decode_direct_batch`: sequences, times and
+subjects come back as buffers) and handed to Arrow as they are
+(``pa.Array.from_buffers``); the payloads become the ``data`` column in one
+``pa.array`` call. Nothing is made per message except for the rare message
+that carries headers of its own, whose header map is built in Python, and a
+batch whose subjects are not all UTF-8. Rows read by a consumer are
+collected in lists (:class:`Columns`).
+
+What another client wrote is read back: a subject, header key or header
+value that is not valid UTF-8 shows each invalid byte as U+FFFD. An error
+about what the server sent names the stream and the sequence.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .. import _protocol
+from .._protocol._direct_batch import DIRECT_BATCH_MSG_HEADERS
+from ..errors import ProtocolError
+from ..headers import Headers
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .._connection import Reply
+
+__all__ = ["Columns", "decode_replies", "import_pyarrow", "last_seq", "read_schema"]
+
+_TIME_UNIT_NS = 1000  # the timestamp column is in microseconds
+# The headers a direct-get reply adds to the stored message's own.
+_DIRECT_GET_HEADERS = frozenset(
+    ("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Num-Pending",
+     "Nats-Last-Sequence", "Nats-UpTo-Sequence")
+)  # fmt: skip
+_SEQUENCE_HEADER = re.compile(rb"\r\nNats-Sequence:[ \t]*([0-9]+)")
+
+
+def import_pyarrow() -> Any:
+    """The ``pyarrow`` module, imported now.
+
+    Raises:
+        ImportError: pyarrow is not installed (the message names the extra to install).
+    """
+    try:
+        import pyarrow
+        import pyarrow.compute  # noqa: F401  # pyarrow.compute is not loaded by pyarrow itself
+    except ImportError as exc:
+        raise ImportError(
+            "Stream.read_arrow needs the 'pyarrow' package, which is not installed: "
+            "pip install 'jetstream_sync[spark]'"
+        ) from exc
+    return pyarrow
+
+
+@functools.cache
+def read_schema() -> pa.Schema:
+    """The Arrow schema of the batches: the Spark data source's read schema.
+
+    ``stream`` string, ``subject`` string, ``seq`` int64, ``timestamp``
+    timestamp[us, UTC], ``data`` binary, ``headers`` map<string, list<string>>
+    (null for a message without headers of its own).
+    """
+    pa = import_pyarrow()
+    return pa.schema(
+        [
+            pa.field("stream", pa.string()),
+            pa.field("subject", pa.string()),
+            pa.field("seq", pa.int64()),
+            pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+            pa.field("data", pa.binary()),
+            pa.field("headers", pa.map_(pa.string(), pa.list_(pa.field("element", pa.string())))),
+        ]
+    )
+
+
+def decode_replies(replies: Sequence[Reply], stream: str, end: int) -> pa.RecordBatch:
+    """The message replies of batched direct gets as one record batch of :func:`read_schema`.
+
+    Args:
+        replies: ``(token, payload, header block)`` per message, in sequence
+            order (the batches' closing status replies left out).
+        stream: the stream's name (the ``stream`` column; named by errors).
+        end: rows after this sequence are left out.
+
+    Raises:
+        ProtocolError: a reply is not a direct-get message (names the stream and sequence).
+    """
+    pa = import_pyarrow()
+    schema = read_schema()
+    _, payloads, blocks = zip(*replies, strict=True)
+    n = len(blocks)
+    types = schema.types
+    try:
+        cols = _protocol.decode_direct_batch(_join(blocks), n, _TIME_UNIT_NS)
+    except ProtocolError as exc:
+        raise _error(stream, blocks, exc) from exc
+    if cols.messages != n:
+        raise ProtocolError(
+            f"stream {stream!r}: a status reply among a batched direct get's "
+            f"messages, after sequence {max(cols.seqs.tolist())}"
+        )
+    offsets, subjects = pa.py_buffer(cols.subject_offsets), pa.py_buffer(cols.subjects)
+    arrays = [
+        pa.repeat(pa.scalar(stream, types[0]), n),
+        _subject_column(pa, n, offsets, subjects),
+        pa.Array.from_buffers(types[2], n, [None, pa.py_buffer(cols.seqs)]),
+        pa.Array.from_buffers(types[3], n, [None, pa.py_buffer(cols.times)]),
+        pa.array(payloads, type=types[4]),
+        (
+            _headers(pa, blocks, cols.kinds, cols.seqs, stream)
+            if cols.own_headers
+            else pa.nulls(n, types[5])
+        ),
+    ]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if cols.seqs[n - 1] > end:
+        batch = batch.filter(pa.compute.less_equal(batch.column(2), end))
+    return batch
+
+
+def _headers(
+    pa: Any, blocks: Sequence[bytes], kinds: memoryview, seqs: memoryview, stream: str
+) -> pa.Array:
+    """The ``headers`` column: a map for each message with headers of its own, else null."""
+    maps: list[list[tuple[str, list[str]]] | None] = [None] * len(blocks)
+    for i in range(len(blocks)):
+        if kinds[i] == DIRECT_BATCH_MSG_HEADERS:
+            try:
+                pairs = _protocol.parse_headers(blocks[i])[2]
+            except ProtocolError as exc:
+                raise ProtocolError(f"stream {stream!r}, sequence {seqs[i]}: {exc}") from exc
+            own = Headers.from_pairs((k, v) for k, v in pairs if k not in _DIRECT_GET_HEADERS)
+            maps[i] = _header_entries(own)
+    return pa.array(maps, type=read_schema().types[5])
+
+
+def last_seq(reply: Reply, stream: str) -> int:
+    """The stream sequence of one direct-get message reply.
+
+    Raises:
+        ProtocolError: the reply is not a direct-get message.
+    """
+    try:
+        cols = _protocol.decode_direct_batch(_join([reply[2]]), 1, _TIME_UNIT_NS)
+    except ProtocolError as exc:
+        raise _error(stream, [reply[2]], exc) from exc
+    if not cols.messages:
+        raise ProtocolError(
+            f"stream {stream!r}: a status reply among a batched direct get's messages"
+        )
+    return int(cols.seqs[0])
+
+
+def _error(stream: str, blocks: Sequence[bytes | None], exc: ProtocolError) -> ProtocolError:
+    """``exc`` (about a batch of header blocks) naming the stream and the message's sequence."""
+    after = None
+    for block in blocks:
+        try:
+            cols = _protocol.decode_direct_batch(_join([block]), 1, _TIME_UNIT_NS)
+        except ProtocolError:
+            found = _SEQUENCE_HEADER.search(block or b"")
+            if found is not None:
+                where = f"sequence {int(found.group(1))}"
+            elif after is not None:
+                where = f"the message after sequence {after}"
+            else:
+                where = "the first message of a batched direct get"
+            return ProtocolError(f"stream {stream!r}, {where}: {exc}")
+        after = int(cols.seqs[0]) or after
+    return ProtocolError(f"stream {stream!r}: {exc}")
+
+
+class Columns:
+    """The column lists of the rows a consumer read so far; :meth:`batch` takes them."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.subjects: list[str] = []
+        self.seqs: list[int] = []
+        self.times: list[datetime] = []
+        self.datas: list[bytes] = []
+        self.headers: list[list[tuple[str, list[str]]] | None] = []
+
+    def add(self, subject: str, seq: int, time: datetime, data: bytes, hdrs: Headers) -> None:
+        """Add one message's row (``subject`` and headers as the client decoded them)."""
+        self.subjects.append(_text(subject))
+        self.seqs.append(seq)
+        self.times.append(time)
+        self.datas.append(data)
+        self.headers.append(_header_entries(hdrs) if len(hdrs) else None)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def batch(self, stream: str) -> pa.RecordBatch:
+        """The rows so far as one record batch of :func:`read_schema` (and none left here)."""
+        pa = import_pyarrow()
+        schema = read_schema()
+        n = len(self.seqs)
+        types = schema.types
+        arrays = [
+            pa.repeat(pa.scalar(stream, types[0]), n),
+            pa.array(self.subjects, type=types[1]),
+            pa.array(self.seqs, type=types[2]),
+            pa.array(self.times, type=types[3]),
+            pa.array(self.datas, type=types[4]),
+            pa.array(self.headers, type=types[5]),
+        ]
+        self.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _text(value: str) -> str:
+    """``value`` with each byte that was not UTF-8 (kept as a surrogate escape) as U+FFFD."""
+    if value.isascii():
+        return value
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _header_entries(hdrs: Headers) -> list[tuple[str, list[str]]] | None:
+    """Headers as the entries of a ``MAP<STRING, ARRAY<STRING>>`` (None when there are none)."""
+    entries = [(_text(key), [_text(v) for v in hdrs.get_all(key)]) for key in hdrs]
+    return entries or None
+
+
+def _subject_column(pa: Any, n: int, offsets: pa.Buffer, subjects: pa.Buffer) -> pa.Array:
+    """The ``subject`` column from the decoder's buffers; invalid UTF-8 bytes become U+FFFD."""
+    column = pa.Array.from_buffers(pa.string(), n, [None, offsets, subjects])
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:  # another client's bytes: the rare slow path
+        raw = pa.Array.from_buffers(pa.binary(), n, [None, offsets, subjects])
+        column = pa.array([s.decode("utf-8", "replace") for s in raw.to_pylist()], pa.string())
+    return column
+
+
+def _join(blocks: Sequence[bytes | None]) -> bytes:
+    try:
+        return b"".join(blocks)  # type: ignore[arg-type]  # None is caught below
+    except TypeError:
+        raise ProtocolError("a batched direct get reply without a header block") from None
