@@ -22,7 +22,7 @@ from ..subscription import Subscription
 from ._args import count, header, size
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, Progress, format_bytes, message_doc, message_text
+from ._output import Output, Progress, format_bytes, message_doc, message_text, quoted, text_fields
 from ._stdin import body_argument
 
 _TEMPLATE = re.compile(r"\{\{\s*(Count|TimeStamp|Unix|UnixNano)\s*\}\}")
@@ -215,14 +215,15 @@ def _publish_each(
 
 def _report_pub(args: argparse.Namespace, out: Output, sent: int, seconds: float, ack: Any) -> None:
     """One result line: what went where, the rate for more than one message."""
-    doc: dict[str, Any] = {"subject": args.subject, "count": args.count, "bytes": sent}
-    text = f"Published {format_bytes(sent)} to {args.subject!r}"
+    doc: dict[str, Any] = {**text_fields("subject", args.subject), "count": args.count}
+    doc["bytes"] = sent
+    text = f"Published {format_bytes(sent)} to {quoted(args.subject)}"
     if args.count > 1:
         rate = args.count / seconds
         doc.update(seconds=round(seconds, 6), msgs_per_sec=round(rate, 1))
         text = (
             f"Published {args.count:,} messages ({format_bytes(sent)}) to "
-            f"{args.subject!r} in {seconds:.2f}s: {rate:,.0f} msgs/s, "
+            f"{quoted(args.subject)} in {seconds:.2f}s: {rate:,.0f} msgs/s, "
             f"{format_bytes(sent / seconds)}/s"
         )
     if ack is not None:
@@ -235,8 +236,8 @@ def listen(nc: Client, args: argparse.Namespace, out: Output) -> Subscription:
     """Subscribe, make sure the server has the interest, and say so on stderr."""
     subscription = nc.subscribe(args.subject, queue=args.queue)
     nc.flush(timeout=args.timeout)
-    where = f" in queue group {args.queue!r}" if args.queue else ""
-    out.status(f"Listening on {args.subject!r}{where}")
+    where = f" in queue group {quoted(args.queue)}" if args.queue else ""
+    out.status(f"Listening on {quoted(args.subject)}{where}")
     return subscription
 
 
@@ -254,9 +255,9 @@ def show(out: Output, number: int, msg: Msg, raw: bool = False) -> None:
     if raw and not out.json:
         out.raw(msg.data + b"\n")
         return
-    title = f"[#{number}] Received on {msg.subject!r}"
+    title = f"[#{number}] Received on {quoted(msg.subject)}"
     if msg.reply:
-        title += f" with reply {msg.reply!r}"
+        title += f" with reply {quoted(msg.reply)}"
     out.result(
         message_doc(msg.subject, msg.data, msg.headers, reply=msg.reply),
         lambda: message_text(title, msg.data, msg.headers),
@@ -290,7 +291,7 @@ def req(args: argparse.Namespace, out: Output) -> int:
         return 0
     out.result(
         message_doc(msg.subject, msg.data, msg.headers, rtt_ms=round(rtt * 1000, 3)),
-        lambda: message_text(f"Reply on {msg.subject!r}", msg.data, msg.headers),
+        lambda: message_text(f"Reply on {quoted(msg.subject)}", msg.data, msg.headers),
     )
     return 0
 
