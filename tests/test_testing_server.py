@@ -121,6 +121,25 @@ def test_binary_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         NatsServer()
 
 
+def test_the_suites_fixture_servers_use_this_launchers_binary_and_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """tests/fixtures/server.py finds nats-server as this package does ($NATS_SERVER_BIN
+    first) and fails with the one ServerStartError (also ``jetstream_sync.ServerStartError``)."""
+    from tests.fixtures import server as fixture
+
+    assert fixture.ServerStartError is ServerStartError is jetstream_sync.ServerStartError
+    assert issubclass(ServerStartError, RuntimeError)
+    chosen = tmp_path / "nats-server-chosen"
+    chosen.symlink_to(find_nats_server())
+    monkeypatch.setenv("NATS_SERVER_BIN", str(chosen))
+    with fixture.NatsServer(jetstream=False, directory=tmp_path / "srv") as server:
+        assert server.binary == str(chosen) and server.info["server_id"]
+    monkeypatch.setenv("NATS_SERVER_BIN", str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="NATS_SERVER_BIN"):
+        fixture.NatsServer()
+
+
 def _run_owner(script: str) -> subprocess.Popen[str]:
     """Start a Python process running ``script`` with this package importable."""
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))

@@ -21,15 +21,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ServerStartError
+
 LOOPBACK = "127.0.0.1"
 _WATCHDOG = Path(__file__).with_name("_watchdog.py")
 # No HTTP proxy from the environment may stand between us and the local monitor port.
 _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _RUNNING: weakref.WeakSet[NatsServer] = weakref.WeakSet()
-
-
-class ServerStartError(RuntimeError):
-    """nats-server did not come up in time; the message carries the tail of its log."""
 
 
 def find_nats_server() -> str:
