@@ -140,6 +140,52 @@ def test_the_suites_fixture_servers_use_this_launchers_binary_and_error(
         fixture.NatsServer()
 
 
+def test_restart_kill_freeze_and_monitor(tmp_path: Path):
+    """A server with credentials survives kill() and restart() on its port with its stream;
+    freeze() silences it for the block only; monitor() reads its endpoints."""
+    with NatsServer(user="alice", password="s3cret", store_dir=tmp_path / "store") as server:
+        port = server.port
+        assert server.auth_url == f"nats://alice:s3cret@127.0.0.1:{port}"
+        with jetstream_sync.connect(server.auth_url) as nc:
+            nc.jetstream().create_stream(name="KEEP", subjects=["keep"])
+            nc.jetstream().publish("keep", b"1")
+        server.kill()
+        assert not server.running and server.pid is None
+        assert _port_closed(port)
+        server.restart()
+        assert server.port == port and server.info["auth_required"] is True
+        with server.freeze():
+            with pytest.raises(OSError):
+                server.monitor("varz", timeout=0.5)
+        assert server.monitor("varz")["port"] == port
+        with jetstream_sync.connect(server.auth_url) as nc:
+            assert nc.jetstream().stream("KEEP").info().state.messages == 1
+
+
+def test_lame_duck_ends_the_server_with_exit_code_0():
+    """lame_duck() makes the server leave by itself; wait_exit() returns its exit code."""
+    with NatsServer(jetstream=False, lame_duck_duration=30, lame_duck_grace_period=0.2) as server:
+        pid = server.pid
+        server.lame_duck()
+        assert server.wait_exit(timeout=20) == 0
+        assert pid is not None and _process_gone(pid) and not server.running
+
+
+def test_owner_killed_after_a_restart_still_takes_the_server_along():
+    """Each run has its watchdog: after restart(), the owner's SIGKILL still cleans up."""
+    script = _OWNER.replace("NatsServer().start()", "NatsServer().start().restart()")
+    owner = _run_owner(script.replace("AFTER", "import signal; signal.pause()"))
+    try:
+        started = _started(owner)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        _assert_cleaned_up(started)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
 def _run_owner(script: str) -> subprocess.Popen[str]:
     """Start a Python process running ``script`` with this package importable."""
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))
