@@ -239,3 +239,17 @@ def test_interpreter_exit_stops_the_server():
     started = _started(owner)
     assert owner.wait(30) == 0
     _assert_cleaned_up(started)
+
+
+def test_a_temporary_server_starts_afresh_after_stop():
+    """stop() of a server with a temporary directory forgets its OS-chosen port and files:
+    the next start() is a new server (a requested port is asked for again)."""
+    server = NatsServer(jetstream=False)
+    first = server.start().port
+    server.stop()
+    squatter = socket.create_server(("127.0.0.1", first))  # the old port is taken meanwhile
+    try:
+        assert server.start().port != first
+    finally:
+        server.stop()
+        squatter.close()

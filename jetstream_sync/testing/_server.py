@@ -226,6 +226,7 @@ class NatsServer:
         self._directory = Path(directory) if directory is not None else None
         self._owns_directory = directory is None
         self._store_dir = Path(store_dir) if store_dir is not None else None
+        self._requested = (port, cluster_port)
         self._port = port
         self._monitor_port: int | None = None
         self._cluster_port = cluster_port
@@ -592,6 +593,7 @@ class NatsServer:
         """A server with a temporary directory starts afresh next time: new ports, new files."""
         if self._owns_directory:
             self._directory = None
+            self._port, self._cluster_port = self._requested
             self._monitor_port = None
             self.info = {}
 
