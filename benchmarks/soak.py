@@ -25,9 +25,7 @@ injected, RSS at start and end, threads and open file descriptors before
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import os
 import socket
 import sys
 import tempfile
@@ -39,6 +37,7 @@ from pathlib import Path
 
 import jetstream_sync as js
 from jetstream_sync.testing import NatsServer
+from tests.fixtures.leaks import LeakCheck
 from tests.fixtures.proxy import FaultProxy
 
 STREAM = "SOAK"
@@ -83,10 +82,8 @@ class Report:
     reconnects: int = 0
     rss_start_mb: float = 0.0
     rss_end_mb: float = 0.0
-    threads_before: int = 0
-    threads_after: int = 0
-    fds_before: int = 0
-    fds_after: int = 0
+    leaked_threads: list[str] = field(default_factory=list)
+    leaked_fds: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -112,11 +109,6 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-def open_fds() -> int:
-    """How many file descriptors this process has open."""
-    return len(os.listdir("/proc/self/fd"))
 
 
 def free_port() -> int:
@@ -342,10 +334,7 @@ class Soak:
     def run(self) -> Report:
         """Do the whole run and return its report."""
         report = self.report
-        # Objects left unreachable by earlier work in this process (a test run) may hold
-        # descriptors until the collector frees them mid-run: free them before counting.
-        gc.collect()
-        report.threads_before, report.fds_before = threading.active_count(), open_fds()
+        check = LeakCheck(thread_prefixes=("jetstream_sync-", "soak-", "fault-proxy"))
         report.rss_start_mb = rss_mb()
         with tempfile.TemporaryDirectory(prefix="soak-store-") as store:
             self.server = NatsServer(port=free_port(), store_dir=store).start()
@@ -356,7 +345,8 @@ class Soak:
             finally:
                 self.server.stop()
         report.rss_end_mb = rss_mb()
-        report.threads_after, report.fds_after = threading.active_count(), open_fds()
+        leaks = check.leaks()
+        report.leaked_threads, report.leaked_fds = leaks.threads, leaks.fds
         return report
 
     def _traffic(self, url: str) -> None:

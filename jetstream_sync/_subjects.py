@@ -80,12 +80,39 @@ def publish_subject(subject: str, what: str = "subject") -> bytes:
 
     Raises:
         BadSubjectError: not a str, empty, an empty token, whitespace or NUL,
-            or a ``*``/``>`` token.
+            or a ``*``/``>`` token; the message names which.
     """
     raw = _encode(subject, what)
     if not _protocol.valid_subject(raw, False):
-        raise BadSubjectError(f"invalid {what} (publish subjects take no wildcards): {subject!r}")
+        raise BadSubjectError(f"invalid {what} ({_publish_problem(raw)}): {subject!r}")
     return raw
+
+
+_WHITESPACE_NAMES = {
+    " ": "a space",
+    "\t": "a tab",
+    "\n": "a newline",
+    "\v": "a vertical tab",
+    "\f": "a form feed",
+    "\r": "a carriage return",
+}
+
+
+def _publish_problem(raw: bytes) -> str:
+    """What makes ``raw`` (already found invalid) unfit to publish to, in a few words."""
+    if not raw:
+        return "it is empty"
+    text = raw.decode("utf-8", "surrogateescape")
+    for char, name in _WHITESPACE_NAMES.items():
+        if char in text:
+            return f"it contains {name}; subjects take no whitespace"
+    if "\0" in text:
+        return "it contains a NUL byte"
+    tokens = text.split(".")
+    if "" in tokens:
+        return "it has an empty token: a '.' at the start or the end, or '..'"
+    wildcard = next((t for t in tokens if t in ("*", ">")), "")
+    return f"publish subjects take no wildcards, and {wildcard!r} is one"
 
 
 def filter_subject(subject: str, what: str = "filter subject") -> str:

@@ -179,6 +179,11 @@ class ServerSlowConsumerError(SlowConsumerError):
         return (type(self), (self.text,))
 
 
+class ServerStartError(NatsError, RuntimeError):
+    """A local nats-server (``jetstream_sync.testing.NatsServer``, ``jetstream-sync server``)
+    did not come up in time; the message carries the tail of its log."""
+
+
 class ForkedClientError(NatsError):
     """A client created in a parent process was used in a forked child."""
 

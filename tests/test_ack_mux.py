@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -13,8 +14,12 @@ from tests.fixtures.polling import wait_for
 ACK_THREADS = ("jetstream_sync-acks", "jetstream_sync-ack-timer")
 
 
-def _ack_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name in ACK_THREADS]
+@pytest.fixture
+def ack_threads() -> Callable[[], list[threading.Thread]]:
+    """Lists the ack threads started since the test began: only those are the test's (a
+    client another test keeps open, such as a cached Spark client, may have its own)."""
+    before = set(threading.enumerate())
+    return lambda: [t for t in threading.enumerate() if t.name in ACK_THREADS and t not in before]
 
 
 def _subscriptions(server, name: str) -> int:
@@ -34,14 +39,13 @@ def stream(shared_server):
         ctx.delete_stream(name)
 
 
-def test_fifty_contexts_share_one_mux(shared_server, stream):
+def test_fifty_contexts_share_one_mux(shared_server, stream, ack_threads):
     """50 contexts publishing async add no thread and no subscription after the first."""
-    assert not _ack_threads(), "another test left ack threads running"
     name = unique_stream_name("mux-client")
     with js.connect(shared_server.url, name=name) as nc:
         first = nc.jetstream()
         first.publish_async(f"{stream}.first", b"x").result(timeout=10)
-        threads = len(_ack_threads())
+        threads = len(ack_threads())
         subs = _subscriptions(shared_server, name)
         assert threads <= 2 and subs == 1  # the ack inbox; the timer may come and go
         contexts = [nc.jetstream() for _ in range(50)]
@@ -50,9 +54,9 @@ def test_fifty_contexts_share_one_mux(shared_server, stream):
             ctx.publish_async_completed(timeout=10)
             assert ctx.publish_async_pending() == 0
         assert sorted(f.result().seq for f in futures) == list(range(2, 52))
-        assert len(_ack_threads()) <= 2
+        assert len(ack_threads()) <= 2
         assert _subscriptions(shared_server, name) == subs
-    wait_for(lambda: not _ack_threads(), message="ack threads outlived close()")
+    wait_for(lambda: not ack_threads(), message="ack threads outlived close()")
 
 
 def test_windows_and_ack_timeouts_are_per_context(nc, stream):
@@ -123,7 +127,7 @@ def test_disconnect_fails_every_context_pending_future(restartable_server):
         nc.close()
 
 
-def test_close_fails_pending_futures_of_every_context(shared_server):
+def test_close_fails_pending_futures_of_every_context(shared_server, ack_threads):
     """close() fails every context's pending futures with ConnectionClosedError and joins."""
     nc = js.connect(shared_server.url)
     nc.subscribe("never.acked.3")
@@ -132,7 +136,7 @@ def test_close_fails_pending_futures_of_every_context(shared_server):
     nc.close()
     for future in futures:
         assert isinstance(future.exception(timeout=5), js.ConnectionClosedError)
-    wait_for(lambda: not _ack_threads(), message="ack threads outlived close()")
+    wait_for(lambda: not ack_threads(), message="ack threads outlived close()")
 
 
 def test_status_and_error_acks_fail_their_future(nc, stream):

@@ -9,7 +9,7 @@ import pytest
 
 import jetstream_sync as js
 from tests.fixtures.jetstream import unique_stream_name
-from tests.fixtures.polling import wait_for
+from tests.fixtures.leaks import LeakCheck
 
 ACK = b'{"stream":"MANUAL","seq":1}'
 
@@ -36,13 +36,11 @@ class Closer:
 def baseline(shared_server) -> Iterator[Callable[[], None]]:
     """``check()`` waits until only the threads running before the test are left."""
     responder = js.connect(shared_server.url)  # made first: its threads are in the baseline
-    before = set(threading.enumerate())
+    threads = LeakCheck(thread_prefixes=("jetstream_sync-",))
 
     def check() -> None:
-        wait_for(
-            lambda: set(threading.enumerate()) <= before,
-            message=lambda: f"threads left: {set(threading.enumerate()) - before}",
-        )
+        left = threads.leaks(grace=5.0).threads
+        assert left == [], f"threads left: {left}"
 
     check.responder = responder
     yield check
@@ -106,7 +104,7 @@ def test_close_from_error_cb(shared_server, baseline):
 
 def test_close_from_disconnected_cb(restartable_server):
     """disconnected_cb (the events thread) may close the client while acks are pending."""
-    before = set(threading.enumerate())
+    threads = LeakCheck(thread_prefixes=("jetstream_sync-",))
     closer = Closer()
     nc = closer.client = js.connect(restartable_server.url, disconnected_cb=closer)
     nc.subscribe("never.acked")
@@ -117,7 +115,7 @@ def test_close_from_disconnected_cb(restartable_server):
     assert nc.is_closed
     # disconnected_cb runs before the ack machinery hears of the disconnect: close() came first
     assert isinstance(future.exception(timeout=5), js.ConnectionClosedError)
-    wait_for(lambda: set(threading.enumerate()) <= before)
+    assert threads.leaks(grace=5.0).threads == []
 
 
 def test_close_from_a_consume_callback(shared_server, baseline):

@@ -121,6 +121,71 @@ def test_binary_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         NatsServer()
 
 
+def test_the_suites_fixture_servers_use_this_launchers_binary_and_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """tests/fixtures/server.py finds nats-server as this package does ($NATS_SERVER_BIN
+    first) and fails with the one ServerStartError (also ``jetstream_sync.ServerStartError``)."""
+    from tests.fixtures import server as fixture
+
+    assert fixture.ServerStartError is ServerStartError is jetstream_sync.ServerStartError
+    assert issubclass(ServerStartError, RuntimeError)
+    chosen = tmp_path / "nats-server-chosen"
+    chosen.symlink_to(find_nats_server())
+    monkeypatch.setenv("NATS_SERVER_BIN", str(chosen))
+    with fixture.NatsServer(jetstream=False, directory=tmp_path / "srv") as server:
+        assert server.binary == str(chosen) and server.info["server_id"]
+    monkeypatch.setenv("NATS_SERVER_BIN", str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="NATS_SERVER_BIN"):
+        fixture.NatsServer()
+
+
+def test_restart_kill_freeze_and_monitor(tmp_path: Path):
+    """A server with credentials survives kill() and restart() on its port with its stream;
+    freeze() silences it for the block only; monitor() reads its endpoints."""
+    with NatsServer(user="alice", password="s3cret", store_dir=tmp_path / "store") as server:
+        port = server.port
+        assert server.auth_url == f"nats://alice:s3cret@127.0.0.1:{port}"
+        with jetstream_sync.connect(server.auth_url) as nc:
+            nc.jetstream().create_stream(name="KEEP", subjects=["keep"])
+            nc.jetstream().publish("keep", b"1")
+        server.kill()
+        assert not server.running and server.pid is None
+        assert _port_closed(port)
+        server.restart()
+        assert server.port == port and server.info["auth_required"] is True
+        with server.freeze():
+            with pytest.raises(OSError):
+                server.monitor("varz", timeout=0.5)
+        assert server.monitor("varz")["port"] == port
+        with jetstream_sync.connect(server.auth_url) as nc:
+            assert nc.jetstream().stream("KEEP").info().state.messages == 1
+
+
+def test_lame_duck_ends_the_server_with_exit_code_0():
+    """lame_duck() makes the server leave by itself; wait_exit() returns its exit code."""
+    with NatsServer(jetstream=False, lame_duck_duration=30, lame_duck_grace_period=0.2) as server:
+        pid = server.pid
+        server.lame_duck()
+        assert server.wait_exit(timeout=20) == 0
+        assert pid is not None and _process_gone(pid) and not server.running
+
+
+def test_owner_killed_after_a_restart_still_takes_the_server_along():
+    """Each run has its watchdog: after restart(), the owner's SIGKILL still cleans up."""
+    script = _OWNER.replace("NatsServer().start()", "NatsServer().start().restart()")
+    owner = _run_owner(script.replace("AFTER", "import signal; signal.pause()"))
+    try:
+        started = _started(owner)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        _assert_cleaned_up(started)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
 def _run_owner(script: str) -> subprocess.Popen[str]:
     """Start a Python process running ``script`` with this package importable."""
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))
@@ -174,3 +239,17 @@ def test_interpreter_exit_stops_the_server():
     started = _started(owner)
     assert owner.wait(30) == 0
     _assert_cleaned_up(started)
+
+
+def test_a_temporary_server_starts_afresh_after_stop():
+    """stop() of a server with a temporary directory forgets its OS-chosen port and files:
+    the next start() is a new server (a requested port is asked for again)."""
+    server = NatsServer(jetstream=False)
+    first = server.start().port
+    server.stop()
+    squatter = socket.create_server(("127.0.0.1", first))  # the old port is taken meanwhile
+    try:
+        assert server.start().port != first
+    finally:
+        server.stop()
+        squatter.close()

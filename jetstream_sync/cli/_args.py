@@ -8,6 +8,7 @@ Options that several commands take the same way are added here too.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -39,7 +40,8 @@ def duration(text: str) -> float:
     A bare number is seconds. Units: ns, us, ms, s, m, h, d, w, y.
 
     Raises:
-        argparse.ArgumentTypeError: not a duration, or negative.
+        argparse.ArgumentTypeError: not a duration, not a number (NaN), infinite,
+            or negative.
     """
     text = text.strip()
     try:
@@ -51,7 +53,11 @@ def duration(text: str) -> float:
                 f"invalid duration {text!r} (examples: 30, 1.5s, 500ms, 10m, 1h30m, 7d)"
             ) from None
         seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
-    if not seconds >= 0:  # also rejects NaN
+    if math.isnan(seconds):
+        raise argparse.ArgumentTypeError(f"a duration must be a number, got {text!r}")
+    if math.isinf(seconds):
+        raise argparse.ArgumentTypeError(f"a duration must be finite, got {text!r}")
+    if seconds < 0:
         raise argparse.ArgumentTypeError(f"a duration must not be negative, got {text!r}")
     return seconds
 
@@ -68,12 +74,15 @@ def size(text: str) -> int:
     """Bytes from ``"512"``, ``"64KB"``, ``"1MiB"``, ``"2g"`` (binary multiples).
 
     Raises:
-        argparse.ArgumentTypeError: not a size.
+        argparse.ArgumentTypeError: not a size, or too large to be one.
     """
     match = _SIZE.fullmatch(text.strip())
     if match is None:
         raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 512, 64KB, 1MiB)")
-    return int(float(match[1]) * _SIZE_UNITS[match[2].lower()])
+    value = float(match[1]) * _SIZE_UNITS[match[2].lower()]
+    if math.isinf(value):
+        raise argparse.ArgumentTypeError(f"size {text!r} is too large")
+    return int(value)
 
 
 def count(text: str) -> int:
@@ -122,12 +131,16 @@ def until(text: str) -> datetime:
     """A moment: an ISO 8601 time (naive means UTC), or a duration from now (``"10m"``).
 
     Raises:
-        argparse.ArgumentTypeError: neither a time nor a duration.
+        argparse.ArgumentTypeError: neither a time nor a duration, or a duration
+            that ends after the year 9999.
     """
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        return datetime.now(UTC) + timedelta(seconds=duration(text))
+        try:
+            return datetime.now(UTC) + timedelta(seconds=duration(text))
+        except OverflowError:
+            raise argparse.ArgumentTypeError(f"{text!r} from now is past the year 9999") from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 

@@ -5,6 +5,15 @@ stream of messages (``sub``, ``kv watch``...) is JSON lines. Payloads are
 ``"data"`` when they are UTF-8 text, else ``"data_b64"`` (base64); KV values
 likewise ``"value"`` / ``"value_b64"``. Human text goes to stdout too;
 progress and status lines ("Listening on ...") always go to stderr.
+
+Bytes that are not UTF-8 (another client may send them in a subject, a key, a
+header; the library hands them over as ``surrogateescape`` strings) follow one
+rule everywhere: in JSON every string is valid Unicode, each such byte shown
+as U+FFFD, and a subject, reply subject, key or object name that has them
+also gets ``"<field>_b64"`` with its exact bytes (:func:`text_fields`); in
+text output each such byte, each control character and each backslash is
+escaped (``\xe9``, ``\x1b``, ``\\``: :func:`escaped`), which is what
+bash's ``$'...'`` quoting reads back into the same bytes.
 """
 
 from __future__ import annotations
@@ -12,16 +21,71 @@ from __future__ import annotations
 import base64
 import enum
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TextIO
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+def wire_bytes(text: str) -> bytes:
+    """The bytes ``text`` stands for (bytes that are not UTF-8 come as surrogateescape)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate outside that range (JSON written so)
+        return text.encode("utf-8", "surrogatepass")
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` stands for valid UTF-8 bytes (it holds no surrogate)."""
+    return text.isascii() or not any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: each byte that is not UTF-8 becomes U+FFFD."""
+    return text if is_utf8(text) else wire_bytes(text).decode("utf-8", "replace")
+
+
+def text_fields(key: str, text: str) -> dict[str, str]:
+    """``{key: text}`` in valid Unicode, plus ``{key + "_b64": base64}`` of the exact bytes
+    when they are not UTF-8."""
+    if is_utf8(text):
+        return {key: text}
+    return {key: valid_text(text), f"{key}_b64": base64.b64encode(wire_bytes(text)).decode()}
+
+
+def escaped(text: str) -> str:
+    """``text`` for a terminal: bytes that are not UTF-8 and control characters as
+    ``\\xNN``, a backslash as ``\\\\``; anything else as it is."""
+    if is_utf8(text) and not _CONTROL.search(text):
+        return text
+    parts: list[str] = []
+    for char in text:
+        if "\ud800" <= char <= "\udfff":
+            parts += (f"\\x{byte:02x}" for byte in wire_bytes(char))
+        elif char == "\\":
+            parts.append("\\\\")
+        elif _CONTROL.match(char):
+            parts.append(f"\\x{ord(char):02x}")
+        else:
+            parts.append(char)
+    return "".join(parts)
+
+
+def quoted(text: str) -> str:
+    """``'text'``, :func:`escaped`."""
+    return f"'{escaped(text)}'"
+
 
 def jsonable(value: Any) -> Any:
-    """``value`` made of JSON types: configs and infos by their wire form (``to_api``)."""
-    if isinstance(value, str | int | float | bool) or value is None:
+    """``value`` made of JSON types: configs and infos by their wire form (``to_api``);
+    every string valid Unicode (:func:`valid_text`)."""
+    if isinstance(value, str) and not isinstance(value, enum.Enum):
+        return valid_text(value)
+    if isinstance(value, int | float | bool) or value is None:
         return value.value if isinstance(value, enum.Enum) else value
     if isinstance(value, enum.Enum):
         return jsonable(value.value)
@@ -30,7 +94,7 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "to_api"):
         return jsonable(value.to_api())
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {valid_text(str(k)): jsonable(v) for k, v in value.items()}
     if isinstance(value, Iterable):
         return [jsonable(v) for v in value]
     raise TypeError(f"cannot print {type(value).__name__} as JSON")
@@ -61,8 +125,12 @@ def headers_dict(headers: Any) -> dict[str, list[str]] | None:
 
 
 def header_lines(headers: Any) -> list[str]:
-    """``K: V`` lines for the human view of a message."""
-    return [f"{k}: {v}" for k, values in (headers_dict(headers) or {}).items() for v in values]
+    """``K: V`` lines for the human view of a message (:func:`escaped`)."""
+    return [
+        f"{escaped(k)}: {escaped(v)}"
+        for k, values in (headers_dict(headers) or {}).items()
+        for v in values
+    ]
 
 
 def format_bytes(n: float) -> str:
@@ -186,9 +254,14 @@ class Progress:
         return format_bytes(n) if self.unit == "bytes" else f"{n:,.0f} {self.unit}"
 
 
-def message_doc(subject: str, data: bytes, headers: Any = None, **extra: Any) -> dict[str, Any]:
-    """A message as a JSON document: subject, headers, data (or data_b64), and ``extra``."""
-    doc: dict[str, Any] = {"subject": subject}
+def message_doc(
+    subject: str, data: bytes, headers: Any = None, reply: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A message as a JSON document: subject (and ``subject_b64``), reply (likewise), the
+    ``extra`` fields, headers, data (or data_b64)."""
+    doc: dict[str, Any] = text_fields("subject", subject)
+    if reply:
+        doc.update(text_fields("reply", reply))
     doc.update({k: v for k, v in extra.items() if v is not None})
     found = headers_dict(headers)
     if found:
@@ -198,9 +271,10 @@ def message_doc(subject: str, data: bytes, headers: Any = None, **extra: Any) ->
 
 
 def message_text(title: str, data: bytes, headers: Any = None) -> str:
-    """A message for people: a title line, its headers, its payload, a blank line."""
+    """A message for people: a title line, its headers, its payload (bytes that are not
+    UTF-8 as ``\\xNN``), a blank line."""
     lines = [title, *header_lines(headers)]
     if headers:
         lines.append("")
-    lines.append(data.decode("utf-8", errors="replace"))
+    lines.append(data.decode("utf-8", errors="backslashreplace"))
     return "\n".join(lines) + "\n"

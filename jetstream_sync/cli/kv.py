@@ -15,7 +15,7 @@ from typing import Any
 from ..kv import KeyValueConfig, KeyValueEntry, KeyValueStatus
 from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
-from ._output import Output, format_bytes, payload
+from ._output import Output, escaped, format_bytes, payload, text_fields
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -82,7 +82,7 @@ def entry_doc(entry: KeyValueEntry) -> dict[str, Any]:
     """An entry as a JSON document."""
     doc: dict[str, Any] = {
         "bucket": entry.bucket,
-        "key": entry.key,
+        **text_fields("key", entry.key),
         "revision": entry.revision,
         "created": entry.created.isoformat(),
         "delta": entry.delta,
@@ -94,11 +94,11 @@ def entry_doc(entry: KeyValueEntry) -> dict[str, Any]:
 
 def entry_text(entry: KeyValueEntry) -> str:
     """An entry for people: ``bucket > key revision N (PUT) @ time: value``."""
-    head = f"{entry.bucket} > {entry.key} revision {entry.revision}"
+    head = f"{entry.bucket} > {escaped(entry.key)} revision {entry.revision}"
     head += f" ({entry.operation.value}) @ {entry.created.isoformat()}"
     if entry.operation.value != "PUT":
         return head
-    return f"{head}\n{entry.value.decode('utf-8', errors='replace')}"
+    return f"{head}\n{entry.value.decode('utf-8', errors='backslashreplace')}"
 
 
 def status_doc(status: KeyValueStatus) -> dict[str, Any]:
@@ -132,7 +132,7 @@ def ls(args: argparse.Namespace, out: Output) -> int:
         js = nc.jetstream(timeout=args.timeout)
         if args.bucket:
             keys = sorted(js.key_value(args.bucket).keys())
-            out.result(keys, lambda: "\n".join(keys) or "no keys")
+            out.result(keys, lambda: "\n".join(map(escaped, keys)) or "no keys")
             return 0
         found = sorted(js.key_values(), key=lambda s: s.bucket)
     out.result(
@@ -185,8 +185,8 @@ def put(args: argparse.Namespace, out: Output) -> int:
     with session(args) as nc:
         revision = nc.jetstream(timeout=args.timeout).key_value(args.bucket).put(args.key, value)
     out.result(
-        {"bucket": args.bucket, "key": args.key, "revision": revision},
-        f"{args.bucket} > {args.key} revision {revision}",
+        {"bucket": args.bucket, **text_fields("key", args.key), "revision": revision},
+        f"{args.bucket} > {escaped(args.key)} revision {revision}",
     )
     return 0
 
@@ -196,8 +196,9 @@ def delete(args: argparse.Namespace, out: Output) -> int:
     with session(args) as nc:
         revision = nc.jetstream(timeout=args.timeout).key_value(args.bucket).delete(args.key)
     out.result(
-        {"bucket": args.bucket, "key": args.key, "revision": revision, "deleted": True},
-        f"Deleted {args.bucket} > {args.key} (revision {revision})",
+        {"bucket": args.bucket, **text_fields("key", args.key), "revision": revision}
+        | {"deleted": True},
+        f"Deleted {args.bucket} > {escaped(args.key)} (revision {revision})",
     )
     return 0
 
@@ -216,7 +217,7 @@ def watch(args: argparse.Namespace, out: Output) -> int:
     with session(args) as nc:
         bucket = nc.jetstream(timeout=args.timeout).key_value(args.bucket)
         with bucket.watch(args.key, updates_only=args.updates_only) as watcher:
-            out.status(f"Watching {args.bucket} > {args.key}")
+            out.status(f"Watching {args.bucket} > {escaped(args.key)}")
             while args.count is None or seen < args.count:
                 entry = watcher.next(timeout=None)
                 if entry is None:  # the current values are all delivered

@@ -21,7 +21,7 @@ from ..object_config import ObjectInfo, ObjectStoreConfig, ObjectStoreStatus
 from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, Progress, format_bytes, format_time
+from ._output import Output, Progress, escaped, format_bytes, format_time, jsonable, text_fields
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -74,9 +74,18 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(run=rm)
 
 
+def object_doc(info: ObjectInfo) -> dict[str, Any]:
+    """An object's info as a JSON document: the wire form, plus ``name_b64`` for a name whose
+    bytes are not UTF-8."""
+    doc: dict[str, Any] = jsonable(info)
+    doc.update(text_fields("name", info.name))
+    return doc
+
+
 def object_text(info: ObjectInfo) -> str:
     """An object's info for people."""
-    text = f"{info.bucket} > {info.name}: {format_bytes(info.size)} in {info.chunks} chunks"
+    name = escaped(info.name)
+    text = f"{info.bucket} > {name}: {format_bytes(info.size)} in {info.chunks} chunks"
     text += f", modified {format_time(info.mtime)}"
     if info.link is not None:
         target = info.link.name or "(the whole bucket)"
@@ -139,7 +148,8 @@ def ls(args: argparse.Namespace, out: Output) -> int:
         js = nc.jetstream(timeout=args.timeout)
         if args.bucket:
             objects = sorted(js.object_store(args.bucket).list(), key=lambda i: i.name)
-            out.result(objects, lambda: "\n".join(map(object_text, objects)) or "no objects")
+            docs = [object_doc(o) for o in objects]
+            out.result(docs, lambda: "\n".join(map(object_text, objects)) or "no objects")
             return 0
         found = sorted(js.object_stores(), key=lambda s: s.bucket)
     out.result(
@@ -157,7 +167,7 @@ def info(args: argparse.Namespace, out: Output) -> int:
             out.result(status_doc(status), lambda: status_text(status))
             return 0
         found = store.get_info(args.name)
-    out.result(found, lambda: object_text(found))
+    out.result(object_doc(found), lambda: object_text(found))
     return 0
 
 
@@ -193,7 +203,7 @@ def put(args: argparse.Namespace, out: Output) -> int:
         reader = cast(IO[bytes], _CountingReader(source, progress))
         stored = store.put(name, reader, description=args.description)
         progress.done()
-    out.result(stored, lambda: f"Stored {object_text(stored)}")
+    out.result(object_doc(stored), lambda: f"Stored {object_text(stored)}")
     return 0
 
 
@@ -216,7 +226,7 @@ def get(args: argparse.Namespace, out: Output) -> int:
         found = _get_to_file(store, args.name, target, progress)
         progress.done()
     out.result(
-        {"file": os.path.abspath(target), **found.to_api()},
+        {"file": os.path.abspath(target), **object_doc(found)},
         lambda: f"Wrote {object_text(found)} to {target}",
     )
     return 0
@@ -254,7 +264,7 @@ def rm(args: argparse.Namespace, out: Output) -> int:
             return 0
         js.object_store(args.bucket).delete(args.name)
     out.result(
-        {"bucket": args.bucket, "name": args.name, "deleted": True},
-        f"Deleted {args.bucket} > {args.name}",
+        {"bucket": args.bucket, **text_fields("name", args.name), "deleted": True},
+        f"Deleted {args.bucket} > {escaped(args.name)}",
     )
     return 0

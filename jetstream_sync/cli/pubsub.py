@@ -2,7 +2,9 @@
 
 Bodies and header values are templates: ``{{Count}}`` is the message's number
 (from 1), ``{{TimeStamp}}`` the time (RFC 3339), ``{{Unix}}`` / ``{{UnixNano}}``
-the Unix time in seconds / nanoseconds, as in the ``nats`` CLI.
+the Unix time in seconds / nanoseconds, as in the ``nats`` CLI. ``pub`` and
+``req`` read the body from stdin for ``-``, or when it is left out and stdin is
+a pipe or a file (``_stdin``); a body read from stdin is sent byte for byte.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from ..subscription import Subscription
 from ._args import count, header, size
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, Progress, format_bytes, message_doc, message_text
+from ._output import Output, Progress, format_bytes, message_doc, message_text, quoted, text_fields
+from ._stdin import body_argument
 
 _TEMPLATE = re.compile(r"\{\{\s*(Count|TimeStamp|Unix|UnixNano)\s*\}\}")
 
@@ -34,7 +37,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Publish BODY to SUBJECT, COUNT times.",
     )
     p.add_argument("subject")
-    p.add_argument("body", nargs="?", default="", help="the payload (a template)")
+    _add_body_argument(p)
     p.add_argument("--count", type=count, default=1, help="how many messages (default 1)")
     p.add_argument(
         "--size",
@@ -71,7 +74,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Send BODY to SUBJECT and print the reply (waits --timeout seconds).",
     )
     p.add_argument("subject")
-    p.add_argument("body", nargs="?", default="", help="the payload (a template)")
+    _add_body_argument(p)
     _add_header_option(p, "a header (repeat for more)")
     p.add_argument("--raw", action="store_true", help="print only the reply's payload")
     p.set_defaults(run=req)
@@ -94,6 +97,16 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     _add_header_option(p, "a header for the replies (repeat for more)")
     p.set_defaults(run=reply)
+
+
+def _add_body_argument(parser: argparse.ArgumentParser) -> None:
+    """Add the optional BODY (a template; ``-`` or left out with stdin redirected: stdin)."""
+    parser.add_argument(
+        "body",
+        nargs="?",
+        help="the payload (a template); '-', or none while stdin is a pipe or a file: "
+        "read stdin (sent as it is)",
+    )
 
 
 def _add_header_option(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -123,9 +136,12 @@ def render(template: str, number: int) -> str:
     return _TEMPLATE.sub(lambda m: values[m[1]], template)
 
 
-def body(template: str, number: int, length: int | None = None) -> bytes:
-    """The payload of message ``number``; exactly ``length`` bytes when given."""
-    data = render(template, number).encode("utf-8")
+def body(template: str | bytes, number: int, length: int | None = None) -> bytes:
+    """The payload of message ``number``; exactly ``length`` bytes when given.
+
+    A ``str`` is a template; ``bytes`` (read from stdin) are sent as they are.
+    """
+    data = template if isinstance(template, bytes) else render(template, number).encode("utf-8")
     if length is None:
         return data
     filler = data or b"x"
@@ -144,6 +160,7 @@ def pub(args: argparse.Namespace, out: Output) -> int:
     """Publish ``--count`` messages; print what was sent, and the rate when more than one."""
     if args.jetstream and args.reply:
         raise CommandError("--reply cannot be used with --jetstream (the ack is the reply)")
+    args.body = body_argument(args.body)
     with session(args) as nc:
         if args.jetstream:
             return _pub_jetstream(nc, args, out)
@@ -198,14 +215,15 @@ def _publish_each(
 
 def _report_pub(args: argparse.Namespace, out: Output, sent: int, seconds: float, ack: Any) -> None:
     """One result line: what went where, the rate for more than one message."""
-    doc: dict[str, Any] = {"subject": args.subject, "count": args.count, "bytes": sent}
-    text = f"Published {format_bytes(sent)} to {args.subject!r}"
+    doc: dict[str, Any] = {**text_fields("subject", args.subject), "count": args.count}
+    doc["bytes"] = sent
+    text = f"Published {format_bytes(sent)} to {quoted(args.subject)}"
     if args.count > 1:
         rate = args.count / seconds
         doc.update(seconds=round(seconds, 6), msgs_per_sec=round(rate, 1))
         text = (
             f"Published {args.count:,} messages ({format_bytes(sent)}) to "
-            f"{args.subject!r} in {seconds:.2f}s: {rate:,.0f} msgs/s, "
+            f"{quoted(args.subject)} in {seconds:.2f}s: {rate:,.0f} msgs/s, "
             f"{format_bytes(sent / seconds)}/s"
         )
     if ack is not None:
@@ -218,8 +236,8 @@ def listen(nc: Client, args: argparse.Namespace, out: Output) -> Subscription:
     """Subscribe, make sure the server has the interest, and say so on stderr."""
     subscription = nc.subscribe(args.subject, queue=args.queue)
     nc.flush(timeout=args.timeout)
-    where = f" in queue group {args.queue!r}" if args.queue else ""
-    out.status(f"Listening on {args.subject!r}{where}")
+    where = f" in queue group {quoted(args.queue)}" if args.queue else ""
+    out.status(f"Listening on {quoted(args.subject)}{where}")
     return subscription
 
 
@@ -237,9 +255,9 @@ def show(out: Output, number: int, msg: Msg, raw: bool = False) -> None:
     if raw and not out.json:
         out.raw(msg.data + b"\n")
         return
-    title = f"[#{number}] Received on {msg.subject!r}"
+    title = f"[#{number}] Received on {quoted(msg.subject)}"
     if msg.reply:
-        title += f" with reply {msg.reply!r}"
+        title += f" with reply {quoted(msg.reply)}"
     out.result(
         message_doc(msg.subject, msg.data, msg.headers, reply=msg.reply),
         lambda: message_text(title, msg.data, msg.headers),
@@ -257,6 +275,7 @@ def sub(args: argparse.Namespace, out: Output) -> int:
 
 def req(args: argparse.Namespace, out: Output) -> int:
     """Send one request and print the reply."""
+    args.body = body_argument(args.body)
     with session(args) as nc:
         started = time.monotonic()
         msg = nc.request(
@@ -272,7 +291,7 @@ def req(args: argparse.Namespace, out: Output) -> int:
         return 0
     out.result(
         message_doc(msg.subject, msg.data, msg.headers, rtt_ms=round(rtt * 1000, 3)),
-        lambda: message_text(f"Reply on {msg.subject!r}", msg.data, msg.headers),
+        lambda: message_text(f"Reply on {quoted(msg.subject)}", msg.data, msg.headers),
     )
     return 0
 

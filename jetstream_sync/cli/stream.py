@@ -32,7 +32,15 @@ from ._args import (
 )
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, format_bytes, format_enum, format_time, message_doc, message_text
+from ._output import (
+    Output,
+    escaped,
+    format_bytes,
+    format_enum,
+    format_time,
+    message_doc,
+    message_text,
+)
 
 VIEW_DEFAULT = 100
 _RETENTION = {
@@ -289,7 +297,7 @@ def show_stored(out: Output, msg: Any) -> None:
             "delivered": meta.num_delivered,
             "pending": meta.num_pending,
         }
-    title = f"[{seq}] {msg.subject}" + (f" @ {when.isoformat()}" if when else "")
+    title = f"[{seq}] {escaped(msg.subject)}" + (f" @ {when.isoformat()}" if when else "")
     if extra:
         title += f" (delivered {extra['delivered']}x, {extra['pending']} pending)"
     out.result(
@@ -310,9 +318,14 @@ def get(args: argparse.Namespace, out: Output) -> int:
     if (args.seq is None) == (args.last_for is None):
         raise ValueError("give a sequence or --last-for SUBJECT (one of them)")
     with session(args) as nc:
-        stream = nc.jetstream(timeout=args.timeout).stream_no_info(args.name)
+        stream = nc.jetstream(timeout=args.timeout).stream(args.name)
+        # A direct get keeps a subject's bytes; the JSON API has the server replace the bytes
+        # that are not UTF-8 with U+FFFD before we see them.
+        direct = stream.cached_info is not None and stream.cached_info.config.allow_direct
         if args.seq is not None:
-            msg = stream.get_msg(args.seq)
+            msg = stream.direct_get(args.seq) if direct else stream.get_msg(args.seq)
+        elif direct:
+            msg = stream.direct_get_last_for_subject(args.last_for)
         else:
             msg = stream.get_last_msg_for_subject(args.last_for)
     show_stored(out, msg)

@@ -15,6 +15,7 @@ The pytest plugin (``jetstream_sync.testing.plugin``, registered through the
 ``nats_client`` and ``jetstream``. This package uses only the public API.
 """
 
-from ._server import NatsServer, ServerStartError, find_nats_server
+from ..errors import ServerStartError
+from ._server import NatsServer, find_nats_server
 
 __all__ = ["NatsServer", "ServerStartError", "find_nats_server"]

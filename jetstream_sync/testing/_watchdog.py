@@ -4,10 +4,12 @@ Run as a script (``python -I -S _watchdog.py WORKDIR -- nats-server ARGS...``)
 by ``NatsServer.start``; it uses only the standard library, so it needs no
 import path. It starts the server as its own child, writes the server's pid on
 stdout, then reads its stdin, a pipe whose write end only the owner holds.
-End of file on that pipe means the owner has stopped the server or has died
-(any way, SIGKILL included: the kernel closes the pipe). Either way the
-watchdog stops the server (SIGTERM, then SIGKILL after a grace period),
-removes ``WORKDIR`` (when it is not empty) and exits. On Linux the server also
+A line ``stop`` (SIGTERM, then SIGKILL after a grace period) or ``kill``
+(SIGKILL) from the owner, or the server exiting by itself, ends the run: the
+watchdog writes ``exit <code>`` and exits, leaving the files for the owner
+(a restart reuses them). End of file on the pipe means the owner has died
+(any way, SIGKILL included: the kernel closes the pipe): the watchdog stops
+the server, removes ``WORKDIR`` (when it is not empty) and exits. On Linux the server also
 gets ``PR_SET_DEATHSIG``, so it dies even if the watchdog itself is killed.
 """
 
@@ -44,13 +46,21 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_DEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _wait_for_owner(server: subprocess.Popen[bytes]) -> None:
-    """Block until stdin reaches end of file; reap the server if it exits on its own."""
+def _wait_for_owner(server: subprocess.Popen[bytes]) -> bytes:
+    """Block until the owner says ``stop`` or ``kill``, stdin reaches end of file (``b""``:
+    the owner is gone), or the server exits by itself (``b"exited"``)."""
+    pending = b""
     while True:
-        readable, _, _ = select.select([0], [], [], 0.5)
-        if readable and not os.read(0, 4096):
-            return
-        server.poll()
+        readable, _, _ = select.select([0], [], [], 0.1)
+        if readable:
+            chunk = os.read(0, 4096)
+            if not chunk:
+                return b""
+            pending += chunk
+            if b"\n" in pending:
+                return pending.split(b"\n", 1)[0].strip()
+        if server.poll() is not None:
+            return b"exited"
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:
@@ -68,13 +78,14 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run the server given after ``--``; stop it and clean up when stdin closes."""
+    """Run the server given after ``--`` until the owner says so, goes away, or it exits."""
     if len(argv) < 3 or argv[1] != "--":
         sys.stderr.write("usage: _watchdog.py WORKDIR -- nats-server [ARGS...]\n")
         return 2
     workdir, command = argv[0], argv[2:]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the owner decides when to stop
     signal.signal(signal.SIGTERM, _stop_requested)
+    owner_gone = True
     try:
         server = subprocess.Popen(
             command,
@@ -85,11 +96,18 @@ def main(argv: list[str]) -> int:
         )
         sys.stdout.write(f"{server.pid}\n")
         sys.stdout.flush()
+        request = b""
         with contextlib.suppress(_StopRequested):
-            _wait_for_owner(server)
+            request = _wait_for_owner(server)
+        owner_gone = request == b""
+        if request == b"kill" and server.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                server.kill()
         _stop(server)
+        sys.stdout.write(f"exit {server.returncode}\n")
+        sys.stdout.flush()
     finally:
-        if workdir:
+        if workdir and owner_gone:
             shutil.rmtree(workdir, ignore_errors=True)
     return 0
 

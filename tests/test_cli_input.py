@@ -1,0 +1,102 @@
+"""What the ``jetstream-sync`` command reads: bodies from stdin, and bad values refused by cause.
+
+``pub`` and ``req`` take the body from stdin like the ``nats`` CLI (``-``, or no
+body while stdin is a pipe or a file); every message about a bad subject or a
+bad number says what exactly is wrong.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jetstream_sync.cli import main
+
+
+def test_piped_stdin_is_the_body_of_a_jetstream_pub(cli, stream):
+    """``printf 'piped-body' | jetstream-sync pub S --jetstream`` stores 'piped-body'."""
+    result = cli.run("--json", "pub", f"{stream.name}.in", "--jetstream", input=b"piped-body")
+    assert result.code == 0, result.stderr
+    doc = result.json()
+    assert doc["bytes"] == len(b"piped-body") and doc["seq"] == 1
+    assert stream.get_msg(1).data == b"piped-body"
+
+
+def test_a_dash_reads_stdin_from_a_file_byte_for_byte(cli, stream, tmp_path):
+    """``pub S - < file`` sends the file's bytes as they are (not UTF-8, no template filled in),
+    once per ``--count``."""
+    body = b"\xff\x00 {{Count}} \xe9"
+    source = tmp_path / "body.bin"
+    source.write_bytes(body)
+    assert cli.run("pub", f"{stream.name}.f", "-", "-J", "--count", "2", stdin=source).code == 0
+    assert [stream.get_msg(seq).data for seq in (1, 2)] == [body, body]
+
+
+def test_no_body_from_a_redirected_file_and_a_given_body_wins_over_stdin(cli, stream, tmp_path):
+    """No BODY with stdin redirected from a file reads the file; a BODY given on the command
+    line is sent even while stdin carries something else."""
+    source = tmp_path / "body.txt"
+    source.write_bytes(b"from the file")
+    assert cli.run("pub", f"{stream.name}.a", "-J", stdin=source).code == 0
+    assert cli.run("pub", f"{stream.name}.b", "argument", "-J", input=b"stdin").code == 0
+    assert [stream.get_msg(seq).data for seq in (1, 2)] == [b"from the file", b"argument"]
+
+
+def test_no_body_without_redirected_stdin_is_an_empty_message(cli, stream):
+    """With stdin on /dev/null (as a terminal would be: nothing redirected), no BODY is an
+    empty message, sent at once instead of waiting for input."""
+    assert cli.run("pub", f"{stream.name}.empty", "-J").code == 0
+    assert stream.get_msg(1).data == b""
+
+
+def test_req_sends_piped_stdin(cli, nc):
+    """``printf ... | jetstream-sync req S`` sends stdin as the request's body."""
+    nc.subscribe("cli.input.upper", cb=lambda msg: msg.respond(msg.data.upper()))
+    nc.flush(timeout=5)
+    result = cli.run("req", "cli.input.upper", "--raw", input=b"ping body")
+    assert result.code == 0, result.stderr
+    assert result.stdout == "PING BODY\n"
+    dashed = cli.run("req", "cli.input.upper", "-", "--raw", input=b"dash")
+    assert dashed.stdout == "DASH\n"
+
+
+@pytest.mark.parametrize(
+    ("subject", "says"),
+    [
+        ("orders new", "invalid subject (it contains a space; subjects take no whitespace)"),
+        ("orders\tnew", "invalid subject (it contains a tab; subjects take no whitespace)"),
+        ("orders..new", "invalid subject (it has an empty token"),
+        (".orders", "invalid subject (it has an empty token"),
+        ("orders.*", "invalid subject (publish subjects take no wildcards, and '*' is one)"),
+        ("orders.>", "invalid subject (publish subjects take no wildcards, and '>' is one)"),
+    ],
+)
+def test_a_bad_publish_subject_is_refused_naming_its_fault(shared_server, capsys, subject, says):
+    """pub to a bad subject exits 1 with the one cause that is wrong, not a wildcard message
+    for a space."""
+    assert main(["pub", subject, "x", "--server", shared_server.url]) == 1
+    error = capsys.readouterr().err
+    assert says in error, error
+    assert ("wildcards" in error) == ("wildcards" in says)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--timeout", "nan", "pub", "x"), "a duration must be a number, got 'nan'"),
+        (("pub", "x", "--timeout", "NaN"), "a duration must be a number, got 'NaN'"),
+        (("--timeout", "inf", "pub", "x"), "a duration must be finite, got 'inf'"),
+        (("--timeout", "-1", "pub", "x"), "a duration must not be negative, got '-1'"),
+        (("stream", "add", "S", "--max-age", "nan"), "a duration must be a number"),
+        (("kv", "add", "B", "--ttl", "inf"), "a duration must be finite"),
+        (("pub", "x", "--size", "9" * 400), "is too large"),
+        (("consumer", "pause", "S", "C", "1e300"), "from now is past the year 9999"),
+    ],
+)
+def test_a_number_that_is_not_one_is_bad_usage_saying_so(capsys, args, says):
+    """NaN, infinity and numbers too large to use are refused by argparse (exit 2) with what
+    is wrong, never as a negative number or a traceback."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert says in error, error
