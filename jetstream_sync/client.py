@@ -52,6 +52,7 @@ _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
 _FIELDS = _protocol.OP_FIELDS
 _SUBJECT_CACHE_MAX = 4096
+_CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
@@ -562,12 +563,15 @@ class Client(ConnectionMixin):
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
-        self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)  # nothing sent on timeout
+        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)  # never waits for room
         try:
             self.flush(deadline.remaining() or 0.001)
         finally:  # whatever happens, the local side ends: no waiter is left hanging
             self._subs.remove(sub, discard=False)
-        if sub._worker is not None and not sub._worker.join(deadline.remaining()):
+        worker = sub._worker
+        # From its own callback the worker cannot be joined: it handles what is
+        # left once the callback returns, then ends by itself.
+        if worker is not None and not worker.is_current() and not worker.join(deadline.remaining()):
             raise TimeoutError(f"subscription {sub.sid} did not finish draining in time")
 
     # ------------------------------------------------------------------ request/reply
@@ -602,7 +606,9 @@ class Client(ConnectionMixin):
             sid = self._subs.new_sid()
             subject = prefix.encode() + b"*"
             self._routes = {**self._routes, sid: (len(prefix), handler, subject)}
-            self._writer.write(sub_frame(subject, b"", sid))
+            # Under the lock, so never waiting for room: a full buffer must not
+            # stall this caller (it has no deadline here) nor other subscribers.
+            self._writer.write_small(sub_frame(subject, b"", sid))
             self._route_prefixes[prefix] = prefix.encode()
         return prefix
 
@@ -738,25 +744,34 @@ class Client(ConnectionMixin):
     def drain(self, timeout: float = D.DRAIN_TIMEOUT) -> None:
         """Stop every subscription, let pending messages be handled, flush, then close.
 
+        The whole call, closing included, keeps ``timeout``. Called from a
+        subscription's callback, it does not wait for that callback's own thread
+        (which handles what is left once the callback returns).
+
         Raises:
-            TimeoutError: draining took longer than ``timeout``, including waiting for
-                room in the write buffer (the client is closed anyway).
+            TimeoutError: draining took longer than ``timeout`` (the client is
+                closed anyway).
         """
         self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
         subs = self._subs.subscriptions()
         try:
             for sub in subs:
-                self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)
+                self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)  # never waits for room
             self.flush(deadline.remaining() or 0.001)
             for sub in subs:
                 self._subs.remove(sub, discard=False)
             for sub in subs:
-                if sub._worker is not None and not sub._worker.join(deadline.remaining()):
+                worker = sub._worker
+                # Called from a callback, that callback's worker is not joined: it
+                # handles what is left once the callback returns, then ends.
+                if worker is None or worker.is_current():
+                    continue
+                if not worker.join(deadline.remaining()):
                     raise TimeoutError("subscriptions did not finish draining in time")
             self._writer.wait_drained(deadline)
         finally:
-            self.close()
+            self._close(None, deadline)
 
     def shared_resource(self, key: str, factory: Callable[[Client], T]) -> T:
         """The client's one object under ``key``, made by ``factory(client)`` on first use.
@@ -791,7 +806,8 @@ class Client(ConnectionMixin):
         """
         self._close(None)
 
-    def _close(self, reason: BaseException | None) -> None:
+    def _close(self, reason: BaseException | None, deadline: Deadline | None = None) -> None:
+        """Close; the brief flush of what is buffered ends by ``deadline`` (drain's) if given."""
         with self._state_lock:
             if self._closed:
                 return
@@ -805,7 +821,8 @@ class Client(ConnectionMixin):
                 self._reader.role.close_inherited()
             return
         if not self._reconnecting and self._writer is not None:
-            self._writer.wait_drained(Deadline(1.0))
+            left = _CLOSE_FLUSH if deadline is None else min(_CLOSE_FLUSH, deadline.remaining())
+            self._writer.wait_drained(Deadline(left))
         closed = ConnectionClosedError("the client was closed")
         if self._conn is not None:
             self._conn.transport.shutdown()

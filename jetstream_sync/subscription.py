@@ -195,12 +195,14 @@ class Subscription:
         The server is told to stop sending; messages already on their way are
         still queued. A callback subscription returns once its callback has run
         for every one of them; a plain one returns at once and :meth:`next_msg`
-        or iteration keep yielding the rest.
+        or iteration keep yielding the rest. Called from the subscription's own
+        callback, it returns once the server has the UNSUB: the callback's thread
+        handles the rest after that callback returns. The UNSUB never waits for
+        room in the write buffer.
 
         Raises:
-            TimeoutError: the callback did not finish within ``timeout``, or the
-                write buffer had no room for the UNSUB within it (a stalled server;
-                the subscription then stays active).
+            TimeoutError: the server did not confirm the UNSUB (a flush), or the
+                callback did not finish, within ``timeout``.
         """
         self._client._drain_subscription(self, timeout)
 
