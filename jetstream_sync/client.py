@@ -53,6 +53,10 @@ _OP_HMSG = _protocol.OP_HMSG
 _FIELDS = _protocol.OP_FIELDS
 _SUBJECT_CACHE_MAX = 4096
 _CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
+# What a control line adds to its subject, reply or queue group at most: the op,
+# the spaces, a sid or the header and total sizes (10 digits each), the CRLF.
+_LINE_OVERHEAD = 32
+_TOKEN_DIGITS = 20  # a reply route's token: a non-negative int below 2**64
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
@@ -158,6 +162,9 @@ class Client(ConnectionMixin):
         self._conn: Connected | None = None
         self._server_info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
+        # The bytes a control line has for its subject, reply or queue group
+        # together: one comparison per publish (see _check_line).
+        self._line_room = D.MAX_CONTROL_LINE - _LINE_OVERHEAD
         self._subs = SubscriptionTable()
         self._subject_cache: dict[str, bytes] = {}
         self._mux: RequestMux | None = None
@@ -224,6 +231,7 @@ class Client(ConnectionMixin):
         """
         self._server_info = {**self._server_info, **info}
         self._max_payload = self._server_info.get("max_payload", self._max_payload)
+        self._line_room = self.max_control_line - _LINE_OVERHEAD
         urls = info.get("connect_urls")
         if urls and self._conn is not None:
             bad = self._pool.add_discovered(urls, self._conn.address)
@@ -402,11 +410,27 @@ class Client(ConnectionMixin):
         head, _, token = subject.rpartition(".")
         return token.isalnum() and token.isascii() and head in self._subject_cache
 
+    def _check_line(self, *arguments: tuple[str, int]) -> None:
+        """Refuse arguments (name, length) too long together for one control line.
+
+        Called once the one-comparison check against ``_line_room`` failed; the
+        error names the longest argument, the one to shorten.
+
+        Raises:
+            LimitExceededError: the line would pass the server's ``max_control_line``.
+        """
+        total = sum(length for _, length in arguments)
+        argument, length = max(arguments, key=lambda pair: pair[1])
+        overhead = total - length + _LINE_OVERHEAD
+        _subjects.check_control_line(argument, length, overhead, self.max_control_line)
+
     def _encode_publish(
         self, subject: str, data: bytes | str, reply: str | None, headers: HeadersIn | None
     ) -> bytes:
         subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
         reply_b = self._reply_bytes(reply) if reply else b""
+        if len(subject_b) + len(reply_b) > self._line_room:  # the server would drop the link
+            self._check_line(("subject", len(subject_b)), ("reply subject", len(reply_b)))
         if isinstance(data, str):
             data = data.encode()
         if headers:
@@ -437,6 +461,8 @@ class Client(ConnectionMixin):
 
         Raises:
             BadSubjectError, BadHeaderError, MaxPayloadError: the input is bad.
+            LimitExceededError: the subject and reply together pass the server's
+                ``max_control_line``.
         """
         self._encode_publish(subject, data, reply, headers)
 
@@ -465,6 +491,8 @@ class Client(ConnectionMixin):
         Raises:
             TimeoutError: no room within ``timeout``; nothing was sent.
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            LimitExceededError: the subject (with the reply) passes the server's
+                ``max_control_line``; nothing was sent.
             ConnectionClosedError: the client is closed.
             ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
         """
@@ -527,6 +555,8 @@ class Client(ConnectionMixin):
 
         Raises:
             BadSubjectError: the subject or queue group is not valid; nothing was sent.
+            LimitExceededError: the subject with the queue group passes the server's
+                ``max_control_line``; nothing was sent.
             ValueError, TypeError: a pending limit is not an int >= 1.
         """
         self._check_usable()
@@ -534,6 +564,8 @@ class Client(ConnectionMixin):
         queue_b = b""
         if queue:
             queue_b = _subjects.name_token(queue, "queue group").encode()
+        if len(subject_b) + len(queue_b) > self._line_room:
+            self._check_line(("subject", len(subject_b)), ("queue group", len(queue_b)))
         msgs_limit = self._pending_msgs_limit
         if pending_msgs_limit is not None:
             msgs_limit = check_count("pending_msgs_limit", pending_msgs_limit, 1)
@@ -626,8 +658,8 @@ class Client(ConnectionMixin):
 
         Raises:
             ValueError: ``prefix`` is not one :meth:`add_reply_route` returned.
-            BadSubjectError, MaxPayloadError, TimeoutError, ConnectionClosedError,
-                ReconnectBufferFullError: as :meth:`publish`.
+            BadSubjectError, LimitExceededError, MaxPayloadError, TimeoutError,
+                ConnectionClosedError, ReconnectBufferFullError: as :meth:`publish`.
         """
         if self._closed or self._forked:
             self._check_usable()
@@ -635,6 +667,10 @@ class Client(ConnectionMixin):
         if reply is None:
             raise ValueError(f"{prefix!r} is not a reply route's prefix")
         subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
+        if len(subject_b) + len(reply) + _TOKEN_DIGITS > self._line_room:
+            self._check_line(
+                ("subject", len(subject_b)), ("reply subject", len(reply) + _TOKEN_DIGITS)
+            )
         size = len(data)
         if size > self._max_payload:
             raise MaxPayloadError(
@@ -671,6 +707,8 @@ class Client(ConnectionMixin):
             TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
             NoRespondersError: nobody is subscribed to ``subject`` (status 503).
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            LimitExceededError: the subject (with the reply) passes the server's
+                ``max_control_line``; nothing was sent.
             ConnectionLostError: the connection dropped while the request waited
                 (raised at once, not at the timeout); the request may or may not
                 have been processed.
