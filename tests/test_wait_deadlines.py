@@ -161,7 +161,7 @@ def test_first_publish_async_keeps_its_timeout_and_blocks_no_subscriber(nats_ser
             fill_past_high_water(nc)
             publisher = threading.Thread(target=first_publish)
             publisher.start()
-            wait_for(lambda: nc._routes or not publisher.is_alive(), timeout=10)
+            wait_for(lambda: nc._connection._routes or not publisher.is_alive(), timeout=10)
             subscriber = threading.Thread(
                 target=lambda: (nc.subscribe("first.y"), subscribed.set())
             )
