@@ -53,7 +53,11 @@ _CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
 # What a control line adds to its subject, reply or queue group at most: the op,
 # the spaces, a sid or the header and total sizes (10 digits each), the CRLF.
 _LINE_OVERHEAD = 32
-_TOKEN_DIGITS = 20  # a reply route's token: a non-negative int below 2**64
+_TOKEN_DIGITS = 20
+# The PUB frame of the most frequent acknowledgement body, formatted with one argument.
+_ACK_FRAMES = {
+    b"+ACK": b"PUB %s 4\r\n+ACK\r\n"
+}  # a reply route's token: a non-negative int below 2**64
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
@@ -495,7 +499,6 @@ class Client:
         reply: str,
         data: bytes | str,
         headers: HeadersIn | None = None,
-        *,
         ack: bool = False,
     ) -> None:
         """Publish to the reply subject of a received message: the seam :class:`Msg` uses.
@@ -527,7 +530,12 @@ class Client:
         if ack and type(data) is bytes:
             # Decoded with surrogateescape (bytes that are not UTF-8): encoded back so.
             subject = reply.encode("utf-8", "surrogateescape")
-            self._writer.write(b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data), msgs=1)
+            frame = _ACK_FRAMES.get(data)
+            if frame is None:
+                frame = b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data)
+            else:
+                frame %= subject
+            self._writer.write(frame, msgs=1)
             return
         frame = self._encode_publish(reply, data, None, headers)
         self._writer.write(frame, urgent=True, msgs=1)

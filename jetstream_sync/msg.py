@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from . import _defaults as D
 from . import _protocol
+from ._ack_subject import ACK as _ACK
+from ._ack_subject import ACK_PREFIX as _ACK_PREFIX
+from ._ack_subject import IN_PROGRESS as _WPI
+from ._ack_subject import NAK as _NAK
+from ._ack_subject import MsgMetadata, nak_body, parse_metadata, term_body
 from ._reply import STATUS_SEPARATORS
 from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
 from .headers import Headers
 
-if TYPE_CHECKING:
-    from .jetstream._ack import MsgMetadata
-
 _NO_HEADERS = Headers()
-_ACK_PREFIX = "$JS.ACK."
-# The JetStream acknowledgement bodies (server/consumer.go).
-_ACK = b"+ACK"
-_NAK = b"-NAK"
-_WPI = b"+WPI"
 
 
 class AckSender(Protocol):
@@ -35,7 +32,6 @@ class AckSender(Protocol):
         reply: str,
         data: bytes | str,
         headers: Mapping[str, str | Sequence[str]] | None = None,
-        *,
         ack: bool = False,
     ) -> None:
         """Publish to a reply subject the server gave (see ``Client.send_reply``)."""
@@ -180,8 +176,6 @@ class Msg:
         Raises:
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
-        from .jetstream._ack import parse_metadata
-
         return parse_metadata(self.reply)
 
     @property
@@ -214,7 +208,7 @@ class Msg:
             return
         # _send_ack(_ACK, True), inlined: the hot path of every consumer.
         self._ackd = True
-        client.send_reply(reply, _ACK, ack=True)
+        client.send_reply(reply, _ACK, None, True)  # positional: the cheapest call
 
     def ack_sync(self, timeout: float | None = None) -> None:
         """Acknowledge and block until the server confirms it (a "double ack").
@@ -249,8 +243,6 @@ class Msg:
         if delay is None:
             self._send_ack(_NAK, True)
             return
-        from .jetstream._ack import nak_body
-
         self._send_ack(nak_body(delay), True)
 
     def in_progress(self) -> None:
@@ -273,8 +265,6 @@ class Msg:
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
-        from .jetstream._ack import term_body
-
         self._send_ack(term_body(reason), True)
 
     def __repr__(self) -> str:
