@@ -463,12 +463,12 @@ class Client:
             ConnectionClosedError: the client is closed.
             ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
         """
+        # The timeout is checked first: bad input is refused whatever the state.
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         if self._closed or self._forked:
             self._check_usable()
         self._writer.write(
-            self._encode_publish(subject, data, reply, headers),
-            msgs=1,
-            deadline=None if timeout is None else Deadline(check_timeout("timeout", timeout)),
+            self._encode_publish(subject, data, reply, headers), msgs=1, deadline=deadline
         )
 
     def publish_frames(self, frames: bytes, msgs: int, *, timeout: float) -> None:
@@ -490,9 +490,10 @@ class Client:
             ConnectionClosedError: the client is closed.
             ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
         """
+        deadline = Deadline(check_timeout("timeout", timeout))
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(frames, msgs=msgs, deadline=Deadline(check_timeout("timeout", timeout)))
+        self._writer.write(frames, msgs=msgs, deadline=deadline)
 
     def send_reply(
         self,
@@ -600,8 +601,8 @@ class Client:
             sub._worker.join()
 
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
+        self._check_usable()
         self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)  # never waits for room
         try:
             self.flush(deadline.remaining() or 0.001)
@@ -705,8 +706,8 @@ class Client:
                 have been processed.
             ConnectionClosedError: the client closed while waiting.
         """
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
+        self._check_usable()
         connection = self._connection
         if (
             connection.mux is None
@@ -747,8 +748,8 @@ class Client:
             ConnectionLostError: the connection broke before the PONG came.
             ConnectionClosedError: the client closed while waiting.
         """
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
+        self._check_usable()
         waiter = ReplyWaiter()
         connection = self._connection
         connection.send_ping(waiter)
@@ -777,8 +778,8 @@ class Client:
             TimeoutError: draining took longer than ``timeout`` (the client is
                 closed anyway).
         """
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
+        self._check_usable()
         subs = self._subs.subscriptions()
         try:
             for sub in subs:

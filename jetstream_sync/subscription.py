@@ -90,10 +90,10 @@ class Subscription:
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the client connected.
         """
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         if self._worker is not None:
             raise NatsError("next_msg() is not available on a subscription with a callback")
         self._client._check_same_process()
-        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         msg = self._queue.get(deadline)
         if msg is None:
             raise NatsError(f"subscription to {self.subject!r} has ended")
@@ -128,13 +128,13 @@ class Subscription:
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the client connected.
         """
-        if self._worker is not None:
-            raise NatsError("next_msgs() is not available on a subscription with a callback")
-        if max_msgs < 1:
-            raise ValueError("max_msgs must be at least 1")
-        self._client._check_same_process()
         if deadline is None and timeout is not None:
             deadline = Deadline(check_timeout("timeout", timeout))
+        if max_msgs < 1:
+            raise ValueError("max_msgs must be at least 1")
+        if self._worker is not None:
+            raise NatsError("next_msgs() is not available on a subscription with a callback")
+        self._client._check_same_process()
         return self._queue.get_batch(max_msgs, deadline)
 
     def interrupt(self) -> None:

@@ -256,6 +256,26 @@ def test_timeouts_are_checked_at_the_call_even_when_the_answer_is_ready(nats_ser
         assert sub.next_msg(timeout=1).data == b"ready"
 
 
+def test_timeouts_are_checked_before_the_state_of_the_client(nats_server):
+    """A bad timeout is a ValueError on a closed client and on a callback subscription too."""
+    nc = js.connect(nats_server.url)
+    with_cb = nc.subscribe("dl.cb.state", cb=lambda msg: None)
+    plain = nc.subscribe("dl.plain.state")
+    nc.close()
+    for call in (
+        lambda: with_cb.next_msg(timeout=math.nan),
+        lambda: with_cb.next_msgs(timeout=math.nan),
+        lambda: plain.drain(timeout=math.nan),
+        lambda: nc.flush(timeout=math.nan),
+        lambda: nc.request("dl.x", b"", timeout=math.nan),
+        lambda: nc.publish("dl.x", b"", timeout=math.nan),
+        lambda: nc.publish_frames(b"", 0, timeout=math.nan),
+        lambda: nc.drain(timeout=math.nan),
+    ):
+        with pytest.raises(ValueError, match="timeout"):
+            call()
+
+
 def test_reconnect_buffer_full_error_is_a_public_error():
     """ReconnectBufferFullError lives in errors.py and is the same class where it was before."""
     from jetstream_sync import _writer, errors
