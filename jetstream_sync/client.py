@@ -53,11 +53,9 @@ _CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
 # What a control line adds to its subject, reply or queue group at most: the op,
 # the spaces, a sid or the header and total sizes (10 digits each), the CRLF.
 _LINE_OVERHEAD = 32
-_TOKEN_DIGITS = 20
+_TOKEN_DIGITS = 20  # a reply route's token: a non-negative int below 2**64
 # The PUB frame of the most frequent acknowledgement body, formatted with one argument.
-_ACK_FRAMES = {
-    b"+ACK": b"PUB %s 4\r\n+ACK\r\n"
-}  # a reply route's token: a non-negative int below 2**64
+_ACK_FRAMES = {b"+ACK": b"PUB %s 4\r\n+ACK\r\n"}
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
