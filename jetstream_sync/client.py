@@ -29,6 +29,7 @@ from .errors import (
     AuthorizationError,
     ConnectionClosedError,
     ForkedClientError,
+    LimitExceededError,
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
@@ -54,6 +55,8 @@ _CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
 # the spaces, a sid or the header and total sizes (10 digits each), the CRLF.
 _LINE_OVERHEAD = 32
 _TOKEN_DIGITS = 20  # a reply route's token: a non-negative int below 2**64
+# What an inbox adds to inbox_prefix: ".<22-character NUID>." and a reply token.
+_INBOX_TAIL = 1 + 22 + 1 + _TOKEN_DIGITS
 # The PUB frame of the most frequent acknowledgement body, formatted with one argument.
 _ACK_FRAMES = {b"+ACK": b"PUB %s 4\r\n+ACK\r\n"}
 
@@ -190,6 +193,16 @@ class Client:
             raise
         self._writer = connection.writer
         _live_clients.add(self)
+        try:  # the server's limit is known now; every inbox must fit in its lines
+            _subjects.check_control_line(
+                "inbox_prefix",
+                len(self._inbox_prefix.encode("utf-8", "surrogateescape")),
+                _INBOX_TAIL + _LINE_OVERHEAD,
+                self.max_control_line,
+            )
+        except LimitExceededError:
+            self.close()
+            raise
         conn = connection.current
         assert conn is not None  # open() returned: connected
         log.info(
@@ -897,6 +910,8 @@ def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Clie
     Raises:
         NoServersError: no server could be reached.
         AuthorizationError: the server rejected the credentials.
+        LimitExceededError: ``inbox_prefix`` is too long for the server's
+            ``max_control_line`` (the client is closed again).
         ValueError, TypeError: an option is out of range or of the wrong type;
             nothing was sent.
     """

@@ -109,3 +109,13 @@ def test_max_control_line_defaults_to_the_servers_default(shared_server):
     """Without the field in INFO, the limit is nats-server's default of 4,096 bytes."""
     with js.connect(shared_server.url) as nc:
         assert nc.max_control_line == 4096
+
+
+def test_an_inbox_prefix_too_long_for_the_server_fails_connect(shared_server):
+    """connect() refuses an inbox_prefix whose inboxes would pass max_control_line."""
+    with pytest.raises(js.LimitExceededError) as info:
+        js.connect(shared_server.url, inbox_prefix="_INBOX." + "p" * 4050)
+    assert info.value.argument == "inbox_prefix"
+    with js.connect(shared_server.url, inbox_prefix="_INBOX." + "p" * 3900) as nc:
+        nc.subscribe("limits.inbox", cb=lambda msg: msg.respond(b"ok"))
+        assert nc.request("limits.inbox", b"", timeout=5).data == b"ok"
