@@ -1,24 +1,40 @@
-"""The connection's background work, mixed into :class:`~jetstream_sync.client.Client`.
+"""The connection to the server, owned by a :class:`~jetstream_sync.client.Client`.
 
-What runs on the client's own threads: the reader thread's handling of every
-parsed buffer (routing messages to subscription queues in batches, PING/PONG,
-INFO, -ERR), reconnecting when the connection breaks, and the keep-alive
-pinger. Kept apart from ``client.py`` so the public API reads on its own; the
-state it uses is the client's, set up in ``Client.__init__``.
+:class:`Connection` owns everything that talks to the server: the transport,
+the writer and its flusher thread, the reader thread and its read role, the
+routing of every parsed buffer (messages to subscription queues in batches,
+replies to the request multiplexer and to reply routes, PING/PONG, INFO,
+-ERR), reconnecting when the link breaks, and the keep-alive pinger. The
+client holds one and stays the public face: it validates and encodes what the
+user asks, and hears back from the connection only through the callbacks it
+gives it (errors, status changes, a new INFO, a connection lost for good).
 """
 
 from __future__ import annotations
 
+import os
 import ssl
 import threading
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from . import _protocol
+from ._deadline import Deadline
 from ._events import log
-from ._handshake import Connected, handshake, parse_info
+from ._handshake import Connected, HandshakeOptions, handshake, parse_info
+from ._pings import PingTracker
+from ._reader import Reader
+from ._reply import Reply
+from ._request_mux import ReplyWaiter, RequestMux
 from ._server_errors import server_error
+from ._server_pool import ServerPool
+from ._sub_table import SubscriptionTable
+from ._writer import Writer
 from .errors import (
     AuthorizationError,
+    ConnectionClosedError,
     ConnectionLostError,
     NatsError,
     NoServersError,
@@ -27,19 +43,13 @@ from .errors import (
     StaleConnectionError,
     TimeoutError,
 )
-from .msg import Msg
+from .msg import AckSender, Msg
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from ._handshake import HandshakeOptions
-    from ._pings import PingTracker
-    from ._request_mux import ReplyWaiter, RequestMux
-    from ._server_pool import ServerPool
-    from ._sub_table import SubscriptionTable
     from ._transport import Transport
-    from ._writer import Writer
-    from .client import Client
+    from .subscription import Subscription
+
+__all__ = ["CONNECT_ERRORS", "Connection", "ConnectionOptions", "Reply", "sub_frame"]
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -50,8 +60,6 @@ CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, Co
 # A server refusing the credentials this many times in a row ends the reconnecting
 # (and closes the client), as in nats.go: retrying them would only hammer it.
 AUTH_FAILURES_BEFORE_CLOSE = 2
-# What Client.add_reply_route hands its handler per reply: (token, payload, raw headers).
-Reply = tuple[str, bytes, bytes | None]
 
 
 def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
@@ -61,47 +69,257 @@ def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
     return b"SUB %s %d\r\n" % (subject, sid)
 
 
-class ConnectionMixin:
-    """Reader-thread routing, reconnects and keep-alives of a :class:`Client`."""
+@attrs.frozen(kw_only=True)
+class ConnectionOptions:
+    """What a :class:`Connection` needs of the client's options (checked by the client).
 
-    if TYPE_CHECKING:  # the client's state and methods this uses (see Client.__init__)
-        _id: int
-        _handshake_opts: HandshakeOptions
-        _connect_timeout: float
-        _allow_reconnect: bool
-        _reconnect_time_wait: float
-        _reconnect_jitter: float
-        _ping_interval: float
-        _max_outstanding_pings: int
-        _state_lock: threading.RLock
-        _closing: threading.Event
-        _forked: bool
-        _reconnecting: bool
-        _pool: ServerPool
-        _conn: Connected | None
-        _subs: SubscriptionTable
-        _mux: RequestMux | None
-        _mux_sid: int
-        _routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]]
-        _pings: PingTracker
-        _in_msgs: int
-        _in_bytes: int
-        _reconnects: int
-        _writer: Writer
+    Attributes:
+        handshake: credentials, TLS and the CONNECT fields.
+        connect_timeout: seconds for one connection attempt.
+        allow_reconnect: reconnect when the link breaks (else the client closes).
+        max_reconnect_attempts: per server, ``-1`` for no limit.
+        reconnect_time_wait: seconds between attempts on one server.
+        reconnect_jitter: random seconds added to that wait.
+        reconnect_buf_size: bytes kept for sending while disconnected.
+        ping_interval: seconds between keep-alive PINGs.
+        max_outstanding_pings: unanswered keep-alives that declare the link stale.
+        tag: the prefix of the threads' names (``jetstream_sync-<client id>``).
+    """
 
-        def _adopt(self, conn: Connected) -> None: ...
-        def _apply_info(self, info: dict[str, Any]) -> None: ...
-        def _announce(self, status: str) -> None: ...
-        def _report_error(self, exc: BaseException) -> None: ...
-        def _send_ping(self, waiter: ReplyWaiter | None) -> None: ...
-        def _close(self, reason: BaseException | None) -> None: ...
+    handshake: HandshakeOptions
+    connect_timeout: float
+    allow_reconnect: bool
+    max_reconnect_attempts: int
+    reconnect_time_wait: float
+    reconnect_jitter: float
+    reconnect_buf_size: int
+    ping_interval: float
+    max_outstanding_pings: int
+    tag: str
+
+
+class Connection:
+    """The link to the server and the threads that serve it; see the module docstring.
+
+    Created with the client (nothing is sent); :meth:`open` connects and
+    starts the threads; :meth:`close` stops and joins them.
+
+    Args:
+        options: see :class:`ConnectionOptions`.
+        owner: what every routed :class:`Msg` acknowledges and replies through.
+        report_error: hands an asynchronous error to the user (``error_cb``).
+        announce: reports ``"disconnected"``, ``"reconnected"`` or ``"lame_duck"``.
+        info_changed: called after an INFO changed :attr:`server_info`.
+        lost: called on a new thread with the reason when the connection is
+            lost for good (reconnecting disallowed, exhausted or refused); the
+            client closes.
+
+    Attributes:
+        options: what it was made with (its repr shows no secret).
+        subs: every subscription, by sid (the client adds them).
+        pings: the outstanding PINGs (flushes and keep-alives).
+        pool: the servers (set by :meth:`open`).
+        current: the live connection, or None before :meth:`open`.
+        server_info: the server's INFO, merged over the connection's life.
+        writer: the one write path (set by :meth:`open`).
+        reader: the reader thread and its read role (set by :meth:`open`).
+        reconnecting: True while the link is down and being re-established.
+        mux: the request multiplexer, once :meth:`request_mux` made it.
+        closing: set once the client started closing.
+        in_msgs, in_bytes, reconnects: counters for ``Client.stats``.
+    """
+
+    def __init__(
+        self,
+        options: ConnectionOptions,
+        owner: AckSender,
+        *,
+        report_error: Callable[[BaseException], None],
+        announce: Callable[[str], None],
+        info_changed: Callable[[], None],
+        lost: Callable[[BaseException], None],
+    ) -> None:
+        self.options = options
+        self._owner = owner
+        self._report_error = report_error
+        self._announce = announce
+        self._info_changed = info_changed
+        self._lost = lost
+        # Held while a reconnect adopts its link and while closing starts, so a
+        # closing client never ends up attached to a new link.
+        self._lock = threading.Lock()
+        self.closing = threading.Event()
+        self.reconnecting = False
+        self.subs = SubscriptionTable()
+        self.pings = PingTracker()
+        # pool, writer and reader are set by open() before the client is handed
+        # out; None only on a client that never connected (close() allows it).
+        self.pool: ServerPool = None  # type: ignore[assignment]
+        self.writer: Writer = None  # type: ignore[assignment]
+        self.reader: Reader = None  # type: ignore[assignment]
+        self.current: Connected | None = None
+        self.server_info: dict[str, Any] = {}
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.reconnects = 0
+        self._pid = os.getpid()
+        self._pinger: threading.Thread | None = None
+        self.mux: RequestMux | None = None  # made by the first request
+        self._mux_sid = 0
+        # Reply routes: sid -> (inbox prefix length, handler, subject); copied on write.
+        self._routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]] = {}
+
+    # ------------------------------------------------------------------ open
+
+    def open(self, servers: Sequence[str]) -> None:
+        """Connect to the first server that answers, then start the threads.
+
+        Raises:
+            NoServersError: no server could be reached.
+            AuthorizationError: a server refused the credentials.
+        """
+        options = self.options
+        self.pool = ServerPool(list(servers), options.max_reconnect_attempts)
+        errors: list[BaseException] = []
+        conn = None
+        for address in self.pool.addresses():
+            try:
+                conn = handshake(address, options.handshake, options.connect_timeout)
+                break
+            except AuthorizationError:
+                raise
+            except CONNECT_ERRORS as exc:
+                errors.append(exc)
+        if conn is None:
+            urls = [a.url() for a in self.pool.addresses()]  # without their credentials
+            raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
+                errors[-1] if errors else None
+            )
+        self._pid = os.getpid()
+        self._adopt(conn)
+        tag = options.tag
+        self.writer = Writer(self._write_failed, options.reconnect_buf_size, f"{tag}-writer")
+        self.writer.attach(conn.transport)
+        self.reader = Reader(
+            conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed
+        )
+        self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
+        self._pinger.start()
+
+    def _adopt(self, conn: Connected) -> None:
+        """Make ``conn`` the current connection and learn from its INFO."""
+        self.current = conn
+        self.pool.connected(conn.address)
+        self._apply_info(conn.info)
+
+    def _apply_info(self, info: dict[str, Any]) -> None:
+        """Learn from an INFO already checked by ``parse_info``.
+
+        ``connect_urls`` entries that are not ``host:port`` are skipped and
+        reported to ``error_cb`` as a :class:`ProtocolError`; the connection stays.
+        """
+        self.server_info = {**self.server_info, **info}
+        urls = info.get("connect_urls")
+        if urls and self.current is not None:
+            bad = self.pool.add_discovered(urls, self.current.address)
+            if bad:
+                self._report_error(
+                    ProtocolError(f"ignored connect_urls the server announced: {bad!r}")
+                )
+        self._info_changed()
+
+    # ------------------------------------------------------------------ what the client asks
+
+    def request_mux(self, new_inbox: Callable[[], str]) -> RequestMux:
+        """The client's request multiplexer; the first call subscribes its inbox.
+
+        The SUB never waits for room in the write buffer (the subscription
+        lock is held): see :meth:`Writer.write_small`.
+        """
+        mux = self.mux
+        if mux is not None:
+            return mux
+        with self.subs.lock:
+            if self.mux is None:
+                mux = RequestMux(new_inbox())
+                self._mux_sid = self.subs.new_sid()
+                self.writer.write_small(sub_frame(mux.subject.encode(), b"", self._mux_sid))
+                self.mux = mux
+            return self.mux
+
+    def add_route(self, prefix: str, handler: Callable[[list[Reply]], object]) -> None:
+        """Subscribe ``<prefix>*`` and hand its replies to ``handler`` (reader thread).
+
+        See ``Client.add_reply_route``. The SUB never waits for room in the
+        write buffer (the subscription lock is held).
+        """
+        with self.subs.lock:
+            sid = self.subs.new_sid()
+            subject = prefix.encode() + b"*"
+            self._routes = {**self._routes, sid: (len(prefix), handler, subject)}
+            self.writer.write_small(sub_frame(subject, b"", sid))
+
+    def send_ping(self, waiter: ReplyWaiter | None) -> None:
+        """Write a PING for ``waiter`` (a flush) or a keep-alive (None).
+
+        A PING never waits for room in the write buffer: stale-connection
+        detection and flush deadlines must hold however full it is.
+        """
+        pings = self.pings
+        self.writer.write_ping(lambda connected: pings.register(waiter, connected), urgent=True)
+
+    # ------------------------------------------------------------------ close
+
+    def mark_closing(self) -> None:
+        """The client started closing: no reconnect adopts a new link from now on."""
+        with self._lock:
+            self.closing.set()
+
+    def close_inherited(self) -> None:
+        """In a forked child: close this process's copy of the socket, touch no lock.
+
+        The parent still uses the connection: it is never shut down from here.
+        """
+        if self.current is not None:
+            self.current.transport.close()
+        if self.reader is not None:
+            self.reader.role.close_inherited()
+
+    def close(self, flush_for: float) -> list[Subscription]:
+        """Flush for up to ``flush_for`` seconds, close the link, join the threads.
+
+        Fails every waiting request and flush with :class:`ConnectionClosedError`
+        and ends every subscription. Call :meth:`mark_closing` first.
+
+        Returns:
+            The subscriptions ended (the caller joins their callback threads).
+        """
+        if not self.reconnecting and self.writer is not None:
+            self.writer.wait_drained(Deadline(flush_for))
+        closed = ConnectionClosedError("the client was closed")
+        if self.current is not None:
+            self.current.transport.shutdown()
+        if self.writer is not None:
+            self.writer.close()
+        if self.reader is not None:
+            self.reader.join()
+        if self.current is not None:
+            self.current.transport.close()
+        if self._pinger is not None and self._pinger is not threading.current_thread():
+            self._pinger.join()
+        if self.mux is not None:
+            self.mux.fail_all(closed)
+        self.pings.fail_all(closed)
+        return self.subs.remove_all(closed)
+
+    # ------------------------------------------------------------------ threads
 
     def _ping_loop(self) -> None:
-        while not self._closing.wait(self._ping_interval):
-            if self._reconnecting:
+        while not self.closing.wait(self.options.ping_interval):
+            if self.reconnecting:
                 continue
-            if self._pings.keepalives_unanswered >= self._max_outstanding_pings:
-                conn = self._conn
+            if self.pings.keepalives_unanswered >= self.options.max_outstanding_pings:
+                conn = self.current
                 if conn is not None:
                     self._report_error(
                         StaleConnectionError("stale connection: PINGs went unanswered")
@@ -109,7 +327,7 @@ class ConnectionMixin:
                     conn.transport.shutdown()
                 continue
             try:
-                self._send_ping(None)
+                self.send_ping(None)
             except NatsError:
                 return
 
@@ -122,15 +340,15 @@ class ConnectionMixin:
         batches: dict[int, list[Msg]] = {}
         replies: dict[int, list[Reply]] = {}
         mux_sid = self._mux_sid
-        client = cast("Client", self)  # every Msg names the client it came through
+        owner = self._owner  # every Msg acknowledges through the client it came by
         routes = self._routes
         for i in range(0, len(ops), _FIELDS):
             kind = ops[i]
             if kind == _OP_MSG or kind == _OP_HMSG:
                 _, so, sl, sid, ro, rl, ho, hl, po, pl = ops[i : i + _FIELDS]
                 # Counted before anything is handed on, so a woken thread sees it.
-                self._in_msgs += 1
-                self._in_bytes += hl + pl
+                self.in_msgs += 1
+                self.in_bytes += hl + pl
                 route = routes.get(sid) if routes else None
                 if route is not None:  # add_reply_route(): a tuple, no Msg
                     reply = (
@@ -152,12 +370,12 @@ class ConnectionMixin:
                     str(src[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
                     bytes(src[po : po + pl]),
                     bytes(src[ho : ho + hl]) if hl else None,
-                    client,
+                    owner,
                     sid,
                 )
                 if sid == mux_sid:
-                    assert self._mux is not None  # set before any request is sent
-                    self._mux.route(msg)
+                    assert self.mux is not None  # set before any request is sent
+                    self.mux.route(msg)
                     continue
                 batch = batches.get(sid)
                 if batch is None:
@@ -183,20 +401,20 @@ class ConnectionMixin:
             routes[sid][1](batch)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
-        for sub in self._subs.deliver(batches):
+        for sub in self.subs.deliver(batches):
             self._report_error(SlowConsumerError(sub.subject, sub.sid))
 
     def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
         if kind == _protocol.OP_PING:  # never waits for room: the reader must not block
-            self._writer.write_control(b"PONG\r\n")
+            self.writer.write_control(b"PONG\r\n")
         elif kind == _protocol.OP_PONG:
-            self._pings.pong()
+            self.pings.pong()
         elif kind == _protocol.OP_INFO:  # a bad INFO raises ProtocolError: a reconnect
             info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
             if info.get("ldm"):
-                assert self._conn is not None  # an INFO arrives on a connection
-                log.info("server %s entered lame duck mode", self._conn.address.url())
+                assert self.current is not None  # an INFO arrives on a connection
+                log.info("server %s entered lame duck mode", self.current.address.url())
                 self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:  # the server closes the connection if it must
             text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
@@ -211,22 +429,22 @@ class ConnectionMixin:
 
     def _connection_lost(self, exc: BaseException) -> Connected | None:
         """Reader thread: the connection broke. Reconnect, or return None to stop."""
-        if not self._closing.is_set():
-            self._reconnecting = True  # before the writer detaches: is_connected must say False
-        self._writer.detach()  # drops the PINGs still buffered: failed just below
-        old = self._conn
-        if old is not None and not self._forked:
+        if not self.closing.is_set():
+            self.reconnecting = True  # before the writer detaches: is_connected must say False
+        self.writer.detach()  # drops the PINGs still buffered: failed just below
+        old = self.current
+        if old is not None and os.getpid() == self._pid:  # a forked child never shuts it
             old.transport.shutdown()
             old.transport.close()
-        if self._closing.is_set():
+        if self.closing.is_set():
             return None
         if isinstance(exc, ProtocolError):  # the server (or a client) sent what we cannot use
             self._report_error(exc)
-        self._pings.connection_lost(
+        self.pings.connection_lost(
             ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
         )
-        if self._mux is not None:  # replies to the old connection can no longer come
-            self._mux.fail_all(
+        if self.mux is not None:  # replies to the old connection can no longer come
+            self.mux.fail_all(
                 ConnectionLostError(
                     f"connection lost before the reply arrived ({exc}); the request may or may "
                     "not have been processed by the server: retry (a JetStream publish with "
@@ -235,22 +453,22 @@ class ConnectionMixin:
             )
         log.info("disconnected from %s: %s", old.address.url() if old else "-", exc)
         self._announce("disconnected")
-        if not self._allow_reconnect:
+        if not self.options.allow_reconnect:
             self._close_in_background(exc)
             return None
         auth_failures: dict[tuple[str, int], int] = {}  # per server, in a row
-        while not self._closing.is_set():
+        while not self.closing.is_set():
             try:
-                address, wait = self._pool.next_candidate(
-                    self._reconnect_time_wait, self._reconnect_jitter
+                address, wait = self.pool.next_candidate(
+                    self.options.reconnect_time_wait, self.options.reconnect_jitter
                 )
             except LookupError:
                 self._close_in_background(NoServersError("reconnect attempts exhausted"))
                 return None
-            if wait and self._closing.wait(wait):
+            if wait and self.closing.wait(wait):
                 return None
             try:
-                conn = handshake(address, self._handshake_opts, self._connect_timeout)
+                conn = handshake(address, self.options.handshake, self.options.connect_timeout)
             except Exception as error:  # noqa: BLE001 - one bad attempt must not end the reader
                 log.debug("reconnect to %s failed: %s", address.url(), error)
                 # 'Authorization Timeout' means a slow CONNECT, not refused credentials.
@@ -266,14 +484,14 @@ class ConnectionMixin:
                 ):
                     self._report_error(error)
                 continue
-            with self._state_lock:
-                if self._closing.is_set():
+            with self._lock:
+                if self.closing.is_set():
                     conn.transport.close()
                     return None
                 self._adopt(conn)
-                self._reconnecting = False
-                self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
-                self._reconnects += 1
+                self.reconnecting = False
+                self.writer.attach(conn.transport, self._resubscribe_frames(), self.pings.resume)
+                self.reconnects += 1
             log.info("reconnected to %s", conn.address.url())
             self._announce("reconnected")
             return conn
@@ -282,12 +500,12 @@ class ConnectionMixin:
     def _resubscribe_frames(self) -> bytes:
         """SUB frames for every live subscription (sent first on a new connection)."""
         frames = []
-        with self._subs.lock:
-            if self._mux is not None:
-                frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
+        with self.subs.lock:
+            if self.mux is not None:
+                frames.append(sub_frame(self.mux.subject.encode(), b"", self._mux_sid))
             for sid, (_, _, subject) in self._routes.items():
                 frames.append(sub_frame(subject, b"", sid))
-            for sub, left in self._subs.routed():
+            for sub, left in self.subs.routed():
                 subject = sub.subject.encode("utf-8", "surrogateescape")
                 frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
                 if left is not None:
@@ -299,6 +517,5 @@ class ConnectionMixin:
         self._close_in_background(exc)
 
     def _close_in_background(self, reason: BaseException) -> None:
-        threading.Thread(
-            target=self._close, args=(reason,), name=f"jetstream_sync-{self._id}-closer"
-        ).start()
+        name = f"{self.options.tag}-closer"
+        threading.Thread(target=self._lost, args=(reason,), name=name).start()

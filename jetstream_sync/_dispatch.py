@@ -207,6 +207,10 @@ class CallbackWorker:
             except Exception as exc:  # a user's bug must not kill the worker
                 self._on_error(exc)
 
+    def is_current(self) -> bool:
+        """True when called from this worker's own thread (from the callback)."""
+        return self._thread is threading.current_thread()
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to finish; False if it is still running after ``timeout``."""
         if self._thread is threading.current_thread():

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._deadline import WAIT_SLICE, Deadline
-from .errors import ConnectionClosedError, NatsError, TimeoutError
+from .errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
 
 if TYPE_CHECKING:
     from ._transport import Transport
@@ -52,9 +52,7 @@ if TYPE_CHECKING:
 HIGH_WATER = 32 << 20
 _PING = b"PING\r\n"
 
-
-class ReconnectBufferFullError(NatsError):
-    """A write while reconnecting found the reconnect buffer full."""
+__all__ = ["HIGH_WATER", "ReconnectBufferFullError", "Writer"]  # the error's old home
 
 
 class Writer:

@@ -15,23 +15,21 @@ import attrs
 
 from . import _defaults as D
 from . import _protocol, _subjects
-from ._connection import CONNECT_ERRORS, ConnectionMixin, Reply, sub_frame
+from ._connection import Connection, ConnectionOptions, sub_frame
 from ._deadline import Deadline, check_count, check_seconds, check_timeout
 from ._events import EventRunner, log
-from ._handshake import Connected, HandshakeOptions, handshake
+from ._handshake import HandshakeOptions
 from ._nuid import NUID
-from ._pings import PingTracker
 from ._protocol._py import JOIN_ABOVE
-from ._reader import Reader
-from ._request_mux import ReplyWaiter, RequestMux
-from ._server_pool import ServerPool
-from ._sub_table import SubscriptionTable
+from ._reply import Reply
+from ._request_mux import ReplyWaiter
 from ._subjects import ApiSubject
 from ._writer import Writer
 from .errors import (
     AuthorizationError,
     ConnectionClosedError,
     ForkedClientError,
+    LimitExceededError,
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
@@ -52,6 +50,15 @@ _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
 _FIELDS = _protocol.OP_FIELDS
 _SUBJECT_CACHE_MAX = 4096
+_CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
+# What a control line adds to its subject, reply or queue group at most: the op,
+# the spaces, a sid or the header and total sizes (10 digits each), the CRLF.
+_LINE_OVERHEAD = 32
+_TOKEN_DIGITS = 20  # a reply route's token: a non-negative int below 2**64
+# What an inbox adds to inbox_prefix: ".<22-character NUID>." and a reply token.
+_INBOX_TAIL = 1 + 22 + 1 + _TOKEN_DIGITS
+# The PUB frame of the most frequent acknowledgement body, formatted with one argument.
+_ACK_FRAMES = {b"+ACK": b"PUB %s 4\r\n+ACK\r\n"}
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
@@ -83,7 +90,7 @@ class ClientStats:
     reconnects: int
 
 
-class Client(ConnectionMixin):
+class Client:
     """A connection to a NATS server (or cluster), shared by any number of threads.
 
     Create it with :func:`jetstream_sync.connect`. See ``docs/connecting.md``
@@ -122,20 +129,24 @@ class Client(ConnectionMixin):
         lame_duck_cb: Callable[[], object] | None = None,
     ) -> None:
         self._id = next(Client._ids)
-        self._handshake_opts = HandshakeOptions(
+        handshake_options = HandshakeOptions(
             name=name, user=user, password=password, token=token, tls=tls,
             tls_handshake_first=tls_handshake_first, no_echo=no_echo,
             nkeys_seed=nkeys_seed, user_credentials=user_credentials,
         )  # fmt: skip
-        self._connect_timeout = check_timeout("connect_timeout", connect_timeout)
-        self._allow_reconnect = allow_reconnect
         # Checked here: a bad value must fail now, not later in the reader thread.
-        self._max_reconnect_attempts = check_count("max_reconnect_attempts", max_reconnect_attempts)
-        self._reconnect_time_wait = check_seconds("reconnect_time_wait", reconnect_time_wait)
-        self._reconnect_jitter = check_seconds("reconnect_jitter", reconnect_jitter)
-        self._reconnect_buf_size = check_count("reconnect_buf_size", reconnect_buf_size, 0)
-        self._ping_interval = check_timeout("ping_interval", ping_interval)
-        self._max_outstanding_pings = check_count("max_outstanding_pings", max_outstanding_pings, 1)
+        options = ConnectionOptions(
+            handshake=handshake_options,
+            connect_timeout=check_timeout("connect_timeout", connect_timeout),
+            allow_reconnect=allow_reconnect,
+            max_reconnect_attempts=check_count("max_reconnect_attempts", max_reconnect_attempts),
+            reconnect_time_wait=check_seconds("reconnect_time_wait", reconnect_time_wait),
+            reconnect_jitter=check_seconds("reconnect_jitter", reconnect_jitter),
+            reconnect_buf_size=check_count("reconnect_buf_size", reconnect_buf_size, 0),
+            ping_interval=check_timeout("ping_interval", ping_interval),
+            max_outstanding_pings=check_count("max_outstanding_pings", max_outstanding_pings, 1),
+            tag=f"jetstream_sync-{self._id}",
+        )
         _subjects.publish_subject(inbox_prefix, "inbox_prefix")
         self._inbox_prefix = inbox_prefix
         self._pending_msgs_limit = check_count("pending_msgs_limit", pending_msgs_limit, 1)
@@ -147,89 +158,62 @@ class Client(ConnectionMixin):
 
         self._state_lock = threading.RLock()
         self._listeners: list[Callable[[str], object]] = []
-        self._closing = threading.Event()
         self._closed = False
         self._forked = False
-        self._reconnecting = False
-        # _pool and _writer are set by _connect() before connect() hands the
-        # client out; None only on one that never connected (close() allows it).
-        self._pool: ServerPool = None  # type: ignore[assignment]
-        self._conn: Connected | None = None
-        self._server_info: dict[str, Any] = {}
         self._max_payload = 1024 * 1024
-        self._subs = SubscriptionTable()
+        # The bytes a control line has for its subject, reply or queue group
+        # together: one comparison per publish (see _check_line).
+        self._line_room = D.MAX_CONTROL_LINE - _LINE_OVERHEAD
         self._subject_cache: dict[str, bytes] = {}
-        self._mux: RequestMux | None = None
-        self._mux_sid = 0
-        # add_reply_route(): sid -> (inbox prefix length, handler, subject); copied on write
-        self._routes: dict[int, tuple[int, Callable[[list[Reply]], object], bytes]] = {}
         self._route_prefixes: dict[str, bytes] = {}  # add_reply_route() prefixes, encoded
-        self._pings = PingTracker()
-        self._in_msgs = 0
-        self._in_bytes = 0
-        self._reconnects = 0
-        self._reader: Reader | None = None
-        self._writer: Writer = None  # type: ignore[assignment]
         self._events: EventRunner | None = None
-        self._pinger: threading.Thread | None = None
         self._resources: dict[str, Any] = {}  # shared_resource(): closed by close()
+        self._connection = Connection(
+            options,
+            self,
+            report_error=self._report_error,
+            announce=self._announce,
+            info_changed=self._info_changed,
+            lost=self._close,
+        )
+        # The connection's long-lived parts, bound here for the hot paths (one
+        # attribute read per publish, as before): the connection owns them.
+        self._subs = self._connection.subs
+        self._writer: Writer = None  # type: ignore[assignment]  # bound by _connect()
 
     # ------------------------------------------------------------------ connect
 
     def _connect(self, servers: str | Sequence[str]) -> None:
-        urls = [servers] if isinstance(servers, str) else list(servers)
-        self._pool = ServerPool(urls, self._max_reconnect_attempts)
-        errors: list[BaseException] = []
-        conn = None
-        for address in self._pool.addresses():
-            try:
-                conn = handshake(address, self._handshake_opts, self._connect_timeout)
-                break
-            except AuthorizationError:
-                raise
-            except CONNECT_ERRORS as exc:
-                errors.append(exc)
-        if conn is None:
-            raise NoServersError(  # URLs without their credentials
-                f"could not connect to any server in {self.servers}: {errors}"
-            ) from (errors[-1] if errors else None)
-        self._pid = os.getpid()
-        self._adopt(conn)
-        tag = f"jetstream_sync-{self._id}"
-        self._events = EventRunner(f"{tag}-events")
-        self._writer = Writer(self._write_failed, self._reconnect_buf_size, f"{tag}-writer")
-        self._writer.attach(conn.transport)
-        self._reader = Reader(
-            conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed
-        )
-        self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
-        self._pinger.start()
+        connection = self._connection
+        self._events = EventRunner(f"jetstream_sync-{self._id}-events")
+        try:
+            connection.open([servers] if isinstance(servers, str) else list(servers))
+        except BaseException:
+            self._events.stop()
+            raise
+        self._writer = connection.writer
         _live_clients.add(self)
+        try:  # the server's limit is known now; every inbox must fit in its lines
+            _subjects.check_control_line(
+                "inbox_prefix",
+                len(self._inbox_prefix.encode("utf-8", "surrogateescape")),
+                _INBOX_TAIL + _LINE_OVERHEAD,
+                self.max_control_line,
+            )
+        except LimitExceededError:
+            self.close()
+            raise
+        conn = connection.current
+        assert conn is not None  # open() returned: connected
         log.info(
             "connected to %s (nats-server %s)", conn.address.url(), conn.info.get("version", "?")
         )
 
-    def _adopt(self, conn: Connected) -> None:
-        """Make ``conn`` the current connection and learn from its INFO."""
-        self._conn = conn
-        self._pool.connected(conn.address)
-        self._apply_info(conn.info)
-
-    def _apply_info(self, info: dict[str, Any]) -> None:
-        """Learn from an INFO already checked by ``parse_info``.
-
-        ``connect_urls`` entries that are not ``host:port`` are skipped and
-        reported to ``error_cb`` as a :class:`ProtocolError`; the connection stays.
-        """
-        self._server_info = {**self._server_info, **info}
-        self._max_payload = self._server_info.get("max_payload", self._max_payload)
-        urls = info.get("connect_urls")
-        if urls and self._conn is not None:
-            bad = self._pool.add_discovered(urls, self._conn.address)
-            if bad:
-                self._report_error(
-                    ProtocolError(f"ignored connect_urls the server announced: {bad!r}")
-                )
+    def _info_changed(self) -> None:
+        """The connection learnt a new INFO: refresh the limits the hot paths use."""
+        info = self._connection.server_info
+        self._max_payload = info.get("max_payload", self._max_payload)
+        self._line_room = self.max_control_line - _LINE_OVERHEAD
 
     # ------------------------------------------------------------------ state
 
@@ -250,9 +234,9 @@ class Client(ConnectionMixin):
         """True while a connection to a server is up (never in a forked child)."""
         return (
             not self._closed
-            and not self._reconnecting
+            and not self._connection.reconnecting
             and not self._forked
-            and self._conn is not None
+            and self._connection.current is not None
         )
 
     @property
@@ -263,12 +247,12 @@ class Client(ConnectionMixin):
     @property
     def is_reconnecting(self) -> bool:
         """True while the connection is lost and being re-established."""
-        return self._reconnecting and not self._closed
+        return self._connection.reconnecting and not self._closed
 
     @property
     def connected_url(self) -> str | None:
         """The URL (without credentials) of the current server, or None."""
-        conn = self._conn
+        conn = self._connection.current
         if not self.is_connected or conn is None:
             return None
         return conn.address.url()
@@ -276,17 +260,19 @@ class Client(ConnectionMixin):
     @property
     def servers(self) -> list[str]:
         """Every server URL in the pool (configured and discovered), without credentials."""
-        return [a.url() for a in self._pool.addresses()] if self._pool else []
+        pool = self._connection.pool
+        return [a.url() for a in pool.addresses()] if pool else []
 
     @property
     def discovered_servers(self) -> list[str]:
         """The server URLs learnt from the cluster (INFO ``connect_urls``)."""
-        return [a.url() for a in self._pool.addresses() if a.implicit] if self._pool else []
+        pool = self._connection.pool
+        return [a.url() for a in pool.addresses() if a.implicit] if pool else []
 
     @property
     def server_info(self) -> dict[str, Any]:
         """The server's latest INFO, as a dict."""
-        return dict(self._server_info)
+        return dict(self._connection.server_info)
 
     @property
     def max_payload(self) -> int:
@@ -300,19 +286,20 @@ class Client(ConnectionMixin):
         A subject, reply subject, key or name that would make a longer line is
         refused with :class:`~jetstream_sync.errors.LimitExceededError` before sending.
         """
-        value = self._server_info.get("max_control_line")
+        value = self._connection.server_info.get("max_control_line")
         return value if isinstance(value, int) and value > 0 else D.MAX_CONTROL_LINE
 
     @property
     def stats(self) -> ClientStats:
         """Message and byte counters, and the number of reconnects."""
-        writer = self._writer
+        connection = self._connection
+        writer = connection.writer
         return ClientStats(
-            in_msgs=self._in_msgs,
-            in_bytes=self._in_bytes,
+            in_msgs=connection.in_msgs,
+            in_bytes=connection.in_bytes,
             out_msgs=writer.msgs_out if writer else 0,
             out_bytes=writer.bytes_out if writer else 0,
-            reconnects=self._reconnects,
+            reconnects=connection.reconnects,
         )
 
     def add_status_listener(self, listener: Callable[[str], object]) -> None:
@@ -401,11 +388,27 @@ class Client(ConnectionMixin):
         head, _, token = subject.rpartition(".")
         return token.isalnum() and token.isascii() and head in self._subject_cache
 
+    def _check_line(self, *arguments: tuple[str, int]) -> None:
+        """Refuse arguments (name, length) too long together for one control line.
+
+        Called once the one-comparison check against ``_line_room`` failed; the
+        error names the longest argument, the one to shorten.
+
+        Raises:
+            LimitExceededError: the line would pass the server's ``max_control_line``.
+        """
+        total = sum(length for _, length in arguments)
+        argument, length = max(arguments, key=lambda pair: pair[1])
+        overhead = total - length + _LINE_OVERHEAD
+        _subjects.check_control_line(argument, length, overhead, self.max_control_line)
+
     def _encode_publish(
         self, subject: str, data: bytes | str, reply: str | None, headers: HeadersIn | None
     ) -> bytes:
         subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
         reply_b = self._reply_bytes(reply) if reply else b""
+        if len(subject_b) + len(reply_b) > self._line_room:  # the server would drop the link
+            self._check_line(("subject", len(subject_b)), ("reply subject", len(reply_b)))
         if isinstance(data, str):
             data = data.encode()
         if headers:
@@ -436,6 +439,8 @@ class Client(ConnectionMixin):
 
         Raises:
             BadSubjectError, BadHeaderError, MaxPayloadError: the input is bad.
+            LimitExceededError: the subject and reply together pass the server's
+                ``max_control_line``.
         """
         self._encode_publish(subject, data, reply, headers)
 
@@ -464,15 +469,17 @@ class Client(ConnectionMixin):
         Raises:
             TimeoutError: no room within ``timeout``; nothing was sent.
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            LimitExceededError: the subject (with the reply) passes the server's
+                ``max_control_line``; nothing was sent.
             ConnectionClosedError: the client is closed.
             ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
         """
+        # The timeout is checked first: bad input is refused whatever the state.
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         if self._closed or self._forked:
             self._check_usable()
         self._writer.write(
-            self._encode_publish(subject, data, reply, headers),
-            msgs=1,
-            deadline=None if timeout is None else Deadline(check_timeout("timeout", timeout)),
+            self._encode_publish(subject, data, reply, headers), msgs=1, deadline=deadline
         )
 
     def publish_frames(self, frames: bytes, msgs: int, *, timeout: float) -> None:
@@ -494,14 +501,55 @@ class Client(ConnectionMixin):
             ConnectionClosedError: the client is closed.
             ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is used up.
         """
+        deadline = Deadline(check_timeout("timeout", timeout))
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(frames, msgs=msgs, deadline=Deadline(check_timeout("timeout", timeout)))
+        self._writer.write(frames, msgs=msgs, deadline=deadline)
 
-    def _publish_now(self, subject: str, data: bytes | str, headers: HeadersIn | None) -> None:
-        """Publish a reply, writing on this thread when the socket is idle (latency)."""
-        self._check_usable()
-        frame = self._encode_publish(subject, data, None, headers)
+    def send_reply(
+        self,
+        reply: str,
+        data: bytes | str,
+        headers: HeadersIn | None = None,
+        ack: bool = False,
+    ) -> None:
+        """Publish to the reply subject of a received message: the seam :class:`Msg` uses.
+
+        A :class:`Msg` answers only through this method (``respond``, and
+        ``ack``, ``nak``, ``in_progress``, ``term`` with ``ack=True``); it never
+        touches the connection. Like :meth:`publish` without a timeout, it
+        blocks only while the write buffer is over its high-water mark.
+
+        Args:
+            reply: the message's reply subject, as received.
+            data: the payload (a ``str`` is UTF-8 encoded).
+            headers: headers of a response.
+            ack: ``data`` is a JetStream acknowledgement body (``bytes``, no
+                headers) for the ack subject the server made: it is sent as
+                it is, unchecked, and coalesced with other writes (the hot
+                path of every consumer). Otherwise the reply is checked as
+                :meth:`publish` checks and written at once when the socket is
+                idle (latency of a request's answer).
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+            ForkedClientError: called in a process forked after the client connected.
+            BadSubjectError, BadHeaderError, MaxPayloadError, LimitExceededError:
+                a response (not an ack) is not valid; nothing was sent.
+        """
+        if self._closed or self._forked:
+            self._check_usable()
+        if ack and type(data) is bytes:
+            # Decoded with surrogateescape (bytes that are not UTF-8): encoded back so.
+            subject = reply.encode("utf-8", "surrogateescape")
+            frame = _ACK_FRAMES.get(data)
+            if frame is None:
+                frame = b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data)
+            else:
+                frame %= subject
+            self._writer.write(frame, msgs=1)
+            return
+        frame = self._encode_publish(reply, data, None, headers)
         self._writer.write(frame, urgent=True, msgs=1)
 
     # ------------------------------------------------------------------ subscribe
@@ -526,6 +574,8 @@ class Client(ConnectionMixin):
 
         Raises:
             BadSubjectError: the subject or queue group is not valid; nothing was sent.
+            LimitExceededError: the subject with the queue group passes the server's
+                ``max_control_line``; nothing was sent.
             ValueError, TypeError: a pending limit is not an int >= 1.
         """
         self._check_usable()
@@ -533,6 +583,8 @@ class Client(ConnectionMixin):
         queue_b = b""
         if queue:
             queue_b = _subjects.name_token(queue, "queue group").encode()
+        if len(subject_b) + len(queue_b) > self._line_room:
+            self._check_line(("subject", len(subject_b)), ("queue group", len(queue_b)))
         msgs_limit = self._pending_msgs_limit
         if pending_msgs_limit is not None:
             msgs_limit = check_count("pending_msgs_limit", pending_msgs_limit, 1)
@@ -560,14 +612,17 @@ class Client(ConnectionMixin):
             sub._worker.join()
 
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
-        self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)  # nothing sent on timeout
+        self._check_usable()
+        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)  # never waits for room
         try:
             self.flush(deadline.remaining() or 0.001)
         finally:  # whatever happens, the local side ends: no waiter is left hanging
             self._subs.remove(sub, discard=False)
-        if sub._worker is not None and not sub._worker.join(deadline.remaining()):
+        worker = sub._worker
+        # From its own callback the worker cannot be joined: it handles what is
+        # left once the callback returns, then ends by itself.
+        if worker is not None and not worker.is_current() and not worker.join(deadline.remaining()):
             raise TimeoutError(f"subscription {sub.sid} did not finish draining in time")
 
     # ------------------------------------------------------------------ request/reply
@@ -598,12 +653,10 @@ class Client(ConnectionMixin):
         """
         self._check_usable()
         prefix = self.new_inbox() + "."
-        with self._subs.lock:
-            sid = self._subs.new_sid()
-            subject = prefix.encode() + b"*"
-            self._routes = {**self._routes, sid: (len(prefix), handler, subject)}
-            self._writer.write(sub_frame(subject, b"", sid))
-            self._route_prefixes[prefix] = prefix.encode()
+        # Its SUB never waits for room: a full buffer must not stall this caller
+        # (it has no deadline here) nor, through the lock, other subscribers.
+        self._connection.add_route(prefix, handler)
+        self._route_prefixes[prefix] = prefix.encode()
         return prefix
 
     def publish_routed(
@@ -620,8 +673,8 @@ class Client(ConnectionMixin):
 
         Raises:
             ValueError: ``prefix`` is not one :meth:`add_reply_route` returned.
-            BadSubjectError, MaxPayloadError, TimeoutError, ConnectionClosedError,
-                ReconnectBufferFullError: as :meth:`publish`.
+            BadSubjectError, LimitExceededError, MaxPayloadError, TimeoutError,
+                ConnectionClosedError, ReconnectBufferFullError: as :meth:`publish`.
         """
         if self._closed or self._forked:
             self._check_usable()
@@ -629,6 +682,10 @@ class Client(ConnectionMixin):
         if reply is None:
             raise ValueError(f"{prefix!r} is not a reply route's prefix")
         subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
+        if len(subject_b) + len(reply) + _TOKEN_DIGITS > self._line_room:
+            self._check_line(
+                ("subject", len(subject_b)), ("reply subject", len(reply) + _TOKEN_DIGITS)
+            )
         size = len(data)
         if size > self._max_payload:
             raise MaxPayloadError(
@@ -639,18 +696,6 @@ class Client(ConnectionMixin):
         else:
             frame = b"PUB %s %s%d %d\r\n%s\r\n" % (subject_b, reply, token, size, data)
         self._writer.write(frame, msgs=1, deadline=timeout)
-
-    def _request_mux(self) -> RequestMux:
-        mux = self._mux
-        if mux is not None:
-            return mux
-        with self._subs.lock:
-            if self._mux is None:
-                mux = RequestMux(self.new_inbox())
-                self._mux_sid = self._subs.new_sid()
-                self._writer.write_small(sub_frame(mux.subject.encode(), b"", self._mux_sid))
-                self._mux = mux
-        return self._mux
 
     def request(
         self,
@@ -665,16 +710,21 @@ class Client(ConnectionMixin):
             TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
             NoRespondersError: nobody is subscribed to ``subject`` (status 503).
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
+            LimitExceededError: the subject (with the reply) passes the server's
+                ``max_control_line``; nothing was sent.
             ConnectionLostError: the connection dropped while the request waited
                 (raised at once, not at the timeout); the request may or may not
                 have been processed.
             ConnectionClosedError: the client closed while waiting.
         """
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
-        if self._mux is None:  # the first request subscribes the reply inbox: not for bad input
+        self._check_usable()
+        connection = self._connection
+        if (
+            connection.mux is None
+        ):  # the first request subscribes the reply inbox: not for bad input
             self._encode_publish(subject, data, None, headers)
-        mux = self._request_mux()
+        mux = connection.request_mux(self.new_inbox)
         reply, waiter = mux.register()
         try:
             self._writer.write(
@@ -683,9 +733,8 @@ class Client(ConnectionMixin):
                 msgs=1,
                 deadline=deadline,
             )
-            assert self._reader is not None  # set by _connect() before the client is handed out
             # Reads the socket itself while nobody else does: no hand-off (see _read_role).
-            if not self._reader.role.wait_reply(waiter, deadline):
+            if not connection.reader.role.wait_reply(waiter, deadline):
                 raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
         finally:
             mux.forget(reply)
@@ -699,12 +748,6 @@ class Client(ConnectionMixin):
 
     # ------------------------------------------------------------------ flush / ping
 
-    def _send_ping(self, waiter: ReplyWaiter | None) -> None:
-        # A PING never waits for room in the write buffer: stale-connection
-        # detection and flush deadlines must hold however full it is.
-        pings = self._pings
-        self._writer.write_ping(lambda connected: pings.register(waiter, connected), urgent=True)
-
     def flush(self, timeout: float = D.FLUSH_TIMEOUT) -> None:
         """Block until everything published so far has reached the server.
 
@@ -716,13 +759,13 @@ class Client(ConnectionMixin):
             ConnectionLostError: the connection broke before the PONG came.
             ConnectionClosedError: the client closed while waiting.
         """
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
+        self._check_usable()
         waiter = ReplyWaiter()
-        self._send_ping(waiter)
-        assert self._reader is not None  # set by _connect() before the client is handed out
-        if not self._reader.role.wait_reply(waiter, deadline):
-            self._pings.forget(waiter)
+        connection = self._connection
+        connection.send_ping(waiter)
+        if not connection.reader.role.wait_reply(waiter, deadline):
+            connection.pings.forget(waiter)
             raise TimeoutError(f"flush did not complete within {timeout} s")
         if waiter.error is not None:
             raise waiter.error
@@ -738,25 +781,34 @@ class Client(ConnectionMixin):
     def drain(self, timeout: float = D.DRAIN_TIMEOUT) -> None:
         """Stop every subscription, let pending messages be handled, flush, then close.
 
+        The whole call, closing included, keeps ``timeout``. Called from a
+        subscription's callback, it does not wait for that callback's own thread
+        (which handles what is left once the callback returns).
+
         Raises:
-            TimeoutError: draining took longer than ``timeout``, including waiting for
-                room in the write buffer (the client is closed anyway).
+            TimeoutError: draining took longer than ``timeout`` (the client is
+                closed anyway).
         """
-        self._check_usable()
         deadline = Deadline(check_timeout("timeout", timeout))
+        self._check_usable()
         subs = self._subs.subscriptions()
         try:
             for sub in subs:
-                self._writer.write(b"UNSUB %d\r\n" % sub.sid, deadline=deadline)
+                self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)  # never waits for room
             self.flush(deadline.remaining() or 0.001)
             for sub in subs:
                 self._subs.remove(sub, discard=False)
             for sub in subs:
-                if sub._worker is not None and not sub._worker.join(deadline.remaining()):
+                worker = sub._worker
+                # Called from a callback, that callback's worker is not joined: it
+                # handles what is left once the callback returns, then ends.
+                if worker is None or worker.is_current():
+                    continue
+                if not worker.join(deadline.remaining()):
                     raise TimeoutError("subscriptions did not finish draining in time")
             self._writer.wait_drained(deadline)
         finally:
-            self.close()
+            self._close(None, deadline)
 
     def shared_resource(self, key: str, factory: Callable[[Client], T]) -> T:
         """The client's one object under ``key``, made by ``factory(client)`` on first use.
@@ -791,37 +843,19 @@ class Client(ConnectionMixin):
         """
         self._close(None)
 
-    def _close(self, reason: BaseException | None) -> None:
+    def _close(self, reason: BaseException | None, deadline: Deadline | None = None) -> None:
+        """Close; the brief flush of what is buffered ends by ``deadline`` (drain's) if given."""
         with self._state_lock:
             if self._closed:
                 return
             self._closed = True
-            self._closing.set()
-        if self._forked:
-            # The parent still uses this socket: never shut it down, touch no locks.
-            if self._conn is not None:
-                self._conn.transport.close()
-            if self._reader is not None:
-                self._reader.role.close_inherited()
+        connection = self._connection
+        connection.mark_closing()
+        if self._forked:  # the parent still uses this socket: never shut it down
+            connection.close_inherited()
             return
-        if not self._reconnecting and self._writer is not None:
-            self._writer.wait_drained(Deadline(1.0))
-        closed = ConnectionClosedError("the client was closed")
-        if self._conn is not None:
-            self._conn.transport.shutdown()
-        if self._writer is not None:
-            self._writer.close()
-        if self._reader is not None:
-            self._reader.join()
-        if self._conn is not None:
-            self._conn.transport.close()
-        if self._pinger is not None and self._pinger is not threading.current_thread():
-            self._pinger.join()
-        if self._mux is not None:
-            self._mux.fail_all(closed)
-        self._pings.fail_all(closed)
-        subs = self._subs.remove_all(closed)
-        for sub in subs:
+        flush_for = _CLOSE_FLUSH if deadline is None else min(_CLOSE_FLUSH, deadline.remaining())
+        for sub in connection.close(flush_for):
             if sub._worker is not None:
                 sub._worker.join()
         with self._state_lock:
@@ -830,7 +864,8 @@ class Client(ConnectionMixin):
             resource.close()
         if reason is not None:
             self._report_error(reason)
-        log.info("closed the connection to %s", self._conn.address.url() if self._conn else "-")
+        conn = connection.current
+        log.info("closed the connection to %s", conn.address.url() if conn else "-")
         self._announce("closed")
         if self._events is not None:
             self._events.stop()
@@ -857,7 +892,9 @@ class Client(ConnectionMixin):
 
     def __repr__(self) -> str:
         state = (
-            "closed" if self._closed else ("reconnecting" if self._reconnecting else "connected")
+            "closed"
+            if self._closed
+            else ("reconnecting" if self._connection.reconnecting else "connected")
         )
         return f"<Client {state} {self.connected_url or ''}>"
 
@@ -873,6 +910,8 @@ def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Clie
     Raises:
         NoServersError: no server could be reached.
         AuthorizationError: the server rejected the credentials.
+        LimitExceededError: ``inbox_prefix`` is too long for the server's
+            ``max_control_line`` (the client is closed again).
         ValueError, TypeError: an option is out of range or of the wrong type;
             nothing was sent.
     """

@@ -40,6 +40,10 @@ class ConnectionLostError(NatsError):
     """
 
 
+class ReconnectBufferFullError(NatsError):
+    """A write while reconnecting found the reconnect buffer (``reconnect_buf_size``) full."""
+
+
 class NoServersError(NatsError):
     """No server in the pool could be reached."""
 

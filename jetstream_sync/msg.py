@@ -3,24 +3,48 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import _defaults as D
 from . import _protocol
+from ._ack_subject import ACK as _ACK
+from ._ack_subject import ACK_PREFIX as _ACK_PREFIX
+from ._ack_subject import IN_PROGRESS as _WPI
+from ._ack_subject import NAK as _NAK
+from ._ack_subject import MsgMetadata, nak_body, parse_metadata, term_body
+from ._reply import STATUS_SEPARATORS
 from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
 from .headers import Headers
 
-if TYPE_CHECKING:
-    from .client import Client
-    from .jetstream._ack import MsgMetadata
-
 _NO_HEADERS = Headers()
-_ACK_PREFIX = "$JS.ACK."
-# The JetStream acknowledgement bodies (server/consumer.go).
-_ACK = b"+ACK"
-_NAK = b"-NAK"
-_WPI = b"+WPI"
-_ACK_FRAME = b"PUB %s 4\r\n+ACK\r\n"
+
+
+class AckSender(Protocol):
+    """What a :class:`Msg` answers through: its client (``Client.send_reply`` is the seam).
+
+    A message never writes to the connection itself, nor reads its client's
+    state: every reply and acknowledgement goes through ``send_reply``, and a
+    double ack through the public ``request``.
+    """
+
+    def send_reply(
+        self,
+        reply: str,
+        data: bytes | str,
+        headers: Mapping[str, str | Sequence[str]] | None = None,
+        ack: bool = False,
+    ) -> None:
+        """Publish to a reply subject the server gave (see ``Client.send_reply``)."""
+
+    def request(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        timeout: float = D.REQUEST_TIMEOUT,
+        headers: Mapping[str, str | Sequence[str]] | None = None,
+    ) -> Msg:
+        """Publish a request and wait for its reply (see ``Client.request``)."""
+        ...
 
 
 def first_status(msgs: Sequence[Msg], start: int = 0) -> int:
@@ -33,7 +57,7 @@ def first_status(msgs: Sequence[Msg], start: int = 0) -> int:
     """
     for i in range(start, len(msgs)):
         raw = msgs[i]._raw_headers
-        if raw is not None and raw[8:9] == b" ":
+        if raw is not None and raw[8:9] in STATUS_SEPARATORS:
             return i
     return len(msgs)
 
@@ -66,7 +90,7 @@ class Msg:
         reply: str,
         data: bytes,
         raw_headers: bytes | None = None,
-        client: Client | None = None,
+        client: AckSender | None = None,
         sid: int = 0,
     ) -> None:
         self.subject = subject
@@ -102,7 +126,7 @@ class Msg:
         but no status code, is not one.
         """
         raw = self._raw_headers
-        return raw is not None and raw[8:9] == b" "
+        return raw is not None and raw[8:9] in STATUS_SEPARATORS
 
     @property
     def header_size(self) -> int:
@@ -119,7 +143,7 @@ class Msg:
         """The status code of a status message (e.g. 503, 408), else ``None``."""
         raw = self._raw_headers
         # "NATS/1.0\r\n" has no status; only parse when a code follows the version.
-        if raw is None or raw[8:9] != b" ":
+        if raw is None or raw[8:9] not in STATUS_SEPARATORS:
             return None
         return self._parse_headers()[0]
 
@@ -138,7 +162,7 @@ class Msg:
         """
         if not self.reply or self._client is None:
             raise NatsError("message has no reply subject to respond to")
-        self._client._publish_now(self.reply, data, headers)
+        self._client.send_reply(self.reply, data, headers)
 
     # ------------------------------------------------------------------ JetStream
 
@@ -152,8 +176,6 @@ class Msg:
         Raises:
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
-        from .jetstream._ack import parse_metadata
-
         return parse_metadata(self.reply)
 
     @property
@@ -169,12 +191,7 @@ class Msg:
             if self._ackd:
                 raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
             self._ackd = True
-        client = self._client
-        client._check_usable()
-        # The ack subject came from the server: one frame, no per-ack validation.
-        # It was decoded with surrogateescape (bytes that are not UTF-8): encode it back so.
-        subject = reply.encode("utf-8", "surrogateescape")
-        client._writer.write(b"PUB %s %d\r\n%s\r\n" % (subject, len(body), body), msgs=1)
+        self._client.send_reply(reply, body, ack=True)
 
     def ack(self) -> None:
         """Acknowledge the message (fire and forget; returns once buffered).
@@ -191,9 +208,7 @@ class Msg:
             return
         # _send_ack(_ACK, True), inlined: the hot path of every consumer.
         self._ackd = True
-        if client._closed or client._forked:
-            client._check_usable()
-        client._writer.write(_ACK_FRAME % reply.encode("utf-8", "surrogateescape"), msgs=1)
+        client.send_reply(reply, _ACK, None, True)  # positional: the cheapest call
 
     def ack_sync(self, timeout: float | None = None) -> None:
         """Acknowledge and block until the server confirms it (a "double ack").
@@ -228,8 +243,6 @@ class Msg:
         if delay is None:
             self._send_ack(_NAK, True)
             return
-        from .jetstream._ack import nak_body
-
         self._send_ack(nak_body(delay), True)
 
     def in_progress(self) -> None:
@@ -252,8 +265,6 @@ class Msg:
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
-        from .jetstream._ack import term_body
-
         self._send_ack(term_body(reason), True)
 
     def __repr__(self) -> str:

@@ -90,10 +90,10 @@ class Subscription:
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the client connected.
         """
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         if self._worker is not None:
             raise NatsError("next_msg() is not available on a subscription with a callback")
         self._client._check_same_process()
-        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         msg = self._queue.get(deadline)
         if msg is None:
             raise NatsError(f"subscription to {self.subject!r} has ended")
@@ -128,13 +128,13 @@ class Subscription:
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the client connected.
         """
-        if self._worker is not None:
-            raise NatsError("next_msgs() is not available on a subscription with a callback")
-        if max_msgs < 1:
-            raise ValueError("max_msgs must be at least 1")
-        self._client._check_same_process()
         if deadline is None and timeout is not None:
             deadline = Deadline(check_timeout("timeout", timeout))
+        if max_msgs < 1:
+            raise ValueError("max_msgs must be at least 1")
+        if self._worker is not None:
+            raise NatsError("next_msgs() is not available on a subscription with a callback")
+        self._client._check_same_process()
         return self._queue.get_batch(max_msgs, deadline)
 
     def interrupt(self) -> None:
@@ -195,12 +195,14 @@ class Subscription:
         The server is told to stop sending; messages already on their way are
         still queued. A callback subscription returns once its callback has run
         for every one of them; a plain one returns at once and :meth:`next_msg`
-        or iteration keep yielding the rest.
+        or iteration keep yielding the rest. Called from the subscription's own
+        callback, it returns once the server has the UNSUB: the callback's thread
+        handles the rest after that callback returns. The UNSUB never waits for
+        room in the write buffer.
 
         Raises:
-            TimeoutError: the callback did not finish within ``timeout``, or the
-                write buffer had no room for the UNSUB within it (a stalled server;
-                the subscription then stays active).
+            TimeoutError: the server did not confirm the UNSUB (a flush), or the
+                callback did not finish, within ``timeout``.
         """
         self._client._drain_subscription(self, timeout)
 

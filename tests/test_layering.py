@@ -142,3 +142,115 @@ def test_ordered_policy_is_not_in_the_generic_iterator():
 
     assert "ordered" not in inspect.signature(_pull_stream.MessageIterator).parameters
     assert not hasattr(_pull_stream, "_Reset")
+
+
+# ---------------------------------------------------------------------------- rooms (issue 17)
+
+UPPER_ROOMS = {"jetstream", "kv", "spark", "cli", "testing", "object_store"}
+
+
+def _room(module: str) -> str:
+    """The room of a module: its subpackage, ``object_store`` for the Object Store modules at
+    the package root, else ``core`` (``jetstream_sync.client``, ``jetstream_sync._writer``...)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "package"
+    if len(parts) > 2 or MODULES[module].name == "__init__.py":
+        return parts[1]
+    return "object_store" if parts[1].startswith("object_") else "core"
+
+
+def _every_import(module: str, path: Path) -> set[str]:
+    """Every package module ``module`` imports: at run time, in functions or for type checks."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            found.update(t for t in _targets(module, is_package, node) if t in MODULES)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in MODULES)
+    found.discard(module)
+    return found
+
+
+# The one way down from the core into JetStream: Client.jetstream() builds a context lazily
+# (and names its type for the checker), as kv/ and object_store/ hang off the context.
+CORE_DELEGATORS = {("jetstream_sync.client", "jetstream_sync.jetstream.context")}
+
+
+def test_core_imports_no_upper_room():
+    """The core (client, msg, subscription, _connection...) imports nothing from the rooms above."""
+    found = [
+        (name, dep)
+        for name, path in MODULES.items()
+        if _room(name) in ("core", "_protocol")
+        for dep in _every_import(name, path)
+        if _room(dep) in UPPER_ROOMS and (name, dep) not in CORE_DELEGATORS
+    ]
+    assert not found, f"core modules import upper rooms: {found}"
+
+
+def _private_client_reads(tree: ast.AST) -> set[str]:
+    """``client._x``, ``self._client._x`` and the like: private attributes read off a client."""
+    used = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")):
+            continue
+        owner = node.value
+        named = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+        if named.lstrip("_") == "client":
+            used.add(node.attr)
+    return used
+
+
+def test_msg_touches_no_private_attribute_of_its_client():
+    """msg.py answers through the client's one seam (send_reply): no ``client._*`` read."""
+    tree = ast.parse(MODULES["jetstream_sync.msg"].read_text())
+    assert _private_client_reads(ast.parse("client._writer; self._client._closed")) == {
+        "_writer",
+        "_closed",
+    }  # the checker sees both shapes
+    assert not _private_client_reads(tree)
+
+
+def _bases(module: str, path: Path) -> list[tuple[str, str, str]]:
+    """``(class, base, module the base comes from)`` for every class of ``module``."""
+    tree = ast.parse(path.read_text())
+    is_package = path.name == "__init__.py"
+    origin: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias, target in zip(node.names, _targets(module, is_package, node), strict=True):
+                origin[alias.asname or alias.name] = target
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                if isinstance(base, ast.Name):
+                    found.append((node.name, base.id, origin.get(base.id, module)))
+    return found
+
+
+def _mixins(modules: dict[str, Path]) -> list[tuple[str, str, str]]:
+    return [
+        (f"{name}.{cls}", base, source)
+        for name, path in modules.items()
+        for cls, base, source in _bases(name, path)
+        if base.endswith("Mixin")
+    ]
+
+
+def test_no_core_class_is_assembled_from_mixins():
+    """Client holds its Connection: no core class inherits a mixin (composition, not mixins)."""
+    core = {name: path for name, path in MODULES.items() if _room(name) == "core"}
+    assert not _mixins(core)
+
+
+def test_no_class_inherits_a_mixin_from_another_room():
+    """A class lives in one room: its mixins, if any, come from the same room."""
+    crossing = [
+        (cls, base, source)
+        for cls, base, source in _mixins(MODULES)
+        if _room(source) != _room(cls.rsplit(".", 1)[0])
+    ]
+    assert not crossing, f"classes inheriting another room's mixin: {crossing}"

@@ -36,7 +36,7 @@ def _echo(client: jetstream_sync.Client, subject: str) -> None:
 
 
 def _requester_reads(client: jetstream_sync.Client) -> bool:
-    return isinstance(client._reader.role._holder, ReplyWaiter)  # type: ignore[union-attr]
+    return isinstance(client._connection.reader.role._holder, ReplyWaiter)
 
 
 def _reading_request(
@@ -48,7 +48,7 @@ def _reading_request(
     A request made while the reader thread is busy waits for the hand-off
     instead: that one is answered, and another one made.
     """
-    role = nc._reader.role  # type: ignore[union-attr]
+    role = nc._connection.reader.role
     for _ in range(50):
         waiting = Background(lambda: nc.request(silent.subject, b"hold", timeout=timeout))
         request = silent.next_msg(timeout=5)
@@ -87,13 +87,13 @@ def test_a_lone_requester_parses_its_reply_on_its_own_thread(nc, other):
     _echo(other, "role.echo")
     nc.request("role.echo", b"first")  # subscribes the reply inbox
     threads: list[threading.Thread] = []
-    route = nc._mux.route
+    route = nc._connection.mux.route
 
     def spy(msg: jetstream_sync.Msg) -> None:
         threads.append(threading.current_thread())
         route(msg)
 
-    nc._mux.route = spy
+    nc._connection.mux.route = spy
     for i in range(20):
         assert nc.request("role.echo", b"%d" % i, timeout=5).data == b"%d" % i
     assert len(threads) == 20
@@ -123,7 +123,7 @@ def test_the_reader_thread_frees_the_role_once_every_waiter_is_answered(nc, othe
     """
     silent = other.subscribe("role.silent")
     other.flush()
-    role = nc._reader.role  # type: ignore[union-attr]
+    role = nc._connection.reader.role
     slow: set[int] = set()
     answered, woken = threading.Event(), threading.Event()
     wait = ReplyWaiter.wait
@@ -164,7 +164,7 @@ def test_the_reader_thread_reads_on_while_several_callers_wait(nc, other, monkey
     caller is served it lets go, and that caller's next request reads for itself."""
     silent = other.subscribe("role.silent")
     other.flush()
-    role = nc._reader.role  # type: ignore[union-attr]
+    role = nc._connection.reader.role
     slow: set[int] = set()
     answered, woken = threading.Semaphore(0), threading.Event()
     wait = ReplyWaiter.wait
@@ -216,7 +216,7 @@ def test_a_requester_gives_the_role_back_at_its_deadline(nc, other):
     with pytest.raises(jetstream_sync.TimeoutError):
         nc.request("role.silent", b"never answered", timeout=0.5)
     assert time.monotonic() - start < 2.0
-    wait_for(lambda: nc._reader.role._holder is None)  # free: the reader thread watches
+    wait_for(lambda: nc._connection.reader.role._holder is None)  # free: the reader thread watches
     sub = nc.subscribe("role.after")
     nc.flush()
     other.publish("role.after", b"still read")
@@ -263,13 +263,13 @@ def test_keepalives_are_read_when_nobody_calls(shared_server, other):
         for i in range(5):
             nc.request("role.echo", b"%d" % i, timeout=5)
         pongs = [0]
-        pong = nc._pings.pong
+        pong = nc._connection.pings.pong
 
         def counting_pong() -> None:
             pongs[0] += 1
             pong()
 
-        nc._pings.pong = counting_pong
+        nc._connection.pings.pong = counting_pong
         wait_for(lambda: pongs[0] >= 10)
         assert nc.is_connected and events.disconnects == 0
 
