@@ -5,7 +5,6 @@ Connect with :func:`connect`; every call blocks and takes a timeout in seconds.
 """
 
 from ._protocol import IMPL as __impl__
-from ._writer import ReconnectBufferFullError
 from .client import Client, ClientStats, connect
 from .errors import (
     APIError,
@@ -65,6 +64,7 @@ from .errors import (
     PullBadRequestError,
     PullRequestLimitError,
     PullStatusError,
+    ReconnectBufferFullError,
     ServerError,
     ServerShutdownError,
     ServerSlowConsumerError,

@@ -149,7 +149,7 @@ def test_a_read_stopped_early_leaves_no_request_behind(nc, js, stream):
 
 def test_a_status_block_is_told_from_a_message_block():
     """``NATS/1.0`` then a space or a tab and a code is a status; headers or None are not."""
-    from jetstream_sync.jetstream._direct_batch import is_status_block
+    from jetstream_sync._reply import is_status_block
 
     assert is_status_block(b"NATS/1.0 204 EOB\r\n\r\n")
     assert is_status_block(b"NATS/1.0\t404 No Messages\r\n\r\n")

@@ -48,7 +48,7 @@ from ..msg import Msg
 from .publish import PubAckFuture, parse_pub_ack
 
 if TYPE_CHECKING:
-    from .._connection import Reply
+    from .._reply import Reply
     from ..client import Client
     from ..headers import Headers
 

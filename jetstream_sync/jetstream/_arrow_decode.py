@@ -30,7 +30,7 @@ from ..headers import Headers
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .._connection import Reply
+    from .._reply import Reply
 
 __all__ = ["Columns", "decode_replies", "import_pyarrow", "last_seq", "read_schema"]
 

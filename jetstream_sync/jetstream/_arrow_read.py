@@ -32,7 +32,7 @@ from .enums import DeliverPolicy
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .._connection import Reply
+    from .._reply import Reply
     from ..msg import Msg
     from .context import JetStreamContext
     from .stream import Stream

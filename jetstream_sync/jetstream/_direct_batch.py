@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _protocol
 from .._deadline import Deadline
+from .._reply import is_status_block
 from .._subjects import filter_subject
 from ..errors import ConnectionClosedError, ConnectionLostError, TimeoutError, api_error
 from . import _api
 from . import _checks as ck
 
 if TYPE_CHECKING:
-    from .._connection import Reply
+    from .._reply import Reply
     from ..client import Client
     from .stream import Stream
 
@@ -42,7 +43,6 @@ __all__ = [
     "PendingBatch",
     "batch_status",
     "direct_batch_route",
-    "is_status_block",
 ]
 
 _RESOURCE_KEY = "jetstream.direct_batch"
@@ -221,15 +221,6 @@ class PendingBatch:
     def close(self) -> None:
         """Stop collecting this request's replies (late ones are dropped)."""
         self._route._release(self._token)
-
-
-def is_status_block(block: bytes | None) -> bool:
-    """Whether a reply's header block is a status (``NATS/1.0 204 EOB``), not a message.
-
-    The status code follows ``NATS/1.0`` after a space or a tab. This is the one
-    status-line check of this module: point it at the core's when there is one.
-    """
-    return block is not None and block[8:9] in (b" ", b"\t")
 
 
 def batch_status(stream: Stream, block: bytes | None, deadline: Deadline) -> int:

@@ -22,7 +22,6 @@ from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._log import logger
 from .._nuid import NUID
-from .._writer import ReconnectBufferFullError
 from ..errors import (
     APIError,
     ConnectionClosedError,
@@ -38,6 +37,7 @@ from ..errors import (
     NoRespondersError,
     OrderedConsumerResetError,
     PullStatusError,
+    ReconnectBufferFullError,
     StaleConnectionError,
     TimeoutError,
 )
