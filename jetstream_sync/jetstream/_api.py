@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 from .._deadline import Deadline
 from .._subjects import ApiSubject, filter_subject, name_token, publish_subject
 from ..errors import (
-    APIError,
     JetStreamNotEnabledError,
     NoRespondersError,
+    RequiredApiLevelError,
     TimeoutError,
     api_error,
 )
+
+__all__ = ["JsApi", "RequiredApiLevelError", "api_prefix", "check_api_reply"]
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -50,13 +52,11 @@ CONSUMER_NEXT = "CONSUMER.MSG.NEXT.{stream}.{consumer}"
 REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
 
 
-class RequiredApiLevelError(APIError, err_code=10185):
-    """The server's JetStream API level is lower than the request needs."""
-
-
 # The template fields that hold a filter subject (wildcards allowed, always the
 # last part of the subject); every other field is one name token.
 _TAIL_FIELDS = frozenset(("filter", "subject"))
+# The template fields an API error names (what was not found, for instance).
+_NAMED_FIELDS = frozenset(("stream", "consumer"))
 
 
 def api_prefix(prefix: str | None, domain: str | None) -> str:
@@ -78,12 +78,22 @@ def api_prefix(prefix: str | None, domain: str | None) -> str:
     return "$JS.API"
 
 
-def check_api_reply(body: dict[str, Any]) -> dict[str, Any]:
-    """Raise the typed error an API reply carries, or return the reply."""
+def check_api_reply(body: dict[str, Any], **about: Any) -> dict[str, Any]:
+    """Raise the typed error an API reply carries, or return the reply.
+
+    Args:
+        body: the decoded reply.
+        **about: what the request was about (``stream``, ``consumer``, ``seq``,
+            ``subject``), named by the error so that a not-found error says
+            what was not found.
+    """
     error = body.get("error")
     if error:
         raise api_error(
-            int(error.get("code", 0)), int(error.get("err_code", 0)), error.get("description", "")
+            int(error.get("code", 0)),
+            int(error.get("err_code", 0)),
+            error.get("description", ""),
+            **about,
         )
     return body
 
@@ -147,6 +157,7 @@ class JsApi:
         body: dict[str, Any] | None,
         deadline: Deadline,
         required_level: int = 0,
+        about: dict[str, Any] | None = None,
         **parts: str,
     ) -> dict[str, Any]:
         """Send a JSON API request and return the decoded, error-checked reply.
@@ -158,7 +169,10 @@ class JsApi:
             required_level: the JetStream API level the request needs; sent as
                 ``Nats-Required-Api-Level`` and checked against the server's
                 INFO first, so an older server fails with a clear error.
-            **parts: the template's fields (stream, consumer, ...).
+            about: what the request is about beyond its subject's fields
+                (``seq``, ``subject``), for the error's text.
+            **parts: the template's fields (stream, consumer, ...); an error
+                names the stream and the consumer.
 
         Raises:
             APIError (a subclass by err_code): the server refused the request.
@@ -177,4 +191,7 @@ class JsApi:
             headers = {REQUIRED_LEVEL_HEADER: str(required_level)}
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         reply = self.request(self.subject(template, **parts), payload, deadline, headers)
-        return check_api_reply(json.loads(reply.data))
+        names = {key: parts[key] for key in _NAMED_FIELDS.intersection(parts)}
+        if about:
+            names.update(about)
+        return check_api_reply(json.loads(reply.data), **names)
