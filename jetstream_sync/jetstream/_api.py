@@ -11,7 +11,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline
-from .._subjects import ApiSubject, filter_subject, name_token, publish_subject
+from .._subjects import (
+    ApiSubject,
+    check_control_line,
+    filter_subject,
+    name_token,
+    publish_subject,
+)
 from ..errors import (
     JetStreamNotEnabledError,
     NoRespondersError,
@@ -57,6 +63,12 @@ REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
 _TAIL_FIELDS = frozenset(("filter", "subject"))
 # The template fields an API error names (what was not found, for instance).
 _NAMED_FIELDS = frozenset(("stream", "consumer"))
+# What a request's control line adds to its API subject beyond the reply inbox:
+# "HPUB ", three spaces, the header and total sizes (10 digits each), CRLF, and
+# the reply token after the inbox (up to 20 digits) with its dot.
+_LINE_OVERHEAD = 32 + 21
+# How error texts name each template field.
+_FIELD_NAMES = {"filter": "filter subject", "subject": "subject"}
 
 
 def api_prefix(prefix: str | None, domain: str | None) -> str:
@@ -109,6 +121,8 @@ class JsApi:
     def __init__(self, client: Client, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
+        # A request's reply inbox is as long as any new inbox of the client.
+        self._line_overhead = len(client.new_inbox()) + _LINE_OVERHEAD
 
     def subject(self, template: str, **parts: str) -> ApiSubject:
         """The full subject of an API call, from parts checked by their roles.
@@ -118,15 +132,39 @@ class JsApi:
         part is one name token. The result is an :class:`ApiSubject`, which
         the client sends without the publish check.
 
+        The request line it makes is measured against the server's
+        ``max_control_line`` first: past it, the server would drop the
+        connection that every thread of the client shares.
+
         Raises:
             BadSubjectError: a part breaks its rule; nothing is sent.
+            LimitExceededError: the request's control line would pass the
+                server's ``max_control_line``; it names the longest part
+                (``"filter subject"``, ``"stream name"``...); nothing is sent.
         """
         for field, value in parts.items():
             if field in _TAIL_FIELDS:
-                filter_subject(value, "filter subject" if field == "filter" else "subject")
+                filter_subject(value, _FIELD_NAMES[field])
             else:
                 name_token(value, f"{field} name")
-        return ApiSubject(f"{self.prefix}.{template.format(**parts)}")
+        subject = f"{self.prefix}.{template.format(**parts)}"
+        # One comparison in the common case: UTF-8 takes at most 4 bytes a character.
+        if 4 * len(subject) + self._line_overhead > self.client.max_control_line:
+            self._check_line(subject, parts)
+        return ApiSubject(subject)
+
+    def _check_line(self, subject: str, parts: dict[str, str]) -> None:
+        """Refuse an API subject whose request line passes ``max_control_line``.
+
+        Raises:
+            LimitExceededError: naming the longest part of the subject.
+        """
+        line = len(subject.encode("utf-8", "surrogateescape")) + self._line_overhead
+        sizes = {f: len(v.encode("utf-8", "surrogateescape")) for f, v in parts.items()}
+        longest = max(sizes, key=sizes.__getitem__, default="")
+        length = sizes.get(longest, 0)
+        argument = _FIELD_NAMES.get(longest, f"{longest} name") if longest else "API prefix"
+        check_control_line(argument, length, line - length, self.client.max_control_line)
 
     def request(
         self,
