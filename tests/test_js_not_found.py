@@ -105,3 +105,16 @@ def test_errors_match_by_code_whatever_they_name():
     assert str(js.errors.api_error(404, 10059, "stream not found")) == (
         "stream not found (code=404, err_code=10059)"
     )
+
+
+def test_fetch_on_a_consumer_nothing_serves_names_stream_and_consumer(stream):
+    """A fetch that no consumer answers names the pull subject, which holds both names."""
+    consumer = stream.create_consumer(durable_name="GONE")
+    stream.delete_consumer("GONE")
+    with pytest.raises(js.NoRespondersError) as info:
+        consumer.fetch(1, timeout=2)
+    assert info.value.subject.endswith(f".CONSUMER.MSG.NEXT.{stream.name}.GONE")
+    assert repr(info.value.subject) in str(info.value)
+    with pytest.raises(js.ConsumerNotFoundError) as gone:
+        consumer.info()
+    assert (gone.value.stream, gone.value.consumer) == (stream.name, "GONE")
