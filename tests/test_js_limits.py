@@ -16,8 +16,7 @@ LONG = 5000  # past the server's default max_control_line (4,096)
 
 @pytest.fixture
 def in_flight(nc, shared_server) -> Iterator[Callable[[Callable[[], object]], None]]:
-    """Run a call while another thread's request on ``nc`` waits for its reply, then
-    check that request still got its answer (the connection was never dropped)."""
+    """Run a call while another thread's request on ``nc`` waits; then check it was answered."""
     with jetstream_sync.connect(shared_server.url) as other:
         arrived, release = threading.Event(), threading.Event()
 
@@ -49,8 +48,7 @@ def in_flight(nc, shared_server) -> Iterator[Callable[[Callable[[], object]], No
 
 
 def test_long_filter_subject_refused_while_another_request_is_in_flight(stream, in_flight):
-    """A filter subject that would pass max_control_line is refused before sending,
-    and another thread's request on the same client still gets its reply."""
+    """A filter subject past max_control_line is refused; the other thread's request lives."""
     long_filter = f"{stream.name}." + "f" * LONG
 
     def create() -> None:
@@ -78,8 +76,7 @@ def test_long_direct_get_subject_refused_while_another_request_is_in_flight(stre
 
 
 def test_names_past_the_server_name_limit_are_refused(js, stream, in_flight):
-    """Stream and consumer names longer than the server's 255 bytes raise
-    LimitExceededError naming the argument, before anything is sent."""
+    """Names past the server's 255 bytes raise LimitExceededError naming the argument."""
     name = "N" * 256
 
     def refuse() -> None:
