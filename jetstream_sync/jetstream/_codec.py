@@ -382,10 +382,10 @@ def _field_lines(env: dict[str, Any], i: int, a: attrs.Attribute[Any], spec: Spe
         set_default = f"_missing_key(cls, {wire})"
     else:
         set_default = f"s({name}, {default})"
-    plain = spec.kind in (PLAIN, MAP) and spec.none_wire is _UNSET and not spec.absent_none
-    if plain and spec.kind == PLAIN and a.default is None:
+    plain = spec.kind == PLAIN and spec.none_wire is _UNSET and not spec.absent_none
+    if plain and a.default is None:
         return [f"    s({name}, g({wire}))"]  # absent and null are both the default, None
-    if plain and spec.kind == PLAIN and a.default is not attrs.NOTHING:
+    if plain and a.default is not attrs.NOTHING:
         return [f"    v = g({wire})", f"    s({name}, {default} if v is None else v)"]
     env[f"_n{i}"] = spec.none_wire
     is_null = "v is None" + (f" or v == _n{i}" if spec.none_wire is not _UNSET else "")
