@@ -154,8 +154,14 @@ def _pub_ack_from_body(data: bytes) -> PubAck:
     return PubAck.from_api(json.loads(data))
 
 
-def no_stream_error(subject: str) -> NoRespondersError:
-    """The error of a JetStream publish that no stream answered: it names the subject."""
+def no_stream_error(subject: str | None) -> NoRespondersError:
+    """The error of a JetStream publish that no stream answered: it names the subject.
+
+    Args:
+        subject: the subject published to, or None when the caller does not know it.
+    """
+    if subject is None:
+        return NoRespondersError("no stream captures the subject published to (no responders)")
     return NoRespondersError(f"no stream captures subject {subject!r} (no responders)", subject)
 
 
@@ -178,7 +184,7 @@ def parse_pub_ack(msg: Msg, subject: str | None = None) -> PubAck:
     if fast is not None:
         return _pub_ack(fast)
     if msg.status == 503:
-        raise no_stream_error(subject or "")
+        raise no_stream_error(subject)
     body: dict[str, Any] = json.loads(msg.data)
     error = body.get("error")
     if error:
