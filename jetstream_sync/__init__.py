@@ -65,6 +65,7 @@ from .errors import (
     PullRequestLimitError,
     PullStatusError,
     ReconnectBufferFullError,
+    RequiredApiLevelError,
     ServerError,
     ServerShutdownError,
     ServerSlowConsumerError,
@@ -81,7 +82,6 @@ from .errors import (
 )
 from .headers import Headers
 from .jetstream._ack import MsgMetadata, SequencePair
-from .jetstream._api import RequiredApiLevelError
 from .jetstream._pull_stream import MessageIterator
 from .jetstream.compat import PullSubscription
 from .jetstream.config import (

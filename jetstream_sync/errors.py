@@ -13,7 +13,9 @@ JetStream API errors are :class:`APIError` subclasses chosen by the server's
 from __future__ import annotations
 
 import builtins
+import functools
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
 
@@ -113,7 +115,20 @@ class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001 - the contra
 
 
 class NoRespondersError(NatsError):
-    """A request found no subscriber on its subject (status 503)."""
+    """A request found no subscriber on its subject (status 503).
+
+    For a JetStream ``publish``: no stream captures the subject.
+
+    Attributes:
+        subject: the subject nobody answered on (``""`` when not known).
+    """
+
+    def __init__(self, text: str = "", subject: str = "") -> None:
+        super().__init__(text)
+        self.subject = subject
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, str]]:
+        return (type(self), (str(self), self.subject))
 
 
 class MaxPayloadError(NatsError, ValueError):
@@ -199,10 +214,19 @@ class JetStreamError(NatsError):
 class APIError(JetStreamError):
     """An error returned by the JetStream API.
 
+    The text keeps the server's description and codes, and names what the
+    request was about: ``stream not found: stream 'ORDERS' (code=404,
+    err_code=10059)``.
+
     Attributes:
         code: the HTTP-like status code (e.g. 404).
         err_code: the server's JetStream error code (e.g. 10059).
         description: the server's text.
+        stream: the stream the request was about, or None.
+        consumer: the consumer the request was about, or None.
+        seq: the stream sequence the request was about, or None.
+        subject: the subject the request was about (a message's, or the
+            subject of a publish), or None.
     """
 
     _registry: ClassVar[dict[int, type[APIError]]] = {}
@@ -217,20 +241,69 @@ class APIError(JetStreamError):
         if err_code is not None:
             cls.err_code_default = codes[0]
 
-    def __init__(self, code: int = 0, err_code: int = 0, description: str = "") -> None:
-        super().__init__(f"{description} (code={code}, err_code={err_code})")
+    def __init__(
+        self,
+        code: int = 0,
+        err_code: int = 0,
+        description: str = "",
+        *,
+        stream: str | None = None,
+        consumer: str | None = None,
+        seq: int | None = None,
+        subject: str | None = None,
+    ) -> None:
+        named = _named(stream=stream, consumer=consumer, seq=seq, subject=subject)
+        text = f"{description}: {named}" if named else description
+        super().__init__(f"{text} (code={code}, err_code={err_code})")
         self.code = code
         self.err_code = err_code
         self.description = description
+        self.stream = stream
+        self.consumer = consumer
+        self.seq = seq
+        self.subject = subject
 
-    def __reduce__(self) -> tuple[type[Self], tuple[int, int, str]]:
-        return (type(self), (self.code, self.err_code, self.description))
+    def __reduce__(self) -> tuple[Callable[..., Self], tuple[int, int, str]]:
+        about: dict[str, Any] = {"stream": self.stream, "consumer": self.consumer}
+        about.update(seq=self.seq, subject=self.subject)
+        if any(value is not None for value in about.values()):
+            return (functools.partial(type(self), **about), self._codes())
+        return (type(self), self._codes())
+
+    def _codes(self) -> tuple[int, int, str]:
+        return (self.code, self.err_code, self.description)
 
 
-def api_error(code: int, err_code: int, description: str) -> APIError:
-    """Build the most specific :class:`APIError` subclass for ``err_code``."""
+def _named(**about: object) -> str:
+    """``stream 'S', seq 5``: what an API error is about, for its text."""
+    return ", ".join(f"{key} {value!r}" for key, value in about.items() if value is not None)
+
+
+def api_error(
+    code: int,
+    err_code: int,
+    description: str,
+    *,
+    stream: str | None = None,
+    consumer: str | None = None,
+    seq: int | None = None,
+    subject: str | None = None,
+) -> APIError:
+    """Build the most specific :class:`APIError` subclass for ``err_code``.
+
+    Args:
+        code: the HTTP-like status code.
+        err_code: the server's JetStream error code; picks the class.
+        description: the server's text.
+        stream: the stream the request was about.
+        consumer: the consumer the request was about.
+        seq: the stream sequence the request was about.
+        subject: the subject the request was about.
+    """
     cls = APIError._registry.get(err_code, APIError)
-    return cls(code, err_code, description)
+    return cls(
+        code, err_code, description, stream=stream, consumer=consumer, seq=seq, subject=subject
+    )
 
 
 class JetStreamNotEnabledError(APIError, err_code=(10076, 10039)):
@@ -263,6 +336,10 @@ class WrongLastMsgIdError(APIError, err_code=10070):
 
 class StreamWrongExpectedError(APIError, err_code=10060):
     """``expected_stream`` did not match the stream that stored the message."""
+
+
+class RequiredApiLevelError(APIError, err_code=10185):
+    """The server's JetStream API level is lower than the request needs."""
 
 
 class NotJetStreamMsgError(JetStreamError):

@@ -28,6 +28,7 @@ from jetstream_sync.errors import (
     InvalidKeyError,
     InvalidObjectNameError,
     InvalidObjectStoreNameError,
+    LimitExceededError,
     MaxPayloadError,
     NKeyError,
 )
@@ -100,7 +101,7 @@ ROWS = [
     Row("stream-name-empty", lambda e: e.ctx.create_stream(name="", subjects=["x"]), ValueError),
     Row("stream-name-dot", lambda e: e.ctx.stream("a.b"), ValueError),
     Row("stream-name-slash", lambda e: e.ctx.delete_stream("a/b"), ValueError),
-    Row("stream-name-too-long", lambda e: e.ctx.stream(LONG_NAME), ValueError),
+    Row("stream-name-too-long", lambda e: e.ctx.stream(LONG_NAME), LimitExceededError),
     Row("consumer-name-space", lambda e: e.stream.consumer("a b"), ValueError),
     Row("durable-name-wildcard", lambda e: e.stream.create_consumer(durable_name="a*"), ValueError),
     # -- Key-Value buckets and keys (test_kv.py, test_kv_config.py)

@@ -110,6 +110,29 @@ def test_per_message_ttl_expires(ctx, stream):
         stream.get_msg(1)
 
 
+def test_publish_and_publish_async_store_the_same_headers(ctx, stream):
+    """Both publish paths send every header option the same way (one builder)."""
+    ctx.publish(f"{stream.name}.same.0", b"x", msg_id="id-1")
+    for seq, send in ((2, ctx.publish), (3, lambda *a, **k: ctx.publish_async(*a, **k).result(5))):
+        last_id = f"id-{seq - 1}"
+        ack = send(
+            f"{stream.name}.same.{seq}", b"x", headers={"Trace": ["a", "b"]},
+            msg_id=f"id-{seq}", expected_stream=stream.name, expected_last_seq=seq - 1,
+            expected_last_subject_seq=0, expected_last_msg_id=last_id, ttl=60,
+        )  # fmt: skip
+        assert ack.seq == seq
+        headers = stream.get_msg(seq).headers
+        assert {k: headers.get_all(k) for k in headers} == {
+            "Trace": ["a", "b"],
+            "Nats-Msg-Id": [f"id-{seq}"],
+            "Nats-Expected-Stream": [stream.name],
+            "Nats-Expected-Last-Sequence": [str(seq - 1)],
+            "Nats-Expected-Last-Subject-Sequence": ["0"],
+            "Nats-Expected-Last-Msg-Id": [last_id],
+            "Nats-TTL": ["60s"],
+        }
+
+
 def test_publish_async_resolves_every_future(ctx, stream):
     """publish_async futures resolve to PubAcks with consecutive sequences."""
     futures = [ctx.publish_async(f"{stream.name}.async", b"%d" % i) for i in range(500)]

@@ -154,7 +154,7 @@ class AckMux:
                     future._resolve(data)  # a success: parsed when the result is read
                     continue
                 try:
-                    ack = parse_pub_ack(Msg(prefix, "", data, headers))
+                    ack = parse_pub_ack(Msg(prefix, "", data, headers), future.subject)
                 except Exception as exc:
                     future._resolve(error=exc)
                 else:

@@ -11,14 +11,22 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline
-from .._subjects import ApiSubject, filter_subject, name_token, publish_subject
+from .._subjects import (
+    ApiSubject,
+    check_control_line,
+    filter_subject,
+    name_token,
+    publish_subject,
+)
 from ..errors import (
-    APIError,
     JetStreamNotEnabledError,
     NoRespondersError,
+    RequiredApiLevelError,
     TimeoutError,
     api_error,
 )
+
+__all__ = ["JsApi", "RequiredApiLevelError", "api_prefix", "check_api_reply"]
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -50,13 +58,17 @@ CONSUMER_NEXT = "CONSUMER.MSG.NEXT.{stream}.{consumer}"
 REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
 
 
-class RequiredApiLevelError(APIError, err_code=10185):
-    """The server's JetStream API level is lower than the request needs."""
-
-
 # The template fields that hold a filter subject (wildcards allowed, always the
 # last part of the subject); every other field is one name token.
 _TAIL_FIELDS = frozenset(("filter", "subject"))
+# The template fields an API error names (what was not found, for instance).
+_NAMED_FIELDS = frozenset(("stream", "consumer"))
+# What a request's control line adds to its API subject beyond the reply inbox:
+# "HPUB ", three spaces, the header and total sizes (10 digits each), CRLF, and
+# the reply token after the inbox (up to 20 digits) with its dot.
+_LINE_OVERHEAD = 32 + 21
+# How error texts name each template field.
+_FIELD_NAMES = {"filter": "filter subject", "subject": "subject"}
 
 
 def api_prefix(prefix: str | None, domain: str | None) -> str:
@@ -78,12 +90,22 @@ def api_prefix(prefix: str | None, domain: str | None) -> str:
     return "$JS.API"
 
 
-def check_api_reply(body: dict[str, Any]) -> dict[str, Any]:
-    """Raise the typed error an API reply carries, or return the reply."""
+def check_api_reply(body: dict[str, Any], **about: Any) -> dict[str, Any]:
+    """Raise the typed error an API reply carries, or return the reply.
+
+    Args:
+        body: the decoded reply.
+        **about: what the request was about (``stream``, ``consumer``, ``seq``,
+            ``subject``), named by the error so that a not-found error says
+            what was not found.
+    """
     error = body.get("error")
     if error:
         raise api_error(
-            int(error.get("code", 0)), int(error.get("err_code", 0)), error.get("description", "")
+            int(error.get("code", 0)),
+            int(error.get("err_code", 0)),
+            error.get("description", ""),
+            **about,
         )
     return body
 
@@ -99,6 +121,8 @@ class JsApi:
     def __init__(self, client: Client, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
+        # A request's reply inbox is as long as any new inbox of the client.
+        self._line_overhead = len(client.new_inbox()) + _LINE_OVERHEAD
 
     def subject(self, template: str, **parts: str) -> ApiSubject:
         """The full subject of an API call, from parts checked by their roles.
@@ -108,15 +132,39 @@ class JsApi:
         part is one name token. The result is an :class:`ApiSubject`, which
         the client sends without the publish check.
 
+        The request line it makes is measured against the server's
+        ``max_control_line`` first: past it, the server would drop the
+        connection that every thread of the client shares.
+
         Raises:
             BadSubjectError: a part breaks its rule; nothing is sent.
+            LimitExceededError: the request's control line would pass the
+                server's ``max_control_line``; it names the longest part
+                (``"filter subject"``, ``"stream name"``...); nothing is sent.
         """
         for field, value in parts.items():
             if field in _TAIL_FIELDS:
-                filter_subject(value, "filter subject" if field == "filter" else "subject")
+                filter_subject(value, _FIELD_NAMES[field])
             else:
                 name_token(value, f"{field} name")
-        return ApiSubject(f"{self.prefix}.{template.format(**parts)}")
+        subject = f"{self.prefix}.{template.format(**parts)}"
+        # One comparison in the common case: UTF-8 takes at most 4 bytes a character.
+        if 4 * len(subject) + self._line_overhead > self.client.max_control_line:
+            self._check_line(subject, parts)
+        return ApiSubject(subject)
+
+    def _check_line(self, subject: str, parts: dict[str, str]) -> None:
+        """Refuse an API subject whose request line passes ``max_control_line``.
+
+        Raises:
+            LimitExceededError: naming the longest part of the subject.
+        """
+        line = len(subject.encode("utf-8", "surrogateescape")) + self._line_overhead
+        sizes = {f: len(v.encode("utf-8", "surrogateescape")) for f, v in parts.items()}
+        longest = max(sizes, key=sizes.__getitem__, default="")
+        length = sizes.get(longest, 0)
+        argument = _FIELD_NAMES.get(longest, f"{longest} name") if longest else "API prefix"
+        check_control_line(argument, length, line - length, self.client.max_control_line)
 
     def request(
         self,
@@ -147,6 +195,7 @@ class JsApi:
         body: dict[str, Any] | None,
         deadline: Deadline,
         required_level: int = 0,
+        about: dict[str, Any] | None = None,
         **parts: str,
     ) -> dict[str, Any]:
         """Send a JSON API request and return the decoded, error-checked reply.
@@ -158,7 +207,10 @@ class JsApi:
             required_level: the JetStream API level the request needs; sent as
                 ``Nats-Required-Api-Level`` and checked against the server's
                 INFO first, so an older server fails with a clear error.
-            **parts: the template's fields (stream, consumer, ...).
+            about: what the request is about beyond its subject's fields
+                (``seq``, ``subject``), for the error's text.
+            **parts: the template's fields (stream, consumer, ...); an error
+                names the stream and the consumer.
 
         Raises:
             APIError (a subclass by err_code): the server refused the request.
@@ -177,4 +229,7 @@ class JsApi:
             headers = {REQUIRED_LEVEL_HEADER: str(required_level)}
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         reply = self.request(self.subject(template, **parts), payload, deadline, headers)
-        return check_api_reply(json.loads(reply.data))
+        names = {key: parts[key] for key in _NAMED_FIELDS.intersection(parts)}
+        if about:
+            names.update(about)
+        return check_api_reply(json.loads(reply.data), **names)

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from .._subjects import is_filter_subject, is_publish_subject
-from ..errors import BadSubjectError
+from ..errors import BadSubjectError, LimitExceededError
 
 MAX_NAME_LEN = 255  # JSMaxNameLen
 MAX_DESCRIPTION_LEN = 4 * 1024  # JSMaxDescriptionLen (bytes)
@@ -90,14 +90,20 @@ def non_negative(value: float, field: str) -> None:
 
 
 def asset_name(value: str, field: str) -> None:
-    """A stream or consumer name: 1-255 bytes, none of whitespace, NUL, . * > \\ /."""
+    """A stream or consumer name: 1-255 bytes, none of whitespace, NUL, . * > \\ /.
+
+    Raises:
+        ValueError: empty, or a character the server refuses.
+        LimitExceededError: longer than the server's 255 bytes (a ``ValueError``).
+    """
     if not value:
         fail(field, "must not be empty")
     bad = sorted(_BAD_NAME_CHARS.intersection(value))
     if bad:
         fail(field, f"{value!r} must not contain {' '.join(repr(c) for c in bad)}")
-    if len(value.encode()) > MAX_NAME_LEN:
-        fail(field, f"must be at most {MAX_NAME_LEN} bytes")
+    length = len(value.encode())
+    if length > MAX_NAME_LEN:
+        raise LimitExceededError(field, length, MAX_NAME_LEN, "the server's JSMaxNameLen")
 
 
 def description(value: str, field: str) -> None:

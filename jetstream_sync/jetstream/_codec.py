@@ -13,12 +13,12 @@ import enum
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 import attrs
 
 from . import _checks
-from ._timefmt import GO_ZERO_TIME, format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
+from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
 from ._timefmt import seconds_to_ns as _s_to_ns
 
 T = TypeVar("T")
@@ -63,10 +63,6 @@ class Spec:
     none_wire: Any = _UNSET
     omit_zero: bool = False
     absent_none: bool = False
-
-
-class _UnknownValue(Exception):
-    """A wire value this client cannot represent (an enum value it lacks)."""
 
 
 def strip_nats(meta: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -222,44 +218,17 @@ def extra_field() -> Any:
 # --------------------------------------------------------------------------
 # Decoding and encoding.
 
-_TABLES: dict[type, tuple[dict[str, tuple[str, Spec]], tuple[tuple[str, Spec], ...]]] = {}
+_TABLES: dict[type, tuple[tuple[str, Spec], ...]] = {}
 
 
-def _table(cls: type) -> tuple[dict[str, tuple[str, Spec]], tuple[tuple[str, Spec], ...]]:
+def _table(cls: type) -> tuple[tuple[str, Spec], ...]:
+    """``(attribute name, spec)`` of each wire-coded field of ``cls``, in order."""
     table = _TABLES.get(cls)
     if table is None:
-        by_attr = tuple(
+        table = _TABLES[cls] = tuple(
             (a.name, a.metadata["wire"]) for a in attrs.fields(cls) if "wire" in a.metadata
         )
-        table = ({spec.wire: (name, spec) for name, spec in by_attr}, by_attr)
-        _TABLES[cls] = table
     return table
-
-
-def _decode(spec: Spec, value: Any) -> Any:
-    kind = spec.kind
-    if kind == PLAIN:
-        return value
-    if kind == SEQ:
-        return tuple(value)
-    if kind == DUR:
-        return ns_to_seconds(value)
-    if kind == DURS:
-        return tuple(ns_to_seconds(v) for v in value)
-    if kind == TIME:
-        return parse_rfc3339(value)
-    if kind == ENUM:
-        try:
-            return spec.cls(value)
-        except ValueError:
-            raise _UnknownValue from None
-    if kind == OBJ:
-        return spec.cls.from_api(value)
-    if kind == OBJS:
-        return tuple(spec.cls.from_api(v) for v in value)
-    if kind == OBJMAP:
-        return {k: spec.cls.from_api(v) for k, v in value.items()}
-    return dict(value)
 
 
 def _encode(spec: Spec, value: Any) -> Any:
@@ -305,41 +274,19 @@ class Wire:
         kept in ``extra`` so ``to_api`` sends them back unchanged. Value checks
         are skipped: what the server returns is taken as it is.
 
+        The first call compiles the class's decoder from its field specs (see
+        :func:`compile_decoder`) and installs it as the class's ``from_api``.
+
         Raises:
-            TypeError: ``d`` is not a mapping.
+            TypeError: ``d`` is not a mapping, or a required key is missing.
         """
-        if not isinstance(d, Mapping):
-            raise TypeError(f"{cls.__name__}.from_api expects a dict, got {type(d).__name__}")
-        by_wire, by_attr = _table(cls)
-        envelope = cls._ENVELOPE  # type: ignore[attr-defined]
-        kwargs: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in d.items():
-            entry = by_wire.get(key)
-            if entry is None:
-                if key not in envelope:
-                    extra[key] = value
-                continue
-            name, spec = entry
-            if value is None or value == spec.none_wire:
-                continue
-            try:
-                kwargs[name] = _decode(spec, value)
-            except _UnknownValue:
-                extra[key] = value
-        if extra:
-            kwargs["extra"] = extra
-        for name, spec in by_attr:
-            if spec.absent_none and spec.wire not in d:
-                kwargs[name] = None
-        with _checks.lenient():
-            return cls(**kwargs)
+        decoded: T = _decoder(cls)(cls, d)
+        return decoded
 
     def to_api(self) -> dict[str, Any]:
         """The server's JSON for this value: ``None`` fields omitted, ``extra`` merged in."""
-        _, by_attr = _table(type(self))
         out: dict[str, Any] = {}
-        for name, spec in by_attr:
+        for name, spec in _table(type(self)):
             value = getattr(self, name)
             if value is None:
                 if spec.none_wire is not _UNSET:
@@ -373,98 +320,150 @@ class Wire:
 
 
 # --------------------------------------------------------------------------
-# Hand-written ``from_api``: the few classes every JetStream API call returns
-# (stream, consumer and account info and what they hold) override the generic
-# ``Wire.from_api`` with a direct decoder built from these helpers; the result
-# is the same (tests/test_info_fast.py checks it against the generic decoder).
+# Decoding: one decoder per class, compiled from its field specs.
+#
+# ``from_api`` is the hot path of every JetStream API call (a stream info holds
+# some 70 fields). Interpreting the specs field by field for each reply costs
+# twice what a straight-line function does, so each class gets such a function,
+# generated from the same specs ``to_api`` reads: a new field needs no code.
 
-_KNOWN: dict[type, frozenset[str]] = {}
+_MISSING = object()
+_DECODERS: dict[type, Callable[[Any, Mapping[str, Any]], Any]] = {}
 
 
-def unknown_keys(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys of ``d`` that ``cls`` has no field for (envelope keys dropped): its ``extra``.
+def _missing_key(cls: type, wire: str) -> NoReturn:
+    raise TypeError(f"{cls.__name__}.from_api: the required key {wire!r} is missing")
 
-    Raises:
-        TypeError: ``d`` is not a mapping.
+
+def _not_a_mapping(cls: type, d: object) -> NoReturn:
+    raise TypeError(f"{cls.__name__}.from_api expects a dict, got {type(d).__name__}")
+
+
+def _decoder(cls: type) -> Callable[[Any, Mapping[str, Any]], Any]:
+    """The compiled ``from_api`` of ``cls``; compiled and installed on first use."""
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _DECODERS[cls] = compile_decoder(cls)
+        if "from_api" not in vars(cls):  # a class's own from_api (another format) stays
+            type.__setattr__(cls, "from_api", classmethod(decoder))
+    return decoder
+
+
+def _decode_expr(kind: str, i: int) -> str:
+    """The expression that decodes the wire value ``v`` of field ``i`` by its kind."""
+    return {
+        PLAIN: "v",
+        SEQ: "tuple(v)",
+        DUR: "_ns(v)",
+        DURS: "tuple([_ns(x) for x in v])",
+        TIME: "_time(v)",
+        OBJ: f"_c{i}.from_api(v)",
+        OBJS: f"tuple([_c{i}.from_api(x) for x in v])",
+        OBJMAP: f"{{k: _c{i}.from_api(x) for k, x in v.items()}}",
+        MAP: "dict(v)",
+    }[kind]
+
+
+def _default(env: dict[str, Any], i: int, a: attrs.Attribute[Any]) -> str:
+    """The expression of field ``i``'s default (a factory is called each time)."""
+    default: Any = a.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        env[f"_f{i}"] = default.factory
+        return f"_f{i}()"
+    env[f"_d{i}"] = default
+    return f"_d{i}"
+
+
+def _field_lines(env: dict[str, Any], i: int, a: attrs.Attribute[Any], spec: Spec) -> list[str]:
+    """The lines of a compiled decoder that read field ``i`` (``a``) by its spec."""
+    name, wire = repr(a.name), repr(spec.wire)
+    default = _default(env, i, a)
+    if a.default is attrs.NOTHING:
+        set_default = f"_missing_key(cls, {wire})"
+    else:
+        set_default = f"s({name}, {default})"
+    plain = spec.kind == PLAIN and spec.none_wire is _UNSET and not spec.absent_none
+    if plain and a.default is None:
+        return [f"    s({name}, g({wire}))"]  # absent and null are both the default, None
+    if plain and a.default is not attrs.NOTHING:
+        return [f"    v = g({wire})", f"    s({name}, {default} if v is None else v)"]
+    env[f"_n{i}"] = spec.none_wire
+    is_null = "v is None" + (f" or v == _n{i}" if spec.none_wire is not _UNSET else "")
+    if spec.absent_none:
+        lines = [
+            f"    v = g({wire}, _MISSING)",
+            "    if v is _MISSING:",
+            f"        s({name}, None)",
+            f"    elif {is_null}:",
+        ]
+    else:
+        lines = [f"    v = g({wire})", f"    if {is_null}:"]
+    lines += [f"        {set_default}", "    else:"]
+    if spec.kind == ENUM:
+        env[f"_e{i}"] = spec.cls._value2member_map_
+        return lines + [
+            "        try:",
+            f"            s({name}, _e{i}[v])",
+            "        except (KeyError, TypeError):  # a value this client lacks",
+            f"            extra[{wire}] = v",
+            f"            {set_default}",
+        ]
+    env[f"_c{i}"] = spec.cls
+    return lines + [f"        s({name}, {_decode_expr(spec.kind, i)})"]
+
+
+def compile_decoder(cls: type) -> Callable[[Any, Mapping[str, Any]], Any]:
+    """Generate the ``from_api`` function of the attrs class ``cls`` from its field specs.
+
+    For each wire-coded field, in one straight line: a key that is absent or
+    null, or holds the spec's ``none_wire``, gives the field's default (absent
+    gives ``None`` for an ``absent_none`` field); otherwise the value is
+    decoded by its kind. An enum value this client lacks, and every key no
+    field reads (response-envelope keys aside), go to ``extra``. Fields are
+    set on a new instance directly: ``__init__`` converts and checks user
+    input, which server data skips (see :func:`_checks.lenient`).
+
+    Returns:
+        ``from_api(cls, d)``, to be bound as a classmethod.
     """
-    known = _KNOWN.get(cls)
-    if known is None:
-        known = _KNOWN[cls] = frozenset(_table(cls)[0]) | cls._ENVELOPE  # type: ignore[attr-defined]
-    if not isinstance(d, Mapping):
-        raise TypeError(f"{cls.__name__}.from_api expects a dict, got {type(d).__name__}")
-    return {k: v for k, v in d.items() if k not in known}
-
-
-def build(cls: type[T], **values: Any) -> T:
-    """An instance of the attrs class ``cls`` holding ``values``, without running ``__init__``.
-
-    A config's ``__init__`` converts and checks user input field by field; what
-    the server returns is taken as it is (as under :func:`_checks.lenient`), so
-    a hand-written ``from_api`` sets the fields directly. It must pass every field.
-    """
-    obj = object.__new__(cls)
-    setattr_ = object.__setattr__
-    for name, value in values.items():
-        setattr_(obj, name, value)
-    return obj
-
-
-def or_default(value: Any, default: Any) -> Any:
-    """A plain wire value, or the field's default when absent or null."""
-    return default if value is None else value
-
-
-def dur_or_none(value: int | None) -> float | None:
-    """Nanoseconds as float seconds, or ``None``."""
-    return None if value is None else ns_to_seconds(value)
-
-
-def durs_or_none(value: list[int] | None) -> tuple[float, ...] | None:
-    """A list of nanoseconds as a tuple of float seconds, or ``None``."""
-    return None if value is None else tuple(ns_to_seconds(v) for v in value)
-
-
-def time_or_none(value: str | None, zero_none: bool = False) -> datetime | None:
-    """An RFC 3339 timestamp, or ``None`` (also for Go's zero time when ``zero_none``)."""
-    if value is None or (zero_none and value == GO_ZERO_TIME):
-        return None
-    return parse_rfc3339(value)
-
-
-def seq_or_none(value: Any) -> tuple[Any, ...] | None:
-    """A JSON list as a tuple, or ``None``."""
-    return None if value is None else tuple(value)
-
-
-def map_or_none(value: Any) -> dict[str, Any] | None:
-    """A JSON object as a dict, or ``None``."""
-    return None if value is None else dict(value)
-
-
-def obj_or_none(cls: Any, value: Any) -> Any:
-    """A nested object through ``cls.from_api``, or ``None``."""
-    return None if value is None else cls.from_api(value)
-
-
-def objs_or_none(cls: Any, value: Any) -> tuple[Any, ...] | None:
-    """A list of nested objects through ``cls.from_api``, or ``None``."""
-    return None if value is None else tuple(cls.from_api(v) for v in value)
-
-
-def enum_or_extra(
-    cls: type[enum.Enum], d: Mapping[str, Any], key: str, extra: dict[str, Any]
-) -> Any:
-    """The enum member of ``d[key]``; ``None`` when absent, null or unknown (kept in ``extra``)."""
-    value = d.get(key)
-    if value is None:
-        return None
-    try:
-        member = cls._value2member_map_.get(value)  # what cls(value) looks up, minus its cost
-    except TypeError:  # unhashable: not a member's value
-        member = None
-    if member is None:
-        extra[key] = value
-    return member
+    env: dict[str, Any] = {
+        "_cls": cls, "_new": object.__new__, "_bind": object.__setattr__.__get__,
+        "_dict": dict, "_Mapping": Mapping, "_MISSING": _MISSING, "_ns": ns_to_seconds,
+        "_time": parse_rfc3339, "_decoder": _decoder, "_missing_key": _missing_key,
+        "_not_a_mapping": _not_a_mapping,
+    }  # fmt: skip
+    known = set(cls._ENVELOPE)  # type: ignore[attr-defined]
+    body = [
+        "def from_api(cls, d):",
+        "    if cls is not _cls:  # a subclass inherited this decoder: use its own",
+        "        return _decoder(cls)(cls, d)",
+        "    if type(d) is not _dict and not isinstance(d, _Mapping):",
+        "        _not_a_mapping(cls, d)",
+        "    extra = {}",
+        "    if not _known.issuperset(d):",
+        "        extra = {k: v for k, v in d.items() if k not in _known}",
+        "    g = d.get",
+        "    self = _new(_cls)",
+        "    s = _bind(self)  # object.__setattr__ bound: frozen attrs classes allow it",
+    ]
+    for i, a in enumerate(attrs.fields(cls)):
+        spec = a.metadata.get("wire")
+        if spec is not None:
+            known.add(spec.wire)
+            body += _field_lines(env, i, a, spec)
+        elif a.name != "extra":
+            body.append(f"    s({a.name!r}, {_default(env, i, a)})")
+    if "extra" in attrs.fields_dict(cls):
+        body.append("    s('extra', extra)")
+    body.append("    return self")
+    env["_known"] = frozenset(known)
+    exec(compile("\n".join(body), f"<from_api of {cls.__qualname__}>", "exec"), env)  # noqa: S102
+    decoder: Callable[[Any, Mapping[str, Any]], Any] = env["from_api"]
+    decoder.__annotations__ = {"d": Mapping[str, Any], "return": cls}
+    decoder.__module__ = cls.__module__
+    decoder.__qualname__ = f"{cls.__qualname__}.from_api"
+    decoder.__doc__ = Wire.from_api.__doc__
+    return decoder
 
 
 def is_zero(value: Any) -> bool:

@@ -273,6 +273,12 @@ def fetch(
                     break
                 if isinstance(error, PinIdMismatchError):
                     priority.pin_id = None  # type: ignore[union-attr]
+                if kind == NO_RESPONDERS and not msgs:
+                    raise NoRespondersError(
+                        f"no responders for the pull request on {next_subject!r} "
+                        "(does the consumer exist?)",
+                        next_subject,
+                    )
                 if kind == TERMINAL or not msgs:
                     raise error  # type: ignore[misc]
                 done = True

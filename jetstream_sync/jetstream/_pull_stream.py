@@ -408,7 +408,12 @@ class MessageIterator(IterationMixin):
                 self._fail(ConsumerDeletedError("the consumer no longer exists"))
                 return
             self._reset_pending(RETRY_WAIT)
-            self._warn(NoRespondersError("no responders for the pull request; pulling again"))
+            self._warn(
+                NoRespondersError(
+                    f"no responders for the pull request on {self._next_subject!r}; pulling again",
+                    self._next_subject,
+                )
+            )
             return
         # warnings
         if isinstance(error, PinIdMismatchError):

@@ -24,18 +24,10 @@ from ._codec import (
     SEQ,
     TIME,
     Wire,
-    build,
     default_if_zero,
-    dur_or_none,
-    durs_or_none,
-    enum_or_extra,
     extra_field,
     field,
-    map_or_none,
-    seq_or_none,
     strip_nats,
-    time_or_none,
-    unknown_keys,
     unlimited,
 )
 from .enums import AckPolicy, DeliverPolicy, PriorityPolicy, ReplayPolicy
@@ -155,61 +147,6 @@ class ConsumerConfig(Wire):
 
     def _match_skip(self) -> frozenset[str]:
         return frozenset({"ack_wait"}) if self.backoff else frozenset()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> ConsumerConfig:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed.
-
-        An ``ack_policy`` the server left out reads as ``None`` (it means NONE).
-
-        Raises:
-            TypeError: ``d`` is not a mapping.
-        """
-        extra = unknown_keys(cls, d)
-        g = d.get
-        if "ack_policy" in d:
-            ack_policy = enum_or_extra(AckPolicy, d, "ack_policy", extra) or AckPolicy.EXPLICIT
-        else:
-            ack_policy = None
-        return build(
-            cls,
-            name=g("name"),
-            durable_name=g("durable_name"),
-            description=g("description"),
-            deliver_policy=enum_or_extra(DeliverPolicy, d, "deliver_policy", extra),
-            opt_start_seq=g("opt_start_seq"),
-            opt_start_time=time_or_none(g("opt_start_time")),
-            ack_policy=ack_policy,
-            ack_wait=dur_or_none(g("ack_wait")),
-            max_deliver=g("max_deliver"),
-            backoff=durs_or_none(g("backoff")),
-            filter_subject=g("filter_subject"),
-            filter_subjects=seq_or_none(g("filter_subjects")),
-            replay_policy=enum_or_extra(ReplayPolicy, d, "replay_policy", extra),
-            rate_limit_bps=g("rate_limit_bps"),
-            sample_freq=g("sample_freq"),
-            max_waiting=g("max_waiting"),
-            max_ack_pending=g("max_ack_pending"),
-            flow_control=g("flow_control"),
-            idle_heartbeat=dur_or_none(g("idle_heartbeat")),
-            headers_only=g("headers_only"),
-            max_batch=g("max_batch"),
-            max_expires=dur_or_none(g("max_expires")),
-            max_bytes=g("max_bytes"),
-            deliver_subject=g("deliver_subject"),
-            deliver_group=g("deliver_group"),
-            inactive_threshold=dur_or_none(g("inactive_threshold")),
-            num_replicas=g("num_replicas"),
-            mem_storage=g("mem_storage"),
-            direct=g("direct"),
-            sourcing=g("sourcing"),
-            metadata=map_or_none(g("metadata")),
-            pause_until=time_or_none(g("pause_until")),
-            priority_groups=seq_or_none(g("priority_groups")),
-            priority_policy=enum_or_extra(PriorityPolicy, d, "priority_policy", extra),
-            priority_timeout=dur_or_none(g("priority_timeout")),
-            extra=extra,
-        )
 
     @property
     def is_push(self) -> bool:

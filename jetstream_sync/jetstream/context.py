@@ -22,7 +22,7 @@ from ._names import check_stream_name
 from .compat import CompatSubscribeMixin
 from .consumer_mixins import ContextConsumersMixin
 from .info import AccountInfo, PubAck, StreamInfo
-from .publish import RETRY_WAIT, PubAckFuture, parse_pub_ack, publish_headers
+from .publish import RETRY_WAIT, PubAckFuture, no_stream_error, parse_pub_ack, publish_headers
 from .stream import Stream
 from .stream_config import StreamConfig
 
@@ -64,9 +64,6 @@ class _Budget:
             return fn(deadline)
         finally:
             self.left = max(deadline.remaining(), 0.0)
-
-
-_NO_OPTIONS = (None,) * 6  # a publish() without any of its header options
 
 
 class JetStreamContext(
@@ -150,7 +147,8 @@ class JetStreamContext(
             The PubAck: stream, sequence, whether it was a duplicate.
 
         Raises:
-            NoRespondersError: no stream listens on ``subject`` (after the retries).
+            NoRespondersError: no stream captures ``subject`` (after the retries);
+                the error names the subject.
             WrongLastSequenceError, WrongLastMsgIdError, StreamWrongExpectedError:
                 an expectation failed.
             TimeoutError: no PubAck in time; the message may still have been stored.
@@ -160,13 +158,10 @@ class JetStreamContext(
                 input, raised before anything is sent.
         """
         deadline = self._deadline(timeout)
-        options = (
+        hdrs = publish_headers(headers, (
             msg_id, expected_stream, expected_last_seq,
             expected_last_subject_seq, expected_last_msg_id, ttl,
-        )  # fmt: skip
-        hdrs = None  # most publishes set none of these: skip building headers
-        if headers or options != _NO_OPTIONS:
-            hdrs = publish_headers(headers, *options)
+        ))  # fmt: skip
         attempt = 0
         while True:
             left = deadline.remaining()
@@ -174,11 +169,11 @@ class JetStreamContext(
                 raise TimeoutError(f"no PubAck for {subject!r} in time")
             try:
                 reply = self.client.request(subject, data, timeout=left, headers=hdrs)
-                return parse_pub_ack(reply)
+                return parse_pub_ack(reply, subject)
             except NoRespondersError:
                 attempt += 1
                 if attempt > retry_attempts or deadline.remaining() <= RETRY_WAIT:
-                    raise
+                    raise no_stream_error(subject) from None
             time.sleep(RETRY_WAIT)  # back-off before retrying: JetStream may be starting
 
     def publish_async(
@@ -215,16 +210,10 @@ class JetStreamContext(
             TimeoutError: no room in the window or the write buffer within
                 ``timeout``; nothing was sent and no future is pending.
         """
-        hdrs = None
-        if (
-            headers or msg_id is not None or expected_stream is not None or ttl is not None
-            or expected_last_seq is not None or expected_last_subject_seq is not None
-            or expected_last_msg_id is not None
-        ):  # fmt: skip
-            hdrs = publish_headers(
-                headers, msg_id, expected_stream, expected_last_seq,
-                expected_last_subject_seq, expected_last_msg_id, ttl,
-            )  # fmt: skip
+        hdrs = publish_headers(headers, (
+            msg_id, expected_stream, expected_last_seq,
+            expected_last_subject_seq, expected_last_msg_id, ttl,
+        ))  # fmt: skip
         if timeout is not None:
             timeout = check_timeout("timeout", timeout)
         return self._async.publish(subject, data, hdrs, timeout or self.timeout)
@@ -287,7 +276,8 @@ class JetStreamContext(
         left = deadline.remaining()
         if left <= 0:
             raise TimeoutError("publish_batch timed out")
-        return parse_pub_ack(self.client.request(subject, data, timeout=left, headers=headers))
+        reply = self.client.request(subject, data, timeout=left, headers=headers)
+        return parse_pub_ack(reply, subject)
 
     # ---------------------------------------------------------------- account
 
@@ -381,7 +371,7 @@ class JetStreamContext(
     def _page(
         self, template: str, body: dict[str, Any], parts: dict[str, str], deadline: Deadline
     ) -> Any:
-        return self._api.request_json(template, body, deadline, 0, **parts)
+        return self._api.request_json(template, body, deadline, 0, None, **parts)
 
     def _pages(
         self, template: str, key: str, subject: str | None, timeout: float | None, **parts: str
@@ -445,5 +435,5 @@ class JetStreamContext(
         )
         names = reply.get("streams") or []
         if not names:
-            raise StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
+            raise StreamNotFoundError(404, 10059, "no stream captures the subject", subject=subject)
         return str(names[0])

@@ -26,16 +26,8 @@ from ._codec import (
     SEQ,
     TIME,
     Wire,
-    dur_or_none,
     extra_field,
     info_field,
-    map_or_none,
-    obj_or_none,
-    objs_or_none,
-    or_default,
-    seq_or_none,
-    time_or_none,
-    unknown_keys,
 )
 from ._timefmt import GO_ZERO_TIME
 from .consumer_config import ConsumerConfig
@@ -131,22 +123,6 @@ class PeerInfo(Wire):
     pending: bool = field("pending", default=False, omit_zero=True)
     extra: Mapping[str, Any] = extra_field()
 
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> PeerInfo:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            name=or_default(g("name"), ""),
-            current=or_default(g("current"), False),
-            offline=or_default(g("offline"), False),
-            active=or_default(dur_or_none(g("active")), 0.0),
-            lag=or_default(g("lag"), 0),
-            peer=or_default(g("peer"), ""),
-            pending=or_default(g("pending"), False),
-            extra=extra,
-        )
-
 
 @attrs.frozen(kw_only=True, repr=False)
 class DesiredClusterOrigin(Wire):
@@ -226,23 +202,6 @@ class ClusterInfo(Wire):
     replicas: tuple[PeerInfo, ...] | None = field("replicas", OBJS, cls=PeerInfo)
     desired: DesiredClusterInfo | None = field("desired", OBJ, cls=DesiredClusterInfo)
     extra: Mapping[str, Any] = extra_field()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> ClusterInfo:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            name=g("name"),
-            raft_group=g("raft_group"),
-            leader=g("leader"),
-            leader_since=time_or_none(g("leader_since")),
-            system_account=or_default(g("system_account"), False),
-            traffic_account=g("traffic_account"),
-            replicas=objs_or_none(PeerInfo, g("replicas")),
-            desired=obj_or_none(DesiredClusterInfo, g("desired")),
-            extra=extra,
-        )
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -339,27 +298,6 @@ class StreamState(Wire):
     consumer_count: int = field("consumer_count", default=0)
     extra: Mapping[str, Any] = extra_field()
 
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> StreamState:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            messages=or_default(g("messages"), 0),
-            bytes=or_default(g("bytes"), 0),
-            first_seq=or_default(g("first_seq"), 0),
-            first_ts=time_or_none(g("first_ts"), zero_none=True),
-            last_seq=or_default(g("last_seq"), 0),
-            last_ts=time_or_none(g("last_ts"), zero_none=True),
-            num_subjects=or_default(g("num_subjects"), 0),
-            subjects=map_or_none(g("subjects")),
-            num_deleted=or_default(g("num_deleted"), 0),
-            deleted=seq_or_none(g("deleted")),
-            lost=obj_or_none(LostStreamData, g("lost")),
-            consumer_count=or_default(g("consumer_count"), 0),
-            extra=extra,
-        )
-
 
 @attrs.frozen(kw_only=True, repr=False)
 class StreamInfo(Wire):
@@ -393,24 +331,6 @@ class StreamInfo(Wire):
     ts: datetime | None = field("ts", TIME)
     extra: Mapping[str, Any] = extra_field()
 
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> StreamInfo:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            config=obj_or_none(StreamConfig, g("config")),
-            created=time_or_none(g("created")),
-            state=obj_or_none(StreamState, g("state")),
-            domain=g("domain"),
-            cluster=obj_or_none(ClusterInfo, g("cluster")),
-            mirror=obj_or_none(StreamSourceInfo, g("mirror")),
-            sources=objs_or_none(StreamSourceInfo, g("sources")),
-            alternates=objs_or_none(StreamAlternate, g("alternates")),
-            ts=time_or_none(g("ts")),
-            extra=extra,
-        )
-
     _ENVELOPE: ClassVar[frozenset[str]] = _ENVELOPE
 
 
@@ -429,18 +349,6 @@ class SequenceInfo(Wire):
     stream_seq: int = field("stream_seq", default=0)
     last_active: datetime | None = field("last_active", TIME)
     extra: Mapping[str, Any] = extra_field()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> SequenceInfo:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            consumer_seq=or_default(g("consumer_seq"), 0),
-            stream_seq=or_default(g("stream_seq"), 0),
-            last_active=time_or_none(g("last_active")),
-            extra=extra,
-        )
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -503,30 +411,5 @@ class ConsumerInfo(Wire):
         "priority_groups", OBJS, cls=PriorityGroupState
     )
     extra: Mapping[str, Any] = extra_field()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> ConsumerInfo:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            stream_name=or_default(g("stream_name"), ""),
-            name=or_default(g("name"), ""),
-            created=time_or_none(g("created")),
-            config=obj_or_none(ConsumerConfig, g("config")),
-            delivered=obj_or_none(SequenceInfo, g("delivered")),
-            ack_floor=obj_or_none(SequenceInfo, g("ack_floor")),
-            num_ack_pending=or_default(g("num_ack_pending"), 0),
-            num_redelivered=or_default(g("num_redelivered"), 0),
-            num_waiting=or_default(g("num_waiting"), 0),
-            num_pending=or_default(g("num_pending"), 0),
-            cluster=obj_or_none(ClusterInfo, g("cluster")),
-            push_bound=or_default(g("push_bound"), False),
-            paused=or_default(g("paused"), False),
-            pause_remaining=dur_or_none(g("pause_remaining")),
-            ts=time_or_none(g("ts")),
-            priority_groups=objs_or_none(PriorityGroupState, g("priority_groups")),
-            extra=extra,
-        )
 
     _ENVELOPE: ClassVar[frozenset[str]] = _ENVELOPE

@@ -51,29 +51,49 @@ def ttl_header_value(ttl: float | str) -> str:
     return f"{round(ttl * 1000)}ms"
 
 
+# A publish's header options, in this order: msg_id, expected_stream,
+# expected_last_seq, expected_last_subject_seq, expected_last_msg_id, ttl.
+PublishOptions = tuple[
+    str | None, str | None, int | None, int | None, str | None, float | str | None
+]
+NO_OPTIONS: PublishOptions = (None,) * 6  # a publish that sets none of them
+
+
 def publish_headers(
-    headers: HeadersIn | None,
-    msg_id: str | None = None,
-    expected_stream: str | None = None,
-    expected_last_seq: int | None = None,
-    expected_last_subject_seq: int | None = None,
-    expected_last_msg_id: str | None = None,
-    ttl: float | str | None = None,
+    headers: HeadersIn | None, options: PublishOptions = NO_OPTIONS
 ) -> Headers | None:
-    """The headers of a JetStream publish, or None when there are none."""
+    """The headers of a JetStream publish, or None when there are none.
+
+    The one place ``publish``, ``publish_async`` and ``publish_batch`` build the
+    ``Nats-*`` headers of their options. A publish without headers or options
+    (the common case) returns at the first comparison.
+
+    Args:
+        headers: the caller's own headers, or None.
+        options: ``(msg_id, expected_stream, expected_last_seq,
+            expected_last_subject_seq, expected_last_msg_id, ttl)``, each None
+            when not set.
+
+    Raises:
+        TypeError, ValueError: a sequence that is not an int of at least 0, or
+            a TTL that is not a number of seconds of at least 1 (or ``"never"``).
+        BadHeaderError: a header key or value cannot be sent.
+    """
+    if not headers and options == NO_OPTIONS:
+        return None
+    msg_id, expected_stream, last_seq, last_subject_seq, last_msg_id, ttl = options
     pairs = header_pairs(headers) if headers else []
     if msg_id is not None:
         pairs.append((MSG_ID, str(msg_id)))
     if expected_stream is not None:
         pairs.append((EXPECTED_STREAM, expected_stream))
-    if expected_last_seq is not None:
-        last = sequence(expected_last_seq, "expected_last_seq", 0)
-        pairs.append((EXPECTED_LAST_SEQ, str(last)))
-    if expected_last_subject_seq is not None:
-        last = sequence(expected_last_subject_seq, "expected_last_subject_seq", 0)
+    if last_seq is not None:
+        pairs.append((EXPECTED_LAST_SEQ, str(sequence(last_seq, "expected_last_seq", 0))))
+    if last_subject_seq is not None:
+        last = sequence(last_subject_seq, "expected_last_subject_seq", 0)
         pairs.append((EXPECTED_LAST_SUBJECT_SEQ, str(last)))
-    if expected_last_msg_id is not None:
-        pairs.append((EXPECTED_LAST_MSG_ID, expected_last_msg_id))
+    if last_msg_id is not None:
+        pairs.append((EXPECTED_LAST_MSG_ID, last_msg_id))
     if ttl is not None:
         pairs.append((MSG_TTL, ttl_header_value(ttl)))
     return Headers.from_pairs(pairs) if pairs else None
@@ -134,26 +154,46 @@ def _pub_ack_from_body(data: bytes) -> PubAck:
     return PubAck.from_api(json.loads(data))
 
 
-def parse_pub_ack(msg: Msg) -> PubAck:
+def no_stream_error(subject: str | None) -> NoRespondersError:
+    """The error of a JetStream publish that no stream answered: it names the subject.
+
+    Args:
+        subject: the subject published to, or None when the caller does not know it.
+    """
+    if subject is None:
+        return NoRespondersError("no stream captures the subject published to (no responders)")
+    return NoRespondersError(f"no stream captures subject {subject!r} (no responders)", subject)
+
+
+def parse_pub_ack(msg: Msg, subject: str | None = None) -> PubAck:
     """Turn a PubAck reply into a :class:`PubAck`, or raise its error.
 
     The error check comes first: a failed PubAck still carries ``stream`` and
     ``"seq": 0``.
 
+    Args:
+        msg: the reply.
+        subject: the subject the message was published to, named by the errors
+            (the reply's own subject is an inbox).
+
     Raises:
-        NoRespondersError: no stream listens on the subject (status 503).
+        NoRespondersError: no stream captures the subject (status 503).
         APIError (a subclass by err_code): the stream refused the message.
     """
     fast = _fast_ack(msg)
     if fast is not None:
         return _pub_ack(fast)
     if msg.status == 503:
-        raise NoRespondersError(f"no stream is listening on {msg.subject!r}")
+        raise no_stream_error(subject)
     body: dict[str, Any] = json.loads(msg.data)
     error = body.get("error")
     if error:
         raise api_error(
-            int(error.get("code", 0)), int(error.get("err_code", 0)), error.get("description", "")
+            int(error.get("code", 0)),
+            int(error.get("err_code", 0)),
+            error.get("description", ""),
+            stream=body.get("stream") or None,
+            subject=subject,
         )
     return PubAck.from_api(body)
 

@@ -20,9 +20,6 @@ from ._codec import (
     Wire,
     extra_field,
     info_field,
-    obj_or_none,
-    or_default,
-    unknown_keys,
 )
 from ._timefmt import datetime_to_ns, format_rfc3339, parse_rfc3339
 
@@ -66,23 +63,6 @@ class AccountLimits(Wire):
     max_bytes_required: bool = field("max_bytes_required", default=False)
     extra: Mapping[str, Any] = extra_field()
 
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> AccountLimits:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            max_memory=or_default(g("max_memory"), -1),
-            max_storage=or_default(g("max_storage"), -1),
-            max_streams=or_default(g("max_streams"), -1),
-            max_consumers=or_default(g("max_consumers"), -1),
-            max_ack_pending=or_default(g("max_ack_pending"), -1),
-            memory_max_stream_bytes=or_default(g("memory_max_stream_bytes"), -1),
-            storage_max_stream_bytes=or_default(g("storage_max_stream_bytes"), -1),
-            max_bytes_required=or_default(g("max_bytes_required"), False),
-            extra=extra,
-        )
-
 
 @attrs.frozen(kw_only=True, repr=False)
 class APIStats(Wire):
@@ -101,19 +81,6 @@ class APIStats(Wire):
     errors: int = field("errors", default=0)
     inflight: int = field("inflight", default=0, omit_zero=True)
     extra: Mapping[str, Any] = extra_field()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> APIStats:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            level=or_default(g("level"), 0),
-            total=or_default(g("total"), 0),
-            errors=or_default(g("errors"), 0),
-            inflight=or_default(g("inflight"), 0),
-            extra=extra,
-        )
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -139,22 +106,6 @@ class AccountTier(Wire):
     consumers: int = field("consumers", default=0)
     limits: AccountLimits | None = field("limits", OBJ, cls=AccountLimits)
     extra: Mapping[str, Any] = extra_field()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> AccountTier:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return cls(
-            memory=or_default(g("memory"), 0),
-            storage=or_default(g("storage"), 0),
-            reserved_memory=or_default(g("reserved_memory"), 0),
-            reserved_storage=or_default(g("reserved_storage"), 0),
-            streams=or_default(g("streams"), 0),
-            consumers=or_default(g("consumers"), 0),
-            limits=obj_or_none(AccountLimits, g("limits")),
-            extra=extra,
-        )
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -188,26 +139,6 @@ class AccountInfo(Wire):
     api: APIStats | None = field("api", OBJ, cls=APIStats)
     tiers: Mapping[str, AccountTier] | None = field("tiers", OBJMAP, cls=AccountTier)
     extra: Mapping[str, Any] = extra_field()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> AccountInfo:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed."""
-        extra = unknown_keys(cls, d)
-        g = d.get
-        tiers = g("tiers")
-        return cls(
-            memory=or_default(g("memory"), 0),
-            storage=or_default(g("storage"), 0),
-            reserved_memory=or_default(g("reserved_memory"), 0),
-            reserved_storage=or_default(g("reserved_storage"), 0),
-            streams=or_default(g("streams"), 0),
-            consumers=or_default(g("consumers"), 0),
-            limits=obj_or_none(AccountLimits, g("limits")),
-            domain=g("domain"),
-            api=obj_or_none(APIStats, g("api")),
-            tiers=None if tiers is None else {k: AccountTier.from_api(v) for k, v in tiers.items()},
-            extra=extra,
-        )
 
     _ENVELOPE: ClassVar[frozenset[str]] = frozenset({"type", "error"})
 

@@ -16,6 +16,7 @@ from ..errors import (
     MessageNotFoundError,
     NatsError,
     NoRespondersError,
+    RequiredApiLevelError,
     TimeoutError,
     api_error,
 )
@@ -46,13 +47,20 @@ _DIRECT_GET_HEADERS = frozenset(
 _BATCHED_GET_LEVEL = 1
 
 
-def _raw_from_direct(msg: Msg) -> RawStreamMsg:
-    """A message from a direct-get reply (payload as is, metadata in headers)."""
+def _raw_from_direct(msg: Msg, **about: Any) -> RawStreamMsg:
+    """A message from a direct-get reply (payload as is, metadata in headers).
+
+    Args:
+        msg: the reply.
+        **about: what was asked for (``stream``, ``seq`` or ``subject``), named
+            by the error of a status reply.
+    """
     status = msg.status
     if status is not None:
         if status == 404:
-            raise MessageNotFoundError(404, 10037, msg.description or "no message found")
-        raise api_error(status, 0, msg.description or f"direct get failed with status {status}")
+            raise MessageNotFoundError(404, 10037, msg.description or "no message found", **about)
+        description = msg.description or f"direct get failed with status {status}"
+        raise api_error(status, 0, description, **about)
     h = msg.headers
     stored = Headers.from_pairs((k, v) for k, v in h.pairs() if k not in _DIRECT_GET_HEADERS)
     return RawStreamMsg(
@@ -165,7 +173,8 @@ class Stream(StreamConsumersMixin):
         Raises:
             MessageNotFoundError: no message at that sequence.
         """
-        return self._get({"seq": ck.sequence(seq, "seq")}, timeout)
+        seq = ck.sequence(seq, "seq")
+        return self._get({"seq": seq}, {"seq": seq}, timeout)
 
     def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
         """The newest stored message on ``subject`` (through the stream leader).
@@ -177,11 +186,14 @@ class Stream(StreamConsumersMixin):
             MessageNotFoundError: no message on that subject.
             BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         """
-        return self._get({"last_by_subj": filter_subject(subject)}, timeout)
+        body = {"last_by_subj": filter_subject(subject)}
+        return self._get(body, {"subject": subject}, timeout)
 
-    def _get(self, body: dict[str, Any], timeout: float | None) -> RawStreamMsg:
+    def _get(
+        self, body: dict[str, Any], about: dict[str, Any], timeout: float | None
+    ) -> RawStreamMsg:
         reply = self._api.request_json(
-            _api.STREAM_MSG_GET, body, self._deadline(timeout), stream=self.name
+            _api.STREAM_MSG_GET, body, self._deadline(timeout), about=about, stream=self.name
         )
         return RawStreamMsg.from_api(reply["message"])
 
@@ -193,7 +205,8 @@ class Stream(StreamConsumersMixin):
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
-        return self._direct(_api.DIRECT_GET, {"seq": ck.sequence(seq, "seq")}, timeout)
+        seq = ck.sequence(seq, "seq")
+        return self._direct(_api.DIRECT_GET, {"seq": seq}, timeout, {"seq": seq})
 
     def direct_get_last_for_subject(
         self, subject: str, timeout: float | None = None
@@ -209,10 +222,16 @@ class Stream(StreamConsumersMixin):
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
-        return self._direct(_api.DIRECT_GET_LAST, None, timeout, subject=subject)
+        about = {"subject": subject}
+        return self._direct(_api.DIRECT_GET_LAST, None, timeout, about, subject=subject)
 
     def _direct(
-        self, template: str, body: dict[str, Any] | None, timeout: float | None, **parts: str
+        self,
+        template: str,
+        body: dict[str, Any] | None,
+        timeout: float | None,
+        about: dict[str, Any],
+        **parts: str,
     ) -> RawStreamMsg:
         deadline = self._deadline(timeout)
         subject = self._api.subject(template, stream=self.name, **parts)
@@ -221,7 +240,7 @@ class Stream(StreamConsumersMixin):
             reply = self._api.request(subject, payload, deadline)
         except JetStreamNotEnabledError:  # nobody answered the direct get
             raise self._direct_unavailable(deadline) from None
-        return _raw_from_direct(reply)
+        return _raw_from_direct(reply, stream=self.name, **about)
 
     def _direct_unavailable(self, deadline: Deadline) -> NatsError:
         """Why nobody answered a direct get, asked of the server (one STREAM.INFO).
@@ -301,7 +320,7 @@ class Stream(StreamConsumersMixin):
         client = self._api.client
         level = int(client.server_info.get("api_lvl", 0))
         if level < _BATCHED_GET_LEVEL:
-            raise _api.RequiredApiLevelError(
+            raise RequiredApiLevelError(
                 412, 10185, "batched direct get needs nats-server 2.11 or newer"
             )
         inbox = client.new_inbox()
@@ -324,7 +343,7 @@ class Stream(StreamConsumersMixin):
                     return out
                 if status == 503:
                     raise self._direct_unavailable(deadline)
-                out.append(_raw_from_direct(msg))
+                out.append(_raw_from_direct(msg, stream=self.name))
 
     def delete_msg(self, seq: int, erase: bool = False, timeout: float | None = None) -> bool:
         """Delete the message at ``seq``.
@@ -340,7 +359,11 @@ class Stream(StreamConsumersMixin):
         if not erase:
             body["no_erase"] = True
         reply = self._api.request_json(
-            _api.STREAM_MSG_DELETE, body, self._deadline(timeout), stream=self.name
+            _api.STREAM_MSG_DELETE,
+            body,
+            self._deadline(timeout),
+            about={"seq": body["seq"]},
+            stream=self.name,
         )
         return bool(reply.get("success"))
 

@@ -25,18 +25,10 @@ from ._codec import (
     SEQ,
     TIME,
     Wire,
-    build,
     default_if_zero,
-    dur_or_none,
-    enum_or_extra,
     extra_field,
     field,
-    map_or_none,
-    obj_or_none,
-    objs_or_none,
-    seq_or_none,
     strip_nats,
-    unknown_keys,
     unlimited,
 )
 from .enums import DiscardPolicy, PersistMode, RetentionPolicy, StorageType, StoreCompression
@@ -314,58 +306,6 @@ class StreamConfig(Wire):
 
     def _match_skip(self) -> frozenset[str]:
         return frozenset({"mirror_direct"}) if self.mirror is not None else frozenset()
-
-    @classmethod
-    def from_api(cls, d: Mapping[str, Any]) -> StreamConfig:
-        """Build from the server's JSON, as :meth:`Wire.from_api` does, written out for speed.
-
-        Raises:
-            TypeError: ``d`` is not a mapping.
-        """
-        extra = unknown_keys(cls, d)
-        g = d.get
-        return build(
-            cls,
-            name=g("name"),
-            description=g("description"),
-            subjects=seq_or_none(g("subjects")),
-            retention=enum_or_extra(RetentionPolicy, d, "retention", extra),
-            max_consumers=g("max_consumers"),
-            max_msgs=g("max_msgs"),
-            max_bytes=g("max_bytes"),
-            max_age=dur_or_none(g("max_age")),
-            max_msgs_per_subject=g("max_msgs_per_subject"),
-            max_msg_size=g("max_msg_size"),
-            discard=enum_or_extra(DiscardPolicy, d, "discard", extra),
-            storage=enum_or_extra(StorageType, d, "storage", extra),
-            num_replicas=g("num_replicas"),
-            no_ack=g("no_ack"),
-            duplicate_window=dur_or_none(g("duplicate_window")),
-            placement=obj_or_none(Placement, g("placement")),
-            mirror=obj_or_none(StreamSource, g("mirror")),
-            sources=objs_or_none(StreamSource, g("sources")),
-            sealed=g("sealed"),
-            deny_delete=g("deny_delete"),
-            deny_purge=g("deny_purge"),
-            allow_rollup_hdrs=g("allow_rollup_hdrs"),
-            allow_direct=g("allow_direct"),
-            mirror_direct=g("mirror_direct"),
-            republish=obj_or_none(Republish, g("republish")),
-            subject_transform=obj_or_none(SubjectTransform, g("subject_transform")),
-            compression=enum_or_extra(StoreCompression, d, "compression", extra),
-            first_seq=g("first_seq"),
-            metadata=map_or_none(g("metadata")),
-            discard_new_per_subject=g("discard_new_per_subject"),
-            consumer_limits=obj_or_none(StreamConsumerLimits, g("consumer_limits")),
-            allow_msg_ttl=g("allow_msg_ttl"),
-            subject_delete_marker_ttl=dur_or_none(g("subject_delete_marker_ttl")),
-            allow_msg_counter=g("allow_msg_counter"),
-            allow_atomic=g("allow_atomic"),
-            allow_msg_schedules=g("allow_msg_schedules"),
-            persist_mode=enum_or_extra(PersistMode, d, "persist_mode", extra),
-            allow_batched=g("allow_batched"),
-            extra=extra,
-        )
 
     def __attrs_post_init__(self) -> None:
         if ck.checking():
