@@ -743,7 +743,7 @@ class Client:
         msg = waiter.msg
         assert msg is not None  # woken without an error: delivered
         if msg.status == 503:
-            raise NoRespondersError(f"no responders on {subject!r}")
+            raise NoRespondersError(f"no responders on {subject!r}", subject)
         return msg
 
     # ------------------------------------------------------------------ flush / ping

@@ -29,9 +29,10 @@ def test_many_requests_share_one_inbox_subscription(nc):
 
 
 def test_no_responders_fails_at_once(nc):
-    """A request to a subject nobody listens on raises NoRespondersError, not a timeout."""
-    with pytest.raises(js.NoRespondersError):
+    """A request to a subject nobody listens on raises NoRespondersError naming it, not a timeout."""
+    with pytest.raises(js.NoRespondersError, match="nobody.home") as caught:
         nc.request("nobody.home", b"x", timeout=5)
+    assert caught.value.subject == "nobody.home"
 
 
 def test_request_timeout_is_builtin_timeout(nc):
