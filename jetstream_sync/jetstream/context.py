@@ -111,6 +111,14 @@ class JetStreamContext(
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self.timeout))
 
+    @property
+    def api_prefix(self) -> str:
+        """The subject prefix of this context's API calls.
+
+        ``$JS.API``, ``$JS.<domain>.API`` with a domain, or the custom ``prefix``.
+        """
+        return self._api.prefix
+
     # ---------------------------------------------------------------- publishing
 
     def publish(
