@@ -57,6 +57,9 @@ def check_bucket(bucket: Any, what: str = "bucket") -> str:
 def check_object_name(name: Any) -> str:
     """Validate an object name: any non-empty ``str`` (ADR-20 puts no other limit).
 
+    Its length is checked by the bucket's handle (``ObjectStore.max_name_length``:
+    the server's line limit, after base64).
+
     Raises:
         InvalidObjectNameError: empty or not a ``str``.
     """
