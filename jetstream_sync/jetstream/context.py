@@ -13,7 +13,6 @@ from .._nuid import NUID
 from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
-from ..kv.manager import KeyValueManagerMixin
 from ..object_admin import ObjectStoresMixin
 from . import _api
 from ._ack_mux import AsyncPublisher
@@ -27,7 +26,9 @@ from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
+    # Type-only, as Client.jetstream(): Key-Value is imported when a delegator runs.
     from ..client import Client
+    from ..kv import KeyValue, KeyValueConfig, KeyValueStatus
 
 HeadersIn = Mapping[str, str | Sequence[str]]
 BatchMessage = tuple[str, bytes | str] | tuple[str, bytes | str, HeadersIn | None]
@@ -69,9 +70,7 @@ class _Budget:
 _NO_OPTIONS = (None,) * 6  # a publish() without any of its header options
 
 
-class JetStreamContext(
-    ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin, ObjectStoresMixin
-):
+class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin, ObjectStoresMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -455,3 +454,79 @@ class JetStreamContext(
         if not names:
             raise StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
         return str(names[0])
+
+    # ---------------------------------------------------------------- Key-Value (kv/)
+
+    def create_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Create a bucket from a :class:`KeyValueConfig` and/or its fields.
+
+        Creating a bucket that exists with the same settings succeeds.
+
+        Returns:
+            A handle on the bucket.
+
+        Raises:
+            InvalidBucketNameError, ValueError, TypeError: a bad config, before sending.
+            StreamNameInUseError: the bucket exists with other settings.
+            RequiredApiLevelError: ``limit_marker_ttl`` on a server older than 2.11.
+        """
+        from ..kv import manager
+
+        return manager.create_key_value(self, config, fields, timeout)
+
+    def update_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Change an existing bucket's settings.
+
+        Raises:
+            BucketNotFoundError: no such bucket.
+            APIError: the server refused the change.
+        """
+        from ..kv import manager
+
+        return manager.update_key_value(self, config, fields, timeout)
+
+    def create_or_update_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Update the bucket, or create it when it does not exist."""
+        from ..kv import manager
+
+        return manager.create_or_update_key_value(self, config, fields, timeout)
+
+    def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
+        """A handle on an existing bucket (its stream's info is fetched once).
+
+        Raises:
+            InvalidBucketNameError: a bad name, before sending.
+            BucketNotFoundError: no such bucket (also a ``StreamNotFoundError``).
+            KeyValueError: the stream is not a bucket (no per-key history).
+        """
+        from ..kv import manager
+
+        return manager.key_value(self, bucket, timeout)
+
+    def delete_key_value(self, bucket: str, timeout: float | None = None) -> bool:
+        """Delete a bucket and everything in it.
+
+        Raises:
+            BucketNotFoundError: no such bucket.
+        """
+        from ..kv import manager
+
+        return manager.delete_key_value(self, bucket, timeout)
+
+    def key_value_store_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of every bucket, paged lazily."""
+        from ..kv import manager
+
+        return manager.key_value_store_names(self, timeout)
+
+    def key_values(self, timeout: float | None = None) -> Iterator[KeyValueStatus]:
+        """The status of every bucket, paged lazily."""
+        from ..kv import manager
+
+        return manager.key_values(self, timeout)
