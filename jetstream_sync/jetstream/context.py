@@ -13,7 +13,6 @@ from .._nuid import NUID
 from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
-from ..object_admin import ObjectStoresMixin
 from . import _api
 from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     # Type-only, as Client.jetstream(): Key-Value is imported when a delegator runs.
     from ..client import Client
     from ..kv import KeyValue, KeyValueConfig, KeyValueStatus
+    from ..object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 
 HeadersIn = Mapping[str, str | Sequence[str]]
 BatchMessage = tuple[str, bytes | str] | tuple[str, bytes | str, HeadersIn | None]
@@ -70,7 +70,7 @@ class _Budget:
 _NO_OPTIONS = (None,) * 6  # a publish() without any of its header options
 
 
-class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin, ObjectStoresMixin):
+class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -530,3 +530,78 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin, ObjectStores
         from ..kv import manager
 
         return manager.key_values(self, timeout)
+
+    # ---------------------------------------------------------------- Object Store (object_store/)
+
+    def create_object_store(
+        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> ObjectStore:  # fmt: skip
+        """Create a bucket from an :class:`ObjectStoreConfig` and/or its fields.
+
+        Creating a bucket that exists with the same config succeeds.
+
+        Raises:
+            ObjectStoreExistsError: the bucket exists with another config.
+            InvalidObjectStoreNameError, ValueError, TypeError: a bad config,
+                raised before sending.
+        """
+        from ..object_store import admin
+
+        return admin.create_object_store(self, config, fields, timeout)
+
+    def update_object_store(
+        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> ObjectStore:  # fmt: skip
+        """Change an existing bucket's config.
+
+        Raises:
+            ObjectStoreNotFoundError: no such bucket.
+            APIError: the server refused the change (e.g. storage type).
+        """
+        from ..object_store import admin
+
+        return admin.update_object_store(self, config, fields, timeout)
+
+    def create_or_update_object_store(
+        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> ObjectStore:  # fmt: skip
+        """Update the bucket, or create it when it does not exist."""
+        from ..object_store import admin
+
+        return admin.create_or_update_object_store(self, config, fields, timeout)
+
+    def object_store(self, bucket: str, timeout: float | None = None) -> ObjectStore:
+        """A handle on an existing bucket (its stream info fetched once).
+
+        Raises:
+            ObjectStoreNotFoundError: no such bucket.
+            InvalidObjectStoreNameError: ``bucket`` is not a valid name.
+        """
+        from ..object_store import admin
+
+        return admin.object_store(self, bucket, timeout)
+
+    def delete_object_store(self, bucket: str, timeout: float | None = None) -> bool:
+        """Delete a bucket and every object in it.
+
+        Raises:
+            ObjectStoreNotFoundError: no such bucket.
+        """
+        from ..object_store import admin
+
+        return admin.delete_object_store(self, bucket, timeout)
+
+    def object_store_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of every Object Store bucket, paged lazily."""
+        from ..object_store import admin
+
+        return admin.object_store_names(self, timeout)
+
+    def object_stores(self, timeout: float | None = None) -> Iterator[ObjectStoreStatus]:
+        """The status of every Object Store bucket, paged lazily."""
+        from ..object_store import admin
+
+        return admin.object_stores(self, timeout)

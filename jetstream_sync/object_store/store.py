@@ -19,8 +19,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from ._nuid import NUID
-from .errors import (
+from .._nuid import NUID
+from ..errors import (
     BadObjectMetaError,
     DigestMismatchError,
     DirectGetNotAllowedError,
@@ -36,9 +36,9 @@ from .errors import (
     StreamNotFoundError,
     TimeoutError,
 )
-from .jetstream._codec import merge_config
-from .jetstream.info import RawStreamMsg
-from .object_config import (
+from ..jetstream._codec import merge_config
+from ..jetstream.info import RawStreamMsg
+from .config import (
     DEFAULT_CHUNK_SIZE,
     ObjectInfo,
     ObjectLink,
@@ -51,12 +51,12 @@ from .object_config import (
     digest_value,
     encode_name,
 )
-from .object_watch import ObjectWatcher
+from .watch import ObjectWatcher
 
 if TYPE_CHECKING:
-    from .jetstream.context import JetStreamContext
-    from .jetstream.publish import PubAckFuture
-    from .jetstream.stream import Stream
+    from ..jetstream.context import JetStreamContext
+    from ..jetstream.publish import PubAckFuture
+    from ..jetstream.stream import Stream
 
 __all__ = ["ObjectStore"]
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ._deadline import Deadline, check_timeout
-from ._log import logger
-from .errors import IteratorClosedError, MessageNotFoundError
-from .jetstream.enums import DeliverPolicy
-from .object_config import ObjectInfo
+from .._deadline import Deadline, check_timeout
+from .._log import logger
+from ..errors import IteratorClosedError, MessageNotFoundError
+from ..jetstream.enums import DeliverPolicy
+from .config import ObjectInfo
 
 if TYPE_CHECKING:
-    from .jetstream.context import JetStreamContext
-    from .object_store import ObjectStore
+    from ..jetstream.context import JetStreamContext
+    from .store import ObjectStore
 
 __all__ = ["ObjectWatcher"]
 
