@@ -25,7 +25,8 @@ from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
-    # Type-only, as Client.jetstream(): Key-Value is imported when a delegator runs.
+    # Type-only, as in Client.jetstream(): Key-Value and Object Store are
+    # imported when one of their delegators below runs, never with this module.
     from ..client import Client
     from ..kv import KeyValue, KeyValueConfig, KeyValueStatus
     from ..object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
