@@ -126,16 +126,16 @@ from .jetstream.push import JetStreamSubscription
 from .jetstream.stream import Stream
 from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 from .msg import Msg
-from .object_config import (
+from .object_store import (
     ObjectInfo,
     ObjectLink,
     ObjectMeta,
     ObjectMetaOptions,
+    ObjectStore,
     ObjectStoreConfig,
     ObjectStoreStatus,
+    ObjectWatcher,
 )
-from .object_store import ObjectStore
-from .object_watch import ObjectWatcher
 from .subscription import Subscription
 
 __version__ = "0.1.0"

@@ -29,7 +29,7 @@ def test_many_requests_share_one_inbox_subscription(nc):
 
 
 def test_no_responders_fails_at_once(nc):
-    """A request to a subject nobody listens on raises NoRespondersError naming it, not a timeout."""
+    """A request nobody listens to raises NoRespondersError naming the subject, not a timeout."""
     with pytest.raises(js.NoRespondersError, match="nobody.home") as caught:
         nc.request("nobody.home", b"x", timeout=5)
     assert caught.value.subject == "nobody.home"

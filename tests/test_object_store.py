@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import jetstream_sync as jsync
-from jetstream_sync.object_config import ObjectStoreConfig
+from jetstream_sync import ObjectStoreConfig
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, cast
 
-from ..object_config import ObjectInfo, ObjectStoreConfig, ObjectStoreStatus
+from ..object_store import ObjectInfo, ObjectStoreConfig, ObjectStoreStatus
 from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
 from ._errors import CommandError

@@ -13,8 +13,6 @@ from .._nuid import NUID
 from .._subjects import filter_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
-from ..kv.manager import KeyValueManagerMixin
-from ..object_admin import ObjectStoresMixin
 from . import _api
 from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
@@ -27,7 +25,11 @@ from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
+    # Type-only, as in Client.jetstream(): Key-Value and Object Store are
+    # imported when one of their delegators below runs, never with this module.
     from ..client import Client
+    from ..kv import KeyValue, KeyValueConfig, KeyValueStatus
+    from ..object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 
 HeadersIn = Mapping[str, str | Sequence[str]]
 BatchMessage = tuple[str, bytes | str] | tuple[str, bytes | str, HeadersIn | None]
@@ -66,9 +68,7 @@ class _Budget:
             self.left = max(deadline.remaining(), 0.0)
 
 
-class JetStreamContext(
-    ContextConsumersMixin, CompatSubscribeMixin, KeyValueManagerMixin, ObjectStoresMixin
-):
+class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -107,6 +107,14 @@ class JetStreamContext(
 
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self.timeout))
+
+    @property
+    def api_prefix(self) -> str:
+        """The subject prefix of this context's API calls.
+
+        ``$JS.API``, ``$JS.<domain>.API`` with a domain, or the custom ``prefix``.
+        """
+        return self._api.prefix
 
     # ---------------------------------------------------------------- publishing
 
@@ -437,3 +445,154 @@ class JetStreamContext(
         if not names:
             raise StreamNotFoundError(404, 10059, "no stream captures the subject", subject=subject)
         return str(names[0])
+
+    # ---------------------------------------------------------------- Key-Value (kv/)
+
+    def create_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Create a bucket from a :class:`KeyValueConfig` and/or its fields.
+
+        Creating a bucket that exists with the same settings succeeds.
+
+        Returns:
+            A handle on the bucket.
+
+        Raises:
+            InvalidBucketNameError, ValueError, TypeError: a bad config, before sending.
+            StreamNameInUseError: the bucket exists with other settings.
+            RequiredApiLevelError: ``limit_marker_ttl`` on a server older than 2.11.
+        """
+        from ..kv import manager
+
+        return manager.create_key_value(self, config, fields, timeout)
+
+    def update_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Change an existing bucket's settings.
+
+        Raises:
+            BucketNotFoundError: no such bucket.
+            APIError: the server refused the change.
+        """
+        from ..kv import manager
+
+        return manager.update_key_value(self, config, fields, timeout)
+
+    def create_or_update_key_value(
+        self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> KeyValue:
+        """Update the bucket, or create it when it does not exist."""
+        from ..kv import manager
+
+        return manager.create_or_update_key_value(self, config, fields, timeout)
+
+    def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
+        """A handle on an existing bucket (its stream's info is fetched once).
+
+        Raises:
+            InvalidBucketNameError: a bad name, before sending.
+            BucketNotFoundError: no such bucket (also a ``StreamNotFoundError``).
+            KeyValueError: the stream is not a bucket (no per-key history).
+        """
+        from ..kv import manager
+
+        return manager.key_value(self, bucket, timeout)
+
+    def delete_key_value(self, bucket: str, timeout: float | None = None) -> bool:
+        """Delete a bucket and everything in it.
+
+        Raises:
+            BucketNotFoundError: no such bucket.
+        """
+        from ..kv import manager
+
+        return manager.delete_key_value(self, bucket, timeout)
+
+    def key_value_store_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of every bucket, paged lazily."""
+        from ..kv import manager
+
+        return manager.key_value_store_names(self, timeout)
+
+    def key_values(self, timeout: float | None = None) -> Iterator[KeyValueStatus]:
+        """The status of every bucket, paged lazily."""
+        from ..kv import manager
+
+        return manager.key_values(self, timeout)
+
+    # ---------------------------------------------------------------- Object Store (object_store/)
+
+    def create_object_store(
+        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> ObjectStore:  # fmt: skip
+        """Create a bucket from an :class:`ObjectStoreConfig` and/or its fields.
+
+        Creating a bucket that exists with the same config succeeds.
+
+        Raises:
+            ObjectStoreExistsError: the bucket exists with another config.
+            InvalidObjectStoreNameError, ValueError, TypeError: a bad config,
+                raised before sending.
+        """
+        from ..object_store import admin
+
+        return admin.create_object_store(self, config, fields, timeout)
+
+    def update_object_store(
+        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> ObjectStore:  # fmt: skip
+        """Change an existing bucket's config.
+
+        Raises:
+            ObjectStoreNotFoundError: no such bucket.
+            APIError: the server refused the change (e.g. storage type).
+        """
+        from ..object_store import admin
+
+        return admin.update_object_store(self, config, fields, timeout)
+
+    def create_or_update_object_store(
+        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        **fields: Any,
+    ) -> ObjectStore:  # fmt: skip
+        """Update the bucket, or create it when it does not exist."""
+        from ..object_store import admin
+
+        return admin.create_or_update_object_store(self, config, fields, timeout)
+
+    def object_store(self, bucket: str, timeout: float | None = None) -> ObjectStore:
+        """A handle on an existing bucket (its stream info fetched once).
+
+        Raises:
+            ObjectStoreNotFoundError: no such bucket.
+            InvalidObjectStoreNameError: ``bucket`` is not a valid name.
+        """
+        from ..object_store import admin
+
+        return admin.object_store(self, bucket, timeout)
+
+    def delete_object_store(self, bucket: str, timeout: float | None = None) -> bool:
+        """Delete a bucket and every object in it.
+
+        Raises:
+            ObjectStoreNotFoundError: no such bucket.
+        """
+        from ..object_store import admin
+
+        return admin.delete_object_store(self, bucket, timeout)
+
+    def object_store_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of every Object Store bucket, paged lazily."""
+        from ..object_store import admin
+
+        return admin.object_store_names(self, timeout)
+
+    def object_stores(self, timeout: float | None = None) -> Iterator[ObjectStoreStatus]:
+        """The status of every Object Store bucket, paged lazily."""
+        from ..object_store import admin
+
+        return admin.object_stores(self, timeout)

@@ -7,6 +7,14 @@ one plus one, and it must come from the current link. On a gap, missed
 heartbeats, ``409 Consumer Deleted``, no responders or a reconnect, the
 link is replaced by a new one starting at the last delivered stream
 sequence plus one; messages from an old link are dropped.
+
+Before anything is delivered, a new link starts where the first one did
+(the stream sequence the server placed it at), not at its deliver policy
+again: a "new", "last" or "last per subject" policy re-applied after
+writes landed would skip them. The one exception is "last per subject"
+with values pending: the initial values are taken afresh (nothing of them
+was handed out yet), as a replay from the first link's start would hand
+out superseded revisions.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator
 from .consumer import ConsumeContext, Consumer
 from .consumer_admin import CREATE, create_consumer
 from .consumer_config import OrderedConsumerConfig
+from .enums import DeliverPolicy
 from .info import ConsumerInfo
 
 # "consumer inactive threshold exceeds system limit" (the stream's consumer_limits).
@@ -118,7 +127,9 @@ class OrderedConsumer:
         self._timeout = timeout
         self._prefix = config.name_prefix or NUID.next()
         self._serial = 0
-        self._stream_seq = 0  # the last stream sequence handed out
+        # Where the next link starts (the last stream sequence handed out plus
+        # one); None: at the config's deliver policy.
+        self._resume_seq: int | None = None
         self._consumer_seq = 0  # the last consumer sequence of the current link
         self._current: Consumer | None = None
         self._lock = threading.Lock()
@@ -197,8 +208,7 @@ class OrderedConsumer:
                 raise IteratorClosedError("the ordered consumer was closed")
             self._serial += 1
             name = f"{self._prefix}_{self._serial}"
-            next_seq = self._stream_seq + 1 if self._stream_seq else None
-            cfg = self._config.consumer_config(name, next_seq)
+            cfg = self._config.consumer_config(name, self._resume_seq)
             left = self._timeout if deadline is None else deadline.remaining()
             attempt = Deadline(max(min(left, self._timeout), 0.001))
             try:
@@ -218,6 +228,8 @@ class OrderedConsumer:
             else:
                 self._current = cons
                 self._consumer_seq = 0
+                if self._resume_seq is None:
+                    self._resume_seq = self._first_link_start(cons.cached_info)
                 return cons
             attempts += 1
             limit = self._config.max_reset_attempts
@@ -233,6 +245,18 @@ class OrderedConsumer:
             if self._client.is_closed:
                 raise ConnectionClosedError("the client was closed") from None
             wait = min(wait * 2, _MAX_BACKOFF)
+
+    def _first_link_start(self, info: ConsumerInfo | None) -> int | None:
+        """Where a later link starts while nothing is delivered (see the module doc).
+
+        The server reports a new consumer as having delivered up to the
+        stream sequence before its start.
+        """
+        if info is None or info.delivered is None:
+            return None
+        if self._config.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT and info.num_pending:
+            return None
+        return max(info.delivered.stream_seq + 1, 1)
 
     def _fit_inactive_threshold(self, deadline: Deadline) -> bool:
         """Lower the links' inactive_threshold to the stream's consumer limit.
@@ -262,7 +286,7 @@ class OrderedConsumer:
         if c != self._consumer_seq + 1:
             return False
         self._consumer_seq = c
-        self._stream_seq = int(sseq)
+        self._resume_seq = int(sseq) + 1
         return True
 
     def _in_order(self, got: list[Msg], current: Consumer) -> list[Msg]:

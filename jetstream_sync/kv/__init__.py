@@ -3,14 +3,12 @@
 from .bucket import KeyValue
 from .config import KeyValueConfig, KeyValueStatus
 from .entry import KeyValueEntry, KeyValueOp
-from .manager import KeyValueManagerMixin
 from .watch import KeyWatcher
 
 __all__ = [
     "KeyValue",
     "KeyValueConfig",
     "KeyValueEntry",
-    "KeyValueManagerMixin",
     "KeyValueOp",
     "KeyValueStatus",
     "KeyWatcher",

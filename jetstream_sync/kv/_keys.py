@@ -1,4 +1,12 @@
-"""Bucket names, keys and key filters: checked once, where they enter (ADR-8)."""
+"""Bucket names, keys and key filters: checked once, where they enter (ADR-8).
+
+Two rules for keys. What this client writes (``put``, ``create``,
+``update``) follows ADR-8 strictly (:func:`check_key`). What it reads or
+removes (``get``, ``history``, ``delete``, ``purge``, watch filters) may
+have been written by any client, so any literal subject tail is accepted
+(:func:`check_stored_key`): a bucket's handle can read and delete every key
+its ``keys()`` lists.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,8 @@ from ..errors import InvalidBucketNameError, InvalidKeyError
 STREAM_PREFIX = "KV_"
 _BUCKET = re.compile(r"[a-zA-Z0-9_-]+")
 _KEY = re.compile(r"[-/_=.a-zA-Z0-9]+")
-_TOKEN = re.compile(r"[-/_=a-zA-Z0-9]+")
+# What no subject token may hold: ASCII space and control characters.
+_NOT_IN_SUBJECT = re.compile(r"[\x00-\x20\x7f]")
 
 
 def check_bucket(bucket: str) -> str:
@@ -24,40 +33,72 @@ def check_bucket(bucket: str) -> str:
     return bucket
 
 
+def is_new_key(key: object) -> bool:
+    """Whether this client may write ``key`` (see :func:`check_key`)."""
+    return (
+        isinstance(key, str)
+        and _KEY.fullmatch(key) is not None
+        and key[0] != "."
+        and key[-1] != "."
+        and ".." not in key
+    )
+
+
 def check_key(key: str) -> str:
-    """Return ``key`` if it is a valid key (no wildcards).
+    """Return ``key`` if this client may write it (ADR-8's key rule, no wildcards).
 
     Raises:
         InvalidKeyError: empty, not a ``str``, a character outside
             ``-/_=.a-zA-Z0-9``, a leading or trailing dot, or an empty token.
     """
-    if (
-        not isinstance(key, str)
-        or not _KEY.fullmatch(key)
-        or key[0] == "."
-        or key[-1] == "."
-        or ".." in key
-    ):
-        raise InvalidKeyError(f"invalid key {key!r}")
+    if not is_new_key(key):
+        raise InvalidKeyError(f"invalid key {key!r}: use -/_=.a-zA-Z0-9 in non-empty tokens")
+    return key
+
+
+def _subject_tokens(key: object) -> list[str] | None:
+    """The tokens of ``key`` as a subject tail, or None when it cannot be one."""
+    if not isinstance(key, str) or not key or _NOT_IN_SUBJECT.search(key):
+        return None
+    tokens = key.split(".")
+    for token in tokens:
+        if not token or (len(token) > 1 and ("*" in token or ">" in token)):
+            return None  # an empty token, or a wildcard character inside one
+    return tokens
+
+
+def check_stored_key(key: str) -> str:
+    """Return ``key`` if another client could have stored it: a literal subject tail.
+
+    Any characters but space, control characters and the wildcards ``*``
+    and ``>``, in non-empty dot-separated tokens; non-UTF-8
+    bytes of a key read from the server (kept as surrogate escapes) included.
+
+    Raises:
+        InvalidKeyError: not such a key.
+    """
+    tokens = _subject_tokens(key)
+    if tokens is None or "*" in tokens or ">" in tokens:
+        raise InvalidKeyError(f"invalid key {key!r}: not a literal subject tail")
     return key
 
 
 def check_filter(key: str) -> str:
-    """Return ``key`` if it is a valid key filter: tokens of key characters,
-    ``*`` for one whole token, and ``>`` as the last token.
+    """Return ``key`` if it is a valid key filter: stored keys' tokens (see
+    :func:`check_stored_key`), ``*`` for one whole token, and ``>`` as the last token.
 
     Raises:
         InvalidKeyError: not a valid filter.
     """
-    if not isinstance(key, str) or not key:
+    tokens = _subject_tokens(key)
+    if tokens is None or ">" in tokens[:-1]:
         raise InvalidKeyError(f"invalid key filter {key!r}")
-    tokens = key.split(".")
-    for i, token in enumerate(tokens):
-        if token == "*" or (token == ">" and i == len(tokens) - 1):
-            continue
-        if not _TOKEN.fullmatch(token):
-            raise InvalidKeyError(f"invalid key filter {key!r}")
     return key
+
+
+def key_bytes(key: str) -> int:
+    """The length of ``key`` on the wire (UTF-8; a surrogate escape is one byte)."""
+    return len(key) if key.isascii() else len(key.encode("utf-8", "surrogateescape"))
 
 
 def stream_name(bucket: str) -> str:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING
 
+from .._subjects import check_control_line
 from ..errors import (
     BucketNotFoundError,
     KeyDeletedError,
@@ -21,7 +22,14 @@ from ..errors import (
 )
 from ..jetstream.info import StreamInfo
 from ..jetstream.publish import pub_ack_seq
-from ._keys import check_filter, check_key, subjects_prefix
+from ._keys import (
+    check_filter,
+    check_key,
+    check_stored_key,
+    is_new_key,
+    key_bytes,
+    subjects_prefix,
+)
 from .config import KeyValueConfig, KeyValueStatus
 from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
 from .watch import KeyWatcher
@@ -37,6 +45,10 @@ _DEFAULT_API_PREFIX = "$JS.API"
 KEY_CACHE = 4096
 #: ``purge_deletes`` keeps markers younger than this by default (as nats.go).
 PURGE_DELETES_OLDER_THAN = 30 * 60.0
+# A watch's consumer name (``<NUID>_<serial>``) at most, in the subject of its create request.
+_LINK_NAME = 22 + 1 + 10
+# A reply inbox's request counter at most (``<inbox>.<counter>``).
+_REPLY_COUNTER = 1 + 20
 
 
 def _wrong_last(
@@ -51,7 +63,12 @@ class KeyValue:
 
     Every call blocks and takes ``timeout=`` (seconds; ``None``: the
     context's default). Keys are checked before anything is sent
-    (:class:`InvalidKeyError`, also a ``ValueError``). The handle is
+    (:class:`InvalidKeyError`, also a ``ValueError``): ``put``, ``create``
+    and ``update`` take ADR-8 keys (``-/_=.a-zA-Z0-9`` in non-empty tokens);
+    reads, ``delete``, ``purge`` and watch filters take any key another
+    client could have stored (no space, control character or wildcard
+    token). A key longer than :attr:`max_key_length` raises
+    :class:`LimitExceededError` (a ``ValueError`` too). The handle is
     thread-safe; it holds no resources of its own (watchers do).
 
     Attributes:
@@ -81,33 +98,82 @@ class KeyValue:
                 write_pre = f"{mirror.external.api}.{write_pre}"
         # ADR-8: behind a domain or an imported API, writes carry the API prefix.
         self._write_pre = f"{api_prefix}.{write_pre}" if use_api_prefix else write_pre
-        self._keys: dict[str, tuple[str, str, str]] = {}  # see _subjects
+        self._line_overhead = self._longest_line_but_key(api_prefix)
+        self._keys: dict[str, tuple[str, str, str, bool]] = {}  # see _subjects
+
+    def _longest_line_but_key(self, api_prefix: str) -> int:
+        """The bytes, besides the key, of the longest protocol line a key goes into.
+
+        That is the largest of a write (``HPUB <write subject> <reply> <hdr
+        size> <total size>``), a direct get (its subject holds the read
+        subject) and a watch's consumer create (its subject holds the link's
+        name and the read subject), sizes counted at ``max_payload``'s digits.
+        """
+        client = self._ctx.client
+        consumer_create = f"{api_prefix}.CONSUMER.CREATE.{self.stream_name}."
+        subject = max(
+            len(self._write_pre),
+            len(self._direct_pre) + 1 + len(self._read_pre),
+            len(consumer_create) + _LINK_NAME + 1 + len(self._read_pre),
+        )
+        reply = len(client.new_inbox()) + _REPLY_COUNTER
+        size = len(str(client.max_payload))
+        return len("HPUB ") + subject + 1 + reply + 2 * (1 + size) + len("\r\n")
+
+    @property
+    def max_key_length(self) -> int:
+        """The longest key or key filter this handle sends, in bytes (UTF-8).
+
+        The server drops a connection whose protocol line passes its
+        ``max_control_line`` (:attr:`Client.max_control_line`, 4,096 bytes by
+        default); a key goes into lines with the bucket's subject prefix, a
+        reply inbox and sizes, so it may use what those leave (about 3,950
+        bytes with the defaults). A longer key raises
+        :class:`~jetstream_sync.errors.LimitExceededError` before anything is sent.
+        """
+        return self._ctx.client.max_control_line - self._line_overhead
+
+    def _check_length(self, key: str) -> None:
+        check_control_line(
+            "key", key_bytes(key), self._line_overhead, self._ctx.client.max_control_line
+        )
 
     # ------------------------------------------------------------------ reads
 
-    def _subjects(self, key: str) -> tuple[str, str, str]:
-        """``key``'s read subject, direct-get subject and write subject.
+    def _subjects(self, key: str) -> tuple[str, str, str, bool]:
+        """``key``'s read, direct-get and write subjects, and whether this client may write it.
 
-        The key is checked once (:class:`InvalidKeyError` before anything is
-        sent) and its subjects are kept, so a key used again costs a dict
-        look-up; only plain ``str`` keys are kept, at most ``KEY_CACHE`` of them.
+        The key is checked once (:class:`InvalidKeyError` or
+        :class:`LimitExceededError` before anything is sent) and its subjects
+        are kept, so a key used again costs a dict look-up; only plain
+        ``str`` keys are kept, at most ``KEY_CACHE`` of them. Any key another
+        client could have stored passes (see ``_keys.check_stored_key``).
         """
         subjects = self._keys.get(key) if type(key) is str else None
         if subjects is None:
-            read = self._read_pre + check_key(key)
-            subjects = (read, f"{self._direct_pre}.{read}", self._write_pre + key)
+            check_stored_key(key)
+            self._check_length(key)
+            read = self._read_pre + key
+            subjects = (read, f"{self._direct_pre}.{read}", self._write_pre + key, is_new_key(key))
             if type(key) is str:
                 if len(self._keys) >= KEY_CACHE:
                     self._keys.clear()
                 self._keys[key] = subjects
         return subjects
 
+    def _new_key_subject(self, key: str) -> str:
+        """The write subject of a key this client stores (``put``, ``create``, ``update``)."""
+        subjects = self._subjects(key)
+        if not subjects[3]:
+            check_key(key)  # raises, naming the rule
+        return subjects[2]
+
     def _missing(self, key: str) -> KeyNotFoundError:
         return KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
 
     def _get(self, key: str, revision: int | None, timeout: float | None) -> KeyValueEntry:
         """The entry at ``revision`` (or the latest), markers included as entries."""
-        subject, direct_subject, _ = self._subjects(key)
+        subject, direct_subject, _, _ = self._subjects(key)
         if revision is not None and (isinstance(revision, bool) or revision < 1):
             raise ValueError(f"revision must be an int >= 1, not {revision!r}")
         if self._direct:
@@ -173,12 +239,14 @@ class KeyValue:
         key: str,
         value: bytes | str,
         *,
+        new: bool = True,
         headers: dict[str, str] | None = None,
         last: int | None = None,
         ttl: float | str | None = None,
         timeout: float | None = None,
     ) -> int:
-        subject = self._subjects(key)[2]
+        """Publish to ``key`` (``new``: a value, checked by the strict key rule)."""
+        subject = self._new_key_subject(key) if new else self._subjects(key)[2]
         if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
             raise ValueError(f"last must be a revision (an int >= 0), not {last!r}")
         try:
@@ -195,6 +263,7 @@ class KeyValue:
 
         Raises:
             InvalidKeyError: a bad key.
+            LimitExceededError: a key longer than :attr:`max_key_length`.
             MaxPayloadError: the value is larger than the server accepts.
             APIError: the bucket refused it (e.g. over ``max_value_size``).
             NoRespondersError: no stream took it (after the context's publish retries).
@@ -203,7 +272,7 @@ class KeyValue:
         # The hot path: one request and the PubAck's sequence, no expectations
         # to encode. No responders (JetStream not ready yet) goes to the
         # context's publish and its retries, within what is left of the timeout.
-        subject = self._subjects(key)[2]
+        subject = self._new_key_subject(key)
         wait = self._ctx.timeout if timeout is None else timeout  # request() checks it
         start = monotonic()
         try:
@@ -270,7 +339,9 @@ class KeyValue:
         Raises:
             KeyWrongLastSequenceError: ``last`` did not match.
         """
-        return self._publish(key, b"", headers={OPERATION: "DEL"}, last=last, timeout=timeout)
+        return self._publish(
+            key, b"", new=False, headers={OPERATION: "DEL"}, last=last, timeout=timeout
+        )
 
     def purge(
         self,
@@ -292,7 +363,9 @@ class KeyValue:
         if isinstance(ttl, timedelta):
             ttl = ttl.total_seconds()
         headers = {OPERATION: "PURGE", _ROLLUP: "sub"}
-        return self._publish(key, b"", headers=headers, last=last, ttl=ttl, timeout=timeout)
+        return self._publish(
+            key, b"", new=False, headers=headers, last=last, ttl=ttl, timeout=timeout
+        )
 
     # ------------------------------------------------------------------ listings
 
@@ -330,7 +403,10 @@ class KeyValue:
             filters = [">"]
         if include_history and updates_only:
             raise ValueError("include_history and updates_only cannot be combined")
-        subjects = [self._read_pre + check_filter(f) for f in filters]
+        for key in filters:
+            check_filter(key)
+            self._check_length(key)
+        subjects = [self._read_pre + key for key in filters]
         return KeyWatcher(
             self._ctx, self.stream_name, self.bucket, len(self._read_pre), subjects,
             include_history=include_history, ignore_deletes=ignore_deletes,
@@ -361,7 +437,7 @@ class KeyValue:
         Raises:
             KeyNotFoundError: the key has no revision stored.
         """
-        entries = self._initial(check_key(key), timeout, include_history=True)
+        entries = self._initial(check_stored_key(key), timeout, include_history=True)
         if not entries:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         return entries

@@ -106,10 +106,11 @@ class KeyWatcher:
             IteratorClosedError: the watcher was stopped.
             ConnectionClosedError: the client was closed.
         """
+        # Checked first: a bad timeout is refused whatever is ready.
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         if self._marker_due:
             self._marker_due = False
             return None
-        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         while True:
             left = None if deadline is None else max(deadline.remaining(), 1e-6)
             try:

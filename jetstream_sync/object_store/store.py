@@ -19,11 +19,12 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from ._nuid import NUID
-from .errors import (
+from .._nuid import NUID
+from ..errors import (
     BadObjectMetaError,
     DigestMismatchError,
     DirectGetNotAllowedError,
+    LimitExceededError,
     LinkIsABucketError,
     MessageNotFoundError,
     NatsError,
@@ -35,9 +36,9 @@ from .errors import (
     StreamNotFoundError,
     TimeoutError,
 )
-from .jetstream._codec import merge_config
-from .jetstream.info import RawStreamMsg
-from .object_config import (
+from ..jetstream._codec import merge_config
+from ..jetstream.info import RawStreamMsg
+from .config import (
     DEFAULT_CHUNK_SIZE,
     ObjectInfo,
     ObjectLink,
@@ -50,12 +51,12 @@ from .object_config import (
     digest_value,
     encode_name,
 )
-from .object_watch import ObjectWatcher
+from .watch import ObjectWatcher
 
 if TYPE_CHECKING:
-    from .jetstream.context import JetStreamContext
-    from .jetstream.publish import PubAckFuture
-    from .jetstream.stream import Stream
+    from ..jetstream.context import JetStreamContext
+    from ..jetstream.publish import PubAckFuture
+    from ..jetstream.stream import Stream
 
 __all__ = ["ObjectStore"]
 
@@ -64,6 +65,8 @@ _ROLLUP = {"Nats-Rollup": "sub"}
 # requested ahead during a get: what bounds the memory a transfer uses.
 WINDOW_BYTES = 8 * 1024 * 1024
 _MAX_WINDOW_CHUNKS = 64
+# A reply inbox's request counter at most (``<inbox>.<counter>``).
+_REPLY_COUNTER = 1 + 20
 
 Data = bytes | bytearray | memoryview | str | IO[bytes]
 
@@ -178,9 +181,44 @@ class ObjectStore:
         self._stream = stream
         info = stream.cached_info
         self._direct = bool(info is not None and info.config.allow_direct)
+        # Besides the encoded name, the longest line: a direct get of its meta
+        # (HPUB <api>.DIRECT.GET.<stream>.$O.<bucket>.M.<name> <reply> <sizes>).
+        client = ctx.client
+        subject = len(f"{ctx.api_prefix}.DIRECT.GET.{stream.name}.") + len(self._meta_subject(""))
+        reply = len(client.new_inbox()) + _REPLY_COUNTER
+        size = len(str(client.max_payload))
+        self._line_overhead = len("HPUB ") + subject + 1 + reply + 2 * (1 + size) + len("\r\n")
 
     def _chunk_subject(self, nuid: str) -> str:
         return f"$O.{self.bucket}.C.{nuid}"
+
+    @property
+    def max_name_length(self) -> int:
+        """The longest object name this handle sends, in bytes (UTF-8).
+
+        A name goes into its meta subject base64-encoded (4 bytes for every
+        3), in protocol lines with the bucket's subject prefix, a reply inbox
+        and sizes; the server drops a connection whose line passes its
+        ``max_control_line`` (:attr:`Client.max_control_line`, 4,096 bytes by
+        default), so names may use about 2,900 bytes with the defaults. A
+        longer name raises :class:`~jetstream_sync.errors.LimitExceededError`
+        before anything is sent.
+        """
+        room = self._ctx.client.max_control_line - self._line_overhead
+        return room // 4 * 3
+
+    def _check_name(self, name: str) -> None:
+        """Refuse a name that is not a non-empty ``str`` or does not fit a protocol line."""
+        check_object_name(name)
+        size = len(name.encode())
+        if size > self.max_name_length:
+            encoded = len(encode_name(name))
+            raise LimitExceededError(
+                "object name", size, self._ctx.client.max_control_line,
+                f"base64-encoded ({encoded} bytes) into a subject, it makes a protocol line of "
+                f"{encoded + self._line_overhead} bytes; names up to {self.max_name_length} "
+                "bytes fit",
+            )  # fmt: skip
 
     def _meta_subject(self, name: str) -> str:
         return f"$O.{self.bucket}.M.{encode_name(name)}"
@@ -218,7 +256,7 @@ class ObjectStore:
             BadObjectMetaError: the stored meta is not an object's info.
             InvalidObjectNameError: ``name`` is empty or not a ``str``.
         """
-        check_object_name(name)
+        self._check_name(name)
         try:
             raw = self._last_meta(self._meta_subject(name), timeout)
         except MessageNotFoundError:
@@ -287,7 +325,7 @@ class ObjectStore:
             APIError: the server refused a chunk or the meta (bucket sealed,
                 full...).
         """
-        check_object_name(name)
+        self._check_name(name)
         max_payload = int(self._ctx.client.server_info.get("max_payload", 1024 * 1024))
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
             raise TypeError(f"chunk_size must be an int, got {type(chunk_size).__name__}")
@@ -491,7 +529,7 @@ class ObjectStore:
         return info
 
     def _link(self, name: str, link: ObjectLink, timeout: float | None) -> ObjectInfo:
-        check_object_name(name)
+        self._check_name(name)
         existing = self._find(name, timeout)
         if existing is not None and not existing.deleted and not existing.is_link:
             raise ObjectAlreadyExistsError(

@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ._log import logger
-from .errors import IteratorClosedError, MessageNotFoundError
-from .jetstream.enums import DeliverPolicy
-from .object_config import ObjectInfo
+from .._deadline import Deadline, check_timeout
+from .._log import logger
+from ..errors import IteratorClosedError, MessageNotFoundError
+from ..jetstream.enums import DeliverPolicy
+from .config import ObjectInfo
 
 if TYPE_CHECKING:
-    from .jetstream.context import JetStreamContext
-    from .object_store import ObjectStore
+    from ..jetstream.context import JetStreamContext
+    from .store import ObjectStore
 
 __all__ = ["ObjectWatcher"]
 
@@ -45,6 +46,7 @@ class ObjectWatcher:
         updates_only: bool,
         timeout: float | None,
     ) -> None:
+        timeout = check_timeout("timeout", timeout, ctx.timeout)
         self._ignore_deletes = ignore_deletes
         self._stopped = False
         self._marker_due = False
@@ -82,13 +84,16 @@ class ObjectWatcher:
             TimeoutError: nothing within ``timeout``.
             IteratorClosedError: the watcher was stopped.
         """
+        # Checked first: a bad timeout is refused whatever is ready. One
+        # deadline for the call, however many bad metas are skipped.
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         while True:
             if self._stopped:
                 raise IteratorClosedError("the object watcher was stopped")
             if self._marker_due:
                 self._marker_due = False
                 return None
-            msg = self._msgs.next(timeout)
+            msg = self._msgs.next(None if deadline is None else max(deadline.remaining(), 1e-6))
             if not self._init_done and msg.metadata.num_pending == 0:
                 self._init_done = self._marker_due = True
             try:

@@ -17,13 +17,13 @@ from typing import Any
 
 import attrs
 
-from .errors import BadObjectMetaError, InvalidObjectNameError, InvalidObjectStoreNameError
-from .jetstream import _checks as ck
-from .jetstream._codec import DUR, ENUM, MAP, OBJ, Wire, extra_field, field, strip_nats
-from .jetstream._timefmt import format_rfc3339, parse_rfc3339
-from .jetstream.enums import DiscardPolicy, StorageType, StoreCompression
-from .jetstream.info import StreamInfo
-from .jetstream.stream_config import Placement, StreamConfig
+from ..errors import BadObjectMetaError, InvalidObjectNameError, InvalidObjectStoreNameError
+from ..jetstream import _checks as ck
+from ..jetstream._codec import DUR, ENUM, MAP, OBJ, Wire, extra_field, field, strip_nats
+from ..jetstream._timefmt import format_rfc3339, parse_rfc3339
+from ..jetstream.enums import DiscardPolicy, StorageType, StoreCompression
+from ..jetstream.info import StreamInfo
+from ..jetstream.stream_config import Placement, StreamConfig
 
 __all__ = [
     "ObjectInfo",
@@ -56,6 +56,9 @@ def check_bucket(bucket: Any, what: str = "bucket") -> str:
 
 def check_object_name(name: Any) -> str:
     """Validate an object name: any non-empty ``str`` (ADR-20 puts no other limit).
+
+    Its length is checked by the bucket's handle (``ObjectStore.max_name_length``:
+    the server's line limit, after base64).
 
     Raises:
         InvalidObjectNameError: empty or not a ``str``.

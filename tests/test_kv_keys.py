@@ -1,0 +1,154 @@
+"""KV keys at the edges: the server's line limit, and keys other clients stored."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import nats
+import pytest
+
+import jetstream_sync as nats_sync
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.server import NatsServer
+
+
+@pytest.fixture
+def kv(js: nats_sync.JetStreamContext) -> Iterator[nats_sync.KeyValue]:
+    """A fresh bucket keeping 5 revisions per key, deleted afterwards."""
+    name = unique_stream_name("KEYS")
+    yield js.create_key_value(bucket=name, history=5)
+    with contextlib.suppress(nats_sync.BucketNotFoundError):
+        js.delete_key_value(name)
+
+
+# -- the server's max_control_line ----------------------------------------------------
+
+
+def test_a_too_long_key_fails_alone_and_spares_a_request_in_flight(nc, kv):
+    """A key past the limit raises LimitExceededError naming "key" before anything is sent;
+    another thread's request on the same client, in flight meanwhile, is answered."""
+    answer_now = threading.Event()
+
+    def respond(msg: nats_sync.Msg) -> None:
+        answer_now.wait(10)
+        msg.respond(b"pong")
+
+    subject = nc.new_inbox()
+    replies: list[bytes | BaseException] = []
+
+    def ask() -> None:
+        try:
+            replies.append(nc.request(subject, b"ping", timeout=10).data)
+        except nats_sync.NatsError as exc:
+            replies.append(exc)
+
+    with nc.subscribe(subject, cb=respond):
+        nc.flush(timeout=5)
+        asker = threading.Thread(target=ask)
+        asker.start()
+        try:
+            with pytest.raises(nats_sync.LimitExceededError) as refused:
+                kv.put("k" * 5000, b"v")
+        finally:
+            answer_now.set()
+            asker.join(15)
+    assert refused.value.argument == "key"
+    assert (refused.value.length, refused.value.limit) == (5000, nc.max_control_line)
+    assert replies == [b"pong"]
+    assert nc.is_connected and kv.put("after", b"1") >= 1
+
+
+def test_a_key_at_the_limit_works_one_past_is_refused_by_every_call(nc, kv):
+    """Every call takes a key of exactly max_key_length bytes; each refuses one byte more."""
+    assert 3800 < kv.max_key_length < nc.max_control_line
+    key = "k" * kv.max_key_length
+    rev = kv.put(key, b"1")
+    assert kv.get(key).revision == rev
+    assert kv.update(key, b"2", last=rev) == rev + 1
+    assert [e.value for e in kv.history(key)] == [b"1", b"2"]
+    assert kv.keys(key) == [key]
+    with kv.watch(key) as w:
+        assert w.next(timeout=5).value == b"2"
+    kv.delete(key)
+    assert kv.create(key, b"3") > rev
+    kv.purge(key)
+    over = key + "k"
+    calls = [
+        lambda: kv.put(over, b"x"),
+        lambda: kv.create(over, b"x"),
+        lambda: kv.update(over, b"x", last=1),
+        lambda: kv.get(over),
+        lambda: kv.delete(over),
+        lambda: kv.purge(over),
+        lambda: kv.history(over),
+        lambda: kv.keys(over),
+        lambda: kv.watch(["a", over]),
+    ]
+    for call in calls:
+        with pytest.raises(nats_sync.LimitExceededError) as refused:
+            call()
+        assert refused.value.argument == "key"
+        assert refused.value.length == kv.max_key_length + 1
+
+
+def test_the_limit_counts_utf8_bytes(kv):
+    """A read key's limit is in bytes: a two-byte character counts twice."""
+    with pytest.raises(nats_sync.LimitExceededError):
+        kv.get("é" * (kv.max_key_length // 2 + 1))
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("é" * (kv.max_key_length // 2))
+
+
+# -- keys other clients stored ----------------------------------------------------------
+
+
+def _raw_publish(server: NatsServer, frames: bytes) -> None:
+    """Publish with a bare socket (bytes no client library would send), then PING/PONG."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.recv(4096)  # INFO
+        sock.sendall(b'CONNECT {"verbose":false}\r\n' + frames + b"PING\r\n")
+        got = b""
+        while b"PONG\r\n" not in got:
+            chunk = sock.recv(4096)
+            assert chunk, f"the server closed the connection: {got!r}"
+            got += chunk
+        assert b"-ERR" not in got, got
+
+
+def test_foreign_keys_are_readable_and_deletable(shared_server, js, kv):
+    """Keys stored by nats-py (a@b, x#y) and as raw non-UTF-8 bytes (caf\\xe9) that keys()
+    lists are read by get() and history(), removed by delete() and purge(), and watched;
+    this client still writes only ADR-8 keys."""
+    prefix = f"$KV.{kv.bucket}."
+
+    async def natspy_writes() -> None:
+        anc = await nats.connect(shared_server.url)
+        await anc.jetstream().publish(prefix + "a@b", b"from nats-py")
+        await anc.jetstream().publish(prefix + "x#y", b"hash")
+        await anc.close()
+
+    asyncio.run(natspy_writes())
+    _raw_publish(shared_server, b"PUB " + prefix.encode() + b"caf\xe9 3\r\nraw\r\n")
+    cafe = "caf\udce9"  # the byte 0xE9, as the client keeps non-UTF-8 subjects
+    assert kv.keys() == ["a@b", "x#y", cafe]
+    assert kv.get("a@b").value == b"from nats-py"
+    assert kv.get(cafe).value == b"raw"
+    assert [e.value for e in kv.history("x#y")] == [b"hash"]
+    with kv.watch("a@b") as w:
+        assert w.next(timeout=5).key == "a@b"
+    kv.delete("a@b")
+    kv.purge(cafe)
+    with pytest.raises(nats_sync.KeyDeletedError):
+        kv.get(cafe)
+    assert kv.keys() == ["x#y"]
+    for key in ("a@b", cafe):
+        with pytest.raises(nats_sync.InvalidKeyError):
+            kv.put(key, b"x")
+    for key in ("", "a b", "a\tb", "a..b", ".a", "a.", "a.*", "a*", ">"):  # no client's key
+        for call in (kv.get, kv.delete, kv.purge, kv.history):
+            with pytest.raises(nats_sync.InvalidKeyError):
+                call(key)

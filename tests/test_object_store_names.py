@@ -1,0 +1,88 @@
+"""Object names against the server's line limit: checked, after base64, before sending."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import jetstream_sync as nats_sync
+from jetstream_sync import ObjectMeta
+from tests.fixtures.jetstream import unique_stream_name
+
+
+@pytest.fixture
+def obs(js: nats_sync.JetStreamContext) -> Iterator[nats_sync.ObjectStore]:
+    """A fresh object store, deleted afterwards."""
+    name = unique_stream_name("NAMES")
+    yield js.create_object_store(bucket=name)
+    with contextlib.suppress(nats_sync.ObjectStoreNotFoundError):
+        js.delete_object_store(name)
+
+
+def test_a_too_long_name_fails_alone_and_spares_a_request_in_flight(nc, obs):
+    """A 3,500-character name raises LimitExceededError naming "object name" before anything
+    is sent; another thread's request in flight on the same client is answered."""
+    answer_now = threading.Event()
+
+    def respond(msg: nats_sync.Msg) -> None:
+        answer_now.wait(10)
+        msg.respond(b"pong")
+
+    subject = nc.new_inbox()
+    replies: list[bytes | BaseException] = []
+
+    def ask() -> None:
+        try:
+            replies.append(nc.request(subject, b"ping", timeout=10).data)
+        except nats_sync.NatsError as exc:
+            replies.append(exc)
+
+    with nc.subscribe(subject, cb=respond):
+        nc.flush(timeout=5)
+        asker = threading.Thread(target=ask)
+        asker.start()
+        try:
+            with pytest.raises(nats_sync.LimitExceededError) as refused:
+                obs.get_info("n" * 3500)
+        finally:
+            answer_now.set()
+            asker.join(15)
+    assert refused.value.argument == "object name"
+    assert (refused.value.length, refused.value.limit) == (3500, nc.max_control_line)
+    assert replies == [b"pong"]
+    assert nc.is_connected and obs.put("after", b"1").size == 1
+
+
+def test_a_name_at_the_limit_works_one_byte_more_is_refused(obs):
+    """Every call takes a name of max_name_length bytes; each refuses one byte more."""
+    limit = obs.max_name_length
+    assert 2800 < limit < 3000
+    name = "n" * limit
+    info = obs.put(name, b"data")
+    assert obs.get(name) == b"data" and obs.get_info(name).name == name
+    link = "l" * limit
+    obs.add_link(link, info)
+    assert obs.get(link) == b"data"
+    renamed = "r" * (limit - 2) + "é"  # a two-byte character: limit bytes in all
+    obs.update_meta(name, ObjectMeta(name=renamed))
+    assert obs.get(renamed) == b"data"
+    obs.delete(renamed)
+    over = "n" * (limit + 1)
+    calls = [
+        lambda: obs.put(over, b"x"),
+        lambda: obs.get(over),
+        lambda: obs.get_info(over),
+        lambda: obs.delete(over),
+        lambda: obs.add_link(over, info),
+        lambda: obs.add_bucket_link(over, obs),
+        lambda: obs.update_meta(link, ObjectMeta(name=over)),
+        lambda: obs.get_info("é" * (limit // 2 + 1)),
+    ]
+    for call in calls:
+        with pytest.raises(nats_sync.LimitExceededError) as refused:
+            call()
+        assert refused.value.argument == "object name"
+        assert refused.value.length in (limit + 1, limit + 2)
