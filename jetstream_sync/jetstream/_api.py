@@ -63,10 +63,11 @@ REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
 _TAIL_FIELDS = frozenset(("filter", "subject"))
 # The template fields an API error names (what was not found, for instance).
 _NAMED_FIELDS = frozenset(("stream", "consumer"))
-# What a request's control line adds to its API subject beyond the reply inbox:
-# "HPUB ", three spaces, the header and total sizes (10 digits each), CRLF, and
-# the reply token after the inbox (up to 20 digits) with its dot.
-_LINE_OVERHEAD = 32 + 21
+# What a request's control line adds to its API subject beyond the reply inbox
+# and the two sizes: "HPUB ", three spaces, CRLF, and the reply token after the
+# inbox (up to 20 digits) with its dot. The sizes (header, total) are at most
+# max_payload: as many digits each. Key-Value and Object Store count the same way.
+_LINE_OVERHEAD = 5 + 3 + 2 + 21
 # How error texts name each template field.
 _FIELD_NAMES = {"filter": "filter subject", "subject": "subject"}
 
@@ -122,7 +123,8 @@ class JsApi:
         self.client = client
         self.prefix = prefix
         # A request's reply inbox is as long as any new inbox of the client.
-        self._line_overhead = len(client.new_inbox()) + _LINE_OVERHEAD
+        size = len(str(client.max_payload))
+        self._line_overhead = len(client.new_inbox()) + _LINE_OVERHEAD + 2 * size
 
     def subject(self, template: str, **parts: str) -> ApiSubject:
         """The full subject of an API call, from parts checked by their roles.
