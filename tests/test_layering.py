@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 import jetstream_sync
 
@@ -150,14 +153,14 @@ UPPER_ROOMS = {"jetstream", "kv", "spark", "cli", "testing", "object_store"}
 
 
 def _room(module: str) -> str:
-    """The room of a module: its subpackage, ``object_store`` for the Object Store modules at
-    the package root, else ``core`` (``jetstream_sync.client``, ``jetstream_sync._writer``...)."""
+    """The room of a module: its subpackage (``jetstream``, ``kv``, ``_protocol``...), else
+    ``core`` (``jetstream_sync.client``, ``jetstream_sync._writer``...)."""
     parts = module.split(".")
     if len(parts) == 1:
         return "package"
     if len(parts) > 2 or MODULES[module].name == "__init__.py":
         return parts[1]
-    return "object_store" if parts[1].startswith("object_") else "core"
+    return "core"
 
 
 def _every_import(module: str, path: Path) -> set[str]:
@@ -254,3 +257,73 @@ def test_no_class_inherits_a_mixin_from_another_room():
         if _room(source) != _room(cls.rsplit(".", 1)[0])
     ]
     assert not crossing, f"classes inheriting another room's mixin: {crossing}"
+
+
+# The rooms on top: each imports the package's public modules and, of each lower room, at
+# most one internal seam, named in its package docstring as ``jetstream_sync.<module>``.
+APPLICATION_ROOMS = ("kv", "object_store", "spark", "cli", "testing")
+# The one way down from JetStream into the rooms on top: the context's Key-Value and
+# Object Store delegators import their room when called (and name its types for the
+# checker), as Client.jetstream() does for JetStream.
+JETSTREAM_DELEGATORS = {("jetstream_sync.jetstream.context", "kv"),
+                        ("jetstream_sync.jetstream.context", "object_store")}  # fmt: skip
+
+
+def _private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split(".")[1:])
+
+
+def _seams(room: str) -> set[str]:
+    """The internal modules ``room``'s package docstring names as its seams."""
+    doc = ast.get_docstring(ast.parse(MODULES[f"jetstream_sync.{room}"].read_text())) or ""
+    return {name for name in re.findall(r"``(jetstream_sync\.[\w.]+)``", doc) if _private(name)}
+
+
+@pytest.mark.parametrize("room", APPLICATION_ROOMS)
+def test_an_upper_room_names_at_most_one_seam_per_lower_room(room):
+    """Each seam an upper room names is a module of a lower room, one per room at most."""
+    rooms = [_room(seam) for seam in _seams(room)]
+    assert all(seam in MODULES for seam in _seams(room))
+    assert len(rooms) == len(set(rooms)), f"{room} names two seams of one room: {_seams(room)}"
+    assert room not in rooms and not set(rooms) & set(APPLICATION_ROOMS)
+
+
+@pytest.mark.parametrize("room", APPLICATION_ROOMS)
+def test_an_upper_room_imports_no_private_module_but_its_seams(room):
+    """kv/, object_store/, spark/, cli/, testing/: every private module of another room they
+    import (at run time, in functions or for type checks) is a seam their docstring names."""
+    seams = _seams(room)
+    found = sorted(
+        (name, dep)
+        for name, path in MODULES.items()
+        if _room(name) == room
+        for dep in _every_import(name, path)
+        if _room(dep) != room and _private(dep) and dep not in seams
+    )
+    assert not found, f"{room} imports private modules that are not its seams: {found}"
+
+
+def test_the_seam_check_sees_a_private_import():
+    """The checks above would catch kv/ importing jetstream/_api.py directly."""
+    assert _private("jetstream_sync.jetstream._api")
+    assert not _private("jetstream_sync.jetstream.stream")
+    assert _room("jetstream_sync.jetstream._seam") == "jetstream"
+    assert _room("jetstream_sync._seam") == "core"
+    assert _seams("kv") == {
+        "jetstream_sync._protocol",
+        "jetstream_sync._seam",
+        "jetstream_sync.jetstream._seam",
+    }
+
+
+def test_jetstream_imports_no_room_above_it_but_through_the_delegators():
+    """jetstream/ imports neither kv/, object_store/, spark/, cli/ nor testing/; the one way
+    up is the context's lazy Key-Value and Object Store delegators."""
+    found = sorted(
+        (name, _room(dep))
+        for name, path in MODULES.items()
+        if _room(name) == "jetstream"
+        for dep in _every_import(name, path)
+        if _room(dep) in APPLICATION_ROOMS and (name, _room(dep)) not in JETSTREAM_DELEGATORS
+    )
+    assert not found, f"jetstream/ imports the rooms above it: {found}"

@@ -1,4 +1,14 @@
-"""Key-Value buckets on JetStream (ADR-8, ADR-48): ``ctx.create_key_value(bucket=...)``."""
+"""Key-Value buckets on JetStream (ADR-8, ADR-48): ``ctx.create_key_value(bucket=...)``.
+
+A bucket wraps a :class:`~jetstream_sync.JetStreamContext` through its public
+methods. Besides the package's public modules it imports, of each lower room,
+only its seam (``tests/test_layering.py`` keeps the list):
+
+- the protocol core: ``jetstream_sync._protocol`` (``parse_direct_meta``);
+- the client core: ``jetstream_sync._seam`` (deadlines, limits, timestamps);
+- JetStream: ``jetstream_sync.jetstream._seam`` (config machinery and checks,
+  ack-subject tokens).
+"""
 
 from .bucket import KeyValue
 from .config import KeyValueConfig, KeyValueStatus

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from .._subjects import check_control_line
+from .._seam import check_control_line
 from ..errors import (
     BucketNotFoundError,
     KeyDeletedError,

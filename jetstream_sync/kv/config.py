@@ -10,8 +10,8 @@ from typing import Any
 
 import attrs
 
-from ..jetstream import _checks as ck
-from ..jetstream._codec import strip_nats
+from ..jetstream._seam import checks as ck
+from ..jetstream._seam import strip_nats
 from ..jetstream.enums import DiscardPolicy, StorageType, StoreCompression
 from ..jetstream.info import StreamInfo
 from ..jetstream.stream_config import (

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import attrs
 
 from .._protocol import parse_direct_meta
-from ..jetstream._ack import ack_tokens
-from ..jetstream._timefmt import datetime_from_ns, datetime_to_ns, parse_rfc3339
+from .._seam import datetime_from_ns, datetime_to_ns, parse_rfc3339
+from ..jetstream._seam import ack_tokens
 from ..jetstream.replies import RawStreamMsg
 from ..msg import Msg, header_block
 

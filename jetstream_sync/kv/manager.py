@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BucketNotFoundError, KeyValueError, StreamNotFoundError
-from ..jetstream._api import RequiredApiLevelError
-from ..jetstream._codec import merge_config
+from ..errors import BucketNotFoundError, KeyValueError, RequiredApiLevelError, StreamNotFoundError
+from ..jetstream._seam import merge_config
 from ._keys import STREAM_PREFIX, check_bucket, stream_name
 from .bucket import KeyValue
 from .config import KeyValueConfig, KeyValueStatus

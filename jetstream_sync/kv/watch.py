@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
-from .._deadline import Deadline, check_timeout
+from .._seam import Deadline, check_timeout
 from ..errors import BucketNotFoundError, IteratorClosedError, StreamNotFoundError, TimeoutError
 from ..jetstream.consumer_config import OrderedConsumerConfig
 from ..jetstream.enums import DeliverPolicy

@@ -3,6 +3,13 @@
 ``store`` holds the bucket handle (put, get, links, ...), ``config`` the
 bucket config and object infos, ``watch`` the watcher, ``admin`` bucket
 management (reached through the context's delegators).
+
+A bucket wraps a :class:`~jetstream_sync.JetStreamContext` through its public
+methods. Besides the package's public modules it imports, of each lower room,
+only its seam (``tests/test_layering.py`` keeps the list):
+
+- the client core: ``jetstream_sync._seam`` (deadlines, timestamps, NUIDs);
+- JetStream: ``jetstream_sync.jetstream._seam`` (config machinery and checks).
 """
 
 from .config import (

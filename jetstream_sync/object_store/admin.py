@@ -16,7 +16,7 @@ from ..errors import (
     StreamNameInUseError,
     StreamNotFoundError,
 )
-from ..jetstream._codec import merge_config
+from ..jetstream._seam import merge_config
 from .config import ObjectStoreConfig, ObjectStoreStatus, check_bucket
 from .store import ObjectStore
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import attrs
 
+from .._seam import format_rfc3339, parse_rfc3339
 from ..errors import BadObjectMetaError, InvalidObjectNameError, InvalidObjectStoreNameError
-from ..jetstream import _checks as ck
-from ..jetstream._codec import DUR, ENUM, MAP, OBJ, Wire, extra_field, field, strip_nats
-from ..jetstream._timefmt import format_rfc3339, parse_rfc3339
+from ..jetstream._seam import DUR, ENUM, MAP, OBJ, Wire, extra_field, field, strip_nats
+from ..jetstream._seam import checks as ck
 from ..jetstream.enums import DiscardPolicy, StorageType, StoreCompression
 from ..jetstream.info import StreamInfo
 from ..jetstream.stream_config import Placement, StreamConfig

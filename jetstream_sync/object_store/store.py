@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from .._nuid import NUID
+from .._seam import NUID
 from ..errors import (
     BadObjectMetaError,
     DigestMismatchError,
@@ -36,7 +36,7 @@ from ..errors import (
     StreamNotFoundError,
     TimeoutError,
 )
-from ..jetstream._codec import merge_config
+from ..jetstream._seam import merge_config
 from ..jetstream.info import RawStreamMsg
 from .config import (
     DEFAULT_CHUNK_SIZE,

@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from .._deadline import Deadline, check_timeout
-from .._log import logger
+from .._seam import Deadline, check_timeout, logger
 from ..errors import IteratorClosedError, MessageNotFoundError
 from ..jetstream.enums import DeliverPolicy
 from .config import ObjectInfo

@@ -14,14 +14,12 @@ and starts no thread. See ``docs/spark.md``.
 The reads go through :meth:`Stream.read_arrow`; this package adds only Spark
 things (partitions, options, schema, pushed-down filters). It imports the
 package's public modules and, of each lower room, at most this one internal
-seam (``tests/test_spark_seams.py`` keeps the list):
+seam (``tests/test_layering.py`` keeps the list):
 
 - the protocol core: ``jetstream_sync._protocol`` (``valid_subject`` for
   subject checks, ``encode_batch_hpub`` for the batch publisher);
-- the client core: ``jetstream_sync._server_pool`` (``redact_url``, so no
-  option error quotes a password);
-- JetStream: ``jetstream_sync.jetstream._timefmt`` (``parse_rfc3339`` for the
-  time options).
+- the client core: ``jetstream_sync._seam`` (``redact_url``, so no option
+  error quotes a password; ``parse_rfc3339`` for the time options).
 """
 
 from __future__ import annotations

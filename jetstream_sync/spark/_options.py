@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
-from .._server_pool import redact_url
+from .._seam import redact_url
 
 # canonical option name -> ``client()`` keyword, for the connection options.
 _CONNECT_STRINGS = {

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..jetstream._timefmt import parse_rfc3339
+from .._seam import parse_rfc3339
 from ._fetch import ReadRange
 from ._subjects import check_filter, intersect, is_literal, prefix_filter
 

@@ -1,0 +1,35 @@
+"""The core's one seam for the upper rooms (Key-Value, Object Store, Spark, the CLI).
+
+An upper room imports the package's public modules and, of the core, only this
+module: what it needs of the core's internals and nothing more, so the core
+can change everything else freely. ``tests/test_layering.py`` checks that no
+upper room imports another private module of the core. Add a name here only
+when an upper room needs it; say which in the comment beside it.
+"""
+
+from __future__ import annotations
+
+from ._deadline import Deadline, check_timeout  # every room: one deadline per call
+from ._log import logger  # Object Store: its watcher's warnings
+from ._nuid import NUID  # Object Store: chunk subjects
+from ._server_pool import redact_url  # Spark: no option error quotes a password
+from ._subjects import check_control_line  # Key-Value: keys against max_control_line
+from ._timefmt import (  # Key-Value, Object Store, Spark: the server's timestamps
+    datetime_from_ns,
+    datetime_to_ns,
+    format_rfc3339,
+    parse_rfc3339,
+)
+
+__all__ = [
+    "NUID",
+    "Deadline",
+    "check_control_line",
+    "check_timeout",
+    "datetime_from_ns",
+    "datetime_to_ns",
+    "format_rfc3339",
+    "logger",
+    "parse_rfc3339",
+    "redact_url",
+]
