@@ -16,9 +16,7 @@ case "$PYTHON" in
     *) PYTHON="$(command -v "$PYTHON")" ;;
 esac
 
-TESTS=(tests/test_protocol.py tests/test_protocol_c_functions.py tests/test_protocol_fuzz.py
-       tests/test_protocol_batch.py tests/test_protocol_direct_batch.py
-       tests/test_protocol_fuzz_direct_batch.py)
+TESTS=(tests/protocol)  # every protocol test, C functions and fuzz included
 SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 LIBASAN="$(gcc -print-file-name=libasan.so)"
 LIBUBSAN="$(gcc -print-file-name=libubsan.so)"

@@ -23,7 +23,6 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync.jetstream.stream import Stream
-from tests.fixtures.cli import Cli
 from tests.fixtures.cluster import NatsCluster
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import FAST, Events
@@ -32,7 +31,7 @@ from tests.fixtures.proxy import FaultProxy
 from tests.fixtures.server import NatsServer, kill_leftovers
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
-pytest_plugins = ["pytester", "tests.fixtures.spark"]
+pytest_plugins = ["pytester"]
 
 # fixture name -> marker given to every test that uses it
 _FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}
@@ -287,12 +286,3 @@ def stream(
 
 # --------------------------------------------------------------------------
 # The command line.
-
-
-@pytest.fixture
-def cli(shared_server: NatsServer, tmp_path: Path) -> Iterator[Cli]:
-    """``jetstream-sync`` commands against the shared server, from a temporary directory
-    (``tests/fixtures/cli.py``)."""
-    runner = Cli(shared_server.url, tmp_path)
-    yield runner
-    runner.close()

@@ -8,9 +8,9 @@ import jetstream_sync
 from jetstream_sync.errors import MsgAlreadyAckedError, NotJetStreamMsgError
 from jetstream_sync.jetstream._ack import parse_metadata
 from jetstream_sync.msg import Msg
+from tests.core.test_reader_resilience import RawClient
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
-from tests.test_reader_resilience import RawClient
 
 
 def test_metadata_v1_layout():

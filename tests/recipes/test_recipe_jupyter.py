@@ -13,7 +13,7 @@ from nbclient import NotebookClient
 
 import jetstream_sync
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "docs" / "recipes" / "jupyter.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "recipes" / "jupyter.ipynb"
 PACKAGE_ROOT = Path(jetstream_sync.__file__).resolve().parent.parent
 
 

@@ -56,7 +56,7 @@ def test_200_mib_object_round_trip_in_bounded_memory(nats_server, tmp_path: Path
         block = os.urandom(1 << 20)
         for i in range(SIZE >> 20):
             f.write(block[i:] + block[:i])  # every MiB differs
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(repo))
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, nats_server.url, str(src), str(dst)],

@@ -71,7 +71,7 @@ def test_constants_match_the_python_twin():
 # --------------------------------------------------------------------------
 # one test class per C file, one test at least per C function
 
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
 TESTS = Path(__file__).resolve().parent
 
 

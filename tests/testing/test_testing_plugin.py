@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PLUGIN = "jetstream_sync.testing.plugin"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 USER_TESTS = """
 import jetstream_sync

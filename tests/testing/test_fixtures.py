@@ -23,7 +23,7 @@ from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, ServerStartError
 from tests.fixtures.tls import TLSMaterial
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = TESTS_DIR.parent
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPES = REPO_ROOT / "docs" / "recipes"
 PAGES = sorted(RECIPES.glob("*.md"))
 

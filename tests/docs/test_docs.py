@@ -25,7 +25,7 @@ import pytest
 
 from tests.fixtures.server import NatsServer
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS_DIR = REPO_ROOT / "docs"
 BLOCK_TIMEOUT = 60.0
 SPARK_BLOCK_TIMEOUT = 420.0
