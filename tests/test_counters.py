@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -21,6 +25,7 @@ from jetstream_sync import (
     StreamSource,
     SubjectTransform,
 )
+from jetstream_sync.errors import api_error
 from jetstream_sync.jetstream.stream import Stream
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
@@ -178,3 +183,40 @@ def test_increments_sent_by_nats_py_are_read_back(
     entry = counter.get(subject)
     assert (entry.value, entry.increment) == (7, -3)
     assert counter.add(subject, 1) == 8
+
+
+_ADDER = """
+import sys
+import jetstream_sync
+with jetstream_sync.connect(sys.argv[1]) as nc:
+    counter = nc.jetstream().counter(sys.argv[2])
+    for _ in range(100):
+        counter.add(sys.argv[3], 3)
+"""
+
+
+def test_concurrent_adds_from_2_processes_sum_exactly(
+    counter: Counter, stream: Stream, shared_server: Any
+) -> None:
+    subject = f"{stream.name}.procs"
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    args = [sys.executable, "-c", _ADDER, shared_server.url, stream.name, subject]
+    procs = [subprocess.Popen(args, env=env) for _ in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    assert counter.load(subject) == 2 * 100 * 3
+
+
+def test_server_refusals_are_typed_by_err_code(js: JetStreamContext, stream: Stream) -> None:
+    subject = f"{stream.name}.raw"
+    with pytest.raises(jetstream_sync.CounterIncrementMissingError):
+        js.publish(subject, b"")
+    with pytest.raises(jetstream_sync.CounterPayloadError):
+        js.publish(subject, b"body", headers={"Nats-Incr": "+1"})
+    with pytest.raises(jetstream_sync.CounterIncrementInvalidError):
+        js.publish(subject, b"", headers={"Nats-Incr": "one"})
+    # A counter mirror is refused by the config check before sending; the code still maps.
+    mirror = unique_stream_name("CNTMIRROR")
+    with pytest.raises(ValueError, match="mirror"):
+        js.create_stream(name=mirror, mirror=StreamSource(name=stream.name), allow_msg_counter=True)
+    assert type(api_error(400, 10173, "mirror")) is jetstream_sync.MirrorWithCountersError
