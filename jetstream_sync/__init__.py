@@ -21,6 +21,12 @@ from .errors import (
     ConsumerNameExistsError,
     ConsumerNotFoundError,
     ConsumerPushBasedError,
+    CounterBrokenError,
+    CounterIncrementInvalidError,
+    CounterIncrementMissingError,
+    CounterNotFoundError,
+    CounterPayloadError,
+    CountersNotEnabledError,
     DigestMismatchError,
     DirectGetNotAllowedError,
     ForkedClientError,
@@ -43,6 +49,7 @@ from .errors import (
     MaxPayloadError,
     MaxSubscriptionsExceededError,
     MessageNotFoundError,
+    MirrorWithCountersError,
     MsgAlreadyAckedError,
     NatsError,
     NKeyError,
@@ -66,6 +73,14 @@ from .errors import (
     PullStatusError,
     ReconnectBufferFullError,
     RequiredApiLevelError,
+    SchedulePatternInvalidError,
+    ScheduleRollupInvalidError,
+    ScheduleSchedulerInvalidError,
+    SchedulesNotEnabledError,
+    ScheduleSourceInvalidError,
+    ScheduleTargetInvalidError,
+    ScheduleTimeZoneInvalidError,
+    ScheduleTTLInvalidError,
     ServerError,
     ServerShutdownError,
     ServerSlowConsumerError,
@@ -97,6 +112,7 @@ from .jetstream.config import (
 )
 from .jetstream.consumer import ConsumeContext, Consumer, PauseResponse
 from .jetstream.context import JetStreamContext
+from .jetstream.counter import Counter, CounterEntry
 from .jetstream.enums import (
     AckPolicy,
     DeliverPolicy,
@@ -123,6 +139,7 @@ from .jetstream.info import (
 from .jetstream.ordered import OrderedConsumer, OrderedMessageIterator
 from .jetstream.publish import PubAckFuture
 from .jetstream.push import JetStreamSubscription
+from .jetstream.schedule import ScheduleInfo
 from .jetstream.stream import Stream
 from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 from .msg import Msg
@@ -279,4 +296,22 @@ __all__ += [
     "ObjectStoreNotFoundError",
     "ObjectStoreStatus",
     "ObjectWatcher",
+    "CounterBrokenError",
+    "CounterIncrementInvalidError",
+    "CounterIncrementMissingError",
+    "CounterNotFoundError",
+    "CounterPayloadError",
+    "CountersNotEnabledError",
+    "MirrorWithCountersError",
+    "SchedulePatternInvalidError",
+    "ScheduleRollupInvalidError",
+    "ScheduleSchedulerInvalidError",
+    "ScheduleSourceInvalidError",
+    "ScheduleTTLInvalidError",
+    "ScheduleTargetInvalidError",
+    "ScheduleTimeZoneInvalidError",
+    "SchedulesNotEnabledError",
+    "Counter",
+    "CounterEntry",
+    "ScheduleInfo",
 ]

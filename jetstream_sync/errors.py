@@ -527,3 +527,80 @@ class ObjectLinkError(ObjectStoreError, ValueError):
 
 class LinkIsABucketError(ObjectLinkError):
     """A get of a link to a whole bucket (it names no object to read)."""
+
+
+# ---------------------------------------------------------------- Counters (ADR-49)
+
+
+class CountersNotEnabledError(APIError, err_code=10168):
+    """The stream is not a counter stream (``allow_msg_counter`` is off)."""
+
+
+class CounterIncrementMissingError(APIError, err_code=10169):
+    """A publish to a counter stream carried no ``Nats-Incr`` header."""
+
+
+class CounterPayloadError(APIError, err_code=10170):
+    """A counter increment carried a body (increments must be empty)."""
+
+
+class CounterIncrementInvalidError(APIError, err_code=10171):
+    """The ``Nats-Incr`` value is not a signed decimal integer."""
+
+
+class CounterBrokenError(APIError, err_code=10172):
+    """The stored value on the subject is not a counter value the server can add to."""
+
+
+class MirrorWithCountersError(APIError, err_code=10173):
+    """A mirror cannot be a counter stream."""
+
+
+class CounterNotFoundError(JetStreamError, LookupError):
+    """No counter value is stored on the subject (it was never incremented).
+
+    Attributes:
+        subject: the subject asked for.
+    """
+
+    def __init__(self, subject: str) -> None:
+        super().__init__(f"no counter value on subject {subject!r}")
+        self.subject = subject
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str]]:
+        return (type(self), (self.subject,))
+
+
+# ---------------------------------------------------------------- Schedules (ADR-51)
+
+
+class SchedulesNotEnabledError(APIError, err_code=10188):
+    """The stream does not accept schedules (``allow_msg_schedules`` is off)."""
+
+
+class SchedulePatternInvalidError(APIError, err_code=10189):
+    """The server refused the ``Nats-Schedule`` expression."""
+
+
+class ScheduleTargetInvalidError(APIError, err_code=10190):
+    """The schedule's target is not a subject of the same stream (or is the schedule's own)."""
+
+
+class ScheduleTTLInvalidError(APIError, err_code=10191):
+    """The ``Nats-Schedule-TTL`` value is not a valid per-message TTL."""
+
+
+class ScheduleRollupInvalidError(APIError, err_code=10192):
+    """The schedule's rollup header is not one the scheduler allows."""
+
+
+class ScheduleSourceInvalidError(APIError, err_code=10203):
+    """The ``Nats-Schedule-Source`` subject is not valid for this schedule."""
+
+
+class ScheduleSchedulerInvalidError(APIError, err_code=10212):
+    """The message carries a ``Nats-Scheduler`` header a schedule may not set."""
+
+
+class ScheduleTimeZoneInvalidError(APIError, err_code=10223):
+    """The server refused the ``Nats-Schedule-Time-Zone`` value."""

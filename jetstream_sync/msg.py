@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Protocol
 
 from . import _defaults as D
@@ -269,3 +270,25 @@ class Msg:
 
     def __repr__(self) -> str:
         return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}>"
+
+    @property
+    def scheduled_by(self) -> str | None:
+        """The schedule subject that produced this message (``Nats-Scheduler``), or None."""
+        return self.headers.get("Nats-Scheduler")
+
+    @property
+    def schedule_next(self) -> datetime | None:
+        """When its schedule runs next (``Nats-Schedule-Next``), or None.
+
+        None too when the schedule will not run again (the server's ``purge`` marker
+        after an ``@at`` schedule fired).
+        """
+        from .jetstream._timefmt import parse_rfc3339
+
+        text = self.headers.get("Nats-Schedule-Next")
+        if not text:
+            return None
+        try:
+            return parse_rfc3339(text)
+        except ValueError:
+            return None

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import NatsError
-from . import bench, consumer, kv, objects, pubsub, server, stream
+from . import bench, consumer, counter, kv, objects, pubsub, schedule, server, stream
 from ._args import positive_duration
 from ._connect import add_connection_options, redact
 from ._errors import CommandError
@@ -20,7 +20,7 @@ from ._output import Output
 
 PROG = "jetstream-sync"
 DEFAULT_TIMEOUT = 5.0
-COMMAND_MODULES = (server, pubsub, stream, consumer, kv, objects, bench)
+COMMAND_MODULES = (server, pubsub, stream, consumer, kv, objects, counter, schedule, bench)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 

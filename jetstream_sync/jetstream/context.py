@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
-from .._subjects import filter_subject
+from .._subjects import filter_subject, publish_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
 from . import _api
@@ -19,8 +20,11 @@ from ._codec import merge_config
 from ._names import check_stream_name
 from .compat import CompatSubscribeMixin
 from .consumer_mixins import ContextConsumersMixin
+from .counter import Counter, open_counter
 from .info import AccountInfo, PubAck, StreamInfo
 from .publish import RETRY_WAIT, PubAckFuture, no_stream_error, parse_pub_ack, publish_headers
+from .schedule import SCHEDULE, ScheduleInfo, list_schedules, schedule_headers
+from .schedule import check_api_level as check_schedule_level
 from .stream import Stream
 from .stream_config import StreamConfig
 
@@ -596,3 +600,74 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         from ..object_store import admin
 
         return admin.object_stores(self, timeout)
+
+    # ---------------------------------------------------------------- counters and schedules
+
+    def counter(self, stream: str, timeout: float | None = None) -> Counter:
+        """The counters of ``stream`` (ADR-49; see :class:`Counter`).
+
+        Raises:
+            StreamNotFoundError: no such stream.
+            CountersNotEnabledError: the stream's ``allow_msg_counter`` is off.
+        """
+        return open_counter(self, stream, timeout)
+
+    def schedule(
+        self,
+        subject: str,
+        target: str,
+        data: bytes | str = b"",
+        *,
+        at: datetime | None = None,
+        every: float | timedelta | None = None,
+        cron: str | None = None,
+        time_zone: str | None = None,
+        ttl: float | None = None,
+        headers: HeadersIn | None = None,
+        timeout: float | None = None,
+    ) -> PubAck:
+        """Store a schedule on ``subject``: the stream publishes ``data`` to ``target`` later.
+
+        A subject holds one schedule: storing another replaces it. Give exactly one of
+        ``at``, ``every`` and ``cron``. Everything is checked before anything is sent.
+
+        Args:
+            subject: the schedule's own subject (in a stream with ``allow_msg_schedules``).
+            target: where the stream publishes; a subject of the same stream.
+            data: the body to publish.
+            at: once, at this timezone-aware time (nats-server 2.12+).
+            every: repeatedly, every this many seconds (>= 1; 2.14+).
+            cron: a 6-field cron spec, seconds first, or ``@hourly``... (2.14+).
+            time_zone: the IANA zone a ``cron`` runs in (default UTC; 2.14+).
+            ttl: seconds the produced messages live (stream needs ``allow_msg_ttl``).
+            headers: extra headers, copied onto produced messages.
+            timeout: seconds to wait for the PubAck.
+
+        Raises:
+            ValueError, TypeError, BadSubjectError: bad input; nothing was sent.
+            RequiredApiLevelError: the server is too old for this kind of schedule.
+            SchedulesNotEnabledError, ScheduleTargetInvalidError, ...: the server refused.
+        """
+        hdrs, level = schedule_headers(
+            subject, target, at=at, every=every, cron=cron, time_zone=time_zone, ttl=ttl,
+            headers=headers,
+        )  # fmt: skip
+        check_schedule_level(self.client.server_info, level, hdrs[SCHEDULE])
+        return self.publish(subject, data, headers=hdrs, timeout=timeout)
+
+    def cancel_schedule(self, subject: str, timeout: float | None = None) -> bool:
+        """Remove the schedule on ``subject`` (purges the subject); True if one was there.
+
+        Raises:
+            StreamNotFoundError: no stream captures ``subject``.
+            BadSubjectError: ``subject`` is not a publish subject; nothing was sent.
+        """
+        publish_subject(subject)
+        stream = self.stream_no_info(self.stream_name_by_subject(subject, timeout))
+        return stream.purge(subject=subject, timeout=timeout) > 0
+
+    def schedules(
+        self, stream: str, filter: str = ">", timeout: float | None = None
+    ) -> list[ScheduleInfo]:
+        """The schedules stored in ``stream`` on subjects matching ``filter``, by subject."""
+        return list_schedules(self.stream_no_info(stream), filter_subject(filter), timeout)

@@ -1,0 +1,216 @@
+"""Distributed counters (ADR-49): a counter stream adds ``Nats-Incr`` increments per subject.
+
+The server keeps, as the last message of each subject, a JSON body ``{"val": "<digits>"}``
+holding the running total; each publish carries only the increment. Totals are arbitrary
+precision on the server, and Python ints are too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._subjects import publish_subject
+from ..errors import CounterNotFoundError, CountersNotEnabledError, MessageNotFoundError
+from .info import RawStreamMsg
+
+if TYPE_CHECKING:
+    from .context import HeadersIn, JetStreamContext
+    from .stream import Stream
+
+__all__ = ["Counter", "CounterEntry", "increment_header", "open_counter"]
+
+INCR = "Nats-Incr"
+SOURCES = "Nats-Counter-Sources"
+# Headers that would change what an increment means (or make the server refuse it).
+_REFUSED_PREFIXES = ("nats-expected-",)
+_REFUSED = {"nats-rollup", "nats-incr", "nats-ttl", "nats-msg-id"}
+
+
+def increment_header(delta: int) -> str:
+    """The ``Nats-Incr`` value for ``delta``: ``+N`` or ``-N``.
+
+    Raises:
+        TypeError: ``delta`` is not an ``int`` (a ``bool`` is refused too).
+    """
+    if isinstance(delta, bool) or not isinstance(delta, int):
+        raise TypeError(f"delta must be an int, got {type(delta).__name__}")
+    return f"+{delta}" if delta >= 0 else str(delta)
+
+
+def _value(text: object, what: str) -> int:
+    if not isinstance(text, str) or not text.lstrip("+-").isdigit():
+        raise ValueError(f"{what} is not a decimal integer: {text!r}")
+    return int(text)
+
+
+@attrs.frozen
+class CounterEntry:
+    """One subject's counter as stored: the total and what made it.
+
+    Attributes:
+        subject: the counter's subject.
+        value: the total.
+        increment: the last increment applied (``Nats-Incr`` of the stored message), or
+            ``None`` when the message does not say.
+        sources: for a stream that sources other counter streams, each source stream's
+            per-subject totals (``Nats-Counter-Sources``); empty otherwise.
+        seq: the stream sequence of the stored message.
+    """
+
+    subject: str
+    value: int
+    increment: int | None = None
+    sources: Mapping[str, Mapping[str, int]] = attrs.field(factory=dict)
+    seq: int = 0
+
+    @classmethod
+    def from_msg(cls, msg: RawStreamMsg) -> CounterEntry:
+        """Read a counter from a stored message.
+
+        Raises:
+            ValueError: the message is not a counter value (no ``val``, not digits).
+        """
+        try:
+            body = json.loads(msg.data)
+        except ValueError:
+            raise ValueError(f"message on {msg.subject!r} is not a counter value") from None
+        if not isinstance(body, dict):
+            raise ValueError(f"message on {msg.subject!r} is not a counter value")
+        headers = msg.headers or {}
+        incr = headers.get(INCR)
+        raw_sources = headers.get(SOURCES)
+        sources: dict[str, dict[str, int]] = {}
+        if raw_sources:
+            for stream, subjects in json.loads(raw_sources).items():
+                sources[stream] = {s: _value(v, "source value") for s, v in subjects.items()}
+        return cls(
+            subject=msg.subject,
+            value=_value(body.get("val"), "counter value"),
+            increment=None if incr is None else _value(incr, INCR),
+            sources=sources,
+            seq=msg.seq,
+        )
+
+
+def _check_headers(headers: HeadersIn | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in (headers or {}).items():
+        low = key.lower()
+        if low in _REFUSED or low.startswith(_REFUSED_PREFIXES):
+            raise ValueError(f"header {key!r} cannot be sent with a counter increment")
+        out[key] = value
+    return out
+
+
+class Counter:
+    """The counters of one stream (made with :meth:`JetStreamContext.counter`).
+
+    Args:
+        ctx: the JetStream context.
+        stream: the counter stream (``allow_msg_counter=True``).
+    """
+
+    def __init__(self, ctx: JetStreamContext, stream: Stream) -> None:
+        self._ctx = ctx
+        self.stream = stream
+
+    @property
+    def name(self) -> str:
+        """The stream's name."""
+        return self.stream.name
+
+    def add(
+        self,
+        subject: str,
+        delta: int,
+        timeout: float | None = None,
+        *,
+        headers: HeadersIn | None = None,
+    ) -> int:
+        """Add ``delta`` (negative to subtract) to the counter on ``subject``.
+
+        The increment is not idempotent: a retry after a timeout may count twice.
+
+        Args:
+            subject: the counter's subject (a subject of this stream, no wildcards).
+            delta: any ``int``; totals beyond 64 bits work.
+            timeout: seconds to wait for the server's answer.
+            headers: extra headers stored with the increment; ``Nats-Expected-*``,
+                ``Nats-Rollup``, ``Nats-TTL``, ``Nats-Msg-Id`` and ``Nats-Incr`` are refused.
+
+        Returns:
+            The counter's new total.
+
+        Raises:
+            TypeError: ``delta`` is not an ``int``.
+            BadSubjectError, ValueError: bad input; nothing was sent.
+            CountersNotEnabledError: the stream stopped being a counter stream.
+            CounterIncrementInvalidError, CounterBrokenError: the server refused it.
+        """
+        publish_subject(subject)
+        hdrs = _check_headers(headers)
+        hdrs[INCR] = increment_header(delta)
+        ack = self._ctx.publish(subject, b"", headers=hdrs, timeout=timeout)
+        return _value(ack.val, "PubAck val")
+
+    def load(self, subject: str, timeout: float | None = None) -> int:
+        """The counter's total on ``subject``.
+
+        Raises:
+            CounterNotFoundError: nothing was ever counted on ``subject`` (as orbit's
+                ``ErrNoCounterForSubject``: a missing counter is not silently 0).
+        """
+        return self.get(subject, timeout).value
+
+    def get(self, subject: str, timeout: float | None = None) -> CounterEntry:
+        """The counter on ``subject`` with its last increment and its sources.
+
+        Raises:
+            CounterNotFoundError: nothing was ever counted on ``subject``.
+            BadSubjectError: ``subject`` is not a publish subject; nothing was sent.
+        """
+        publish_subject(subject)
+        try:
+            msg = self.stream.get_last_msg_for_subject(subject, timeout=timeout)
+        except MessageNotFoundError:
+            raise CounterNotFoundError(subject) from None
+        return CounterEntry.from_msg(msg)
+
+    def get_many(
+        self, subjects: str | Iterable[str], timeout: float | None = None
+    ) -> Iterator[CounterEntry]:
+        """The counters on ``subjects`` (wildcards allowed) in one batched direct get.
+
+        Needs the stream's ``allow_direct`` and nats-server 2.11+. Subjects without a
+        counter are left out.
+
+        Args:
+            subjects: one filter subject or several.
+            timeout: seconds for the whole round trip.
+
+        Raises:
+            RequiredApiLevelError: the server is older than 2.11.
+        """
+        wanted = [subjects] if isinstance(subjects, str) else list(subjects)
+        msgs = self.stream.get_last_msgs_for(wanted, timeout=timeout)
+        return (CounterEntry.from_msg(msg) for msg in msgs)
+
+
+def open_counter(ctx: JetStreamContext, name: str, timeout: float | None = None) -> Counter:
+    """A :class:`Counter` on stream ``name``, after checking it is a counter stream.
+
+    Raises:
+        StreamNotFoundError: no such stream.
+        CountersNotEnabledError: the stream's ``allow_msg_counter`` is off.
+    """
+    stream = ctx.stream(name, timeout=timeout)
+    info = stream.cached_info
+    if info is None or not info.config.allow_msg_counter:
+        raise CountersNotEnabledError(
+            400, 10168, f"stream {name!r} is not a counter stream (allow_msg_counter is off)"
+        )
+    return Counter(ctx, stream)

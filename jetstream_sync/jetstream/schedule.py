@@ -1,0 +1,261 @@
+"""Message schedules (ADR-51): a stored message the stream republishes to a target later.
+
+The last message on a schedule subject is that subject's schedule; its headers say when
+(``Nats-Schedule``), where (``Nats-Schedule-Target``, a subject of the same stream), in
+which zone (``Nats-Schedule-Time-Zone``) and with which TTL (``Nats-Schedule-TTL``) the
+stream publishes its body. Removing the subject's messages removes the schedule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import attrs
+
+from .._subjects import publish_subject
+from . import _api
+from ._timefmt import format_rfc3339, parse_rfc3339
+from .info import RawStreamMsg
+from .publish import ttl_header_value
+
+if TYPE_CHECKING:
+    from .context import HeadersIn
+    from .stream import Stream
+
+__all__ = ["ScheduleInfo", "list_schedules", "schedule_headers"]
+
+SCHEDULE = "Nats-Schedule"
+TARGET = "Nats-Schedule-Target"
+TIME_ZONE = "Nats-Schedule-Time-Zone"
+TTL = "Nats-Schedule-TTL"
+SCHEDULER = "Nats-Scheduler"
+NEXT = "Nats-Schedule-Next"
+
+# JetStream API levels: "@at" came with 2.12, cron, "@every" and time zones with 2.14.
+AT_LEVEL = 2
+CRON_LEVEL = 4
+PREDEFINED = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
+_NAMES = {
+    4: "jan feb mar apr may jun jul aug sep oct nov dec".split(),
+    5: "sun mon tue wed thu fri sat".split(),
+}
+_RANGES = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+_FIELD_NAMES = ("seconds", "minutes", "hours", "day of month", "month", "day of week")
+_ITEM = re.compile(r"^(\*|[0-9a-z]+(?:-[0-9a-z]+)?)(?:/([0-9]+))?$")
+
+
+def _cron_number(text: str, index: int) -> int:
+    names = _NAMES.get(index, [])
+    if text in names:
+        return names.index(text) + (1 if index == 4 else 0)
+    if not text.isdigit():
+        raise ValueError(f"cron {_FIELD_NAMES[index]}: {text!r} is not a number")
+    low, high = _RANGES[index]
+    value = int(text)
+    if not low <= value <= high:
+        raise ValueError(f"cron {_FIELD_NAMES[index]}: {value} is outside {low}-{high}")
+    return value
+
+
+def check_cron(expr: str) -> str:
+    """Check a cron spec as the server reads it: 6 fields (seconds first) or a predefined.
+
+    Returns:
+        The expression with surrounding whitespace removed.
+
+    Raises:
+        ValueError: not 6 fields, an unknown ``@`` name, a value out of range, a bad step.
+    """
+    if not isinstance(expr, str):
+        raise TypeError(f"cron must be a str, got {type(expr).__name__}")
+    text = " ".join(expr.split())
+    if text.startswith("@"):
+        if text.lower() not in PREDEFINED:
+            raise ValueError(f"cron: unknown predefined schedule {text!r}")
+        return text.lower()
+    fields = text.split(" ")
+    if len(fields) != 6:
+        raise ValueError(
+            f"cron needs 6 fields (seconds minutes hours day-of-month month day-of-week), "
+            f"got {len(fields)}: {expr!r}"
+        )
+    for index, field in enumerate(fields):
+        for item in field.lower().split(","):
+            m = _ITEM.match(item)
+            if m is None or (m.group(2) is not None and int(m.group(2)) == 0):
+                raise ValueError(f"cron {_FIELD_NAMES[index]}: bad item {item!r}")
+            if m.group(1) != "*":
+                bounds = [_cron_number(p, index) for p in m.group(1).split("-")]
+                if bounds[0] > bounds[-1]:
+                    raise ValueError(f"cron {_FIELD_NAMES[index]}: range {item!r} is reversed")
+    return text
+
+
+def _duration(seconds: float) -> str:
+    """Go ``time.ParseDuration`` text for whole milliseconds."""
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _every(every: float | timedelta) -> str:
+    if isinstance(every, timedelta):
+        seconds = every.total_seconds()
+    elif isinstance(every, int | float) and not isinstance(every, bool):
+        seconds = float(every)
+    else:
+        raise TypeError(f"every must be seconds or a timedelta, got {type(every).__name__}")
+    if not seconds >= 1:
+        raise ValueError(f"every must be at least 1 second, got {every!r}")
+    return f"@every {_duration(seconds)}"
+
+
+def _at(at: datetime) -> str:
+    if not isinstance(at, datetime):
+        raise TypeError(f"at must be a datetime, got {type(at).__name__}")
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError("at must be timezone-aware (a naive datetime is ambiguous)")
+    return f"@at {format_rfc3339(at)}"
+
+
+def check_time_zone(name: str) -> str:
+    """Check an IANA zone name (``Europe/Paris``) with :mod:`zoneinfo`.
+
+    Raises:
+        ValueError: the name is unknown here (and so likely to the server).
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"time_zone must be an IANA zone name, got {name!r}")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}") from None
+    return name
+
+
+def schedule_headers(
+    subject: str,
+    target: str,
+    *,
+    at: datetime | None = None,
+    every: float | timedelta | None = None,
+    cron: str | None = None,
+    time_zone: str | None = None,
+    ttl: float | None = None,
+    headers: HeadersIn | None = None,
+) -> tuple[dict[str, Any], int]:
+    """The headers of a schedule message and the JetStream API level they need.
+
+    Raises:
+        ValueError, TypeError, BadSubjectError: see :meth:`JetStreamContext.schedule`.
+    """
+    publish_subject(subject)
+    publish_subject(target, "target")
+    if target == subject:
+        raise ValueError("target must differ from the schedule's subject")
+    given = [name for name, v in (("at", at), ("every", every), ("cron", cron)) if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of at, every, cron (got {given or 'none'})")
+    out: dict[str, Any] = {}
+    for key, value in (headers or {}).items():
+        if key.lower().startswith("nats-schedule") or key.lower() == "nats-scheduler":
+            raise ValueError(f"header {key!r} is set by schedule()'s arguments")
+        out[key] = value
+    if at is not None:
+        spec, level = _at(at), AT_LEVEL
+    elif every is not None:
+        spec, level = _every(every), CRON_LEVEL
+    else:
+        spec, level = check_cron(str(cron) if cron is not None else ""), CRON_LEVEL
+    out[SCHEDULE] = spec
+    out[TARGET] = target
+    if time_zone is not None:
+        if cron is None:
+            raise ValueError("time_zone applies to cron schedules only")
+        out[TIME_ZONE] = check_time_zone(time_zone)
+    if ttl is not None:
+        out[TTL] = ttl_header_value(ttl)
+    return out, level
+
+
+def check_api_level(server_info: Mapping[str, Any], level: int, spec: str) -> None:
+    """Refuse early when the server is too old for the schedule ``spec``.
+
+    Raises:
+        RequiredApiLevelError: names the nats-server version needed.
+    """
+    have = int(server_info.get("api_lvl", 0))
+    if have < level:
+        version = "2.12" if level <= AT_LEVEL else "2.14"
+        raise _api.RequiredApiLevelError(
+            412, 10185, f"the schedule {spec!r} needs nats-server {version} or newer"
+        )
+
+
+@attrs.frozen
+class ScheduleInfo:
+    """One stored schedule (the last message of its subject).
+
+    Attributes:
+        subject: the schedule's subject.
+        target: where the stream publishes.
+        spec: the ``Nats-Schedule`` text (``@at ...``, ``@every ...``, a cron spec).
+        time_zone: the cron's IANA zone, or ``None`` (UTC).
+        ttl: the ``Nats-Schedule-TTL`` text given to produced messages, or ``None``.
+        next_run: when an ``@at`` schedule fires; ``None`` for repeating ones (the
+            server stores no next time with the schedule, only on produced messages).
+        data: the body the stream publishes.
+        seq: the schedule message's stream sequence.
+    """
+
+    subject: str
+    target: str
+    spec: str
+    time_zone: str | None = None
+    ttl: str | None = None
+    next_run: datetime | None = None
+    data: bytes = b""
+    seq: int = 0
+
+    @classmethod
+    def from_msg(cls, msg: RawStreamMsg) -> ScheduleInfo | None:
+        """The schedule a stored message holds, or ``None`` when it holds none."""
+        headers = msg.headers or {}
+        spec = headers.get(SCHEDULE)
+        if not spec:
+            return None
+        next_run = None
+        if spec.startswith("@at "):
+            try:
+                next_run = parse_rfc3339(spec[4:].strip())
+            except ValueError:
+                next_run = None
+        return cls(
+            subject=msg.subject,
+            target=headers.get(TARGET, ""),
+            spec=spec,
+            time_zone=headers.get(TIME_ZONE),
+            ttl=headers.get(TTL),
+            next_run=next_run,
+            data=msg.data,
+            seq=msg.seq,
+        )
+
+
+def list_schedules(stream: Stream, filter: str, timeout: float | None) -> list[ScheduleInfo]:
+    """The schedules stored in ``stream`` on subjects matching ``filter``."""
+    info = stream.info(subjects_filter=filter, timeout=timeout)
+    subjects = sorted(info.state.subjects or {})
+    if not subjects:
+        return []
+    if info.config.allow_direct:
+        msgs = stream.get_last_msgs_for(subjects, timeout=timeout)
+    else:
+        msgs = [stream.get_last_msg_for_subject(s, timeout=timeout) for s in subjects]
+    found = (ScheduleInfo.from_msg(m) for m in msgs)
+    return sorted((s for s in found if s is not None), key=lambda s: s.subject)

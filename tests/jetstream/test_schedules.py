@@ -1,0 +1,154 @@
+"""Message schedules (ADR-51) against a real nats-server: at, every, cron, cancel, listing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync import JetStreamContext, Msg, Republish, ScheduleInfo
+from jetstream_sync.jetstream.stream import Stream
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
+
+
+@pytest.fixture
+def stream_options(stream_name: str) -> dict[str, Any]:
+    # The scheduler stores what it produces; republish shows it to core subscribers too.
+    republish = Republish(src=f"{stream_name}.out.>", dest=f"seen.{stream_name}.>")
+    return {
+        "allow_msg_schedules": True,
+        "allow_direct": True,
+        "allow_msg_ttl": True,
+        "republish": republish,
+    }
+
+
+def _seen(stream: Stream, leaf: str) -> str:
+    """The core subject where the stream republishes what its scheduler stores on ``out.<leaf>``."""
+    return f"seen.{stream.name}.{leaf}"
+
+
+def _drain(sub: jetstream_sync.Subscription, into: list[Msg]) -> int:
+    while True:
+        try:
+            into.append(sub.next_msg(timeout=0.01))
+        except jetstream_sync.TimeoutError:
+            return len(into)
+
+
+def test_at_fires_once(nc: jetstream_sync.Client, js: JetStreamContext, stream: Stream) -> None:
+    sched, target = f"{stream.name}.sched.once", f"{stream.name}.out.once"
+    with nc.subscribe(_seen(stream, "once")) as sub:
+        js.schedule(sched, target, b"hello", at=datetime.now(UTC) + timedelta(seconds=2))
+        msg = sub.next_msg(timeout=5)
+        assert msg.data == b"hello"
+        assert msg.scheduled_by == sched
+        assert msg.schedule_next is None
+        with pytest.raises(jetstream_sync.TimeoutError):
+            sub.next_msg(timeout=1.2)
+    assert js.schedules(stream.name) == []
+
+
+def test_every_fires_repeatedly_and_stops_after_cancel(
+    nc: jetstream_sync.Client, js: JetStreamContext, stream: Stream
+) -> None:
+    sched, target = f"{stream.name}.sched.tick", f"{stream.name}.out.tick"
+    got: list[Msg] = []
+    with nc.subscribe(_seen(stream, "tick")) as sub:
+        js.schedule(sched, target, b"tick", every=1)
+        wait_for(lambda: _drain(sub, got) >= 3, timeout=3.5)
+        assert got[0].scheduled_by == sched
+        assert isinstance(got[0].schedule_next, datetime)
+        assert js.cancel_schedule(sched) is True
+        _drain(sub, got)
+        with pytest.raises(jetstream_sync.TimeoutError):
+            sub.next_msg(timeout=1.5)
+    assert js.cancel_schedule(sched) is False
+
+
+def test_cron_with_seconds_fires_in_a_time_zone(
+    nc: jetstream_sync.Client, js: JetStreamContext, stream: Stream
+) -> None:
+    sched, target = f"{stream.name}.sched.cron", f"{stream.name}.out.cron"
+    with nc.subscribe(_seen(stream, "cron")) as sub:
+        js.schedule(sched, target, b"c", cron="* * * * * *", time_zone="Europe/Paris", ttl=60)
+        msg = sub.next_msg(timeout=3)
+        assert msg.data == b"c" and msg.scheduled_by == sched
+        assert msg.headers.get("Nats-TTL") == "60s"
+    js.cancel_schedule(sched)
+
+
+def test_schedules_lists_the_stored_schedules(js: JetStreamContext, stream: Stream) -> None:
+    when = datetime.now(UTC) + timedelta(hours=1)
+    js.schedule(f"{stream.name}.s.a", f"{stream.name}.t", b"1", at=when)
+    js.schedule(f"{stream.name}.s.b", f"{stream.name}.t", b"2", cron="@hourly", ttl=5)
+    js.publish(f"{stream.name}.plain", b"not a schedule")
+    listed = js.schedules(stream.name)
+    assert [s.subject for s in listed] == [f"{stream.name}.s.a", f"{stream.name}.s.b"]
+    first, second = listed
+    assert isinstance(first, ScheduleInfo)
+    assert first.spec.startswith("@at ") and first.target == f"{stream.name}.t"
+    assert first.next_run is not None and abs((first.next_run - when).total_seconds()) < 0.001
+    assert (second.spec, second.ttl, second.data) == ("@hourly", "5s", b"2")
+    assert js.schedules(stream.name, filter=f"{stream.name}.s.b") == [second]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({}, "exactly one"),
+        ({"every": 5, "cron": "@hourly"}, "exactly one"),
+        ({"cron": "* * * * *"}, "6 fields"),
+        ({"cron": "61 * * * * *"}, "outside"),
+        ({"cron": "@fortnightly"}, "unknown predefined"),
+        ({"cron": "*/0 * * * * *"}, "bad item"),
+        ({"cron": "@hourly", "time_zone": "Mars/Olympus"}, "unknown time zone"),
+        ({"every": 2, "time_zone": "UTC"}, "cron schedules only"),
+        ({"every": 0.5}, "at least 1 second"),
+        ({"at": datetime(2030, 1, 1)}, "timezone-aware"),
+        ({"every": 5, "headers": {"Nats-Schedule": "@hourly"}}, "set by schedule"),
+        ({"every": 5, "ttl": 0.2}, "at least 1 second"),
+    ],
+)
+def test_bad_specs_are_refused_before_sending(
+    js: JetStreamContext, stream: Stream, kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        js.schedule(f"{stream.name}.s", f"{stream.name}.t", **kwargs)
+    assert stream.info().state.messages == 0
+
+
+def test_bad_subjects_are_refused_before_sending(js: JetStreamContext, stream: Stream) -> None:
+    with pytest.raises(ValueError, match="differ"):
+        js.schedule(f"{stream.name}.s", f"{stream.name}.s", every=5)
+    with pytest.raises(jetstream_sync.BadSubjectError):
+        js.schedule(f"{stream.name}.s", f"{stream.name}.*", every=5)
+    assert stream.info().state.messages == 0
+
+
+def test_server_errors_are_typed(js: JetStreamContext, stream: Stream) -> None:
+    with pytest.raises(jetstream_sync.ScheduleTargetInvalidError) as info:
+        js.schedule(f"{stream.name}.s", "elsewhere.t", every=5)
+    assert info.value.err_code == 10190
+    plain = unique_stream_name("SCHEDPLAIN")
+    js.create_stream(name=plain, subjects=[f"{plain}.>"])
+    try:
+        with pytest.raises(jetstream_sync.SchedulesNotEnabledError) as info:
+            js.schedule(f"{plain}.s", f"{plain}.t", every=5)
+        assert info.value.err_code == 10188
+    finally:
+        js.delete_stream(plain)
+
+
+def test_an_old_server_is_refused_naming_the_version(
+    js: JetStreamContext, stream: Stream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = dict(js.client.server_info)
+    info["api_lvl"] = 2
+    monkeypatch.setattr(type(js.client), "server_info", property(lambda self: info))
+    with pytest.raises(jetstream_sync.RequiredApiLevelError, match="2.14"):
+        js.schedule(f"{stream.name}.s", f"{stream.name}.t", every=5)
+    assert stream.info().state.messages == 0
