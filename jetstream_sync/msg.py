@@ -283,7 +283,7 @@ class Msg:
         None too when the schedule will not run again (the server's ``purge`` marker
         after an ``@at`` schedule fired).
         """
-        from .jetstream._timefmt import parse_rfc3339
+        from ._timefmt import parse_rfc3339
 
         text = self.headers.get("Nats-Schedule-Next")
         if not text:
