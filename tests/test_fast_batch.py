@@ -1,0 +1,211 @@
+"""Fast-ingest batches (ADR-50) and the atomic batch's errors, against a real nats-server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import jetstream_sync
+from tests.fixtures.jetstream import unique_stream_name
+
+
+@pytest.fixture
+def stream_options() -> dict[str, object]:
+    """The module's streams allow fast-ingest batches and batched direct gets."""
+    return {"allow_batched": True, "allow_direct": True}
+
+
+def stored(stream: jetstream_sync.Stream) -> list[bytes]:
+    """Every payload the stream holds, in sequence order."""
+    out: list[bytes] = []
+    while True:
+        msgs = stream.get_msgs(start_seq=len(out) + 1, batch=1000)
+        if not msgs:
+            return out
+        out += [m.data for m in msgs]
+
+
+def test_ten_thousand_messages_commit_in_order(js, stream):
+    """A 10,000-message fast batch commits; the stream holds exactly them, in order."""
+    with js.fast_batch() as batch:
+        for i in range(10_000):
+            batch.add(f"{stream.name}.a", b"%d" % i)
+        ack = batch.commit()
+    assert (ack.stream, ack.batch_id, ack.batch_size, ack.seq) == (
+        stream.name, batch.batch_id, 10_000, 10_000,
+    )  # fmt: skip
+    assert stored(stream) == [b"%d" % i for i in range(10_000)]
+
+
+def test_one_message_batch(js, stream):
+    """A batch of one message commits with count 1."""
+    with js.fast_batch(flow=1) as batch:
+        batch.add(f"{stream.name}.a", "only", headers={"K": "v"})
+        ack = batch.commit()
+    assert (ack.seq, ack.batch_size) == (1, 1)
+    assert stream.get_msg(1).headers["K"] == "v"
+
+
+def test_abandon_keeps_what_was_stored_and_closes(js, stream):
+    """Leaving the block without commit sends nothing more: the batch takes no more
+    messages, and the stream keeps only what it stored before (fast batches are not atomic)."""
+    with js.fast_batch() as batch:
+        for i in range(5):
+            batch.add(f"{stream.name}.a", b"%d" % i)
+    with pytest.raises(jetstream_sync.FastBatchClosedError):
+        batch.add(f"{stream.name}.a", b"late")
+    with pytest.raises(jetstream_sync.FastBatchClosedError):
+        batch.commit()
+    assert stored(stream) == [b"%d" % i for i in range(5)]
+
+
+def test_stream_without_allow_batched_refuses(js, stream_name):
+    """A stream without allow_batched refuses the first message and stores nothing."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    with js.fast_batch() as batch, pytest.raises(jetstream_sync.BatchPublishDisabledError) as info:
+        batch.add(f"{stream_name}.a", b"x")
+    assert isinstance(info.value, jetstream_sync.JetStreamError)
+    assert stream.info().state.messages == 0
+
+
+def test_no_stream_listening(js):
+    """The first message to a subject no stream captures raises NoRespondersError."""
+    with js.fast_batch() as batch, pytest.raises(jetstream_sync.NoRespondersError):
+        batch.add("fastbatch.nobody.listens", b"x")
+
+
+def test_refused_message_stops_the_batch_naming_it(js, stream):
+    """With on_gap="fail" a refused message ends the batch with an error naming its sequence."""
+    subject = f"{stream.name}.a"
+
+    with (
+        js.fast_batch(flow=1) as batch,
+        pytest.raises(jetstream_sync.FastBatchMessageError) as info,
+    ):
+        for i in range(1, 6):
+            headers = {"Nats-Expected-Last-Subject-Sequence": "99"} if i == 3 else None
+            batch.add(subject, b"%d" % i, headers=headers)
+        batch.commit()
+    assert info.value.sequence == 3
+    assert isinstance(info.value.error, jetstream_sync.WrongLastSequenceError)
+    assert stored(stream)[:2] == [b"1", b"2"]
+    assert b"3" not in stored(stream)
+
+
+def test_continue_lists_refused_messages(js, stream):
+    """With on_gap="continue" a refused message is listed and the rest is stored."""
+    subject = f"{stream.name}.a"
+    with js.fast_batch(on_gap="continue", flow=1) as batch:
+        for i in range(1, 6):
+            headers = {"Nats-Expected-Last-Subject-Sequence": "99"} if i == 3 else None
+            batch.add(subject, b"%d" % i, headers=headers)
+        ack = batch.commit()
+    assert [seq for seq, _ in batch.errors] == [3]
+    assert isinstance(batch.errors[0][1], jetstream_sync.WrongLastSequenceError)
+    assert batch.gaps == []
+    assert ack.batch_size == 5
+    assert stored(stream) == [b"1", b"2", b"4", b"5"]
+
+
+def test_bad_input_is_refused_before_sending(js, stream):
+    """Bad arguments and bad messages raise before anything is sent."""
+
+    for kwargs in ({"flow": 0}, {"flow": 70_000}, {"on_gap": "skip"}, {"timeout": -1}):
+        with pytest.raises(ValueError):
+            js.fast_batch(**kwargs)
+    with js.fast_batch() as batch:
+        with pytest.raises(ValueError):
+            batch.commit()
+        with pytest.raises(jetstream_sync.BadSubjectError):
+            batch.add(f"{stream.name}.*", b"x")
+        with pytest.raises(jetstream_sync.MaxPayloadError):
+            batch.add(f"{stream.name}.a", b"x" * (js.client.max_payload + 1))
+    assert stream.info().state.messages == 0
+
+
+def test_frozen_server_times_out_at_the_deadline(nats_server):
+    """With the server frozen, add() and commit() raise TimeoutError at their deadline."""
+    with jetstream_sync.connect(nats_server.url) as nc:
+        ctx = nc.jetstream()
+        name = unique_stream_name("FASTFREEZE")
+        ctx.create_stream(name=name, subjects=[f"{name}.>"], allow_batched=True)
+        with ctx.fast_batch(flow=1, timeout=0.5) as batch:
+            batch.add(f"{name}.a", b"0")
+            with nats_server.freeze():
+                start = time.monotonic()
+                with pytest.raises(jetstream_sync.TimeoutError):
+                    for i in range(1, 100):
+                        batch.add(f"{name}.a", b"%d" % i)
+                assert 0.4 < time.monotonic() - start < 1.5
+                start = time.monotonic()
+                with pytest.raises(jetstream_sync.TimeoutError):
+                    batch.commit()
+                assert 0.4 < time.monotonic() - start < 1.5
+
+
+def test_four_threads_batch_concurrently_on_one_client(js, stream):
+    """Four threads each commit their own fast batch on one client; every message is stored."""
+    acks: dict[int, jetstream_sync.PubAck] = {}
+
+    def run(n: int) -> None:
+        with js.fast_batch() as batch:
+            for i in range(2000):
+                batch.add(f"{stream.name}.t{n}", b"%d" % i)
+            acks[n] = batch.commit()
+
+    threads = [threading.Thread(target=run, args=(n,), name=f"fast-{n}") for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(a.batch_size for a in acks.values()) == [2000] * 4
+    for n in range(4):
+        got = [m.data for m in stream.get_msgs(subject=f"{stream.name}.t{n}", batch=3000)]
+        assert got == [b"%d" % i for i in range(2000)]
+
+
+# ------------------------------------------------------------------ atomic batches
+
+
+def test_atomic_batch_duplicate_msg_id_refused_before_sending(js, stream_name):
+    """Two messages of one atomic batch with the same Nats-Msg-Id: ValueError, nothing sent."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
+    subject = f"{stream_name}.a"
+    with pytest.raises(ValueError, match="share Nats-Msg-Id"):
+        js.publish_batch(
+            [(subject, b"1", {"Nats-Msg-Id": "x"}), (subject, b"2", {"Nats-Msg-Id": "x"})]
+        )
+    assert stream.info().state.messages == 0
+
+
+def test_atomic_batch_with_stored_msg_id_is_refused_whole(js, stream_name):
+    """A batch holding a message id the stream already stored fails with 10201; none is stored."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
+    subject = f"{stream_name}.a"
+    js.publish(subject, b"0", msg_id="seen")
+    ack = js.publish_batch(
+        [(subject, b"1", {"Nats-Msg-Id": "a"}), (subject, b"2", {"Nats-Msg-Id": "b"})]
+    )
+    assert ack.batch_size == 2
+    with pytest.raises(jetstream_sync.AtomicPublishDuplicateMsgIdError):
+        js.publish_batch(
+            [(subject, b"3", {"Nats-Msg-Id": "c"}), (subject, b"4", {"Nats-Msg-Id": "seen"})]
+        )
+    assert stream.info().state.messages == 3
+
+
+def test_atomic_batch_error_codes(js, stream):
+    """atomic publish disabled (10174) and an unsupported header (10177) map to their types."""
+
+    subject = f"{stream.name}.a"
+    with pytest.raises(jetstream_sync.AtomicPublishDisabledError):
+        js.publish_batch([(subject, b"1")])
+    name = unique_stream_name("ATOMICHDR")
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_atomic=True)
+    try:
+        with pytest.raises(jetstream_sync.AtomicPublishUnsupportedHeaderError):
+            js.publish_batch([(f"{name}.a", b"1", {"Nats-Expected-Last-Msg-Id": "x"})])
+    finally:
+        js.delete_stream(name)
