@@ -317,6 +317,8 @@ async def run(args: Any, base: str) -> None:
             await kv_watch(js, args.label, args.n, args.size)
         elif base in ("OBJput", "OBJget"):
             await object_store(js, args.label, args.n, args.size, base == "OBJget")
+        elif base == "FASTB":
+            unavailable(CLIENT, args.label, "nats-py has no fast-ingest batch")
     finally:
         await nc.close()
 

@@ -272,6 +272,8 @@ def main(argv: list[str] | None = None) -> None:
             kv_watch(conn, args.label, args.n, args.size)
         elif sc.base.startswith("OBJ"):
             unavailable(CLIENT, args.label, "the raw driver has no Object Store")
+        elif sc.base == "FASTB":
+            unavailable(CLIENT, args.label, "the raw driver has no fast-ingest batch")
     finally:
         conn.close()
 
