@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline
+from .._subjects import ApiSubject
 from ..errors import (
     APIError,
     FastBatchClosedError,
@@ -88,6 +89,9 @@ class FastBatch:
         inbox = client.new_inbox()
         self.batch_id = inbox.rsplit(".", 1)[1]
         self._inbox = inbox
+        # Replies are this prefix (an inbox the client made, two literals) plus two
+        # ints and "$FI": built from checked parts, they skip the per-message check
+        # (the first message's reply is checked in full by validate_publish).
         self._prefix = f"{inbox}.{flow}.{_GAP_WORDS[on_gap]}."
         self.gaps: list[tuple[int, int]] = []
         self.errors: list[tuple[int, APIError]] = []
@@ -149,7 +153,7 @@ class FastBatch:
         if seq > self._acked + self._window:
             self._wait_for(lambda: seq <= self._acked + self._window, deadline, seq)
         self._client.publish(
-            subject, data, f"{self._prefix}{seq}.{_OP_APPEND}.$FI", headers,
+            subject, data, ApiSubject(f"{self._prefix}{seq}.{_OP_APPEND}.$FI"), headers,
             timeout=max(deadline.remaining(), 0.001),
         )  # fmt: skip
         self._sent = seq
@@ -175,7 +179,7 @@ class FastBatch:
         self._check_open()
         if self._sent == 0:
             raise ValueError("a fast batch needs at least one message before commit")
-        eob = f"{self._prefix}{self._sent + 1}.{_OP_EOB}.$FI"
+        eob = ApiSubject(f"{self._prefix}{self._sent + 1}.{_OP_EOB}.$FI")
         self._client.publish(self._subject, b"", eob, timeout=max(deadline.remaining(), 0.001))
         self._wait_for(lambda: self._pub_ack is not None, deadline, self._sent + 1)
         pub_ack = self._pub_ack
@@ -244,7 +248,7 @@ class FastBatch:
 
     def _ping(self, left: float) -> None:
         """Ask the server to repeat its last ack (ADR-50: a lost ack must not stall us)."""
-        ping = f"{self._prefix}{self._sent}.{_OP_PING}.$FI"
+        ping = ApiSubject(f"{self._prefix}{self._sent}.{_OP_PING}.$FI")
         self._client.publish(self._subject, b"", ping, timeout=left)
 
     def _finish(self) -> None:
