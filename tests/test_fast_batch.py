@@ -126,7 +126,8 @@ def test_bad_input_is_refused_before_sending(js, stream):
 
 
 def test_frozen_server_times_out_at_the_deadline(nats_server):
-    """With the server frozen, add() and commit() raise TimeoutError at their deadline."""
+    """With the server frozen, add() and commit() raise TimeoutError at their deadline;
+    thawed, the commit reports exactly the messages that were sent."""
     with jetstream_sync.connect(nats_server.url) as nc:
         ctx = nc.jetstream()
         name = unique_stream_name("FASTFREEZE")
@@ -135,14 +136,19 @@ def test_frozen_server_times_out_at_the_deadline(nats_server):
             batch.add(f"{name}.a", b"0")
             with nats_server.freeze():
                 start = time.monotonic()
+                sent = 1
                 with pytest.raises(jetstream_sync.TimeoutError):
                     for i in range(1, 100):
                         batch.add(f"{name}.a", b"%d" % i)
+                        sent += 1
                 assert 0.4 < time.monotonic() - start < 1.5
                 start = time.monotonic()
                 with pytest.raises(jetstream_sync.TimeoutError):
                     batch.commit()
                 assert 0.4 < time.monotonic() - start < 1.5
+            ack = batch.commit()  # thawed: the batch holds exactly what add() sent
+        assert ack.batch_size == sent
+        assert ctx.stream(name).info().state.messages == ack.batch_size
 
 
 def test_four_threads_batch_concurrently_on_one_client(js, stream):

@@ -103,6 +103,7 @@ class FastBatch:
         self._failure: BaseException | None = None
         self._pub_ack: PubAck | None = None
         self._closed = False
+        self._committing = False
         self._subject = ""
         self._sub: Subscription | None = None
 
@@ -139,13 +140,16 @@ class FastBatch:
             FastBatchUnsupportedError: the server is older than 2.14.
             FastBatchGapError, FastBatchMessageError: with ``on_gap="fail"``,
                 the batch stopped at the error's ``sequence``.
-            FastBatchClosedError: the batch was committed or abandoned.
+            FastBatchClosedError: the batch was committed, is committing (a
+                commit timed out) or was abandoned.
             NoRespondersError: no stream captures ``subject`` (first message).
             TimeoutError: the stream did not confirm in time; this message was
                 not sent and the batch stays open.
         """
         deadline = Deadline(self._timeout)
         self._check_open()
+        if self._committing:
+            raise FastBatchClosedError(f"fast batch {self.batch_id} is committing", self._sent)
         seq = self._sent + 1
         if seq == 1:
             self._start(subject, data, headers, deadline)
@@ -172,15 +176,18 @@ class FastBatch:
             FastBatchGapError, FastBatchMessageError: with ``on_gap="fail"``,
                 the batch stopped at the error's ``sequence``.
             FastBatchClosedError: the batch was already committed or abandoned.
-            TimeoutError: no PubAck in time; the batch stays open (commit again
-                or abandon it).
+            TimeoutError: no PubAck in time; the end of the batch was sent:
+                call ``commit()`` again to keep waiting for the PubAck, or
+                abandon the batch (``add()`` now raises FastBatchClosedError).
         """
         deadline = Deadline(self._timeout)
         self._check_open()
         if self._sent == 0:
             raise ValueError("a fast batch needs at least one message before commit")
-        eob = ApiSubject(f"{self._prefix}{self._sent + 1}.{_OP_EOB}.$FI")
-        self._client.publish(self._subject, b"", eob, timeout=max(deadline.remaining(), 0.001))
+        if not self._committing:  # a commit that timed out has sent its end marker already
+            eob = ApiSubject(f"{self._prefix}{self._sent + 1}.{_OP_EOB}.$FI")
+            self._client.publish(self._subject, b"", eob, timeout=max(deadline.remaining(), 0.001))
+            self._committing = True
         self._wait_for(lambda: self._pub_ack is not None, deadline, self._sent + 1)
         pub_ack = self._pub_ack
         assert pub_ack is not None
@@ -269,7 +276,9 @@ class FastBatch:
             update = FastBatchError(f"fast batch {self.batch_id}: unreadable reply ({exc})")
         with self._cond:
             self._replies += 1
-            if isinstance(update, BaseException):
+            if self._pub_ack is not None:
+                pass  # the batch is over: a late ping's "unknown batch" changes nothing
+            elif isinstance(update, BaseException):
                 if self._failure is None:
                     self._failure = update
             elif update is not None:
