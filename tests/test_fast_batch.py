@@ -109,6 +109,30 @@ def test_continue_lists_refused_messages(js, stream):
     assert stored(stream) == [b"1", b"2", b"4", b"5"]
 
 
+def test_continue_lists_gaps(js, stream):
+    """With on_gap="continue" a message no stream takes shows as a gap; the rest is stored."""
+    with js.fast_batch(on_gap="continue", flow=1) as batch:
+        batch.add(f"{stream.name}.a", b"1")
+        batch.add("fastbatch.nobody.listens", b"2")
+        batch.add(f"{stream.name}.a", b"3")
+        ack = batch.commit()
+    assert batch.gaps == [(2, 3)]
+    assert ack.batch_size == 3
+    assert stored(stream) == [b"1", b"3"]
+
+
+def test_lost_message_stops_a_failing_batch(js, stream):
+    """With on_gap="fail" a message no stream takes ends the batch naming its sequence."""
+    with js.fast_batch(flow=1) as batch:
+        batch.add(f"{stream.name}.a", b"1")
+        batch.add("fastbatch.nobody.listens", b"2")
+        with pytest.raises(jetstream_sync.FastBatchGapError) as info:
+            batch.add(f"{stream.name}.a", b"3")
+            batch.commit()
+    assert (info.value.first_lost, info.value.sequence) in ((2, 2), (2, 3))
+    assert stored(stream) == [b"1"]
+
+
 def test_bad_input_is_refused_before_sending(js, stream):
     """Bad arguments and bad messages raise before anything is sent."""
 

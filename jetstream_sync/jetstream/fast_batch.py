@@ -287,7 +287,17 @@ class FastBatch:
 
     def _read_reply(self, msg: Msg) -> PubAck | BaseException | None:
         if msg.status == 503:
-            return NoRespondersError(f"no stream is listening on {self._subject!r}")
+            # The reply subject names the message: <prefix><seq>.<op>.$FI
+            seq = int(msg.subject.rsplit(".", 3)[1])
+            if seq == 1:
+                return NoRespondersError(f"no stream is listening on {self._subject!r}")
+            if self.on_gap == "continue":
+                return None  # no stream took it: the stream reports the gap at the next message
+            return FastBatchGapError(
+                f"fast batch {self.batch_id}: no stream took message {seq}; "
+                f"the batch stopped there",
+                seq, seq,
+            )  # fmt: skip
         body = json.loads(msg.data)
         kind = body.get("type")
         if kind == "ack":
