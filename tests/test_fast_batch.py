@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 import threading
 import time
 
@@ -9,6 +11,7 @@ import pytest
 
 import jetstream_sync
 from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
 
 
 @pytest.fixture
@@ -239,3 +242,56 @@ def test_atomic_batch_error_codes(js, stream):
             js.publish_batch([(f"{name}.a", b"1", {"Nats-Expected-Last-Msg-Id": "x"})])
     finally:
         js.delete_stream(name)
+
+
+def test_older_server_is_refused_before_sending(fake):
+    """A server older than 2.14 (by its INFO) raises FastBatchUnsupportedError; nothing is sent."""
+    info = json.loads(fake.default_info()[5:])
+    info["version"] = "2.12.3"
+    fake.infos.append(b"INFO " + json.dumps(info).encode() + b"\r\n")
+    with jetstream_sync.connect(fake.url) as nc:
+        conn = fake.connection(0)
+        with nc.jetstream().fast_batch() as batch:
+            with pytest.raises(jetstream_sync.FastBatchUnsupportedError, match="2.14"):
+                batch.add("orders.new", b"x")
+        nc.flush(timeout=5)
+        assert conn.pubs == []
+
+
+def test_plain_puback_to_the_first_message_is_reported(fake):
+    """A server that stores the first message as a plain publish (no batch in its PubAck)
+    raises FastBatchUnsupportedError naming the stored sequence."""
+    with jetstream_sync.connect(fake.url) as nc:
+        conn = fake.connection(0)
+
+        def answer() -> None:
+            wait_for(lambda: conn.pubs, timeout=5)
+            conn.msg(conn.pubs[0][1], b'{"stream":"S","seq":7}')
+
+        replier = threading.Thread(target=answer, name="fake-replier")
+        replier.start()
+        try:
+            with nc.jetstream().fast_batch(timeout=5) as batch:
+                with pytest.raises(jetstream_sync.FastBatchUnsupportedError, match="sequence 7"):
+                    batch.add("orders.new", b"x")
+        finally:
+            replier.join()
+
+
+def test_batch_errors_pickle():
+    """The batch errors survive pickling with their fields (Spark ships errors)."""
+    inner = jetstream_sync.errors.api_error(400, 10071, "wrong last sequence")
+    for err in (
+        jetstream_sync.FastBatchGapError("gap", 9, 4),
+        jetstream_sync.FastBatchMessageError("refused", 3, inner),
+        jetstream_sync.errors.api_error(400, 10201, "duplicate"),
+    ):
+        back = pickle.loads(pickle.dumps(err))
+        assert (type(back), str(back)) == (type(err), str(err))
+        assert vars(back).keys() == vars(err).keys()
+    back = pickle.loads(pickle.dumps(jetstream_sync.FastBatchMessageError("refused", 3, inner)))
+    assert (back.sequence, type(back.error)) == (3, jetstream_sync.WrongLastSequenceError)
+    assert pickle.loads(pickle.dumps(jetstream_sync.FastBatchGapError("g", 9, 4))).first_lost == 4
+    assert type(jetstream_sync.errors.api_error(400, 10201, "d")) is (
+        jetstream_sync.AtomicPublishDuplicateMsgIdError
+    )
