@@ -295,3 +295,42 @@ def test_batch_errors_pickle():
     assert type(jetstream_sync.errors.api_error(400, 10201, "d")) is (
         jetstream_sync.AtomicPublishDuplicateMsgIdError
     )
+
+
+def test_lost_acks_are_recovered_by_a_ping(fake):
+    """When acks stop coming, the batch pings (op 4, the highest sequence sent) and goes on
+    with the ack the ping brings back (fake stream that drops every ack but the first)."""
+    with jetstream_sync.connect(fake.url) as nc:
+        conn = fake.connection(0)
+        stop = threading.Event()
+
+        def stream() -> None:
+            answered = 0
+            while not stop.is_set():
+                wait_for(lambda n=answered: len(conn.pubs) > n or stop.is_set(), timeout=10)
+                for _subject, reply, _body in conn.pubs[answered:]:
+                    seq, op = reply.split(b".")[-3:-1]
+                    if op == b"0":
+                        conn.msg(reply, b'{"type":"ack","seq":0,"msgs":1}')
+                    elif op == b"4":
+                        conn.msg(reply, b'{"type":"ack","seq":%s,"msgs":1}' % seq)
+                    elif op == b"3":
+                        conn.msg(reply, b'{"stream":"S","seq":3,"batch":"b","count":3}')
+                    answered += 1
+
+        thread = threading.Thread(target=stream, name="fake-stream")
+        thread.start()
+        try:
+            with nc.jetstream().fast_batch(timeout=10) as batch:
+                batch.add("orders.new", b"1")
+                batch.add("orders.new", b"2")  # the window (2 x 1 message) is full
+                start = time.monotonic()
+                batch.add("orders.new", b"3")  # waits for an ack that never comes: pings
+                assert time.monotonic() - start >= 0.9
+                batch.add("orders.new", b"4")
+                assert batch.commit().batch_size == 3  # the fake stream's answer
+            pings = [reply for _s, reply, _b in conn.pubs if reply.endswith(b".4.$FI")]
+            assert pings[0].split(b".")[-3] == b"2"
+        finally:
+            stop.set()
+            thread.join()
