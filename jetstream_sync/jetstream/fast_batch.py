@@ -231,12 +231,15 @@ class FastBatch:
         self._wait_for(lambda: self._window > 0, deadline, 1)
 
     def _wait_for(self, ready: Any, deadline: Deadline, seq: int) -> None:
-        """Wait until ``ready()``, a failure, or the deadline; ping when acks stop coming."""
-        with self._cond:
-            seen = self._replies
-            quiet_since = deadline.remaining()
-            while not ready():
-                if self._failure is not None:
+        """Wait until ``ready()``, a failure, or the deadline; ping when acks stop coming.
+
+        The ping is sent outside the lock: sending may wait for buffer room.
+        """
+        seen, quiet_since = -1, deadline.remaining()
+        while True:
+            ping = False
+            with self._cond:
+                if ready() or self._failure is not None:
                     break
                 left = deadline.remaining()
                 if left <= 0:
@@ -247,9 +250,11 @@ class FastBatch:
                 if self._replies != seen:
                     seen, quiet_since = self._replies, left
                 elif quiet_since - left >= PING_AFTER and self._window > 0:
-                    self._ping(left)
-                    quiet_since = left
-                self._cond.wait(min(left, PING_AFTER, deadline.slice()))
+                    ping, quiet_since = True, left
+                else:
+                    self._cond.wait(min(left, PING_AFTER, deadline.slice()))
+            if ping:
+                self._ping(left)
         if self._failure is not None:
             self._check_open()
 
