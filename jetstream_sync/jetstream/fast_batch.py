@@ -104,7 +104,7 @@ class FastBatch:
         self._pub_ack: PubAck | None = None
         self._closed = False
         self._committing = False
-        self._subject = ""
+        self._subject = ""  # the first message's: the end marker and pings go where it went
         self._sub: Subscription | None = None
 
     def __enter__(self) -> FastBatch:
@@ -161,7 +161,6 @@ class FastBatch:
             timeout=max(deadline.remaining(), 0.001),
         )  # fmt: skip
         self._sent = seq
-        self._subject = subject
 
     def commit(self) -> PubAck:
         """End the batch and block until the stream confirms it.
@@ -277,7 +276,7 @@ class FastBatch:
         """Record one answer of the stream (runs on the subscription's thread)."""
         try:
             update = self._read_reply(msg)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             update = FastBatchError(f"fast batch {self.batch_id}: unreadable reply ({exc})")
         with self._cond:
             self._replies += 1
@@ -293,8 +292,9 @@ class FastBatch:
     def _read_reply(self, msg: Msg) -> PubAck | BaseException | None:
         if msg.status == 503:
             # The reply subject names the message: <prefix><seq>.<op>.$FI
-            seq = int(msg.subject.rsplit(".", 3)[1])
-            if seq == 1:
+            _, seq_text, op, _ = msg.subject.rsplit(".", 3)
+            seq = int(seq_text)
+            if seq == 1 or int(op) in (_OP_EOB, _OP_PING):
                 return NoRespondersError(f"no stream is listening on {self._subject!r}")
             if self.on_gap == "continue":
                 return None  # no stream took it: the stream reports the gap at the next message
