@@ -251,12 +251,12 @@ class JetStreamContext(
         stream needs ``allow_atomic`` (server 2.12+). Every message is checked
         before the first one is sent.
 
+        A message may carry ``Nats-Msg-Id`` (server 2.12.1+): a batch holding
+        an id the stream already stored is refused whole.
+
         Returns:
             The PubAck of the commit: the last message's sequence; ``batch_id``
             and ``batch_size`` say which batch and how many messages.
-
-        A message may carry ``Nats-Msg-Id`` (server 2.12.1+): a batch holding
-        an id the stream already stored is refused whole.
 
         Raises:
             ValueError: no messages, more than 1000, or two messages with the
