@@ -12,6 +12,7 @@ import pytest
 import jetstream_sync
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
+from tests.fixtures.server import NatsServer
 
 
 @pytest.fixture
@@ -335,3 +336,35 @@ def test_lost_acks_are_recovered_by_a_ping(fake):
         finally:
             stop.set()
             thread.join()
+
+
+@pytest.fixture
+def small_batch_server(tmp_path):
+    """A server allowing 5 messages per atomic batch and one open batch per stream."""
+    limits = "limits { batch { max_msgs: 5, max_inflight_per_stream: 1 } }"
+    server = NatsServer(directory=tmp_path / "nats-server", jetstream_config=[limits]).start()
+    yield server
+    server.stop()
+
+
+def test_batch_limits_map_to_their_errors(small_batch_server):
+    """Past the server's batch limits: too large (10199), too many open atomic (10210) and
+    fast (10211) batches each raise their own type."""
+    with jetstream_sync.connect(small_batch_server.url) as nc:
+        ctx = nc.jetstream()
+        ctx.create_stream(name="LIM", subjects=["lim.>"], allow_atomic=True, allow_batched=True)
+        with pytest.raises(jetstream_sync.AtomicPublishTooLargeBatchError):
+            ctx.publish_batch([("lim.a", b"%d" % i) for i in range(6)])
+        # An atomic batch left open (its first message, no commit) takes the one slot.
+        open_batch = {"Nats-Batch-Id": "open1", "Nats-Batch-Sequence": "1"}
+        nc.publish("lim.a", b"open", headers=open_batch)
+        nc.flush(timeout=5)
+        with pytest.raises(jetstream_sync.AtomicPublishTooManyInflightError):
+            ctx.publish_batch([("lim.a", b"1")])
+        with ctx.fast_batch() as first:
+            first.add("lim.a", b"f1")
+            with (
+                ctx.fast_batch() as second,
+                pytest.raises(jetstream_sync.BatchPublishTooManyInflightError),
+            ):
+                second.add("lim.a", b"f2")
