@@ -368,3 +368,29 @@ def test_batch_limits_map_to_their_errors(small_batch_server):
                 pytest.raises(jetstream_sync.BatchPublishTooManyInflightError),
             ):
                 second.add("lim.a", b"f2")
+
+
+@pytest.mark.parametrize(
+    ("headers", "error"),
+    [
+        ({"Nats-Batch-Id": "b1", "Nats-Batch-Commit": "1"}, "AtomicPublishMissingSeqError"),
+        (
+            {"Nats-Batch-Id": "x" * 65, "Nats-Batch-Sequence": "1", "Nats-Batch-Commit": "1"},
+            "AtomicPublishInvalidBatchIdError",
+        ),
+        (
+            {"Nats-Batch-Id": "b2", "Nats-Batch-Sequence": "1", "Nats-Batch-Commit": "x"},
+            "AtomicPublishInvalidCommitError",
+        ),
+        (
+            {"Nats-Batch-Id": "b3", "Nats-Batch-Sequence": "2", "Nats-Batch-Commit": "1"},
+            "AtomicPublishIncompleteBatchError",
+        ),
+    ],
+    ids=["missing-seq-10175", "invalid-id-10179", "invalid-commit-10200", "incomplete-10176"],
+)
+def test_malformed_atomic_batch_codes_map_to_types(js, stream_name, headers, error):
+    """Batch headers the server refuses raise the type registered for its err_code."""
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
+    with pytest.raises(getattr(jetstream_sync, error)):
+        js.publish(f"{stream_name}.a", b"x", headers=headers)
