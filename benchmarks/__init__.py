@@ -77,6 +77,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario("OBJput", "OBJput", size=OBJ_SIZE, title="Object Store put of a 100 MiB object"),
         Scenario("OBJget", "OBJget", size=OBJ_SIZE, title="Object Store get of a 100 MiB object"),
+        Scenario("FASTB", "FASTB", title="fast-ingest batch (ADR-50), one batch, file storage"),
     )
 }
 
@@ -105,6 +106,7 @@ FULL_N: dict[str, dict[str, int]] = {
     "KVwatch": {"*": 100_000},
     "OBJput": {"*": 3},
     "OBJget": {"*": 3},
+    "FASTB": {"raw": 1_000_000, "ours": 1_000_000, "nats-py": 300_000},
 }
 
 # --quick: about a minute for everything on 2 cores.
@@ -126,6 +128,7 @@ QUICK_N: dict[str, dict[str, int]] = {
     "KVwatch": {"*": 20_000},
     "OBJput": {"*": 1},
     "OBJget": {"*": 1},
+    "FASTB": {"*": 40_000},
 }
 
 

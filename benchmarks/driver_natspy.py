@@ -72,6 +72,43 @@ async def publish_async(js: Any, label: str, n: int, size: int, storage: str, wi
     emit(result(CLIENT, label, n, size, t, window=window, errors=errors))
 
 
+async def fast_batch(nc: Any, label: str, n: int, size: int, storage: str) -> None:
+    """FASTB: nats-py has no fast ingest; an ADR-50 batch over its core publish and an
+    inbox subscription (two acks' worth in flight), what a user would write."""
+    import json
+
+    cfg = {"name": STREAM, "subjects": ["bench.>"], "storage": storage, "allow_batched": True}
+    await nc.request(f"$JS.API.STREAM.CREATE.{STREAM}", json.dumps(cfg).encode(), timeout=10)
+    inbox = nc.new_inbox()
+    head = f"{inbox}.500.fail."
+    state = {"acked": 0, "window": 0}
+    moved = asyncio.Event()
+    done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    async def on_reply(msg: Any) -> None:
+        body = json.loads(msg.data)
+        if body.get("type") == "ack":
+            state["acked"] = max(state["acked"], body["seq"])
+            state["window"] = 2 * body["msgs"]
+            moved.set()
+        elif "type" not in body and not done.done():
+            done.set_result(body)
+
+    sub = await nc.subscribe(f"{inbox}.>", cb=on_reply)
+    payload = b"x" * size
+    with Timed() as t:
+        await nc.publish(SUBJECT, payload, reply=f"{head}1.0.$FI")
+        for seq in range(2, n + 1):
+            while seq > state["acked"] + state["window"]:
+                moved.clear()
+                await asyncio.wait_for(moved.wait(), 30)
+            await nc.publish(SUBJECT, payload, reply=f"{head}{seq}.1.$FI")
+        await nc.publish(SUBJECT, b"", reply=f"{head}{n + 1}.3.$FI")
+        pub_ack = await asyncio.wait_for(done, 60)
+    await sub.unsubscribe()
+    emit(result(CLIENT, label, n, size, t, errors=n - pub_ack.get("count", 0)))
+
+
 async def pull_subscription(js: Any, durable: str, explicit: bool) -> Any:
     from nats.js.api import AckPolicy, ConsumerConfig
 
@@ -317,6 +354,8 @@ async def run(args: Any, base: str) -> None:
             await kv_watch(js, args.label, args.n, args.size)
         elif base in ("OBJput", "OBJget"):
             await object_store(js, args.label, args.n, args.size, base == "OBJget")
+        elif base == "FASTB":
+            await fast_batch(nc, args.label, args.n, args.size, args.storage)
     finally:
         await nc.close()
 

@@ -91,6 +91,26 @@ def publish_async(js: Any, label: str, n: int, size: int, storage: str, window: 
     emit(result(CLIENT, label, n, size, t, window=window, errors=errors))
 
 
+def fast_batch(js: Any, label: str, n: int, size: int, storage: str) -> None:
+    """FASTB: one ``js.fast_batch()`` of ``n`` messages, then its commit."""
+    if not hasattr(js, "fast_batch"):
+        unavailable(CLIENT, label, "this version has no fast_batch")
+        return
+    kind = StorageType.MEMORY if storage == "memory" else StorageType.FILE
+    js.create_stream(name=STREAM, subjects=SUBJECTS, storage=kind, allow_batched=True)
+    payload = b"x" * size
+    with js.fast_batch() as warm:  # warm-up: the first batch's subscription and round trip
+        warm.add(SUBJECT, payload)
+        warm.commit()
+    with Timed() as t:
+        with js.fast_batch(timeout=60) as batch:
+            add = batch.add
+            for _ in range(n):
+                add(SUBJECT, payload)
+            ack = batch.commit()
+    emit(result(CLIENT, label, n, size, t, errors=n - (ack.batch_size or 0)))
+
+
 def consumer_api_missing(js: Any, method: str) -> str | None:
     """Why a consumer scenario cannot run yet (the API is still being written), or None."""
     if not hasattr(js, "create_consumer"):
@@ -326,6 +346,8 @@ def main(argv: list[str] | None = None) -> None:
             kv_watch(js, args.label, args.n, args.size)
         elif sc.base in ("OBJput", "OBJget"):
             object_store(js, args.label, args.n, args.size, sc.base == "OBJget")
+        elif sc.base == "FASTB":
+            fast_batch(js, args.label, args.n, args.size, args.storage)
     finally:
         nc.close()
 

@@ -98,6 +98,45 @@ def pull(conn: RawConn, n: int, explicit: bool, outstanding: int) -> int:
     return state["got"]
 
 
+def fast_batch(conn: RawConn, label: str, n: int, size: int, storage: str) -> None:
+    """FASTB: one ADR-50 fast-ingest batch, hand-framed, two acks' worth in flight."""
+    cfg = {"name": STREAM, "subjects": ["bench.>"], "storage": storage, "allow_batched": True}
+    conn.api(f"$JS.API.STREAM.CREATE.{STREAM}", cfg)
+    head = conn.reply + b".fb.500.fail."
+    subject, payload = SUBJECT.encode(), b"x" * size
+    state = {"acked": 0, "window": 0, "pub_ack": b""}
+
+    def on_reply(subj: bytes, reply: bytes | None, data: bytes) -> None:
+        body = json.loads(data)
+        if body.get("type") == "ack":
+            state["acked"] = max(state["acked"], body["seq"])
+            state["window"] = 2 * body["msgs"]
+        elif "type" not in body:
+            state["pub_ack"] = data
+
+    def frame(seq: int, op: int, data: bytes) -> bytes:
+        reply = head + b"%d.%d.$FI" % (seq, op)
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
+
+    with Timed() as t:
+        conn.send(frame(1, 0, payload))
+        while not state["window"]:
+            conn.pump(on_reply)
+        seq = 1
+        while seq < n:
+            limit = min(n, state["acked"] + state["window"])
+            if seq >= limit:
+                conn.pump(on_reply)
+                continue
+            conn.send(b"".join(frame(s, 1, payload) for s in range(seq + 1, limit + 1)))
+            seq = limit
+        conn.send(frame(n + 1, 3, b""))
+        while not state["pub_ack"]:
+            conn.pump(on_reply)
+    count = json.loads(state["pub_ack"]).get("count", 0)
+    emit(result(CLIENT, label, n, size, t, errors=n - count))
+
+
 def consume(conn: RawConn, label: str, n: int, size: int, explicit: bool, outstanding: int):
     """S3/S4/S7: pull from the prefilled stream."""
     with Timed() as t:
@@ -272,6 +311,8 @@ def main(argv: list[str] | None = None) -> None:
             kv_watch(conn, args.label, args.n, args.size)
         elif sc.base.startswith("OBJ"):
             unavailable(CLIENT, args.label, "the raw driver has no Object Store")
+        elif sc.base == "FASTB":
+            fast_batch(conn, args.label, args.n, args.size, args.storage)
     finally:
         conn.close()
 

@@ -315,3 +315,50 @@ __all__ += [
     "CounterEntry",
     "ScheduleInfo",
 ]
+
+# Fast-ingest batches (ADR-50) and the atomic batch errors.
+from .errors import (  # noqa: E402
+    AtomicPublishDisabledError,
+    AtomicPublishDuplicateMsgIdError,
+    AtomicPublishIncompleteBatchError,
+    AtomicPublishInvalidBatchIdError,
+    AtomicPublishInvalidCommitError,
+    AtomicPublishMissingSeqError,
+    AtomicPublishTooLargeBatchError,
+    AtomicPublishTooManyInflightError,
+    AtomicPublishUnsupportedHeaderError,
+    BatchPublishDisabledError,
+    BatchPublishInvalidBatchIdError,
+    BatchPublishInvalidPatternError,
+    BatchPublishTooManyInflightError,
+    BatchPublishUnknownBatchIdError,
+    FastBatchClosedError,
+    FastBatchError,
+    FastBatchGapError,
+    FastBatchMessageError,
+    FastBatchUnsupportedError,
+)
+from .jetstream.fast_batch import FastBatch  # noqa: E402
+
+__all__ += [
+    "AtomicPublishDisabledError",
+    "AtomicPublishDuplicateMsgIdError",
+    "AtomicPublishIncompleteBatchError",
+    "AtomicPublishInvalidBatchIdError",
+    "AtomicPublishInvalidCommitError",
+    "AtomicPublishMissingSeqError",
+    "AtomicPublishTooLargeBatchError",
+    "AtomicPublishTooManyInflightError",
+    "AtomicPublishUnsupportedHeaderError",
+    "BatchPublishDisabledError",
+    "BatchPublishInvalidBatchIdError",
+    "BatchPublishInvalidPatternError",
+    "BatchPublishTooManyInflightError",
+    "BatchPublishUnknownBatchIdError",
+    "FastBatch",
+    "FastBatchClosedError",
+    "FastBatchError",
+    "FastBatchGapError",
+    "FastBatchMessageError",
+    "FastBatchUnsupportedError",
+]

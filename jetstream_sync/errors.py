@@ -604,3 +604,115 @@ class ScheduleSchedulerInvalidError(APIError, err_code=10212):
 
 class ScheduleTimeZoneInvalidError(APIError, err_code=10223):
     """The server refused the ``Nats-Schedule-Time-Zone`` value."""
+
+
+class AtomicPublishDisabledError(APIError, err_code=10174):
+    """The stream does not allow atomic batches (``allow_atomic``)."""
+
+
+class AtomicPublishMissingSeqError(APIError, err_code=10175):
+    """A message of an atomic batch has no ``Nats-Batch-Sequence``."""
+
+
+class AtomicPublishIncompleteBatchError(APIError, err_code=10176):
+    """The atomic batch lost a message (a sequence is missing) and was abandoned."""
+
+
+class AtomicPublishUnsupportedHeaderError(APIError, err_code=10177):
+    """A header the server refuses inside an atomic batch (e.g. ``Nats-Expected-Last-Msg-Id``)."""
+
+
+class AtomicPublishInvalidBatchIdError(APIError, err_code=10179):
+    """The batch id is not valid (longer than 64 characters)."""
+
+
+class AtomicPublishTooLargeBatchError(APIError, err_code=10199):
+    """The atomic batch holds more messages than the server allows (1000 by default)."""
+
+
+class AtomicPublishInvalidCommitError(APIError, err_code=10200):
+    """The batch's ``Nats-Batch-Commit`` value is not one the server knows."""
+
+
+class AtomicPublishDuplicateMsgIdError(APIError, err_code=10201):
+    """Two messages of one atomic batch carry the same ``Nats-Msg-Id``."""
+
+
+class AtomicPublishTooManyInflightError(APIError, err_code=10210):
+    """The server holds too many uncommitted atomic batches; retry later."""
+
+
+class BatchPublishDisabledError(APIError, err_code=10205):
+    """The stream does not allow fast-ingest batches (``allow_batched``, server 2.14+)."""
+
+
+class BatchPublishInvalidPatternError(APIError, err_code=10206):
+    """The server did not understand a fast-ingest batch's reply subject."""
+
+
+class BatchPublishInvalidBatchIdError(APIError, err_code=10207):
+    """The fast-ingest batch id is not valid (longer than 64 characters)."""
+
+
+class BatchPublishUnknownBatchIdError(APIError, err_code=10208):
+    """The server no longer knows the fast-ingest batch (abandoned after inactivity)."""
+
+
+class BatchPublishTooManyInflightError(APIError, err_code=10211):
+    """The server holds too many open fast-ingest batches; retry later."""
+
+
+class FastBatchError(JetStreamError):
+    """A fast-ingest batch stopped at a message (see :class:`jetstream_sync.FastBatch`).
+
+    With ``on_gap="fail"`` the server ends the batch there and keeps what it
+    stored before that message; nothing after it is stored.
+
+    Attributes:
+        sequence: the batch sequence (1-based) of the message the batch stopped at.
+    """
+
+    def __init__(self, message: str, sequence: int = 0) -> None:
+        super().__init__(message)
+        self.sequence = sequence
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
+        return (type(self), (str(self), self.sequence))
+
+
+class FastBatchGapError(FastBatchError):
+    """The server missed messages of a fast batch: ``first_lost`` up to ``sequence`` - 1.
+
+    Attributes:
+        first_lost: the first batch sequence the server did not receive.
+    """
+
+    def __init__(self, message: str, sequence: int = 0, first_lost: int = 0) -> None:
+        super().__init__(message, sequence)
+        self.first_lost = first_lost
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int, int]]:  # type: ignore[override]
+        return (type(self), (str(self), self.sequence, self.first_lost))
+
+
+class FastBatchMessageError(FastBatchError):
+    """The stream refused one message of a fast batch.
+
+    Attributes:
+        error: the server's error for that message (an :class:`APIError` subclass).
+    """
+
+    def __init__(self, message: str, sequence: int = 0, error: APIError | None = None) -> None:
+        super().__init__(message, sequence)
+        self.error = error
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int, APIError | None]]:  # type: ignore[override]
+        return (type(self), (str(self), self.sequence, self.error))
+
+
+class FastBatchClosedError(FastBatchError):
+    """The fast batch was committed, abandoned or stopped: it takes no more messages."""
+
+
+class FastBatchUnsupportedError(JetStreamError):
+    """The server is older than 2.14 and has no fast-ingest batches."""

@@ -21,8 +21,16 @@ from ._names import check_stream_name
 from .compat import CompatSubscribeMixin
 from .consumer_mixins import ContextConsumersMixin
 from .counter import Counter, open_counter
+from .fast_batch import FastBatch
 from .info import AccountInfo, PubAck, StreamInfo
-from .publish import RETRY_WAIT, PubAckFuture, no_stream_error, parse_pub_ack, publish_headers
+from .publish import (
+    MSG_ID,
+    RETRY_WAIT,
+    PubAckFuture,
+    no_stream_error,
+    parse_pub_ack,
+    publish_headers,
+)
 from .schedule import SCHEDULE, ScheduleInfo, list_schedules, schedule_headers
 from .schedule import check_api_level as check_schedule_level
 from .stream import Stream
@@ -251,14 +259,21 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         stream needs ``allow_atomic`` (server 2.12+). Every message is checked
         before the first one is sent.
 
+        A message may carry ``Nats-Msg-Id`` (server 2.12.1+): a batch holding
+        an id the stream already stored is refused whole.
+
         Returns:
             The PubAck of the commit: the last message's sequence; ``batch_id``
             and ``batch_size`` say which batch and how many messages.
 
         Raises:
-            ValueError: no messages, or more than 1000.
-            APIError: the server refused the batch (e.g. atomic publish
-                disabled on the stream, or the batch was incomplete).
+            ValueError: no messages, more than 1000, or two messages with the
+                same ``Nats-Msg-Id`` (nothing is sent).
+            AtomicPublishDisabledError: the stream has no ``allow_atomic``.
+            AtomicPublishDuplicateMsgIdError: a message id was already stored.
+            AtomicPublishUnsupportedHeaderError, AtomicPublishIncompleteBatchError,
+            AtomicPublishTooLargeBatchError, AtomicPublishTooManyInflightError,
+            APIError: the server refused the batch otherwise.
             TimeoutError: no commit PubAck within ``timeout``, or no room in the
                 write buffer for a message of the batch in time (the batch is
                 then never committed).
@@ -271,9 +286,16 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         batch_id = NUID.next()
         last = len(messages)
         prepared = []
+        msg_ids: dict[str, int] = {}
         for seq, item in enumerate(messages, start=1):
             subject, data = item[0], item[1]
             headers = publish_headers(item[2] if len(item) > 2 else None) or Headers()
+            msg_id = headers.get(MSG_ID)
+            if msg_id is not None and msg_ids.setdefault(msg_id, seq) != seq:
+                # The server refuses the whole batch for this (10201): say so before sending.
+                raise ValueError(
+                    f"messages {msg_ids[msg_id]} and {seq} share Nats-Msg-Id {msg_id!r}"
+                )
             pairs = [*headers.pairs(), (_BATCH_ID, batch_id), (_BATCH_SEQ, str(seq))]
             if seq == last:
                 pairs.append((_BATCH_COMMIT, "1"))
@@ -671,3 +693,24 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
     ) -> list[ScheduleInfo]:
         """The schedules stored in ``stream`` on subjects matching ``filter``, by subject."""
         return list_schedules(self.stream_no_info(stream), filter_subject(filter), timeout)
+
+    def fast_batch(
+        self, *, flow: int | None = None, on_gap: str = "fail", timeout: float | None = None
+    ) -> FastBatch:
+        """Start a fast-ingest batch (ADR-50; stream ``allow_batched``, server 2.14+).
+
+        Args:
+            flow: the most messages per server ack this client allows (1-65535,
+                default 500); the server may ask for acks more often.
+            on_gap: ``"fail"`` ends the batch at the first lost or refused
+                message; ``"continue"`` goes on and lists them on the batch.
+            timeout: seconds each ``add()``/``commit()`` may wait (default: the
+                context's ``timeout``).
+
+        Returns:
+            A :class:`FastBatch`: use it in a ``with`` block; nothing is sent yet.
+
+        Raises:
+            ValueError: a bad ``flow``, ``on_gap`` or ``timeout``.
+        """
+        return FastBatch(self.client, flow, on_gap, check_timeout("timeout", timeout, self.timeout))

@@ -1,0 +1,343 @@
+"""Fast-ingest batches (ADR-50): publish without waiting per message, paced by the stream.
+
+The batch state travels in each message's reply subject,
+``<inbox>.<flow>.<ok|fail>.<batch seq>.<op>.$FI`` (op 0 start, 1 append,
+3 commit without a message, 4 ping). The stream answers on that subject
+with ``{"type":"ack","seq":n,"msgs":m}`` (stored up to ``n``; ack again
+every ``m`` messages), ``{"type":"gap",...}``, ``{"type":"err",...}`` and,
+at the end, a PubAck carrying the batch id and count.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .._deadline import Deadline
+from .._subjects import ApiSubject
+from ..errors import (
+    APIError,
+    FastBatchClosedError,
+    FastBatchError,
+    FastBatchGapError,
+    FastBatchMessageError,
+    FastBatchUnsupportedError,
+    NatsError,
+    NoRespondersError,
+    TimeoutError,
+    api_error,
+)
+from .publish import parse_pub_ack
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..msg import Msg
+    from ..subscription import Subscription
+    from .context import HeadersIn
+    from .info import PubAck
+
+DEFAULT_FLOW = 500
+MAX_FLOW = 65535
+MIN_SERVER = (2, 14)
+OUTSTANDING_ACKS = 2  # ADR-50: send the next stretch while the server stores the last
+PING_AFTER = 1.0  # seconds without an ack before asking the server to repeat it
+
+_OP_START, _OP_APPEND, _OP_EOB, _OP_PING = 0, 1, 3, 4
+_GAP_WORDS = {"fail": "fail", "continue": "ok"}
+
+
+def _server_version(info: dict[str, Any]) -> tuple[int, int]:
+    parts = str(info.get("version", "0.0")).split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return 0, 0
+
+
+class FastBatch:
+    """A fast-ingest batch into one stream, made by :meth:`JetStreamContext.fast_batch`.
+
+    Use it as a context manager from one thread: :meth:`add` messages, then
+    :meth:`commit`. Leaving the ``with`` block without a commit abandons the
+    batch: nothing more is sent and the server forgets it after its inactivity
+    timeout. A fast batch is not atomic: the stream stores each message as it
+    arrives, so an abandoned (or failed) batch keeps what was stored before.
+
+    Attributes:
+        batch_id: the batch id the server reports in the PubAck.
+        on_gap: ``"fail"`` (the first lost or refused message ends the batch
+            with a :class:`FastBatchError`) or ``"continue"``.
+        gaps: with ``on_gap="continue"``, each gap the server reported as
+            ``(first_lost, next_received)`` batch sequences: messages
+            ``first_lost`` to ``next_received - 1`` were not stored.
+        errors: with ``on_gap="continue"``, ``(sequence, APIError)`` for each
+            message the stream refused.
+    """
+
+    def __init__(self, client: Client, flow: int | None, on_gap: str, timeout: float) -> None:
+        if flow is None:
+            flow = DEFAULT_FLOW
+        if isinstance(flow, bool) or not isinstance(flow, int) or not 1 <= flow <= MAX_FLOW:
+            raise ValueError(f"flow must be an int from 1 to {MAX_FLOW}, got {flow!r}")
+        if on_gap not in _GAP_WORDS:
+            raise ValueError(f'on_gap must be "fail" or "continue", got {on_gap!r}')
+        self._client = client
+        self._timeout = timeout
+        self.on_gap = on_gap
+        inbox = client.new_inbox()
+        self.batch_id = inbox.rsplit(".", 1)[1]
+        self._inbox = inbox
+        # Replies are this prefix (an inbox the client made, two literals) plus two
+        # ints and "$FI": built from checked parts, they skip the per-message check
+        # (the first message's reply is checked in full by validate_publish).
+        self._prefix = f"{inbox}.{flow}.{_GAP_WORDS[on_gap]}."
+        self.gaps: list[tuple[int, int]] = []
+        self.errors: list[tuple[int, APIError]] = []
+        self._cond = threading.Condition()
+        self._sent = 0  # highest batch sequence sent
+        self._acked = 0  # highest batch sequence the server says it stored
+        self._window = 0  # messages we may run ahead of the ack; 0 until the server's first ack
+        self._replies = 0  # control replies seen (a ping is due when this stands still)
+        self._failure: BaseException | None = None
+        self._pub_ack: PubAck | None = None
+        self._closed = False
+        self._committing = False
+        self._subject = ""  # the first message's: the end marker and pings go where it went
+        self._sub: Subscription | None = None
+
+    def __enter__(self) -> FastBatch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.abandon()
+
+    # ------------------------------------------------------------------ public
+
+    def add(self, subject: str, data: bytes | str = b"", headers: HeadersIn | None = None) -> None:
+        """Send one message of the batch; block only while the stream asks us to wait.
+
+        The first message waits for the stream's answer (is fast ingest
+        allowed, at what pace); later ones wait only when more than two acks'
+        worth of messages are unconfirmed. Bad input is refused before
+        anything is sent.
+
+        Args:
+            subject: a subject the stream captures; no wildcards.
+            data: the payload (``str`` is UTF-8 encoded).
+            headers: extra headers (``Nats-Msg-Id``, ``Nats-Expected-*``...).
+
+        Raises:
+            BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing sent.
+            BatchPublishDisabledError: the stream has no ``allow_batched``
+                (first message; nothing is stored).
+            FastBatchUnsupportedError: the server is older than 2.14.
+            FastBatchGapError, FastBatchMessageError: with ``on_gap="fail"``,
+                the batch stopped at the error's ``sequence``.
+            FastBatchClosedError: the batch was committed, is committing (a
+                commit timed out) or was abandoned.
+            NoRespondersError: no stream captures ``subject`` (first message).
+            TimeoutError: the stream did not confirm in time; this message was
+                not sent and the batch stays open.
+        """
+        deadline = Deadline(self._timeout)
+        self._check_open()
+        if self._committing:
+            raise FastBatchClosedError(f"fast batch {self.batch_id} is committing", self._sent)
+        seq = self._sent + 1
+        if seq == 1:
+            self._start(subject, data, headers, deadline)
+            return
+        if seq > self._acked + self._window:
+            self._wait_for(lambda: seq <= self._acked + self._window, deadline, seq)
+        self._client.publish(
+            subject, data, ApiSubject(f"{self._prefix}{seq}.{_OP_APPEND}.$FI"), headers,
+            timeout=max(deadline.remaining(), 0.001),
+        )  # fmt: skip
+        self._sent = seq
+
+    def commit(self) -> PubAck:
+        """End the batch and block until the stream confirms it.
+
+        Returns:
+            The PubAck: ``seq`` is the stream sequence of the last stored
+            message, ``batch_id`` this batch, ``batch_size`` how many batch
+            messages the stream received (gaps included with ``"continue"``).
+
+        Raises:
+            ValueError: no message was added.
+            FastBatchGapError, FastBatchMessageError: with ``on_gap="fail"``,
+                the batch stopped at the error's ``sequence``.
+            FastBatchClosedError: the batch was already committed or abandoned.
+            TimeoutError: no PubAck in time; the end of the batch was sent:
+                call ``commit()`` again to keep waiting for the PubAck, or
+                abandon the batch (``add()`` now raises FastBatchClosedError).
+        """
+        deadline = Deadline(self._timeout)
+        self._check_open()
+        if self._sent == 0:
+            raise ValueError("a fast batch needs at least one message before commit")
+        if not self._committing:  # a commit that timed out has sent its end marker already
+            eob = ApiSubject(f"{self._prefix}{self._sent + 1}.{_OP_EOB}.$FI")
+            self._client.publish(self._subject, b"", eob, timeout=max(deadline.remaining(), 0.001))
+            self._committing = True
+        self._wait_for(lambda: self._pub_ack is not None, deadline, self._sent + 1)
+        pub_ack = self._pub_ack
+        assert pub_ack is not None
+        self._finish()
+        return pub_ack
+
+    def abandon(self) -> None:
+        """Stop the batch without a commit (what leaving the ``with`` block does).
+
+        Sends nothing; what the stream already stored stays stored. Safe to
+        call more than once.
+        """
+        self._finish()
+
+    # ---------------------------------------------------------------- internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise FastBatchClosedError(f"fast batch {self.batch_id} is closed", self._sent)
+        if self._failure is not None:
+            self._finish()
+            raise self._failure
+
+    def _start(
+        self, subject: str, data: bytes | str, headers: HeadersIn | None, deadline: Deadline
+    ) -> None:
+        version = _server_version(self._client.server_info)
+        if version < MIN_SERVER:
+            raise FastBatchUnsupportedError(
+                "fast-ingest batches need nats-server 2.14 or later; "
+                f"the server is {version[0]}.{version[1]}"
+            )
+        reply = f"{self._prefix}1.{_OP_START}.$FI"
+        self._client.validate_publish(subject, data, reply, headers)
+        self._sub = self._client.subscribe(f"{self._inbox}.>", cb=self._on_reply)
+        self._client.publish(
+            subject, data, reply, headers, timeout=max(deadline.remaining(), 0.001)
+        )
+        self._sent = 1
+        self._subject = subject
+        self._wait_for(lambda: self._window > 0, deadline, 1)
+
+    def _wait_for(self, ready: Any, deadline: Deadline, seq: int) -> None:
+        """Wait until ``ready()``, a failure, or the deadline; ping when acks stop coming.
+
+        The ping is sent outside the lock: sending may wait for buffer room.
+        """
+        seen, quiet_since = -1, deadline.remaining()
+        while True:
+            ping = False
+            with self._cond:
+                if ready() or self._failure is not None:
+                    break
+                left = deadline.remaining()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"fast batch {self.batch_id}: the stream did not confirm in time "
+                        f"(message {seq}; stored up to {self._acked})"
+                    )
+                if self._replies != seen:
+                    seen, quiet_since = self._replies, left
+                elif quiet_since - left >= PING_AFTER and self._window > 0:
+                    ping, quiet_since = True, left
+                else:
+                    self._cond.wait(min(left, PING_AFTER, deadline.slice()))
+            if ping:
+                self._ping(left)
+        if self._failure is not None:
+            self._check_open()
+
+    def _ping(self, left: float) -> None:
+        """Ask the server to repeat its last ack (ADR-50: a lost ack must not stall us)."""
+        ping = ApiSubject(f"{self._prefix}{self._sent}.{_OP_PING}.$FI")
+        self._client.publish(self._subject, b"", ping, timeout=left)
+
+    def _finish(self) -> None:
+        with self._cond:
+            self._closed = True
+            sub, self._sub = self._sub, None
+        if sub is not None:
+            try:
+                sub.unsubscribe()
+            except NatsError:
+                pass  # the client is closed or lost: the server dropped the interest already
+
+    def _on_reply(self, msg: Msg) -> None:
+        """Record one answer of the stream (runs on the subscription's thread)."""
+        try:
+            update = self._read_reply(msg)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            update = FastBatchError(f"fast batch {self.batch_id}: unreadable reply ({exc})")
+        with self._cond:
+            self._replies += 1
+            if self._pub_ack is not None:
+                pass  # the batch is over: a late ping's "unknown batch" changes nothing
+            elif isinstance(update, BaseException):
+                if self._failure is None:
+                    self._failure = update
+            elif update is not None:
+                self._pub_ack = update
+            self._cond.notify_all()
+
+    def _read_reply(self, msg: Msg) -> PubAck | BaseException | None:
+        if msg.status == 503:
+            # The reply subject names the message: <prefix><seq>.<op>.$FI
+            _, seq_text, op, _ = msg.subject.rsplit(".", 3)
+            seq = int(seq_text)
+            if seq == 1 or int(op) in (_OP_EOB, _OP_PING):
+                return NoRespondersError(f"no stream is listening on {self._subject!r}")
+            if self.on_gap == "continue":
+                return None  # no stream took it: the stream reports the gap at the next message
+            return FastBatchGapError(
+                f"fast batch {self.batch_id}: no stream took message {seq}; "
+                f"the batch stopped there",
+                seq, seq,
+            )  # fmt: skip
+        body = json.loads(msg.data)
+        kind = body.get("type")
+        if kind == "ack":
+            with self._cond:
+                self._acked = max(self._acked, int(body["seq"]))
+                self._window = OUTSTANDING_ACKS * max(int(body["msgs"]), 1)
+            return None
+        if kind == "gap":
+            first, seq = int(body["last_seq"]), int(body["seq"])
+            if self.on_gap == "continue":
+                self.gaps.append((first, seq))
+                return None
+            return FastBatchGapError(
+                f"fast batch {self.batch_id}: messages {first} to {seq - 1} were lost; "
+                f"the batch stopped at message {seq}",
+                seq, first,
+            )  # fmt: skip
+        if kind == "err":
+            seq, raw = int(body["seq"]), body.get("error") or {}
+            error = api_error(
+                int(raw.get("code", 0)), int(raw.get("err_code", 0)), raw.get("description", "")
+            )
+            if self.on_gap == "continue":
+                self.errors.append((seq, error))
+                return None
+            return FastBatchMessageError(
+                f"fast batch {self.batch_id}: message {seq} was refused: {error}", seq, error
+            )
+        try:
+            pub_ack = parse_pub_ack(msg)
+        except APIError as exc:
+            return exc
+        if pub_ack.batch_id is None:
+            return FastBatchUnsupportedError(
+                "the server stored message 1 as a plain message (stream sequence "
+                f"{pub_ack.seq}): it does not know fast-ingest batches (2.14+)"
+            )
+        return pub_ack
