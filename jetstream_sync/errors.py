@@ -716,3 +716,24 @@ class FastBatchClosedError(FastBatchError):
 
 class FastBatchUnsupportedError(JetStreamError):
     """The server is older than 2.14 and has no fast-ingest batches."""
+
+
+# ---------------------------------------------------------------- Spark (jetstream_sync.spark)
+
+
+class DataLossError(NatsError, RuntimeError):
+    """Messages a Spark read planned to read are gone, or the stream was recreated.
+
+    Raised by a read task unless the ``failOnDataLoss`` option is ``false``
+    (``docs/spark.md`` defines gaps and data loss).
+    """
+
+
+class RowPublishError(NatsError):
+    """A row a Spark write sent was not stored: the text names its subject, index and the
+    server's error."""
+
+
+class UnknownOptionError(NatsError, ValueError):
+    """A Spark data source option that the source does not take, refused when the query is
+    planned, before anything runs (the text names the closest option it takes)."""

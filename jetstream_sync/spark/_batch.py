@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from .. import _protocol
-from ..errors import ConnectionLostError, NatsError, TimeoutError
+from ..errors import ConnectionLostError, NatsError, RowPublishError, TimeoutError
 from ..jetstream.publish import parse_pub_ack
 from ..msg import Msg
 
@@ -48,10 +48,6 @@ ACK_WAIT = 60.0  # seconds without any ack before the oldest waiting row fails t
 WRITE_TIMEOUT = 60.0  # seconds to wait for room in the client's write buffer
 _RESOURCE_KEY = "jetstream_sync.spark.ack_routes"
 _LOST = "connection lost"  # what the status listener puts in every route's queue
-
-
-class RowPublishError(NatsError):
-    """A row was not stored: the message names its subject, index and the server's error."""
 
 
 class _Route:

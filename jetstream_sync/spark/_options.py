@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from .._seam import redact_url
+from ..errors import UnknownOptionError
 
 # canonical option name -> ``client()`` keyword, for the connection options.
 _CONNECT_STRINGS = {
@@ -48,10 +49,6 @@ _PATHS = frozenset(("path", "paths"))
 def canonical(name: str) -> str:
     """An option name without case or underscores: ``start_seq`` -> ``startseq``."""
     return name.replace("_", "").lower()
-
-
-class UnknownOptionError(ValueError):
-    """An option the data source does not take, refused before anything runs."""
 
 
 @dataclass(frozen=True)

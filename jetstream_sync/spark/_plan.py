@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .._seam import parse_rfc3339
+from ..errors import DataLossError
 from ._fetch import ReadRange
 from ._subjects import check_filter, intersect, is_literal, prefix_filter
 
@@ -16,13 +17,6 @@ if TYPE_CHECKING:
     from ..jetstream.info import StreamInfo
 
 log = logging.getLogger("jetstream_sync.spark")
-
-
-class DataLossError(RuntimeError):
-    """Messages a read planned to read are gone, or the stream was recreated (see docs/spark.md).
-
-    Raised unless ``failOnDataLoss`` is ``false``.
-    """
 
 
 def data_loss(message: str, fail: bool) -> None:

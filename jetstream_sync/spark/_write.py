@@ -28,8 +28,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from ..errors import StreamNotFoundError
-from ._batch import BatchPublisher, RowPublishError
+from ..errors import RowPublishError, StreamNotFoundError
+from ._batch import BatchPublisher
 from ._common import connection, context
 from ._options import Options
 from ._subjects import is_literal

@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 
 import jetstream_sync
+from jetstream_sync.errors import RowPublishError
 from jetstream_sync.spark import _batch
-from jetstream_sync.spark._batch import BatchPublisher, RowPublishError
+from jetstream_sync.spark._batch import BatchPublisher
 from tests.fixtures.polling import wait_for
 
 

@@ -27,9 +27,10 @@ pytest.importorskip("pyarrow")
 
 from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
 
+from jetstream_sync.errors import DataLossError  # noqa: E402
 from jetstream_sync.spark._common import READ_SCHEMA, context, stream_position  # noqa: E402
 from jetstream_sync.spark._loss import PlannedRange, read_checked  # noqa: E402
-from jetstream_sync.spark._plan import Bounds, DataLossError, plan_range  # noqa: E402
+from jetstream_sync.spark._plan import Bounds, plan_range  # noqa: E402
 from tests.fixtures.polling import wait_for  # noqa: E402
 from tests.fixtures.spark_faults import FORMAT as FAULTS  # noqa: E402
 
