@@ -664,7 +664,8 @@ def test_docs_runner_runs_each_python_block(inner_pytest: pytest.Pytester) -> No
     """test_docs.py runs each ```python block, reports stderr, skips no-run and nested ones."""
     tests = inner_pytest.mkdir("tests")
     (inner_pytest.path / "conftest.py").rename(tests / "conftest.py")
-    (tests / "test_docs.py").write_text((TESTS_DIR / "test_docs.py").read_text())
+    (tests / "docs").mkdir()  # where the runner sits in this repository: two below the root
+    (tests / "docs" / "test_docs.py").write_text((TESTS_DIR / "docs" / "test_docs.py").read_text())
     docs = inner_pytest.mkdir("docs")
     (docs / "guide.md").write_text(_INNER_DOC)
     result = inner_pytest.runpytest_subprocess("-p", "no:cacheprovider", "-v", "tests")
@@ -679,7 +680,8 @@ def test_docs_runner_collects_nothing_without_blocks(inner_pytest: pytest.Pytest
     """With no docs blocks, test_docs.py collects zero tests and no errors."""
     tests = inner_pytest.mkdir("tests")
     (inner_pytest.path / "conftest.py").rename(tests / "conftest.py")
-    (tests / "test_docs.py").write_text((TESTS_DIR / "test_docs.py").read_text())
+    (tests / "docs").mkdir()  # where the runner sits in this repository: two below the root
+    (tests / "docs" / "test_docs.py").write_text((TESTS_DIR / "docs" / "test_docs.py").read_text())
     inner_pytest.mkdir("docs")
     result = inner_pytest.runpytest_subprocess("-p", "no:cacheprovider", "tests")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
