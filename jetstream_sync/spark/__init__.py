@@ -1,6 +1,7 @@
 """PySpark integration: the ``jetstream`` and ``jetstream-kv`` data sources, and ``client()``.
 
-Install with the ``spark`` extra (``pyspark>=4.0``, ``pyarrow``)::
+Install with the ``spark`` extra (``pyspark>=4.0``, ``pyarrow`` and the
+Spark Connect client's packages)::
 
     import jetstream_sync.spark as jss
 
@@ -33,6 +34,9 @@ __all__ = ["client", "register"]
 
 _REQUIRED = ("pyspark", "pyarrow")
 _PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+_PARALLELISM_CONF = "spark.default.parallelism"
+#: Partitions of a read without ``numPartitions`` when the session cannot say.
+_FALLBACK_PARALLELISM = 2
 
 
 def _check_installed() -> None:
@@ -54,19 +58,45 @@ def _plans_scoped_per_scan(spark: Any) -> bool:
     and returns 5 rows too. Those versions have
     ``PythonDataSourceV2.setReadInfo``; later ones do not.
     """
+    if _is_connect(spark):  # no JVM class to inspect: stay safe
+        return False
     try:
         cls = spark._jvm.java.lang.Class.forName(
             "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
         )
         return not any(m.getName() == "setReadInfo" for m in cls.getDeclaredMethods())
-    except Exception:  # no JVM class to inspect (e.g. Spark Connect): stay safe
+    except Exception:  # a JVM without the class: stay safe
         return False
+
+
+def _is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no ``sparkContext``, no JVM)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _default_parallelism(spark: Any) -> int:
+    """Partitions of a read without ``numPartitions``.
+
+    A classic session asks its ``SparkContext``. A Spark Connect session has
+    none, so it reads ``spark.default.parallelism`` from the session's
+    configuration, and falls back to 2 when that is not set.
+    """
+    if not _is_connect(spark):
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    configured = spark.conf.get(_PARALLELISM_CONF, None)
+    if configured is None:
+        return _FALLBACK_PARALLELISM
+    return max(1, int(configured))
 
 
 def register(spark: Any, pushdown: bool | None = None) -> None:
     """Register ``format("jetstream")`` and ``format("jetstream-kv")`` with a Spark session.
 
     Executors need ``jetstream_sync`` importable, like any Python dependency.
+    Works on a classic session and on a Spark Connect one
+    (``SparkSession.builder.remote(...)``); there, the partitions of a read
+    without ``numPartitions`` come from ``spark.default.parallelism``, or
+    are 2 when the server does not set it.
 
     Args:
         spark: the ``SparkSession``.
@@ -90,7 +120,7 @@ def register(spark: Any, pushdown: bool | None = None) -> None:
         pushdown = _plans_scoped_per_scan(spark)
     if pushdown:
         spark.conf.set(_PUSHDOWN_CONF, "true")
-    parallelism = max(1, int(spark.sparkContext.defaultParallelism))
+    parallelism = _default_parallelism(spark)
     for base in (JetStreamDataSource, JetStreamKVDataSource):
         # A subclass made here carries these settings to the Python workers
         # (it is pickled by value).

@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 
 from ..jetstream.context import JetStreamContext
 from ._client import jetstream
-from ._options import Options
+from ._options import Options, Role, canonical
 from ._plan import StreamPosition
 
 READ_SCHEMA = StructType(
@@ -33,6 +33,23 @@ READ_SCHEMA = StructType(
         StructField("headers", MapType(StringType(), ArrayType(StringType()))),
     ]
 )
+#: The read schema with ``includeHeaders=false``: no ``headers`` column.
+READ_SCHEMA_WITHOUT_HEADERS = StructType([f for f in READ_SCHEMA.fields if f.name != "headers"])
+
+
+def read_schema(raw: Any) -> StructType:
+    """The read schema the raw options ask for: ``includeHeaders=false`` drops ``headers``.
+
+    Kafka's source returns headers only with ``includeHeaders=true``; this
+    one keeps them by default, so existing reads keep their schema.
+
+    Raises:
+        ValueError: ``includeHeaders`` is neither true nor false.
+    """
+    values = {canonical(str(k)): str(v) for k, v in dict(raw).items() if v is not None}
+    opts = Options({"includeHeaders": values["includeheaders"]} if "includeheaders" in values
+                   else {}, Role("the read schema", ("includeHeaders",)))  # fmt: skip
+    return READ_SCHEMA if opts.boolean("includeHeaders", True) else READ_SCHEMA_WITHOUT_HEADERS
 
 
 def connection(opts: Options) -> dict[str, Any]:

@@ -60,5 +60,7 @@ def read_range(rng: ReadRange, conn: dict[str, Any], schema: pa.Schema) -> Itera
     stream = jetstream(opts.pop("servers"), **opts).stream_no_info(rng.stream)
     for batch in stream.read_arrow(rng.start, rng.end, rng.subject):
         kept = keep(batch, rng.prefixes, rng.min_time)
+        if kept.num_columns != len(schema):  # includeHeaders=false
+            kept = kept.select(schema.names)
         if kept.num_rows:
             yield kept if kept.schema.equals(schema) else kept.cast(schema)

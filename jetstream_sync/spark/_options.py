@@ -73,12 +73,14 @@ _KV = 'format("jetstream-kv")'
 BATCH_READ = Role(
     f"a batch read of {_STREAM}",
     (*CONNECTION, "stream", "subject", "startSeq", "endSeq", "startTime", "numPartitions",
-     "failOnDataLoss"),
+     "failOnDataLoss", "startingOffsets", "endingOffsets", "startingTimestamp",
+     "includeHeaders"),
 )  # fmt: skip
 STREAM_READ = Role(
     f"a streaming read of {_STREAM}",
-    (*CONNECTION, "stream", "subject", "startingOffsets", "maxMessagesPerTrigger",
-     "numPartitions", "failOnDataLoss"),
+    (*CONNECTION, "stream", "subject", "startingOffsets", "startingTimestamp",
+     "maxMessagesPerTrigger", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+     "numPartitions", "failOnDataLoss", "includeHeaders"),
 )  # fmt: skip
 BATCH_WRITE = Role(f"a batch write to {_STREAM}", (*CONNECTION, "subject", "stream", "writeId"))
 STREAM_WRITE = Role(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .._seam import parse_rfc3339
 from ..errors import DataLossError
 from ._fetch import ReadRange
+from ._kafka import EARLIEST, LATEST, parse_millis, parse_offset
 from ._subjects import check_filter, intersect, is_literal, prefix_filter
 
 if TYPE_CHECKING:
@@ -89,7 +90,14 @@ class Bounds:
 
 
 def bounds_from_options(opts: Any) -> Bounds:
-    """The :class:`Bounds` the ``subject``, ``startSeq``, ``endSeq``, ``startTime`` options set."""
+    """The :class:`Bounds` a batch read's options set.
+
+    Those are ``subject``, ``startSeq``, ``endSeq``, ``startTime`` and Kafka's
+    ``startingOffsets``, ``endingOffsets`` and ``startingTimestamp``.
+
+    Raises:
+        ValueError: a malformed option.
+    """
     bounds = Bounds()
     subject = opts.get("subject")
     if subject:
@@ -103,7 +111,38 @@ def bounds_from_options(opts: Any) -> Bounds:
     start_time = opts.get("startTime")
     if start_time:
         bounds.since(parse_time(start_time, "startTime"))
+    _kafka_bounds(bounds, opts)
     return bounds
+
+
+def _kafka_bounds(bounds: Bounds, opts: Any) -> None:
+    """Narrow ``bounds`` by Kafka's batch options (``startingOffsets``, ``endingOffsets``...).
+
+    ``endingOffsets`` is exclusive, as in Kafka: the offset after the last
+    message to read.
+
+    Raises:
+        ValueError: a malformed value, ``startingOffsets=latest`` or
+            ``endingOffsets=earliest`` (a batch read refuses both, as Kafka's).
+    """
+    stream = opts.required("stream")
+    starting = opts.get("startingOffsets")
+    if starting:
+        start = parse_offset(starting, "startingOffsets", stream)
+        if start == LATEST:
+            raise ValueError("option 'startingOffsets' cannot be latest on a batch read")
+        if isinstance(start, int):
+            bounds.at_least(max(start, 1))
+    ending = opts.get("endingOffsets")
+    if ending:
+        end = parse_offset(ending, "endingOffsets", stream)
+        if end == EARLIEST:
+            raise ValueError("option 'endingOffsets' cannot be earliest on a batch read")
+        if isinstance(end, int):
+            bounds.at_most(end - 1)
+    timestamp = opts.get("startingTimestamp")
+    if timestamp:
+        bounds.since(parse_millis(timestamp, "startingTimestamp"))
 
 
 def push_filter(bounds: Bounds, kind: str, column: str, value: Any) -> bool:

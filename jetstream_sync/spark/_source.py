@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from ._common import READ_SCHEMA
+from ._common import read_schema
 from ._options import BATCH_READ, BATCH_WRITE, STREAM_READ, STREAM_WRITE, Options
 from ._read import JetStreamPushdownReader, JetStreamReader
 from ._stream import JetStreamStreamReader
@@ -35,8 +35,11 @@ class JetStreamDataSource(DataSource):
         return "jetstream"
 
     def schema(self) -> StructType:
-        """The read schema: stream, subject, seq, timestamp, data, headers."""
-        return READ_SCHEMA
+        """The read schema: stream, subject, seq, timestamp, data, headers.
+
+        ``includeHeaders=false`` leaves out ``headers``.
+        """
+        return read_schema(self.options)
 
     def reader(self, schema: StructType) -> JetStreamReader:
         """A batch reader (checks the options now, before anything runs)."""

@@ -11,6 +11,7 @@ has nothing to do (it runs a batch late, and not at all for a lone
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +26,19 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ._common import connection, stream_position
+from ._common import connection, context, stream_position
 from ._fetch import ReadRange
+from ._kafka import EARLIEST, LATEST, parse_duration, parse_millis, parse_offset
 from ._loss import PlannedPartition, planned_partitions, read_checked
 from ._options import Options
-from ._plan import StreamPosition, data_loss, split
+from ._plan import StreamPosition, data_loss, first_seq_at, split
 from ._subjects import check_filter
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import InputPartition
+
+# Kafka's default maxTriggerDelay.
+_KAFKA_MAX_TRIGGER_DELAY = "15m"
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -41,7 +46,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     Args:
         opts: the data source options (``startingOffsets``,
-            ``maxMessagesPerTrigger``, ``failOnDataLoss``, ``subject``...).
+            ``startingTimestamp``, ``maxMessagesPerTrigger`` or
+            ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and
+            ``maxTriggerDelay``, ``failOnDataLoss``, ``subject``...).
         schema: the read schema.
         default_partitions: partitions per micro-batch without ``numPartitions``.
     """
@@ -51,13 +58,24 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.stream = opts.required("stream")
         subject = opts.get("subject")
         self.subject = check_filter(subject, "subject") if subject else None
-        self.starting = (opts.get("startingOffsets") or "latest").strip().lower()
-        if self.starting not in ("earliest", "latest") and not self.starting.isdigit():
+        self.starting = parse_offset(
+            opts.get("startingOffsets") or LATEST, "startingOffsets", self.stream
+        )
+        timestamp = opts.get("startingTimestamp")
+        self.starting_time = parse_millis(timestamp, "startingTimestamp") if timestamp else None
+        if opts.has("maxMessagesPerTrigger") and opts.has("maxOffsetsPerTrigger"):
             raise ValueError(
-                "option 'startingOffsets' must be earliest, latest or a sequence number, "
-                f"got {self.starting!r}"
+                "give maxMessagesPerTrigger or its alias maxOffsetsPerTrigger, not both"
             )
         self.max_per_trigger = opts.integer("maxMessagesPerTrigger", None, minimum=1)
+        if self.max_per_trigger is None:
+            self.max_per_trigger = opts.integer("maxOffsetsPerTrigger", None, minimum=1)
+        self.min_per_trigger = opts.integer("minOffsetsPerTrigger", None, minimum=1)
+        delay = opts.get("maxTriggerDelay")
+        if delay and self.min_per_trigger is None:
+            raise ValueError("option 'maxTriggerDelay' needs minOffsetsPerTrigger")
+        self.max_delay = parse_duration(delay or _KAFKA_MAX_TRIGGER_DELAY, "maxTriggerDelay")
+        self.last_batch = time.monotonic()  # when a micro-batch was last planned
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.schema = schema
@@ -70,11 +88,25 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return {"stream": self.stream, "seq": int(seq), "created": pos.created}
 
     def initialOffset(self) -> dict[str, Any]:
-        """Where a new query starts: ``startingOffsets`` against the stream as it is now."""
+        """Where a new query starts: ``startingOffsets`` against the stream as it is now.
+
+        ``startingTimestamp``, when given, is used instead (as Kafka does).
+
+        Raises:
+            ValueError: ``startingTimestamp`` on a stream without direct get.
+        """
         pos = self._position()
-        if self.starting == "earliest":
+        if self.starting_time is not None:
+            if not pos.direct:
+                raise ValueError(
+                    f"option 'startingTimestamp' on a streaming read needs stream "
+                    f"{self.stream!r} to allow direct get (allow_direct), to find the sequence"
+                )
+            found = first_seq_at(context(self.conn), self.stream, self.starting_time)
+            seq = pos.last + 1 if found is None else found
+        elif self.starting == EARLIEST:
             seq = max(pos.first, 1)
-        elif self.starting == "latest":
+        elif self.starting == LATEST:
             seq = pos.last + 1
         else:
             seq = int(self.starting)
@@ -130,9 +162,23 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end = min(end, max(self.target, first))
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + limit.max_rows)
+        if self._waits_for_more(end - first):
+            return start
         if end <= first and start.get("created") == pos.created:
             return start
+        self.last_batch = time.monotonic()
         return self._offset(max(end, first), pos)
+
+    def _waits_for_more(self, available: int) -> bool:
+        """``minOffsetsPerTrigger``: skip this trigger while fewer are available.
+
+        Until ``maxTriggerDelay`` has passed since the last micro-batch; an
+        ``availableNow`` run never waits (it reads up to its end).
+        """
+        if self.min_per_trigger is None or self.target is not None or available <= 0:
+            return False
+        waited = time.monotonic() - self.last_batch
+        return available < self.min_per_trigger and waited < self.max_delay
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[PlannedPartition]:
         """The micro-batch's sequences ``start.seq .. end.seq - 1`` split into ranges.
