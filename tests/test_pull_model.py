@@ -1,0 +1,180 @@
+"""A pull consumer against a model: random publishes, fetches, acks, naks, terms and waits.
+
+A Hypothesis state machine drives one fresh stream and explicit-ack pull
+consumer per example (short ``ack_wait``, small ``max_deliver``) and checks
+every delivery with ``tests.fixtures.models.ConsumerModel``: nothing is
+delivered after an ack or a term, nor before its ack wait or nak delay ran
+out, nor more than ``max_deliver`` times; ``num_delivered`` counts every
+delivery the client handed out; at the end every message was acked, termed
+or delivered ``max_deliver`` times. A second answer to a message raises
+``MsgAlreadyAckedError`` locally.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+
+import jetstream_sync
+from jetstream_sync import Msg, MsgAlreadyAckedError
+from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.models import ConsumerModel, ModelError, State, run_settings
+from tests.fixtures.server import NatsServer
+
+ACK_WAIT = 1.0
+MAX_DELIVER = 3
+#: An answer is only sent while this much of the ack wait is left, so that it
+#: reaches the server before the message can be handed out again.
+MARGIN = 0.4
+#: How long the final drain may take to collect what the server still owes.
+DRAIN_SECONDS = ACK_WAIT * MAX_DELIVER + 10.0
+
+
+@pytest.fixture(scope="module")
+def client(shared_server: NatsServer) -> Iterator[jetstream_sync.Client]:
+    """One client for every example of this module."""
+    with jetstream_sync.connect(shared_server.url) as nc:
+        yield nc
+
+
+class ConsumerMachine(RuleBasedStateMachine):
+    """One stream, one pull consumer, the messages fetched and the model."""
+
+    def __init__(self, nc: jetstream_sync.Client) -> None:
+        super().__init__()
+        self.js = nc.jetstream()
+        self.name = unique_stream_name("PULLMODEL")
+        self.subject = f"{self.name}.x"
+        stream = self.js.create_stream(name=self.name, subjects=[self.subject])
+        self.consumer = stream.create_consumer(
+            durable_name="model", ack_wait=ACK_WAIT, max_deliver=MAX_DELIVER
+        )
+        self.model = ConsumerModel(ack_wait=ACK_WAIT, max_deliver=MAX_DELIVER)
+        self.held: dict[int, Msg] = {}  # the latest delivery of each message
+        self.answered: list[Msg] = []  # deliveries acked, nak'd or termed
+
+    # ------------------------------------------------------------- the stream
+
+    @rule(n=st.integers(1, 3))
+    def publish(self, n: int) -> None:
+        for _ in range(n):
+            seq = self.js.publish(self.subject, b"%d" % len(self.model.messages)).seq
+            self.model.published(seq)
+
+    # ------------------------------------------------------------- deliveries
+
+    def _fetch(self, batch: int, timeout: float) -> list[Msg]:
+        start = time.monotonic()
+        msgs = self.consumer.fetch(batch, timeout=timeout)
+        end = time.monotonic()
+        assert len(msgs) <= batch
+        for msg in msgs:
+            meta = msg.metadata
+            self.model.delivered(meta.sequence.stream, meta.num_delivered, start, end)
+            self.held[meta.sequence.stream] = msg
+        return msgs
+
+    @rule(batch=st.integers(1, 4), timeout=st.sampled_from([0.15, 0.3]))
+    def fetch(self, batch: int, timeout: float) -> None:
+        self._fetch(batch, timeout)
+
+    # ------------------------------------------------------------- answers
+
+    def _answerable(self) -> list[int]:
+        """The held messages the server still waits an answer for, with time to spare."""
+        now = time.monotonic()
+        return [s for s in sorted(self.held) if self.model.answerable(s, now, MARGIN)]
+
+    def _pick(self, data: st.DataObject) -> tuple[int, Msg] | None:
+        """One of ``_answerable()``, or None when the time to answer ran out meanwhile."""
+        seqs = self._answerable()
+        if not seqs:
+            return None
+        seq = data.draw(st.sampled_from(seqs), label="seq")
+        return seq, self.held[seq]
+
+    @precondition(lambda self: self._answerable())
+    @rule(data=st.data(), sync=st.booleans())
+    def ack(self, data: st.DataObject, sync: bool) -> None:
+        picked = self._pick(data)
+        if picked is not None:
+            seq, msg = picked
+            msg.ack_sync() if sync else msg.ack()
+            self.model.answered(seq, State.ACKED, time.monotonic())
+            self.answered.append(msg)
+
+    @precondition(lambda self: self._answerable())
+    @rule(data=st.data(), delay=st.sampled_from([None, 0.0, 0.3]))
+    def nak(self, data: st.DataObject, delay: float | None) -> None:
+        picked = self._pick(data)
+        if picked is not None:
+            seq, msg = picked
+            now = time.monotonic()
+            msg.nak() if delay is None else msg.nak(delay=delay)
+            self.model.answered(seq, State.NAKED, now, delay or 0.0)
+            self.answered.append(msg)
+
+    @precondition(lambda self: self._answerable())
+    @rule(data=st.data(), reason=st.sampled_from([None, "bad input"]))
+    def term(self, data: st.DataObject, reason: str | None) -> None:
+        picked = self._pick(data)
+        if picked is not None:
+            seq, msg = picked
+            msg.term(reason=reason)
+            self.model.answered(seq, State.TERMED, time.monotonic())
+            self.answered.append(msg)
+
+    @precondition(lambda self: self._answerable())
+    @rule(data=st.data())
+    def in_progress(self, data: st.DataObject) -> None:
+        picked = self._pick(data)
+        if picked is not None:
+            seq, msg = picked
+            now = time.monotonic()
+            msg.in_progress()
+            self.model.answered(seq, State.OUT, now)
+
+    @precondition(lambda self: self.answered)
+    @rule(data=st.data(), how=st.sampled_from(["ack", "ack_sync", "nak", "term", "in_progress"]))
+    def answer_again(self, data: st.DataObject, how: str) -> None:
+        """A second answer to one delivery raises locally and sends nothing."""
+        msg = data.draw(st.sampled_from(self.answered), label="answered")
+        with pytest.raises(MsgAlreadyAckedError):
+            getattr(msg, how)()
+
+    # ------------------------------------------------------------- the end
+
+    def teardown(self) -> None:
+        """Everything still owed arrives (then it is acked) before the drain's deadline."""
+        try:
+            deadline = time.monotonic() + DRAIN_SECONDS
+            while self.model.unsettled() and time.monotonic() < deadline:
+                for msg in self._fetch(50, 1.0):
+                    msg.ack_sync()
+                    self.model.answered(msg.metadata.sequence.stream, State.ACKED, 0.0)
+            owed = [(m.seq, m.state.value, m.deliveries) for m in self.model.unsettled()]
+            if owed:
+                raise ModelError(f"never (re)delivered within {DRAIN_SECONDS} s: {owed}")
+        finally:
+            self.js.delete_stream(self.name)
+
+
+def _run(nc: jetstream_sync.Client, config: pytest.Config, long: bool) -> None:
+    run_state_machine_as_test(lambda: ConsumerMachine(nc), settings=run_settings(config, long=long))
+
+
+@pytest.mark.timeout(600)  # a failure's shrinking replays many examples
+def test_pull_consumer_matches_the_model(client, pytestconfig):
+    """Random publishes, fetches and answers agree with the consumer model."""
+    _run(client, pytestconfig, long=False)
+
+
+@pytest.mark.model_long
+@pytest.mark.timeout(3 * 3600)
+def test_pull_consumer_matches_the_model_long(client, pytestconfig):
+    """The long hunt of the same machine (``pytest -m model_long``)."""
+    _run(client, pytestconfig, long=True)
