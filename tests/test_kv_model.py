@@ -46,6 +46,7 @@ WATCH_WAIT = 15.0
 
 keys = st.sampled_from(KEYS)
 values = st.binary(max_size=6)
+bursts = st.lists(st.tuples(keys, values), max_size=4)
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +226,10 @@ class BucketMachine(RuleBasedStateMachine):
                     f"the watcher never delivered {_want(expected)} "
                     f"(still owed: {[_want(e) for e in self.expected]})"
                 ) from None
-            assert _seen(entry) == _want(expected), "the watcher skipped or repeated an update"
+            assert _seen(entry) == _want(expected), (
+                f"the watcher gave {_seen(entry)} where the model has {_want(expected)} "
+                f"(owed: {[_want(e) for e in self.expected]})"
+            )
             self.expected.pop(0)
 
     @precondition(lambda self: self.watcher is not None)
@@ -241,21 +245,28 @@ class BucketMachine(RuleBasedStateMachine):
 
     # ----------------------------------------------------------- faults
 
+    def _burst(self, writes: list[tuple[str, bytes]]) -> None:
+        """Writes right after a fault: they land while the watcher has not recovered yet."""
+        for key, value in writes:
+            self._wrote(key, Op.PUT, value, self.kv.put(key, value))
+
     @precondition(lambda self: self.watcher is not None)
-    @rule()
-    def delete_watch_consumer(self) -> None:
+    @rule(writes=bursts)
+    def delete_watch_consumer(self, writes: list[tuple[str, bytes]]) -> None:
         """An operator (or a limit) deletes the watcher's consumer under it."""
         for name in self.js.consumer_names(self.kv.stream_name):
             with contextlib.suppress(jetstream_sync.ConsumerNotFoundError):
                 self.js.delete_consumer(self.kv.stream_name, name)
+        self._burst(writes)
 
     @precondition(lambda self: self.restarts_left > 0)
-    @rule()
-    def restart_server(self) -> None:
+    @rule(writes=bursts)
+    def restart_server(self, writes: list[tuple[str, bytes]]) -> None:
         """The server restarts; the bucket's store survives, the client reconnects."""
         self.restarts_left -= 1
         self.server.restart()
         wait_for(lambda: self.nc.is_connected, timeout=20, message="no reconnect")
+        self._burst(writes)
 
     # ----------------------------------------------------------- the end
 
@@ -272,9 +283,9 @@ class BucketMachine(RuleBasedStateMachine):
 
 def _run(server: NatsServer, nc: jetstream_sync.Client, config: pytest.Config, long: bool) -> None:
     restarts = 3 if long else 1
-    run_state_machine_as_test(
-        lambda: BucketMachine(server, nc, restarts), settings=run_settings(config, long=long)
-    )
+    # Examples are cheap here (about 0.3 s): the suite runs more than the default 15.
+    options = run_settings(config, long=long, examples=50)
+    run_state_machine_as_test(lambda: BucketMachine(server, nc, restarts), settings=options)
 
 
 @pytest.mark.timeout(600)  # a failure's shrinking replays many examples
