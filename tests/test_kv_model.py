@@ -48,7 +48,9 @@ DROPPED_WAIT = 1.0
 
 keys = st.sampled_from(KEYS)
 values = st.binary(max_size=6)
-bursts = st.lists(st.tuples(keys, values), max_size=4)
+#: Writes right after a fault, to few keys: a key written twice while the watcher
+#: recovers is what tells a resumed watch from one that restarted at the latest values.
+bursts = st.lists(st.tuples(st.sampled_from(KEYS[:2]), values), max_size=4)
 
 
 @pytest.fixture(scope="module")
