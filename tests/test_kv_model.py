@@ -113,10 +113,12 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule(key=keys, value=values)
     def put(self, key: str, value: bytes) -> None:
+        """A put always succeeds and takes the next revision."""
         self._wrote(key, Op.PUT, value, self.kv.put(key, value))
 
     @rule(key=keys, value=values)
     def create(self, key: str, value: bytes) -> None:
+        """A create succeeds unless the key holds a value (over a marker too)."""
         if self.model.has_value(key):
             with pytest.raises(KeyExistsError):
                 self.kv.create(key, value)
@@ -135,6 +137,7 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule(key=keys, conditional=st.booleans(), off=st.integers(-1, 1))
     def delete(self, key: str, conditional: bool, off: int) -> None:
+        """A delete leaves a DEL marker; with ``last``, only on the right revision."""
         last = self.model.last_revision(key) + off if conditional else None
         if last is not None and last < 0:
             return
@@ -146,16 +149,19 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule(key=keys)
     def purge(self, key: str) -> None:
+        """A purge leaves only its PURGE marker."""
         self._wrote(key, Op.PURGE, b"", self.kv.purge(key))
 
     # ----------------------------------------------------------- reads
 
     @rule(key=keys)
     def get(self, key: str) -> None:
+        """The latest revision, a marker as KeyDeletedError, or KeyNotFoundError."""
         self._check_get(key, None, self.model.latest(key))
 
     @rule(key=keys, data=st.data())
     def get_revision(self, key: str, data: st.DataObject) -> None:
+        """Any revision number: the key's entry if still held there, else KeyNotFoundError."""
         revision = data.draw(st.integers(1, self.model.last_seq + 2), label="revision")
         found = self.model.at(revision)
         self._check_get(key, revision, found if found is not None and found.key == key else None)
@@ -175,10 +181,12 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule()
     def list_keys(self) -> None:
+        """The keys holding a value, in the order of their latest revisions."""
         assert self.kv.keys() == self.model.keys()
 
     @rule(key=keys)
     def history(self, key: str) -> None:
+        """The key's last ``HISTORY`` revisions, markers included, oldest first."""
         kept = self.model.kept.get(key, [])
         if not kept:
             with pytest.raises(KeyNotFoundError):
@@ -188,6 +196,7 @@ class BucketMachine(RuleBasedStateMachine):
 
     @rule()
     def status(self) -> None:
+        """The bucket holds as many entries as the model keeps."""
         assert self.kv.status().values == len(self.model.stored())
 
     # ----------------------------------------------------------- the watcher

@@ -61,6 +61,7 @@ class ConsumerMachine(RuleBasedStateMachine):
 
     @rule(n=st.integers(1, 3))
     def publish(self, n: int) -> None:
+        """Publish ``n`` messages; the model learns their sequences."""
         for _ in range(n):
             seq = self.js.publish(self.subject, b"%d" % len(self.model.messages)).seq
             self.model.published(seq)
@@ -80,6 +81,7 @@ class ConsumerMachine(RuleBasedStateMachine):
 
     @rule(batch=st.integers(1, 4), timeout=st.sampled_from([0.15, 0.3]))
     def fetch(self, batch: int, timeout: float) -> None:
+        """A short fetch; every delivery is checked by the model."""
         self._fetch(batch, timeout)
 
     # ------------------------------------------------------------- answers
@@ -100,6 +102,7 @@ class ConsumerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._answerable())
     @rule(data=st.data(), sync=st.booleans())
     def ack(self, data: st.DataObject, sync: bool) -> None:
+        """Ack (fire and forget, or confirmed) a message the server waits on."""
         picked = self._pick(data)
         if picked is not None:
             seq, msg = picked
@@ -110,6 +113,7 @@ class ConsumerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._answerable())
     @rule(data=st.data(), delay=st.sampled_from([None, 0.0, 0.3]))
     def nak(self, data: st.DataObject, delay: float | None) -> None:
+        """Nak a message, at once, with ``delay=0`` or with a short delay."""
         picked = self._pick(data)
         if picked is not None:
             seq, msg = picked
@@ -121,6 +125,7 @@ class ConsumerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._answerable())
     @rule(data=st.data(), reason=st.sampled_from([None, "bad input"]))
     def term(self, data: st.DataObject, reason: str | None) -> None:
+        """Terminate a message: it must never come again."""
         picked = self._pick(data)
         if picked is not None:
             seq, msg = picked
@@ -131,6 +136,7 @@ class ConsumerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._answerable())
     @rule(data=st.data())
     def in_progress(self, data: st.DataObject) -> None:
+        """Restart a message's ack wait."""
         picked = self._pick(data)
         if picked is not None:
             seq, msg = picked
