@@ -58,6 +58,7 @@ class ConsumerMachine(RuleBasedStateMachine):
         self.model = ConsumerModel(ack_wait=ACK_WAIT, max_deliver=MAX_DELIVER)
         self.held: dict[int, Msg] = {}  # the latest delivery of each message
         self.answered: list[Msg] = []  # deliveries acked, nak'd or termed
+        self.checking = False  # a delivery check is under way (or failed)
 
     # ------------------------------------------------------------- the stream
 
@@ -74,11 +75,13 @@ class ConsumerMachine(RuleBasedStateMachine):
         start = time.monotonic()
         msgs = self.consumer.fetch(batch, timeout=timeout)
         end = time.monotonic()
+        self.checking = True  # stays set if a check fails: teardown then only cleans up
         assert len(msgs) <= batch
         for msg in msgs:
             meta = msg.metadata
             self.model.delivered(meta.sequence.stream, meta.num_delivered, start, end)
             self.held[meta.sequence.stream] = msg
+        self.checking = False
         return msgs
 
     @rule(batch=st.integers(1, 4), timeout=st.sampled_from([0.15, 0.3]))
@@ -160,6 +163,8 @@ class ConsumerMachine(RuleBasedStateMachine):
         """Everything still owed arrives (then it is acked) before the drain's deadline."""
         try:
             deadline = time.monotonic() + DRAIN_SECONDS
+            if self.checking:
+                return
             while self.model.unsettled() and time.monotonic() < deadline:
                 for msg in self._fetch(50, 1.0):
                     msg.ack_sync()
