@@ -98,21 +98,34 @@ _WHITESPACE_NAMES = {
 }
 
 
-def _publish_problem(raw: bytes) -> str:
-    """What makes ``raw`` (already found invalid) unfit to publish to, in a few words."""
-    if not raw:
+def _token_problem(text: str) -> str | None:
+    """What breaks the token rule both roles share (empty, whitespace, NUL), or None."""
+    if not text:
         return "it is empty"
-    text = raw.decode("utf-8", "surrogateescape")
     for char, name in _WHITESPACE_NAMES.items():
         if char in text:
             return f"it contains {name}; subjects take no whitespace"
     if "\0" in text:
         return "it contains a NUL byte"
-    tokens = text.split(".")
-    if "" in tokens:
+    if "" in text.split("."):
         return "it has an empty token: a '.' at the start or the end, or '..'"
-    wildcard = next((t for t in tokens if t in ("*", ">")), "")
+    return None
+
+
+def _publish_problem(raw: bytes) -> str:
+    """What makes ``raw`` (already found invalid) unfit to publish to, in a few words."""
+    text = raw.decode("utf-8", "surrogateescape")
+    problem = _token_problem(text)
+    if problem is not None:
+        return problem
+    wildcard = next((t for t in text.split(".") if t in ("*", ">")), "")
     return f"publish subjects take no wildcards, and {wildcard!r} is one"
+
+
+def _filter_problem(raw: bytes) -> str:
+    """What makes ``raw`` (already found invalid) unfit to filter or subscribe on."""
+    problem = _token_problem(raw.decode("utf-8", "surrogateescape"))
+    return problem or "'>' may only be the last token"
 
 
 def filter_subject(subject: str, what: str = "filter subject") -> str:
@@ -122,10 +135,9 @@ def filter_subject(subject: str, what: str = "filter subject") -> str:
         BadSubjectError: not a str, empty, an empty token, whitespace or NUL,
             or a ``>`` token that is not the last.
     """
-    if not _protocol.valid_subject(_encode(subject, what), True):
-        raise BadSubjectError(
-            f"invalid {what} ('*' must be a whole token, '>' the last token): {subject!r}"
-        )
+    raw = _encode(subject, what)
+    if not _protocol.valid_subject(raw, True):
+        raise BadSubjectError(f"invalid {what} ({_filter_problem(raw)}): {subject!r}")
     return subject
 
 

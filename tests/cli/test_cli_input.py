@@ -80,6 +80,22 @@ def test_a_bad_publish_subject_is_refused_naming_its_fault(shared_server, capsys
 
 
 @pytest.mark.parametrize(
+    ("subject", "says"),
+    [
+        ("orders new", "invalid subject (it contains a space; subjects take no whitespace)"),
+        ("orders..*", "invalid subject (it has an empty token"),
+        ("orders.>.x", "invalid subject ('>' may only be the last token)"),
+    ],
+)
+def test_a_bad_subscribe_subject_is_refused_naming_its_fault(shared_server, capsys, subject, says):
+    """sub on a bad subject exits 1 with the one cause that is wrong (a space is no wildcard
+    fault)."""
+    assert main(["sub", subject, "--count", "1", "--server", shared_server.url]) == 1
+    error = capsys.readouterr().err
+    assert says in error, error
+
+
+@pytest.mark.parametrize(
     ("args", "says"),
     [
         (("--timeout", "nan", "pub", "x"), "a duration must be a number, got 'nan'"),
