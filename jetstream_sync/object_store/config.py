@@ -61,10 +61,17 @@ def check_object_name(name: Any) -> str:
     the server's line limit, after base64).
 
     Raises:
-        InvalidObjectNameError: empty or not a ``str``.
+        InvalidObjectNameError: empty, not a ``str``, or not encodable as UTF-8
+            (a lone surrogate): the name is stored in the object's JSON meta.
     """
     if not isinstance(name, str) or not name:
         raise InvalidObjectNameError(f"an object name must be a non-empty str, got {name!r}")
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise InvalidObjectNameError(
+            f"an object name must be encodable as UTF-8 (it is stored in JSON), got {name!r}"
+        ) from None
     return name
 
 

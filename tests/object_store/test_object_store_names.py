@@ -86,3 +86,14 @@ def test_a_name_at_the_limit_works_one_byte_more_is_refused(obs):
             call()
         assert refused.value.argument == "object name"
         assert refused.value.length in (limit + 1, limit + 2)
+
+
+def test_a_name_that_is_not_utf8_is_a_typed_error_before_sending(obs):
+    """A name holding a lone surrogate (bytes that are not UTF-8) cannot go into the JSON
+    meta: put, get and delete raise InvalidObjectNameError (a ValueError), not a
+    UnicodeEncodeError, and nothing is stored."""
+    name = b"caf\xe9".decode("utf-8", "surrogateescape")
+    for call in (lambda: obs.put(name, b"x"), lambda: obs.get(name), lambda: obs.delete(name)):
+        with pytest.raises(nats_sync.InvalidObjectNameError, match="UTF-8"):
+            call()
+    assert obs.list() == []
