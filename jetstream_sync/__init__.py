@@ -4,6 +4,7 @@ Connect with :func:`connect`; every call blocks and takes a timeout in seconds.
 ``__impl__`` says which protocol core is in use: ``"c"`` or ``"python"``.
 """
 
+from ._ack_subject import MsgMetadata, SequencePair
 from ._protocol import IMPL as __impl__
 from .client import Client, ClientStats, connect
 from .errors import (
@@ -99,7 +100,6 @@ from .errors import (
     WrongLastSequenceError,
 )
 from .headers import Headers
-from .jetstream._ack import MsgMetadata, SequencePair
 from .jetstream._pull_stream import MessageIterator
 from .jetstream.compat import PullSubscription
 from .jetstream.config import (

@@ -1,8 +1,7 @@
 """JetStream message metadata and acknowledgements: ack-subject parsing and the ack bodies.
 
 Core, so that :class:`~jetstream_sync.msg.Msg` reads its metadata and builds
-its acknowledgements without importing the JetStream package
-(``jetstream_sync.jetstream._ack`` re-exports it).
+its acknowledgements without importing the JetStream package.
 
 A message delivered by a consumer carries an ack subject as its reply. Two
 layouts exist (``server/consumer.go``):

@@ -9,6 +9,7 @@ when an upper room needs it; say which in the comment beside it.
 
 from __future__ import annotations
 
+from ._ack_subject import ack_tokens  # Key-Value: the revision and delta of an entry
 from ._deadline import Deadline, check_timeout  # every room: one deadline per call
 from ._log import logger  # Object Store: its watcher's warnings
 from ._nuid import NUID  # Object Store: chunk subjects
@@ -24,6 +25,7 @@ from ._timefmt import (  # Key-Value, Object Store, Spark: the server's timestam
 __all__ = [
     "NUID",
     "Deadline",
+    "ack_tokens",
     "check_control_line",
     "check_timeout",
     "datetime_from_ns",

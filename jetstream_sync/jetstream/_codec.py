@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 import attrs
 
+from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
+from .._timefmt import seconds_to_ns as _s_to_ns
 from . import _checks
-from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
-from ._timefmt import seconds_to_ns as _s_to_ns
 
 T = TypeVar("T")
 

@@ -2,16 +2,15 @@
 
 Key-Value and Object Store wrap a :class:`JetStreamContext` through its public
 methods; what they share of JetStream's internals besides (the wire-config
-machinery their configs are built with, the config checks, the ack-subject
-tokens of a message) comes from this module alone, so the rest of
-``jetstream/`` can change freely. ``tests/test_layering.py`` checks that no
-upper room imports another private module of ``jetstream/``.
+machinery their configs are built with, the config checks) comes from this
+module alone, so the rest of ``jetstream/`` can change freely.
+``tests/test_layering.py`` checks that no upper room imports another private
+module of ``jetstream/``.
 """
 
 from __future__ import annotations
 
 from . import _checks as checks  # the field checks configs share
-from ._ack import ack_tokens  # Key-Value entries: the revision and delta of a message
 from ._codec import (  # configs built from and to the server's JSON
     DUR,
     ENUM,
@@ -30,7 +29,6 @@ __all__ = [
     "MAP",
     "OBJ",
     "Wire",
-    "ack_tokens",
     "checks",
     "extra_field",
     "field",

@@ -11,12 +11,12 @@ import attrs
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
+from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from ..errors import ConnectionClosedError, IteratorClosedError, NatsError, TimeoutError
 from ..msg import Msg
 from . import _api
 from ._pull import Priority, fetch
 from ._pull_stream import MessageIterator, consumer_exists
-from ._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from .info import ConsumerInfo
 
 if TYPE_CHECKING:

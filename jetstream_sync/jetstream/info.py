@@ -3,7 +3,7 @@
 Build these with ``from_api`` from the server's JSON; ``to_api`` gives the
 JSON back (useful for caching or shipping, e.g. to Spark executors). Field
 names are the wire keys. Durations are float seconds; timestamps are UTC
-:class:`~jetstream_sync.jetstream._timefmt.NanoDatetime`\\ s, which are
+:class:`~jetstream_sync._timefmt.NanoDatetime`\\ s, which are
 ``datetime``\\ s that keep the server's nanoseconds. Go's zero time (the
 server's "never") reads as ``None``. Wire keys this client does not know are
 kept in ``extra``.
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from .._timefmt import GO_ZERO_TIME
 from ..errors import APIError, api_error
 from ._codec import (
     DUR,
@@ -29,7 +30,6 @@ from ._codec import (
     extra_field,
     info_field,
 )
-from ._timefmt import GO_ZERO_TIME
 from .consumer_config import ConsumerConfig
 from .enums import MigrationStatusType, RetentionPolicy
 from .replies import (

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from .._timefmt import datetime_to_ns, format_rfc3339, parse_rfc3339
 from ..headers import Headers, header_pairs
 from ._codec import (
     OBJ,
@@ -21,7 +22,6 @@ from ._codec import (
     extra_field,
     info_field,
 )
-from ._timefmt import datetime_to_ns, format_rfc3339, parse_rfc3339
 
 __all__ = [
     "APIStats",

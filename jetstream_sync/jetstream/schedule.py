@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 
 from .._subjects import publish_subject
+from .._timefmt import format_rfc3339, parse_rfc3339
 from . import _api
-from ._timefmt import format_rfc3339, parse_rfc3339
 from .info import RawStreamMsg
 from .publish import ttl_header_value
 

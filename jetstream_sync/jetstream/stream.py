@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._subjects import filter_subject, filter_subjects
+from .._timefmt import format_rfc3339, parse_rfc3339
 from ..errors import (
     DirectGetNotAllowedError,
     JetStreamNotEnabledError,
@@ -25,7 +26,6 @@ from . import _api
 from . import _checks as ck
 from ._arrow_read import READ_BATCH
 from ._arrow_read import read_arrow as _read_arrow
-from ._timefmt import format_rfc3339, parse_rfc3339
 from .consumer_mixins import StreamConsumersMixin
 from .info import RawStreamMsg, StreamInfo
 

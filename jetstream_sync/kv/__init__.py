@@ -5,9 +5,9 @@ methods. Besides the package's public modules it imports, of each lower room,
 only its seam (``tests/test_layering.py`` keeps the list):
 
 - the protocol core: ``jetstream_sync._protocol`` (``parse_direct_meta``);
-- the client core: ``jetstream_sync._seam`` (deadlines, limits, timestamps);
-- JetStream: ``jetstream_sync.jetstream._seam`` (config machinery and checks,
-  ack-subject tokens).
+- the client core: ``jetstream_sync._seam`` (deadlines, limits, timestamps,
+  ack-subject tokens);
+- JetStream: ``jetstream_sync.jetstream._seam`` (config machinery and checks).
 """
 
 from .bucket import KeyValue

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 import attrs
 
 from .._protocol import parse_direct_meta
-from .._seam import datetime_from_ns, datetime_to_ns, parse_rfc3339
-from ..jetstream._seam import ack_tokens
+from .._seam import ack_tokens, datetime_from_ns, datetime_to_ns, parse_rfc3339
 from ..jetstream.replies import RawStreamMsg
 from ..msg import Msg, header_block
 

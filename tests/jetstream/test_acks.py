@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import jetstream_sync
+from jetstream_sync._ack_subject import parse_metadata
 from jetstream_sync.errors import MsgAlreadyAckedError, NotJetStreamMsgError
-from jetstream_sync.jetstream._ack import parse_metadata
 from jetstream_sync.msg import Msg
 from tests.core.test_reader_resilience import RawClient
 from tests.fixtures.fake_server import FakeServer

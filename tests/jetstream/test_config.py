@@ -15,10 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jetstream_sync.errors import StreamNotFoundError
-from jetstream_sync.headers import Headers
-from jetstream_sync.jetstream import consumer_config, enums, info, stream_config
-from jetstream_sync.jetstream._timefmt import (
+from jetstream_sync._timefmt import (
     NanoDatetime,
     datetime_from_ns,
     format_rfc3339,
@@ -26,6 +23,9 @@ from jetstream_sync.jetstream._timefmt import (
     parse_rfc3339,
     seconds_to_ns,
 )
+from jetstream_sync.errors import StreamNotFoundError
+from jetstream_sync.headers import Headers
+from jetstream_sync.jetstream import consumer_config, enums, info, stream_config
 from jetstream_sync.jetstream.config import (
     ConsumerConfig,
     ExternalStream,

@@ -19,6 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jetstream_sync as js
+from jetstream_sync._timefmt import (
+    GO_ZERO_TIME,
+    NanoDatetime,
+    ns_to_seconds,
+    parse_rfc3339,
+)
 from jetstream_sync.jetstream import _checks
 from jetstream_sync.jetstream._codec import (
     DUR,
@@ -32,12 +38,6 @@ from jetstream_sync.jetstream._codec import (
     SEQ,
     TIME,
     Wire,
-)
-from jetstream_sync.jetstream._timefmt import (
-    GO_ZERO_TIME,
-    NanoDatetime,
-    ns_to_seconds,
-    parse_rfc3339,
 )
 from jetstream_sync.jetstream.consumer_config import ConsumerConfig
 from jetstream_sync.jetstream.info import (

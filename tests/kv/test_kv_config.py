@@ -175,7 +175,7 @@ def test_errors_and_configs_pickle():
 )
 def test_server_timestamps_to_ns(text):
     """The get path's timestamp reader agrees with the full RFC 3339 parser."""
-    from jetstream_sync.jetstream._timefmt import datetime_to_ns, parse_rfc3339
+    from jetstream_sync._timefmt import datetime_to_ns, parse_rfc3339
     from jetstream_sync.kv.entry import rfc3339_ns
 
     assert rfc3339_ns(text) == datetime_to_ns(parse_rfc3339(text))

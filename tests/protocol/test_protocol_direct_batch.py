@@ -9,8 +9,8 @@ import pytest
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _direct_batch
+from jetstream_sync._timefmt import datetime_to_ns, parse_rfc3339
 from jetstream_sync.errors import ProtocolError
-from jetstream_sync.jetstream._timefmt import datetime_to_ns, parse_rfc3339
 
 IMPLS = [_c.decode_direct_batch, _direct_batch.decode_direct_batch]
 MSG, OWN = _direct_batch.DIRECT_BATCH_MSG, _direct_batch.DIRECT_BATCH_MSG_HEADERS

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _direct_batch
+from jetstream_sync._timefmt import datetime_to_ns
 from jetstream_sync.errors import ProtocolError
-from jetstream_sync.jetstream._timefmt import datetime_to_ns
 
 INPUTS: Counter[str] = Counter()
 REQUIRED_INPUTS = 20_000
