@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 HIGH_WATER = 32 << 20
 _PING = b"PING\r\n"
 
-__all__ = ["HIGH_WATER", "ReconnectBufferFullError", "Writer"]  # the error's old home
+__all__ = ["HIGH_WATER", "Writer"]
 
 
 class Writer:
