@@ -1,7 +1,9 @@
-"""The Spark tests: ``spark`` is one session for the whole run (``tests/fixtures/spark.py``)."""
+"""The Spark tests' sessions (``tests/fixtures/spark.py``): ``spark``, one classic session
+for the whole run, and ``connect_spark``, a Spark Connect server and a remote session per
+module."""
 
 from __future__ import annotations
 
-from tests.fixtures.spark import spark
+from tests.fixtures.spark import connect_spark, spark
 
-__all__ = ["spark"]
+__all__ = ["connect_spark", "spark"]
