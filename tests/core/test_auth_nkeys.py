@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,6 +22,7 @@ from jetstream_sync._nkeys import (
     encode_seed,
     parse_creds,
 )
+from tests.fixtures.nkeys_auth import Operator, b64url, creds_text, nkey_server_for, user_jwt
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 
@@ -157,29 +156,10 @@ def test_matches_the_nkeys_package():
 _JWT = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJzdWIiOiJVQUJDIn0.c2lnbmF0dXJl"
 
 
-def _creds_text(jwt: str, seed: str) -> str:
-    """A .creds file as nsc writes it."""
-    return (
-        "-----BEGIN NATS USER JWT-----\n"
-        f"{jwt}\n"
-        "------END NATS USER JWT------\n"
-        "\n"
-        "************************* IMPORTANT *************************\n"
-        "NKEY Seed printed below can be used to sign and prove identity.\n"
-        "NKEYs are sensitive and should be treated as secrets.\n"
-        "\n"
-        "-----BEGIN USER NKEY SEED-----\n"
-        f"{seed}\n"
-        "------END USER NKEY SEED------\n"
-        "\n"
-        "*************************************************************\n"
-    )
-
-
 def test_parse_creds_variants():
     """The nsc layout, CRLF, extra dashes, indentation and unlabelled blocks all parse."""
     seed = KeyPair.create().seed
-    standard = _creds_text(_JWT, seed)
+    standard = creds_text(_JWT, seed)
     assert parse_creds(standard) == (_JWT, seed)
     assert parse_creds(standard.replace("\n", "\r\n")) == (_JWT, seed)
     decorated = (
@@ -210,11 +190,11 @@ def test_parse_creds_rejects_malformed_files():
     with pytest.raises(js.NKeyError, match="no nkey seed"):
         parse_creds(f"-----BEGIN NATS USER JWT-----\n{_JWT}\n------END NATS USER JWT------\n")
     with pytest.raises(js.NKeyError, match="does not hold a JWT"):
-        parse_creds(_creds_text("not a jwt", seed))
+        parse_creds(creds_text("not a jwt", seed))
     with pytest.raises(js.NKeyError, match="checksum"):
-        parse_creds(_creds_text(_JWT, _corrupt(seed)))
+        parse_creds(creds_text(_JWT, _corrupt(seed)))
     with pytest.raises(js.NKeyError, match="user seed"):
-        parse_creds(_creds_text(_JWT, KeyPair.create(PREFIX_ACCOUNT).seed))
+        parse_creds(creds_text(_JWT, KeyPair.create(PREFIX_ACCOUNT).seed))
 
 
 def test_client_validates_options_before_connecting(tmp_path):
@@ -226,13 +206,13 @@ def test_client_validates_options_before_connecting(tmp_path):
     (tmp_path / "empty.nk").write_text("\n")
     with pytest.raises(js.NKeyError, match="no nkey seed"):
         js.Client(nkeys_seed=tmp_path / "empty.nk")
-    (tmp_path / "bad.creds").write_text(_creds_text(_JWT, "SUNOPE"))
+    (tmp_path / "bad.creds").write_text(creds_text(_JWT, "SUNOPE"))
     with pytest.raises(js.NKeyError):
         js.Client(user_credentials=str(tmp_path / "bad.creds"))
     seed = KeyPair.create().seed
     with pytest.raises(js.NKeyError, match="checksum"):
         js.Client(nkeys_seed=_corrupt(seed))
-    (tmp_path / "ok.creds").write_text(_creds_text(_JWT, seed))
+    (tmp_path / "ok.creds").write_text(creds_text(_JWT, seed))
     with pytest.raises(js.NKeyError, match="exclusive"):
         js.Client(nkeys_seed=seed, user_credentials=tmp_path / "ok.creds")
     assert js.Client(nkeys_seed=seed) is not None  # unconnected: nothing to close
@@ -252,12 +232,6 @@ def _round_trip(nc: js.Client, subject: str = "auth.check") -> None:
 def nkey_users():
     """Two authorized user key pairs."""
     return KeyPair.create(), KeyPair.create()
-
-
-def nkey_server_for(users: tuple[KeyPair, ...]) -> NatsServer:
-    """An (unstarted) server that admits only ``users``' nkeys."""
-    entries = ", ".join(f'{{ nkey: "{pair.public_key}" }}' for pair in users)
-    return NatsServer(jetstream=False, extra_config=[f"authorization {{ users = [ {entries} ] }}"])
 
 
 def connected_users(server: NatsServer) -> list[str | None]:
@@ -328,89 +302,6 @@ def test_seed_file_is_read_again_on_reconnect(nkey_users, tmp_path):
 # -- JWT / creds authentication (operator mode) ---------------------------------------------
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def make_jwt(issuer: KeyPair, subject: str, name: str, nats: dict) -> str:
-    """A NATS v2 JWT: claims signed by ``issuer`` over ``header.payload``."""
-    claims = {"iat": int(time.time()), "iss": issuer.public_key, "name": name, "sub": subject}
-    claims["nats"] = {**nats, "version": 2}
-    digest = hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).digest()
-    claims["jti"] = base64.b32encode(digest).decode().rstrip("=")
-    header = {"typ": "JWT", "alg": "ed25519-nkey"}
-    signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
-    return f"{signing_input}.{_b64url(issuer.sign(signing_input.encode()))}"
-
-
-_NO_LIMITS = {"subs": -1, "data": -1, "payload": -1}
-
-
-def user_jwt(account: KeyPair, user: KeyPair, signer: KeyPair | None = None) -> str:
-    """A user JWT signed by the account, or by one of its signing keys."""
-    nats = {"type": "user", "pub": {}, "sub": {}, **_NO_LIMITS}
-    if signer is None:
-        return make_jwt(account, user.public_key, "user", nats)
-    nats["issuer_account"] = account.public_key  # v2: inside "nats"
-    return make_jwt(signer, user.public_key, "user", nats)
-
-
-class Operator:
-    """An operator, a system account and an application account, as JWTs."""
-
-    def __init__(self) -> None:
-        self.operator = KeyPair.create(PREFIX_OPERATOR)
-        self.system = KeyPair.create(PREFIX_ACCOUNT)
-        self.account = KeyPair.create(PREFIX_ACCOUNT)
-        self.signing_key = KeyPair.create(PREFIX_ACCOUNT)
-        self.operator_jwt = make_jwt(
-            self.operator,
-            self.operator.public_key,
-            "test-operator",
-            {"type": "operator", "system_account": self.system.public_key},
-        )
-        limits = {
-            **_NO_LIMITS,
-            "imports": -1,
-            "exports": -1,
-            "wildcards": True,
-            "conn": -1,
-            "leaf": -1,
-        }
-        self.system_jwt = make_jwt(
-            self.operator, self.system.public_key, "SYS", {"type": "account", "limits": limits}
-        )
-        self.account_jwt = make_jwt(
-            self.operator,
-            self.account.public_key,
-            "APP",
-            {
-                "type": "account",
-                "limits": limits,
-                "signing_keys": [self.signing_key.public_key],
-                "default_permissions": {"pub": {}, "sub": {}},
-            },
-        )
-
-    def config(self) -> list[str]:
-        """Server config lines: trusted operator, memory resolver, preloaded accounts."""
-        return [
-            f"operator: {json.dumps(self.operator_jwt)}",
-            f"system_account: {json.dumps(self.system.public_key)}",
-            "resolver: MEMORY",
-            "resolver_preload: {",
-            f"  {self.system.public_key}: {json.dumps(self.system_jwt)}",
-            f"  {self.account.public_key}: {json.dumps(self.account_jwt)}",
-            "}",
-        ]
-
-    def creds(self, path: Path, user: KeyPair | None = None, jwt: str | None = None) -> Path:
-        """Write a .creds file for ``user`` (a new one by default); return its path."""
-        user = user or KeyPair.create()
-        path.write_text(_creds_text(jwt or user_jwt(self.account, user), user.seed))
-        return path
-
-
 @pytest.fixture(scope="module")
 def operator():
     """One operator with its accounts, shared by the module's tests."""
@@ -453,7 +344,7 @@ def test_tampered_or_foreign_creds_are_rejected(operator_server, operator, tmp_p
     header, payload, sig = user_jwt(operator.account, user).split(".")
     claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     claims["name"] = "mallory"
-    forged = f"{header}.{_b64url(json.dumps(claims).encode())}.{sig}"
+    forged = f"{header}.{b64url(json.dumps(claims).encode())}.{sig}"
     tampered = operator.creds(tmp_path / "tampered.creds", user, forged)
     with pytest.raises(js.AuthorizationError):
         js.connect(operator_server.url, user_credentials=tampered, allow_reconnect=False)

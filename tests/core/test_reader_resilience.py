@@ -12,6 +12,7 @@ from jetstream_sync._reader import Reader
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import assert_works
 from tests.fixtures.polling import wait_for
+from tests.fixtures.raw_client import RawClient
 from tests.fixtures.reader import reader_failure
 from tests.fixtures.server import LOOPBACK
 
@@ -43,35 +44,6 @@ class Errors:
             ),
             message=lambda: f"no ProtocolError with {words}; error_cb saw {self.seen!r}",
         )
-
-
-class RawClient:
-    """A plain socket speaking NATS by hand: sends bytes no well-behaved client would."""
-
-    def __init__(self, port: int) -> None:
-        """Connect, and send CONNECT with PING/PONG verification."""
-        self.sock = socket.create_connection((LOOPBACK, port), timeout=5)
-        self.buf = b""
-        self.read_until(b"\r\n")  # INFO
-        self.send(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n')
-
-    def send(self, data: bytes) -> None:
-        """Send ``data`` then PING, and wait for the PONG: the server has handled it."""
-        self.sock.sendall(data + b"PING\r\n")
-        self.read_until(b"PONG\r\n")
-
-    def read_until(self, marker: bytes) -> bytes:
-        """Read until ``marker`` arrives; return (and drop) everything up to it."""
-        while marker not in self.buf:
-            chunk = self.sock.recv(65536)
-            assert chunk, "the server closed the raw connection"
-            self.buf += chunk
-        head, _, self.buf = self.buf.partition(marker)
-        return head
-
-    def close(self) -> None:
-        """Close the socket."""
-        self.sock.close()
 
 
 @pytest.fixture

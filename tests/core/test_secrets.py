@@ -22,7 +22,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync._nkeys import KeyPair
-from tests.core.test_auth_nkeys import Operator, nkey_server_for, user_jwt
+from tests.fixtures.nkeys_auth import Operator, nkey_server_for, user_jwt
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 

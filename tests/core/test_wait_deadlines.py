@@ -16,9 +16,9 @@ import time
 import pytest
 
 import jetstream_sync as js
-from tests.core.test_write_deadlines import fill_past_high_water
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import stopped
+from tests.fixtures.stall import fill_past_high_water
 
 pytestmark = pytest.mark.timeout(90)
 

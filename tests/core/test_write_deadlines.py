@@ -15,29 +15,12 @@ import pytest
 
 import jetstream_sync as js
 from jetstream_sync import _pings
-from jetstream_sync._writer import HIGH_WATER
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, stopped
+from tests.fixtures.stall import CHUNK, fill_past_high_water
 
 pytestmark = pytest.mark.timeout(90)
-
-CHUNK = b"x" * (512 * 1024)
-
-
-def fill_past_high_water(nc: js.Client) -> int:
-    """Publish 512 KiB messages until one times out waiting for room; return how many went.
-
-    Also stops if the connection was declared stale first (a very slow machine).
-    """
-    sent = 0
-    while True:
-        try:
-            nc.publish("stall.fill", CHUNK, timeout=0.2)
-        except (js.TimeoutError, js.ReconnectBufferFullError):
-            return sent
-        sent += 1
-        assert sent * len(CHUNK) < 4 * HIGH_WATER, "the buffer never filled up"
 
 
 def in_msgs(server: NatsServer, name: str) -> int:

@@ -8,9 +8,9 @@ import jetstream_sync
 from jetstream_sync._ack_subject import parse_metadata
 from jetstream_sync.errors import MsgAlreadyAckedError, NotJetStreamMsgError
 from jetstream_sync.msg import Msg
-from tests.core.test_reader_resilience import RawClient
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
+from tests.fixtures.raw_client import RawClient
 
 
 def test_metadata_v1_layout():

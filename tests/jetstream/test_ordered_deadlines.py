@@ -8,10 +8,10 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync.jetstream.consumer_config import OrderedConsumerConfig
-from tests.core.test_write_deadlines import fill_past_high_water
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, stopped
+from tests.fixtures.stall import fill_past_high_water
 
 pytestmark = pytest.mark.timeout(120)
 

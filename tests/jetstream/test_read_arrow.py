@@ -12,8 +12,8 @@ import pytest
 from jetstream_sync.errors import ProtocolError
 from jetstream_sync.jetstream._arrow_decode import read_schema
 from jetstream_sync.jetstream._arrow_read import ROWS_PER_BATCH
-from tests.core.test_reader_resilience import RawClient
 from tests.fixtures.polling import wait_for
+from tests.fixtures.raw_client import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -155,7 +155,7 @@ def test_subjects_and_headers_another_client_wrote_in_bytes_that_are_not_utf8(
     spark, shared_server, js, stream_name, direct
 ):
     """Such rows are read on both paths; each invalid byte shows as U+FFFD."""
-    from tests.core.test_reader_resilience import RawClient
+    from tests.fixtures.raw_client import RawClient
 
     js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_direct=direct)
     name = stream_name.encode()
