@@ -327,3 +327,24 @@ def test_jetstream_imports_no_room_above_it_but_through_the_delegators():
         if _room(dep) in APPLICATION_ROOMS and (name, _room(dep)) not in JETSTREAM_DELEGATORS
     )
     assert not found, f"jetstream/ imports the rooms above it: {found}"
+
+
+TESTS = Path(__file__).parent
+_TEST_MODULE_IMPORT = re.compile(r"^\s*(?:from|import) tests\.[\w.]*\btest_\w+", re.MULTILINE)
+
+
+def test_no_test_module_imports_another():
+    """Helpers shared by tests live in tests/fixtures/, never in another test module."""
+    offenders = [
+        str(path.relative_to(TESTS))
+        for path in TESTS.rglob("*.py")
+        if _TEST_MODULE_IMPORT.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+
+
+def test_the_test_import_check_sees_an_import():
+    """The check above matches both import forms and leaves fixtures alone."""
+    assert _TEST_MODULE_IMPORT.search("from tests.core.test_x import Helper\n")
+    assert _TEST_MODULE_IMPORT.search("    import tests.kv.test_y\n")
+    assert not _TEST_MODULE_IMPORT.search("from tests.fixtures.stall import CHUNK\n")
