@@ -8,49 +8,16 @@ while the bad call is made; that request must still get its answer.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import pytest
 
 import jetstream_sync as js
+from tests.fixtures.in_flight import request_in_flight
 
 pytestmark = pytest.mark.timeout(60)
 
 LONG = "a" * 5000
-
-
-@contextmanager
-def request_in_flight(nc: js.Client, url: str) -> Iterator[None]:
-    """During the block, another thread's request on ``nc`` waits for its reply; it must succeed."""
-    release, asked = threading.Event(), threading.Event()
-    outcome: list[object] = []
-
-    def respond(msg: js.Msg) -> None:
-        asked.set()
-        release.wait(20)
-        msg.respond(b"pong")
-
-    def ask() -> None:
-        try:
-            outcome.append(nc.request("limits.echo", b"ping", timeout=20).data)
-        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
-            outcome.append(exc)
-
-    with js.connect(url) as responder:
-        responder.subscribe("limits.echo", cb=respond)
-        responder.flush()
-        asker = threading.Thread(target=ask)
-        asker.start()
-        try:
-            assert asked.wait(10), "the request never reached the responder"
-            yield
-        finally:
-            release.set()
-            asker.join()
-    assert outcome == [b"pong"]
-    assert nc.stats.reconnects == 0
 
 
 def refused(argument: str, call: Callable[[], object], length: int = len(LONG)) -> None:
@@ -80,7 +47,7 @@ def test_a_too_long_argument_is_refused_and_costs_no_one_their_request(
 ):
     """The call raises LimitExceededError naming the argument; a request in flight succeeds."""
     with js.connect(shared_server.url) as nc:
-        with request_in_flight(nc, shared_server.url):
+        with request_in_flight(nc):
             refused(argument, lambda: call(nc))
         nc.publish("limits.after", b"x")
         nc.flush()
@@ -89,7 +56,7 @@ def test_a_too_long_argument_is_refused_and_costs_no_one_their_request(
 def test_subject_and_reply_are_measured_together(shared_server):
     """Each fits alone, the line they make does not: the longer one is named."""
     with js.connect(shared_server.url) as nc:
-        with request_in_flight(nc, shared_server.url):
+        with request_in_flight(nc):
             refused("reply subject", lambda: nc.publish("s" * 1500, b"", reply="r" * 2600), 2600)
         nc.publish("s" * 1500, b"", reply="r" * 2000)  # a line under 4,096 bytes goes out
         nc.flush()
@@ -99,7 +66,7 @@ def test_a_reply_routed_publish_is_refused_too(shared_server):
     """publish_routed (JetStream's async publish) refuses a subject the line cannot hold."""
     with js.connect(shared_server.url) as nc:
         prefix = nc.add_reply_route(lambda replies: None)
-        with request_in_flight(nc, shared_server.url):
+        with request_in_flight(nc):
             refused("subject", lambda: nc.publish_routed(LONG, b"x", prefix, 1, 1.0))
         nc.publish_routed("limits.routed", b"x", prefix, 1, 1.0)
         nc.flush()

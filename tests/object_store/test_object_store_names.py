@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 import jetstream_sync as nats_sync
 from jetstream_sync import ObjectMeta
+from tests.fixtures.in_flight import request_in_flight
 from tests.fixtures.jetstream import unique_stream_name
 
 
@@ -25,35 +25,11 @@ def obs(js: nats_sync.JetStreamContext) -> Iterator[nats_sync.ObjectStore]:
 def test_a_too_long_name_fails_alone_and_spares_a_request_in_flight(nc, obs):
     """A 3,500-character name raises LimitExceededError naming "object name" before anything
     is sent; another thread's request in flight on the same client is answered."""
-    answer_now = threading.Event()
-
-    def respond(msg: nats_sync.Msg) -> None:
-        answer_now.wait(10)
-        msg.respond(b"pong")
-
-    subject = nc.new_inbox()
-    replies: list[bytes | BaseException] = []
-
-    def ask() -> None:
-        try:
-            replies.append(nc.request(subject, b"ping", timeout=10).data)
-        except nats_sync.NatsError as exc:
-            replies.append(exc)
-
-    with nc.subscribe(subject, cb=respond):
-        nc.flush(timeout=5)
-        asker = threading.Thread(target=ask)
-        asker.start()
-        try:
-            with pytest.raises(nats_sync.LimitExceededError) as refused:
-                obs.get_info("n" * 3500)
-        finally:
-            answer_now.set()
-            asker.join(15)
+    with request_in_flight(nc), pytest.raises(nats_sync.LimitExceededError) as refused:
+        obs.get_info("n" * 3500)
     assert refused.value.argument == "object name"
     assert (refused.value.length, refused.value.limit) == (3500, nc.max_control_line)
-    assert replies == [b"pong"]
-    assert nc.is_connected and obs.put("after", b"1").size == 1
+    assert obs.put("after", b"1").size == 1
 
 
 def test_a_name_at_the_limit_works_one_byte_more_is_refused(obs):
