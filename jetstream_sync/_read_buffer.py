@@ -35,11 +35,13 @@ class EndOfStreamError(ConnectionError):
 def unroutable(exc: Exception) -> ProtocolError:
     """The connection error for a parsed buffer the client could not handle.
 
-    The cause keeps its traceback from the routing code on (for debugging),
-    with the local variables of those frames cleared: they hold the data.
+    The text names only the exception's type: its message may quote what was
+    received. The cause keeps message and traceback from the routing code on
+    (for debugging), with the local variables of those frames cleared: they
+    hold the data.
     """
     error = ProtocolError(
-        f"could not handle what the server sent ({type(exc).__name__}: {exc}); reconnecting"
+        f"could not handle what the server sent ({type(exc).__name__}); reconnecting"
     )
     tb = exc.__traceback__
     inner = tb.tb_next if tb is not None else None
