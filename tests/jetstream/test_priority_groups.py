@@ -152,6 +152,22 @@ def test_pin_kept_by_messages_and_consume_across_refills(js, other_js, stream):
     assert set(got) == pins
 
 
+def test_a_handle_shares_one_pin_among_its_pulls(js, stream):
+    """The pin one pull of a handle wins is the handle's: reported, and sent by its other pulls."""
+    a = _consumer(stream, PriorityPolicy.PINNED_CLIENT)
+    with (
+        a.messages(max_messages=1, expires=5, group="g") as first,
+        a.messages(max_messages=1, expires=5, group="g"),
+    ):
+        _waiting(a, 2)
+        js.publish(f"{stream.name}.x", b"0")
+        pin = first.next(timeout=5).headers[PIN]  # the first waiting pull wins the pin
+        assert a.pin_id("g") == pin
+    js.publish(f"{stream.name}.x", b"1")
+    again = a.fetch(1, timeout=2, group="g")  # without the pin it would only wait as a candidate
+    assert _data(again) == [b"1"] and again[0].headers[PIN] == pin
+
+
 def test_failover_after_priority_timeout(js, other_js, stream):
     """A pinned client that stops pulling loses the pin after priority_timeout to a waiting one.
 
