@@ -7,6 +7,7 @@ messages() and consume(); the pin kept across pulls, failover after
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -344,6 +345,10 @@ def test_server_refusals_map_to_priority_group_error(js, stream):
     with pytest.raises(PriorityGroupError, match="'nope'.*Invalid Priority Group") as info:
         blind.fetch(1, timeout=1, group="nope")
     assert info.value.status == 400 and info.value.group == "nope"
+    copy = pickle.loads(pickle.dumps(info.value))  # Spark ships errors between processes
+    assert (type(copy), str(copy), copy.group, copy.status) == (
+        PriorityGroupError, str(info.value), "nope", 400,
+    )  # fmt: skip
     with pytest.raises(PriorityGroupError, match="Not a Overflow"):
         blind.fetch(1, timeout=1, group="g", min_pending=1)
     with pytest.raises(PriorityGroupError, match="'nope'"), blind.messages(group="nope") as it:
