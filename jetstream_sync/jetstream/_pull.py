@@ -308,10 +308,8 @@ def fetch(
         except TimeoutError:  # no room in the write buffer: nothing was asked, nothing came
             return msgs
         hb_wait = None if heartbeat is None else Deadline(2 * heartbeat)
-        wait = deadline
         while len(msgs) < batch:
-            if hb_wait is not None:
-                wait = hb_wait if hb_wait.end < deadline.end else deadline
+            wait = hb_wait if hb_wait is not None and hb_wait.end < deadline.end else deadline
             try:
                 got = sub.next_msgs(batch - len(msgs), None, deadline=wait)
             except TimeoutError:

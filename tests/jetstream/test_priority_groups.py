@@ -86,16 +86,16 @@ def test_prioritized_messages_serve_priority_0_first(js, other_js, stream):
     high_cons = _consumer(stream, PriorityPolicy.PRIORITIZED)
     low_cons = other_js.consumer(stream.name, "pg")
     with low_cons.messages(max_messages=10, expires=5, group="g", priority=1) as low:
-        _waiting(high_cons, 1)
-        high = high_cons.messages(max_messages=10, expires=5, group="g", priority=0)
-        _waiting(high_cons, 2)
-        publish_numbered(js, f"{stream.name}.x", 5)
-        assert [high.next(timeout=5).data for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
-        with pytest.raises(jetstream_sync.TimeoutError):
-            low.next(timeout=0.5)
-        high.stop()  # its unsubscribe goes out on js's connection before the next publish
-        publish_numbered(js, f"{stream.name}.x", 3, start=5)
-        assert [low.next(timeout=5).data for _ in range(3)] == [b"5", b"6", b"7"]
+        _waiting(high_cons, 1)  # the low-priority pull waits first
+        with high_cons.messages(max_messages=10, expires=5, group="g", priority=0) as high:
+            _waiting(high_cons, 2)
+            publish_numbered(js, f"{stream.name}.x", 5)
+            assert [high.next(timeout=5).data for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
+            with pytest.raises(jetstream_sync.TimeoutError):
+                low.next(timeout=0.5)
+            high.stop()  # its unsubscribe goes out on js's connection before the next publish
+            publish_numbered(js, f"{stream.name}.x", 3, start=5)
+            assert [low.next(timeout=5).data for _ in range(3)] == [b"5", b"6", b"7"]
 
 
 def test_prioritized_consume_serves_priority_0_first(js, other_js, stream):
@@ -103,20 +103,16 @@ def test_prioritized_consume_serves_priority_0_first(js, other_js, stream):
     high_cons = _consumer(stream, PriorityPolicy.PRIORITIZED)
     high_got: list[bytes] = []
     low_got: list[bytes] = []
-    low_ctx = other_js.consumer(stream.name, "pg").consume(
-        lambda m: low_got.append(m.data), expires=5, group="g", priority=1
-    )
-    try:
+    low = other_js.consumer(stream.name, "pg")
+    with low.consume(lambda m: low_got.append(m.data), expires=5, group="g", priority=1):
         _waiting(high_cons, 1)
-        high_ctx = high_cons.consume(lambda m: high_got.append(m.data), expires=5, group="g")
-        _waiting(high_cons, 2)  # priority omitted: 0, the highest
-        publish_numbered(js, f"{stream.name}.x", 5)
-        wait_for(lambda: len(high_got) == 5)
-        high_ctx.stop()
-        publish_numbered(js, f"{stream.name}.x", 3, start=5)
-        wait_for(lambda: len(low_got) == 3)
-    finally:
-        low_ctx.stop()
+        with high_cons.consume(lambda m: high_got.append(m.data), expires=5, group="g") as high:
+            _waiting(high_cons, 2)  # priority omitted: 0, the highest
+            publish_numbered(js, f"{stream.name}.x", 5)
+            wait_for(lambda: len(high_got) == 5)
+            high.stop()
+            publish_numbered(js, f"{stream.name}.x", 3, start=5)
+            wait_for(lambda: len(low_got) == 3)
     assert high_got == [b"0", b"1", b"2", b"3", b"4"] and low_got == [b"5", b"6", b"7"]
 
 
@@ -216,6 +212,29 @@ def test_423_fetch_clears_the_pin_and_pulls_again(js, stream):
     again = a.fetch(1, timeout=2, group="g")
     assert _data(again) == [b"1"]
     assert again[0].headers[PIN] == a.pin_id("g") != old
+
+
+def test_423_fetch_with_heartbeat_pulls_again_within_its_timeout(js, other_js, stream):
+    """A 423 late in a heartbeat fetch: the pull goes again (without heartbeats that no
+    longer fit its shorter expiry) and the fetch ends empty at its timeout, no error."""
+    a = _consumer(stream, PriorityPolicy.PINNED_CLIENT)
+    b = other_js.consumer(stream.name, "pg")
+    js.publish(f"{stream.name}.x", b"0")
+    assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"]
+    a.unpin("g")  # nobody is pinned; a still holds the old pin
+    start = time.monotonic()
+    t_a, got_a = _in_thread(lambda: a.fetch(1, timeout=4, heartbeat=1.9, group="g"))
+    _waiting(a, 1)
+    t_b, got_b = _in_thread(lambda: b.fetch(1, timeout=5, group="g"))
+    _waiting(a, 2)
+    # Let 0.3 s pass, so that 2 x 1.9 s of heartbeats no longer fit in what is left.
+    wait_for(lambda: time.monotonic() - start >= 0.3)
+    js.publish(f"{stream.name}.x", b"1")  # a's stale pull gets 423; b's wins the pin
+    t_b.join(10)
+    t_a.join(10)
+    assert _data(got_b[0]) == [b"1"]
+    assert got_a == [[]] and a.pin_id("g") is None
+    assert time.monotonic() - start >= 3.5  # the second pull waited out the first's timeout
 
 
 def test_423_messages_goes_on_without_the_pin(js, other_js, stream):
