@@ -183,8 +183,10 @@ class Priority:
         else:
             try:
                 group_names((group,), "group")
-            except ValueError as exc:
-                raise PriorityGroupError(f"not a valid group name ({exc})", group) from None
+            except ValueError:
+                raise PriorityGroupError(
+                    "a group name must be 1-16 characters of a-z A-Z 0-9 / _ = -", group
+                ) from None
         self.group = group
         self.min_pending = min_pending
         self.min_ack_pending = min_ack_pending
