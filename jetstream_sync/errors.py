@@ -399,6 +399,31 @@ class PullBadRequestError(PullStatusError):
     """400: the server rejected the pull request (bad options, wrong priority group...)."""
 
 
+class PriorityGroupError(PullBadRequestError, ValueError):
+    """Priority-group options (ADR-42) the consumer cannot take.
+
+    A group the consumer does not declare, a group on a consumer without
+    groups (or none on one with them), a group name outside the server's rule,
+    a ``priority`` outside 0-9, or an option the consumer's policy does not
+    take. Raised before sending where the client can tell (``status`` 0),
+    else from the server's answer (``status`` 400). The text names the group.
+
+    Attributes:
+        group: the group the request named, or None.
+    """
+
+    def __init__(self, description: str = "", group: str | None = None, status: int = 0) -> None:
+        JetStreamError.__init__(
+            self, f"priority group {group!r}: {description}" if group is not None else description
+        )
+        self.status = status
+        self.description = description
+        self.group = group
+
+    def __reduce__(self) -> tuple[type[Self], tuple[Any, ...]]:
+        return (type(self), (self.description, self.group, self.status))
+
+
 class ConsumerPushBasedError(PullStatusError):
     """409 "Consumer is push based": pull requests were sent to a push consumer."""
 

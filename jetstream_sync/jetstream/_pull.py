@@ -19,7 +19,8 @@ status      description                             meaning here
 409         Consumer Deleted                        terminal: ConsumerDeletedError
 409         Consumer is push based                  terminal: ConsumerPushBasedError
 400         Bad Request...                          terminal: PullBadRequestError
-423         Nats-Pin-Id mismatch / Wrong-Pin-Id     warning: pin lost (cleared)
+                                                    (PriorityGroupError: group options)
+423         Nats-Pin-Id mismatch / Wrong-Pin-Id     pin lost: cleared, pulled again
 503         (no responders)                         nobody serves the consumer now
 ==========  ======================================  =============================
 
@@ -45,6 +46,7 @@ from ..errors import (
     NoHeartbeatError,
     NoRespondersError,
     PinIdMismatchError,
+    PriorityGroupError,
     PullBadRequestError,
     PullRequestLimitError,
     PullStatusError,
@@ -52,6 +54,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..msg import Msg, first_status
+from ._checks import group_names
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -71,8 +74,12 @@ EXPIRY_MARGIN = 0.1
 NS = 1_000_000_000
 
 
-def classify(msg: Msg) -> tuple[int, BaseException | None]:
-    """Sort a status message into a kind, with the error it stands for (if any)."""
+def classify(msg: Msg, group: str | None = None) -> tuple[int, BaseException | None]:
+    """Sort a status message into a kind, with the error it stands for (if any).
+
+    ``group`` is the priority group the request named, for the text of a
+    :class:`PriorityGroupError`.
+    """
     status = msg.status
     text = msg.description
     lower = text.lower()
@@ -95,6 +102,8 @@ def classify(msg: Msg) -> tuple[int, BaseException | None]:
             return WARNING, PullRequestLimitError(409, text)
         return WARNING, PullStatusError(409, text)
     if status == 400:
+        if "priority" in lower:  # the server's priority-group refusals (ADR-42)
+            return TERMINAL, PriorityGroupError(text, group, 400)
         return TERMINAL, PullBadRequestError(400, text)
     if status == 423:
         return WARNING, PinIdMismatchError(423, text)
@@ -103,19 +112,57 @@ def classify(msg: Msg) -> tuple[int, BaseException | None]:
     return WARNING, PullStatusError(status or 0, text)
 
 
+class Pin:
+    """The pin id one consumer handle holds in one priority group (ADR-42).
+
+    Shared by every pull the handle makes in the group (fetch after fetch,
+    ``messages()``, ``consume()``), as nats.go keeps one pin per consumer:
+    the server's ``Nats-Pin-Id`` header sets it, a 423 clears it.
+    """
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+
+    def clear(self, sent: str | None) -> None:
+        """Forget the pin after a 423 to a request that carried ``sent``.
+
+        A pin won meanwhile (by another pull of the handle) is kept.
+        """
+        if self.id == sent:
+            self.id = None
+
+
+def _option(name: str, value: int | None, low: int, high: int | None, group: str | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PriorityGroupError(f"{name} must be an int, got {value!r}", group)
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise PriorityGroupError(f"{name} must be {bounds}, got {value}", group)
+
+
 class Priority:
-    """Priority-group options of pull requests (ADR-42), and the pin id being tracked.
+    """Priority-group options of pull requests (ADR-42), with the group's shared :class:`Pin`.
 
     Args:
-        group: the priority group to pull in.
+        group: the priority group to pull in (1-16 characters of
+            ``a-z A-Z 0-9 / _ = -``, the server's rule).
         min_pending: OVERFLOW: only serve while the consumer has at least this
             many pending messages.
         min_ack_pending: OVERFLOW: only serve while at least this many acks
             are pending.
         priority: PRIORITIZED: 0 (highest) to 9.
+        pin: the handle's pin in ``group`` (a fresh one when omitted).
+
+    Raises:
+        PriorityGroupError: an option without ``group``, a bad group name, or
+            a value out of range (before anything is sent).
     """
 
-    __slots__ = ("group", "min_pending", "min_ack_pending", "priority", "pin_id")
+    __slots__ = ("group", "min_pending", "min_ack_pending", "priority", "pin")
 
     def __init__(
         self,
@@ -123,19 +170,31 @@ class Priority:
         min_pending: int | None = None,
         min_ack_pending: int | None = None,
         priority: int | None = None,
+        pin: Pin | None = None,
     ) -> None:
-        if group is None and (min_pending or min_ack_pending or priority is not None):
-            raise ValueError("min_pending, min_ack_pending and priority need group=")
-        if priority is not None and not 0 <= priority <= 9:
-            raise ValueError("priority must be between 0 and 9")
+        _option("min_pending", min_pending, 0, None, group)
+        _option("min_ack_pending", min_ack_pending, 0, None, group)
+        _option("priority", priority, 0, 9, group)
+        if group is None:
+            if min_pending or min_ack_pending or priority is not None:
+                raise PriorityGroupError("min_pending, min_ack_pending and priority need group=")
+        elif not isinstance(group, str):
+            raise PriorityGroupError(f"group must be a str, got {group!r}")
+        else:
+            try:
+                group_names((group,), "group")
+            except ValueError:
+                raise PriorityGroupError(
+                    "a group name must be 1-16 characters of a-z A-Z 0-9 / _ = -", group
+                ) from None
         self.group = group
         self.min_pending = min_pending
         self.min_ack_pending = min_ack_pending
         self.priority = priority
-        self.pin_id: str | None = None
+        self.pin = pin if pin is not None else Pin()
 
-    def fill(self, body: dict[str, Any]) -> None:
-        """Add the group fields (and the current pin id) to a request body."""
+    def fill(self, body: dict[str, Any]) -> str | None:
+        """Add the group fields and the current pin id to a request body; return the pin id."""
         body["group"] = self.group
         if self.min_pending:
             body["min_pending"] = self.min_pending
@@ -143,14 +202,40 @@ class Priority:
             body["min_ack_pending"] = self.min_ack_pending
         if self.priority is not None:
             body["priority"] = self.priority
-        if self.pin_id:
-            body["id"] = self.pin_id
+        pin = self.pin.id
+        if pin:
+            body["id"] = pin
+        return pin
 
     def track(self, msg: Msg) -> None:
         """Remember the pin id a delivered message carries."""
         pin = msg.headers.get(PIN_ID) if msg.header_size else None
         if pin:
-            self.pin_id = pin
+            self.pin.id = pin
+
+
+def request_fields(
+    batch: int,
+    expires: float | None,
+    max_bytes: int | None = None,
+    heartbeat: float | None = None,
+    no_wait: bool = False,
+    priority: Priority | None = None,
+) -> tuple[bytes, str | None]:
+    """The JSON of one pull request (durations in ns on the wire) and the pin id it carries."""
+    body: dict[str, Any] = {"batch": batch}
+    if expires:
+        body["expires"] = int(expires * NS)
+    if max_bytes:
+        body["max_bytes"] = max_bytes
+    if no_wait:
+        body["no_wait"] = True
+    if heartbeat:
+        body["idle_heartbeat"] = int(heartbeat * NS)
+    pin = None
+    if priority is not None and priority.group:
+        pin = priority.fill(body)
+    return json.dumps(body, separators=(",", ":")).encode(), pin
 
 
 def request_body(
@@ -162,18 +247,7 @@ def request_body(
     priority: Priority | None = None,
 ) -> bytes:
     """The JSON of one pull request (durations in ns on the wire)."""
-    body: dict[str, Any] = {"batch": batch}
-    if expires:
-        body["expires"] = int(expires * NS)
-    if max_bytes:
-        body["max_bytes"] = max_bytes
-    if no_wait:
-        body["no_wait"] = True
-    if heartbeat:
-        body["idle_heartbeat"] = int(heartbeat * NS)
-    if priority is not None and priority.group:
-        priority.fill(body)
-    return json.dumps(body, separators=(",", ":")).encode()
+    return request_fields(batch, expires, max_bytes, heartbeat, no_wait, priority)[0]
 
 
 def check_heartbeat(heartbeat: float | None, expires: float | None) -> float | None:
@@ -202,11 +276,15 @@ def fetch(
 ) -> list[Msg]:
     """One pull request on a fresh inbox; collect until done, full, or ``timeout``.
 
-    Returns the user messages received (possibly none).
+    Returns the user messages received (possibly none). A 423 (this handle's
+    pin in its priority group is no longer valid) clears the pin and, when
+    nothing came yet, pulls again without it for the rest of ``timeout``, as
+    ADR-42 asks of clients: the request then waits as a candidate for the pin.
 
     Raises:
         ConsumerDeletedError, ConsumerPushBasedError, PullBadRequestError:
             terminal statuses.
+        PriorityGroupError: the server refused the request's priority-group options.
         PullStatusError: a warning status ended the request before any message.
         NoHeartbeatError: two heartbeats were missed before any message came.
         NoRespondersError: nothing serves the consumer (it does not exist or
@@ -224,21 +302,16 @@ def fetch(
     sub = client.subscribe(inbox)
     msgs: list[Msg] = []
     track = priority is not None and priority.group is not None
+    group = priority.group if priority is not None else None
     try:
+        body, sent_pin = request_fields(batch, expires, max_bytes, heartbeat, no_wait, priority)
         try:
-            client.publish(
-                next_subject,
-                request_body(batch, expires, max_bytes, heartbeat, no_wait, priority),
-                reply=inbox,
-                timeout=timeout,
-            )
+            client.publish(next_subject, body, reply=inbox, timeout=timeout)
         except TimeoutError:  # no room in the write buffer: nothing was asked, nothing came
             return msgs
         hb_wait = None if heartbeat is None else Deadline(2 * heartbeat)
-        wait = deadline
         while len(msgs) < batch:
-            if hb_wait is not None:
-                wait = hb_wait if hb_wait.end < deadline.end else deadline
+            wait = hb_wait if hb_wait is not None and hb_wait.end < deadline.end else deadline
             try:
                 got = sub.next_msgs(batch - len(msgs), None, deadline=wait)
             except TimeoutError:
@@ -265,14 +338,22 @@ def fetch(
                         break
                 msg = got[j]
                 i = j + 1
-                kind, error = classify(msg)
+                kind, error = classify(msg, group)
                 if kind == HEARTBEAT:
                     continue
                 if kind == DONE:
                     done = True
                     break
-                if isinstance(error, PinIdMismatchError):
-                    priority.pin_id = None  # type: ignore[union-attr]
+                if isinstance(error, PinIdMismatchError) and priority is not None:
+                    priority.pin.clear(sent_pin)
+                    if not msgs and sent_pin:
+                        # The 423 removed the request; ask again without the pin.
+                        heartbeat, sent_pin = _repull(
+                            client, next_subject, inbox, batch, deadline,
+                            max_bytes, heartbeat, no_wait, priority,
+                        )  # fmt: skip
+                        hb_wait = None if heartbeat is None else Deadline(2 * heartbeat)
+                        continue
                 if kind == NO_RESPONDERS and not msgs:
                     raise NoRespondersError(
                         f"no responders for the pull request on {next_subject!r} "
@@ -291,3 +372,35 @@ def fetch(
         except ConnectionClosedError:
             pass
     return msgs
+
+
+def _repull(
+    client: Client,
+    next_subject: str,
+    inbox: str,
+    batch: int,
+    deadline: Deadline,
+    max_bytes: int | None,
+    heartbeat: float | None,
+    no_wait: bool,
+    priority: Priority,
+) -> tuple[float | None, str | None]:
+    """Send a fetch's request again (its pin was cleared) for the time left.
+
+    Returns the heartbeat interval asked for (none when it no longer fits in
+    half the shorter expiry) and the pin id sent. Nothing is sent when too
+    little time is left or the write buffer has no room: the fetch then ends
+    at its deadline.
+    """
+    left = deadline.remaining()
+    if left <= 2 * EXPIRY_MARGIN:
+        return None, None
+    expires = None if no_wait else left - EXPIRY_MARGIN
+    if heartbeat is not None and (expires is None or 2 * heartbeat > expires):
+        heartbeat = None
+    body, pin = request_fields(batch, expires, max_bytes, heartbeat, no_wait, priority)
+    try:
+        client.publish(next_subject, body, reply=inbox, timeout=left)
+    except TimeoutError:
+        return None, None
+    return heartbeat, pin

@@ -43,7 +43,7 @@ from ._pull import (
     Priority,
     check_heartbeat,
     classify,
-    request_body,
+    request_fields,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +178,8 @@ class MessageIterator(IterationMixin):
         )
         self._priority = priority
         self._track = priority is not None and priority.group is not None
+        self._group = priority.group if priority is not None else None
+        self._sent_pin: str | None = None  # the pin id of the latest request
         self._on_warning = on_warning
         self._exists = exists
         self._lock = threading.Lock()
@@ -216,7 +218,7 @@ class MessageIterator(IterationMixin):
                 want_bytes = self._max_bytes - self._pending_bytes
                 if want_bytes <= 0:
                     return
-                body = request_body(
+                body, self._sent_pin = request_fields(
                     BYTES_BATCH, self._expires, want_bytes, self._heartbeat, False, self._priority
                 )
                 self._pending_msgs = BYTES_BATCH
@@ -225,7 +227,7 @@ class MessageIterator(IterationMixin):
                 want = self._batch - self._pending_msgs
                 if want <= 0:
                     return
-                body = request_body(
+                body, self._sent_pin = request_fields(
                     want, self._expires, None, self._heartbeat, False, self._priority
                 )
                 self._pending_msgs = self._batch
@@ -388,7 +390,7 @@ class MessageIterator(IterationMixin):
                     self._pending_bytes = max(self._pending_bytes - taken_bytes, 0)
 
     def _status(self, msg: Msg) -> None:
-        kind, error = classify(msg)
+        kind, error = classify(msg, self._group)
         if kind == HEARTBEAT:
             return
         if kind == DONE or isinstance(error, ServerShutdownError):
@@ -417,7 +419,9 @@ class MessageIterator(IterationMixin):
             return
         # warnings
         if isinstance(error, PinIdMismatchError):
-            self._priority.pin_id = None  # type: ignore[union-attr]
+            # ADR-42: forget the pin and keep pulling without it (a candidate
+            # for the next pin). A pin won since that request was sent stays.
+            self._priority.pin.clear(self._sent_pin)  # type: ignore[union-attr]
             self._reset_pending()
         elif isinstance(error, LeadershipChangedError):
             self._reset_pending()

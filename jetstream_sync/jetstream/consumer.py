@@ -12,11 +12,19 @@ import attrs
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
-from ..errors import ConnectionClosedError, IteratorClosedError, NatsError, TimeoutError
+from ..errors import (
+    APIError,
+    ConnectionClosedError,
+    IteratorClosedError,
+    NatsError,
+    PriorityGroupError,
+    TimeoutError,
+)
 from ..msg import Msg
 from . import _api
-from ._pull import Priority, fetch
+from ._pull import Pin, Priority, fetch
 from ._pull_stream import MessageIterator, consumer_exists
+from .enums import PriorityPolicy
 from .info import ConsumerInfo
 
 if TYPE_CHECKING:
@@ -24,6 +32,10 @@ if TYPE_CHECKING:
     from ._api import JsApi
 
 __all__ = ["ConsumeContext", "Consumer", "PauseResponse"]
+
+# The UNPIN API's errors about the group (server/errors.json).
+_NO_SUCH_GROUP = 10160
+_BAD_GROUP_NAME = 10162
 
 
 @attrs.frozen(kw_only=True)
@@ -174,7 +186,7 @@ class Consumer:
         self._info = info
         self._timeout = timeout
         self._next_subject = api.subject(_api.CONSUMER_NEXT, stream=stream_name, consumer=name)
-        self._priority: dict[str, Priority] = {}
+        self._pins: dict[str, Pin] = {}  # per priority group, shared by every pull
 
     @property
     def cached_info(self) -> ConsumerInfo | None:
@@ -197,15 +209,46 @@ class Consumer:
         min_ack_pending: int | None,
         priority: int | None,
     ) -> Priority | None:
+        """The priority-group options of one pull, checked, holding the group's pin."""
+        options = Priority(group, min_pending, min_ack_pending, priority)
+        self._check_group(options)
         if group is None:
-            Priority(None, min_pending, min_ack_pending, priority)  # validates
             return None
-        p = Priority(group, min_pending, min_ack_pending, priority)
-        known = self._priority.get(group)
-        if known is not None:
-            p.pin_id = known.pin_id
-        self._priority[group] = p
-        return p
+        options.pin = self._pins.setdefault(group, options.pin)
+        return options
+
+    def _check_group(self, options: Priority) -> None:
+        """Refuse options the consumer's config (as cached) cannot take, naming the group.
+
+        Raises:
+            PriorityGroupError: as the server would answer (ADR-42), before sending.
+        """
+        cfg = self._info.config if self._info is not None else None
+        if cfg is None:
+            return  # unknown config: the server's answer decides
+        group = options.group
+        groups = tuple(cfg.priority_groups or ())
+        if not groups:
+            if group is not None:
+                raise PriorityGroupError(f"consumer {self.name!r} has no priority groups", group)
+            return
+        if group is None:
+            raise PriorityGroupError(
+                f"consumer {self.name!r} has priority groups ({', '.join(groups)}): "
+                "pull with group="
+            )
+        if group not in groups:
+            raise PriorityGroupError(
+                f"consumer {self.name!r} does not declare it (its groups: {', '.join(groups)})",
+                group,
+            )
+        policy = cfg.priority_policy
+        if (options.min_pending or options.min_ack_pending) and policy != PriorityPolicy.OVERFLOW:
+            raise PriorityGroupError(
+                f"min_pending and min_ack_pending need the overflow policy, not {policy}", group
+            )
+        if options.priority is not None and policy != PriorityPolicy.PRIORITIZED:
+            raise PriorityGroupError(f"priority needs the prioritized policy, not {policy}", group)
 
     # -- pulling ------------------------------------------------------------------
 
@@ -232,22 +275,30 @@ class Consumer:
             timeout: seconds to wait for the batch to fill.
             heartbeat: ask the server for idle heartbeats this often
                 (at most half the timeout); two missed raise.
-            group: the priority group to pull in (server 2.11+); a pin id is
-                tracked per group.
-            min_pending: priority-group option: serve this request only while
-                the consumer has at least this many messages pending.
-            min_ack_pending: priority-group option: serve it only while at
-                least this many acks are pending.
-            priority: priority-group option: the request's priority (the
-                prioritized policy).
+            group: the priority group to pull in (needed by, and only by, a
+                consumer with ``priority_groups``; server 2.11+). The handle
+                keeps the group's pin id (``Nats-Pin-Id``) for all its pulls.
+            min_pending: OVERFLOW policy: serve this request only while the
+                consumer has at least this many messages pending.
+            min_ack_pending: OVERFLOW policy: serve it only while at least
+                this many acks are pending (either limit met is enough).
+            priority: PRIORITIZED policy (server 2.12+): 0 (served first) to 9.
+
+        A 423 (the handle's pin is no longer valid: unpinned, or another
+        client took over after ``priority_timeout``) is not an error: the pin
+        is cleared and, if nothing came yet, the pull is sent again without
+        it for the rest of ``timeout``, waiting as a candidate for the pin
+        (ADR-42); :meth:`pin_id` then returns ``None`` unless it was won.
 
         Raises:
             ConsumerDeletedError: the consumer was deleted.
             NoHeartbeatError: the heartbeats stopped before any message came.
+            PriorityGroupError: priority-group options the consumer cannot take
+                (checked before sending against its cached config, else the
+                server's 400); also a ``ValueError``.
             PullStatusError: the server refused the request (its subclasses:
                 ``PullRequestLimitError`` for max_waiting/max_batch/...,
-                ``PullBadRequestError``, ``ConsumerPushBasedError``,
-                ``PinIdMismatchError``...).
+                ``PullBadRequestError``, ``ConsumerPushBasedError``...).
             NoRespondersError: nothing serves the consumer (does it exist?).
             ValueError: ``batch`` or ``timeout`` is not valid.
         """
@@ -270,8 +321,8 @@ class Consumer:
     ) -> list[Msg]:
         """Pull messages until about ``max_bytes`` (payloads plus headers and subjects).
 
-        Like :meth:`fetch`; the server stops before a message that would go
-        past the limit.
+        Like :meth:`fetch` (with the same priority-group options); the server
+        stops before a message that would go past the limit.
         """
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
@@ -281,26 +332,51 @@ class Consumer:
             priority=self._group(group, min_pending, min_ack_pending, priority),
         )  # fmt: skip
 
-    def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
+    def fetch_no_wait(
+        self,
+        batch: int = D.FETCH_BATCH,
+        timeout: float | None = None,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> list[Msg]:
         """Take up to ``batch`` messages that are available now; do not wait for more.
 
         Args:
             timeout: seconds to wait for the server's answer (default: the
                 context's timeout).
+            group, min_pending, min_ack_pending, priority: priority-group
+                options, as :meth:`fetch`.
         """
         return fetch(
             self._client, self._next_subject, _check_batch(batch),
             check_timeout("timeout", timeout, self._timeout), no_wait=True,
+            priority=self._group(group, min_pending, min_ack_pending, priority),
         )  # fmt: skip
 
-    def next(self, timeout: float = D.FETCH_TIMEOUT, heartbeat: float | None = None) -> Msg:
-        """Block for one message.
+    def next(
+        self,
+        timeout: float = D.FETCH_TIMEOUT,
+        heartbeat: float | None = None,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> Msg:
+        """Block for one message (priority-group options as :meth:`fetch`).
 
         Raises:
             TimeoutError: none arrived within ``timeout``.
             ConsumerDeletedError, PullStatusError, NoHeartbeatError: as :meth:`fetch`.
         """
-        msgs = self.fetch(1, timeout, heartbeat)
+        msgs = self.fetch(
+            1, timeout, heartbeat,
+            group=group, min_pending=min_pending, min_ack_pending=min_ack_pending,
+            priority=priority,
+        )  # fmt: skip
         if not msgs:
             raise TimeoutError(f"no message from consumer {self.name!r} within {timeout} s")
         return msgs[0]
@@ -328,9 +404,16 @@ class Consumer:
         30); after two missed ones, or a reconnect, it pulls again. Use it in
         a ``with`` block or call ``stop()``.
 
+        The priority-group options are those of :meth:`fetch`; every pull
+        carries the group's pin id. A 423 (pin lost) clears the pin and pulls
+        again without it; iteration goes on (the loss is logged as a warning).
+        With PINNED_CLIENT, keep ``expires`` well under the consumer's
+        ``priority_timeout``: only a new pull renews the pin.
+
         Raises:
             ValueError: bad limits (``expires`` under 1 s, ``heartbeat`` over
                 half of ``expires``...).
+            PriorityGroupError: priority-group options the consumer cannot take.
         """
         return MessageIterator(
             self._client, self._next_subject,
@@ -363,6 +446,11 @@ class Consumer:
         warnings (missed heartbeats, refused pulls), exceptions the callback
         raised, and the terminal error that ended consumption (e.g.
         :class:`ConsumerDeletedError`). Stop with ``stop()`` or ``drain()``.
+        A lost pin (423) is a warning: ``error_handler`` hears
+        :class:`PinIdMismatchError` while pulling goes on without the pin.
+
+        Raises:
+            ValueError, PriorityGroupError: as :meth:`messages`.
         """
         it = self.messages(
             max_messages, max_bytes, expires, heartbeat, threshold_messages, threshold_bytes,
@@ -401,16 +489,29 @@ class Consumer:
     def unpin(self, group: str, timeout: float | None = None) -> None:
         """Unpin the client pinned in priority group ``group`` (PINNED_CLIENT; 2.11+).
 
+        The server picks the next pinned client among the waiting pulls; the
+        old pin's next pull gets a 423 (handled as :meth:`fetch` says).
+
         Raises:
+            PriorityGroupError: ``group`` is not a valid name, or the consumer
+                does not declare it (checked against the cached config before
+                sending, else the server's error).
             ConsumerNotFoundError: the consumer does not exist.
-            APIError: the group is unknown.
         """
-        _unpin(self._api, self.stream_name, self.name, group, self._deadline(timeout))
+        if not isinstance(group, str):
+            raise PriorityGroupError(f"group must be a str, got {group!r}")
+        self._check_group(Priority(group))
+        try:
+            _unpin(self._api, self.stream_name, self.name, group, self._deadline(timeout))
+        except APIError as exc:
+            if exc.err_code in (_NO_SUCH_GROUP, _BAD_GROUP_NAME):
+                raise PriorityGroupError(exc.description, group, exc.code) from None
+            raise
 
     def pin_id(self, group: str) -> str | None:
         """The pin id this handle holds in ``group`` (``None``: not pinned)."""
-        p = self._priority.get(group)
-        return p.pin_id if p is not None else None
+        pin = self._pins.get(group)
+        return pin.id if pin is not None else None
 
     def delete(self, timeout: float | None = None) -> bool:
         """Delete the consumer on the server.
@@ -454,6 +555,4 @@ def _pause(
 
 
 def _unpin(api: JsApi, stream: str, name: str, group: str, deadline: Deadline) -> None:
-    if not group:
-        raise ValueError("group must not be empty")
     api.request_json(_api.CONSUMER_UNPIN, {"group": group}, deadline, stream=stream, consumer=name)

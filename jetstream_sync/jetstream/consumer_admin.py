@@ -18,16 +18,25 @@ import attrs
 
 from .._deadline import Deadline
 from .._nuid import NUID
+from ..errors import RequiredApiLevelError
 from . import _api
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig
+from .enums import PriorityPolicy
 from .info import ConsumerInfo
 
 if TYPE_CHECKING:
     from ..client import Client
     from ._api import JsApi
 
-__all__ = ["CREATE", "UPDATE", "UPSERT", "consumer_api_level", "create_consumer"]
+__all__ = [
+    "CREATE",
+    "UPDATE",
+    "UPSERT",
+    "check_consumer_level",
+    "consumer_api_level",
+    "create_consumer",
+]
 
 # The ``action`` of a CONSUMER.CREATE request.
 CREATE = "create"
@@ -35,18 +44,47 @@ UPDATE = "update"
 UPSERT = ""
 
 
+# The first nats-server release of each JetStream API level a consumer may need.
+_SERVER_OF_LEVEL = {1: "2.11", 2: "2.12", 4: "2.14"}
+
+
 def consumer_api_level(config: ConsumerConfig) -> int:
-    """The JetStream API level a consumer config needs (0 when any server will do)."""
+    """The JetStream API level a consumer config needs (0 when any server will do).
+
+    Priority groups and pauses came with 2.11 (level 1), the PRIORITIZED
+    policy with 2.12 (level 2: a 2.11 server refuses the policy as bad JSON),
+    flow-control acks with 2.14 (level 4).
+    """
     if config.ack_policy == "flow_control":
         return 4
+    if config.priority_policy == PriorityPolicy.PRIORITIZED:
+        return 2
     if (
         config.pause_until is not None
         or config.priority_groups
         or config.priority_timeout
-        or (config.priority_policy is not None and config.priority_policy != "none")
+        or (config.priority_policy is not None and config.priority_policy != PriorityPolicy.NONE)
     ):
         return 1
     return 0
+
+
+def check_consumer_level(client: Client, config: ConsumerConfig) -> int:
+    """Refuse early a config the connected server is too old for; return its API level.
+
+    Raises:
+        RequiredApiLevelError: names the nats-server version needed.
+    """
+    level = consumer_api_level(config)
+    have = int(client.server_info.get("api_lvl", 0))
+    if have < level:
+        raise RequiredApiLevelError(
+            412,
+            10185,
+            f"this consumer config needs nats-server {_SERVER_OF_LEVEL[level]} or newer "
+            f"(JetStream API level {level}; the server offers {have})",
+        )
+    return level
 
 
 def create_consumer(
@@ -76,6 +114,7 @@ def create_consumer(
         ConsumerExistsError: ``action="create"`` and it exists with another config.
         ConsumerDoesNotExistError: ``action="update"`` and it does not exist.
         StreamNotFoundError: no such stream.
+        RequiredApiLevelError: the server is too old for the config (before sending).
         APIError: any other refusal.
         TimeoutError: no answer before ``deadline``.
     """
@@ -86,7 +125,7 @@ def create_consumer(
     body: dict[str, Any] = {"stream_name": stream, "config": config.to_api()}
     if action:
         body["action"] = action
-    level = consumer_api_level(config)
+    level = check_consumer_level(client, config)
     if config.filter_subject and not config.filter_subjects:
         reply = api.request_json(
             _api.CONSUMER_CREATE_FILTERED, body, deadline, level,

@@ -14,7 +14,6 @@ from jetstream_sync.errors import (
     ConsumerPushBasedError,
     NoHeartbeatError,
     NoRespondersError,
-    PinIdMismatchError,
     PullBadRequestError,
     PullRequestLimitError,
     ServerShutdownError,
@@ -153,7 +152,7 @@ def test_400_bad_request(stream):
 
 
 def test_423_pin_id_mismatch(js, stream):
-    """After an unpin, the old pin id is refused with 423; the pin is cleared and re-won."""
+    """After an unpin, the old pin id is refused with 423: fetch clears it and pulls again."""
     cons = stream.create_consumer(
         durable_name="pin", priority_policy=PriorityPolicy.PINNED_CLIENT, priority_groups=["g"]
     )
@@ -167,8 +166,7 @@ def test_423_pin_id_mismatch(js, stream):
     js.publish(f"{stream.name}.x", b"2")
     t.join(10)
     assert result[0] and other.pin_id("g") != old
-    with pytest.raises(PinIdMismatchError):
-        cons.fetch(1, timeout=2, group="g")
+    assert cons.fetch(1, timeout=1, group="g") == []  # a candidate while the other is pinned
     assert cons.pin_id("g") is None
 
 
