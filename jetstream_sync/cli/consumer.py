@@ -1,4 +1,4 @@
-"""``consumer ls|info|add|rm|next|pause|resume``: JetStream consumers of a stream.
+"""``consumer ls|info|add|rm|next|unpin|pause|resume``: JetStream consumers of a stream.
 
 ``add`` makes a durable pull consumer unless ``--target`` names a push
 delivery subject; ``next`` fetches and acknowledges (and waits for the server
@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from ..jetstream.config import ConsumerConfig
-from ..jetstream.enums import AckPolicy, DeliverPolicy
+from ..jetstream.enums import AckPolicy, DeliverPolicy, PriorityPolicy
 from ..jetstream.info import ConsumerInfo
 from ._args import (
     add_defaults_flag,
@@ -85,6 +85,22 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         type=duration,
         help="delete the consumer after this long without activity",
     )
+    p.add_argument(
+        "--priority-policy",
+        choices=[policy.value for policy in PriorityPolicy if policy is not PriorityPolicy.NONE],
+        help="priority groups: how waiting pulls are chosen (needs --priority-group)",
+    )
+    p.add_argument(
+        "--priority-group",
+        action="append",
+        metavar="GROUP",
+        help="a priority group name (repeat for more)",
+    )
+    p.add_argument(
+        "--priority-timeout",
+        type=positive_duration,
+        help="pinned_client: how long a pin lasts without pulls (e.g. 2m)",
+    )
     add_defaults_flag(p)
     p.set_defaults(run=add)
 
@@ -106,7 +122,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="how long to wait for messages (default: --timeout)",
     )
+    p.add_argument("--group", help="pull in this priority group (consumers with groups)")
+    p.add_argument(
+        "--priority", type=int, help="prioritized groups: 0 (first served) to 9 (needs --group)"
+    )
     p.set_defaults(run=next_)
+
+    p = sub.add_parser("unpin", parents=[common], help="unpin the client pinned in a group")
+    p.add_argument("stream")
+    p.add_argument("name")
+    p.add_argument("group")
+    p.set_defaults(run=unpin)
 
     p = sub.add_parser("pause", parents=[common], help="pause a consumer until a time")
     p.add_argument("stream")
@@ -188,6 +214,9 @@ def add(args: argparse.Namespace, out: Output) -> int:
         "ack_wait": args.ack_wait,
         "max_ack_pending": args.max_pending,
         "inactive_threshold": args.inactive_threshold,
+        "priority_policy": args.priority_policy and PriorityPolicy(args.priority_policy),
+        "priority_groups": args.priority_group,
+        "priority_timeout": args.priority_timeout,
         **_deliver(args.deliver),
     }
     if len(filters) == 1:
@@ -222,7 +251,9 @@ def next_(args: argparse.Namespace, out: Output) -> int:
         cfg = consumer.cached_info.config if consumer.cached_info else None
         acks = not args.no_ack and (cfg is None or cfg.ack_policy is not AckPolicy.NONE)
         while got < args.count:
-            batch = consumer.fetch(batch=args.count - got, timeout=wait)
+            batch = consumer.fetch(
+                batch=args.count - got, timeout=wait, group=args.group, priority=args.priority
+            )
             if not batch:
                 break
             for msg in batch:
@@ -232,6 +263,18 @@ def next_(args: argparse.Namespace, out: Output) -> int:
             got += len(batch)
     if not got:
         raise CommandError(f"no message received within {wait:g}s")
+    return 0
+
+
+def unpin(args: argparse.Namespace, out: Output) -> int:
+    """Unpin the client pinned in a priority group: the server pins the next one to pull."""
+    with session(args) as nc:
+        consumer = nc.jetstream(timeout=args.timeout).consumer(args.stream, args.name)
+        consumer.unpin(args.group, timeout=args.timeout)
+    out.result(
+        {"stream": args.stream, "consumer": args.name, "group": args.group, "unpinned": True},
+        lambda: f"Unpinned group {args.group} of consumer {args.name}",
+    )
     return 0
 
 

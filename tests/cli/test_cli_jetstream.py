@@ -125,6 +125,29 @@ def test_consumer_next_with_nothing_to_fetch_exits_1(cli, name):
     assert result.code == 1 and "no message received" in result.stderr
 
 
+def test_consumer_priority_groups_add_next_and_unpin(cli, name):
+    """add with a pinned_client group; next pulls in the group (and refuses none or a bad
+    priority before sending); unpin clears the pin."""
+    ok(cli.run("stream", "add", name, "--subjects", f"{name}.>"))
+    ok(cli.run("pub", f"{name}.in", "m{{Count}}", "--count", "3", "-J"))
+    doc = ok(cli.run("--json", "consumer", "add", name, "PIN", "--pull", "--defaults",
+                     "--priority-policy", "pinned_client", "--priority-group", "jobs",
+                     "--priority-timeout", "30s")).json()  # fmt: skip
+    assert doc["config"]["priority_policy"] == "pinned_client"
+    assert doc["config"]["priority_groups"] == ["jobs"]
+    assert doc["config"]["priority_timeout"] == 30 * 10**9
+    got = ok(cli.run("--json", "consumer", "next", name, "PIN", "--group", "jobs")).json_lines()
+    assert [m["data"] for m in got] == ["m1"]
+    without = cli.run("consumer", "next", name, "PIN", "--wait", "0.5")
+    assert without.code == 1 and "group" in without.stderr
+    bad = cli.run("consumer", "next", name, "PIN", "--group", "jobs", "--priority", "12")
+    assert bad.code == 1 and "priority" in bad.stderr
+    unpinned = ok(cli.run("--json", "consumer", "unpin", name, "PIN", "jobs")).json()
+    assert unpinned == {"stream": name, "consumer": "PIN", "group": "jobs", "unpinned": True}
+    assert "Unpinned group jobs" in ok(cli.run("consumer", "unpin", name, "PIN", "jobs")).stdout
+    assert cli.run("consumer", "unpin", name, "PIN", "other").code == 1
+
+
 def test_consumer_pause_and_resume(cli, name):
     """pause until a duration from now, then resume; info shows the state."""
     ok(cli.run("stream", "add", name))
