@@ -52,6 +52,26 @@ def test_one_message_batch(js, stream):
     assert stream.get_msg(1).headers["K"] == "v"
 
 
+def test_payload_kinds_and_subjects_on_the_fast_path(js, stream):
+    """Past the first message, str, bytearray and memoryview payloads are stored as their
+    bytes, a message with headers keeps its place, and each new subject is checked."""
+    with js.fast_batch(flow=2) as batch:
+        batch.add(f"{stream.name}.a", b"0")
+        batch.add(f"{stream.name}.a", "été")
+        batch.add(f"{stream.name}.b", bytearray(b"ba"))
+        batch.add(f"{stream.name}.a", memoryview(b"mv"))
+        batch.add(f"{stream.name}.b", b"h", headers={"K": "v"})
+        with pytest.raises(jetstream_sync.BadSubjectError):
+            batch.add(f"{stream.name}.>", b"x")
+        with pytest.raises(jetstream_sync.MaxPayloadError):
+            batch.add(f"{stream.name}.a", b"x" * (js.client.max_payload + 1))
+        batch.add(f"{stream.name}.b", b"5")
+        ack = batch.commit()
+    assert ack.batch_size == 6
+    assert stored(stream) == [b"0", "été".encode(), b"ba", b"mv", b"h", b"5"]
+    assert stream.get_msg(5).headers["K"] == "v"
+
+
 def test_abandon_keeps_what_was_stored_and_closes(js, stream):
     """Leaving the block without commit sends nothing more: the batch takes no more
     messages, and the stream keeps only what it stored before (fast batches are not atomic)."""
