@@ -118,6 +118,24 @@ def test_refused_message_stops_the_batch_naming_it(js, stream):
     assert b"3" not in stored(stream)
 
 
+def test_refusal_seen_within_the_window_stores_nothing_after_it(js, stream):
+    """The stream's refusal of message 3 is raised by a later add() within two acks' worth
+    of messages (or by commit()), naming message 3; nothing sent after it is stored."""
+    subject = f"{stream.name}.a"
+    raised_at = None
+    with js.fast_batch(flow=20) as batch:
+        with pytest.raises(jetstream_sync.FastBatchMessageError) as info:
+            for i in range(1, 200):
+                headers = {"Nats-Expected-Last-Subject-Sequence": "99"} if i == 3 else None
+                raised_at = i
+                batch.add(subject, b"%d" % i, headers=headers)
+            raised_at = None
+            batch.commit()
+    assert info.value.sequence == 3
+    assert raised_at is not None and raised_at <= 3 + 2 * 20 + 1
+    assert stored(stream) == [b"1", b"2"]
+
+
 def test_continue_lists_refused_messages(js, stream):
     """With on_gap="continue" a refused message is listed and the rest is stored."""
     subject = f"{stream.name}.a"
