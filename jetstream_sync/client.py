@@ -483,7 +483,9 @@ class Client:
             self._encode_publish(subject, data, reply, headers), msgs=1, deadline=deadline
         )
 
-    def publish_frames(self, frames: bytes, msgs: int, *, timeout: float) -> None:
+    def publish_frames(
+        self, frames: bytes, msgs: int, *, timeout: float, send_now: bool = False
+    ) -> None:
         """Queue PUB/HPUB frames the protocol core encoded, in one piece (batch publishers).
 
         For library machinery that encodes many messages in one call (the
@@ -496,6 +498,11 @@ class Client:
             frames: whole frames, back to back.
             msgs: how many messages they hold (for :meth:`stats`).
             timeout: seconds to wait for room in the write buffer.
+            send_now: when the socket is idle, write what is buffered (these
+                frames included) on this thread, without blocking, instead of
+                waking the flusher thread. A publisher that appends frames in a
+                tight loop holds the GIL, so the flusher runs late; sending
+                itself every so often keeps the server busy.
 
         Raises:
             TimeoutError: no room within ``timeout``; nothing was sent.
@@ -508,7 +515,7 @@ class Client:
             timeout = check_timeout("timeout", timeout)
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(frames, msgs=msgs, deadline=timeout)
+        self._writer.write(frames, send_now, msgs, timeout)
 
     def send_reply(
         self,

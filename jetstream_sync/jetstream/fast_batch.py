@@ -51,6 +51,9 @@ MIN_SERVER = (2, 14)
 OUTSTANDING_ACKS = 2  # ADR-50: send the next stretch while the server stores the last
 PING_AFTER = 1.0  # seconds without an answer before asking the server to repeat its ack
 REPLIES_AT_ONCE = 1024  # answers taken from the subscription in one go
+# Every this many messages add() writes what is buffered itself (when the socket is
+# idle): the flusher thread waits for the GIL while add() runs in a tight loop.
+SEND_EVERY = 100
 SUBJECTS_KEPT = 1024  # checked subjects a batch remembers (a batch may fan out widely)
 
 _OP_START, _OP_APPEND, _OP_EOB, _OP_PING = 0, 1, 3, 4
@@ -184,7 +187,7 @@ class FastBatch:
                     f"payload is {size} bytes; the server accepts {self._client.max_payload}"
                 )
             frame = b"PUB %s %s%d.1.$FI %d\r\n%s\r\n" % (raw, self._prefix_b, seq, size, data)
-            self._client.publish_frames(frame, 1, timeout=timeout)
+            self._client.publish_frames(frame, 1, timeout=timeout, send_now=not seq % SEND_EVERY)
         self._sent = seq
 
     def commit(self) -> PubAck:

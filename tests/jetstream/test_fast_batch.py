@@ -52,6 +52,28 @@ def test_one_message_batch(js, stream):
     assert stream.get_msg(1).headers["K"] == "v"
 
 
+def test_add_writes_on_its_own_thread_every_so_often(js, stream, monkeypatch):
+    """Every SEND_EVERY messages add() writes what is buffered itself when the socket is
+    idle (publish_frames(send_now=True)), instead of leaving it all to the flusher thread,
+    which waits for the GIL while add() runs in a loop."""
+    from jetstream_sync.jetstream import fast_batch
+
+    writer = js.client._writer  # the one place to see which thread sends
+    senders: list[str] = []
+    send_now = writer._send_now
+
+    def spy() -> None:
+        senders.append(threading.current_thread().name)
+        send_now()
+
+    monkeypatch.setattr(writer, "_send_now", spy)
+    with js.fast_batch() as batch:
+        for i in range(20 * fast_batch.SEND_EVERY):
+            batch.add(f"{stream.name}.a", b"%d" % i)
+        assert batch.commit().batch_size == 20 * fast_batch.SEND_EVERY
+    assert threading.current_thread().name in senders
+
+
 def test_payload_kinds_and_subjects_on_the_fast_path(js, stream):
     """Past the first message, str, bytearray and memoryview payloads are stored as their
     bytes, a message with headers keeps its place, and each new subject is checked."""
