@@ -28,7 +28,8 @@ WINDOW = 4000  # async publish acks in flight (S2/S6)
 OBJ_BUCKET = "BENCH"
 OBJ_SIZE = 100 * 1024 * 1024  # OBJput/OBJget: one "message" is one 100 MiB object
 
-CLIENTS = ("raw", "ours", "nats-py")
+CLIENTS = ("raw", "ours", "nats-py")  # a run's clients unless --clients says otherwise
+ALL_CLIENTS = (*CLIENTS, "nats.js")  # nats.js runs FASTB only (it needs node): when asked
 S8_THREADS = 16  # S8: threads sharing one client (a web server's workers)
 
 
@@ -106,7 +107,7 @@ FULL_N: dict[str, dict[str, int]] = {
     "KVwatch": {"*": 100_000},
     "OBJput": {"*": 3},
     "OBJget": {"*": 3},
-    "FASTB": {"raw": 1_000_000, "ours": 1_000_000, "nats-py": 300_000},
+    "FASTB": {"raw": 1_000_000, "ours": 1_000_000, "nats-py": 300_000, "nats.js": 1_000_000},
 }
 
 # --quick: about a minute for everything on 2 cores.

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import CLIENTS, S5_EXTRA, SCENARIOS, count_for
+from . import ALL_CLIENTS, CLIENTS, S5_EXTRA, SCENARIOS, count_for
 from .kv_prefill import prefill_kv
 from .prefill import prefill
 from .report import check_targets, markdown, summarize, write_json
@@ -32,9 +32,11 @@ from .server import BenchServer, server_binary, server_version
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = {"raw": "benchmarks.driver_raw", "ours": "benchmarks.driver_ours",
-           "nats-py": "benchmarks.driver_natspy"}  # fmt: skip
+           "nats-py": "benchmarks.driver_natspy",
+           "nats.js": "benchmarks.driver_natsjs"}  # fmt: skip
 CLIENT_ALIASES = {"natspy": "nats-py", "nats_py": "nats-py", "nats": "nats-py",
-                  "jetstream_sync": "ours", "limit": "raw"}  # fmt: skip
+                  "jetstream_sync": "ours", "limit": "raw", "natsjs": "nats.js",
+                  "nats-js": "nats.js"}  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,7 +47,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="small counts: about a minute")
     ap.add_argument("--reps", type=int, default=None, help="repetitions (3 full, 1 quick)")
     ap.add_argument("--only", default="", help="scenarios, e.g. S1,S3 (S6 = all of S6_*)")
-    ap.add_argument("--clients", default=",".join(CLIENTS), help="ours,nats-py,raw")
+    ap.add_argument("--clients", default=",".join(CLIENTS),
+                    help="ours,nats-py,raw (default), nats.js (FASTB)")  # fmt: skip
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     ap.add_argument(
         "--json",
@@ -76,10 +79,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     clients = []
     for word in filter(None, (w.strip() for w in args.clients.split(","))):
         name = CLIENT_ALIASES.get(word, word)
-        if name not in CLIENTS:
-            ap.error(f"unknown client {word!r}; choose from {', '.join(CLIENTS)}")
+        if name not in ALL_CLIENTS:
+            ap.error(f"unknown client {word!r}; choose from {', '.join(ALL_CLIENTS)}")
         clients.append(name)
-    args.client_list = [c for c in CLIENTS if c in clients]
+    args.client_list = [c for c in ALL_CLIENTS if c in clients]
     return args
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import CLIENTS, ROW_LABELS
+from . import ALL_CLIENTS, ROW_LABELS
 
 Row = dict[str, Any]
 METRICS = (
@@ -34,10 +34,13 @@ def _ok(rows: Iterable[Row], label: str, client: str) -> list[Row]:
     ]
 
 
-def paired_ratio(rows: list[Row], label: str, metric: str, client: str, base: str) -> float | None:
-    """Median over repetitions of ``client``'s ``metric`` divided by ``base``'s."""
+def paired_ratio(
+    rows: list[Row], label: str, metric: str, client: str, base: str, base_label: str = ""
+) -> float | None:
+    """Median over repetitions of ``client``'s ``metric`` divided by ``base``'s (in
+    scenario ``base_label`` when given: FASTB against ours' S2)."""
     mine = {r["rep"]: r.get(metric) for r in _ok(rows, label, client)}
-    theirs = {r["rep"]: r.get(metric) for r in _ok(rows, label, base)}
+    theirs = {r["rep"]: r.get(metric) for r in _ok(rows, base_label or label, base)}
     ratios = [
         mine[rep] / theirs[rep]
         for rep in mine
@@ -51,7 +54,7 @@ def summarize(rows: list[Row], labels: list[str], clients: list[str]) -> list[Ro
     """One row per (scenario, client): medians, spread, ratios vs nats-py and vs raw."""
     out = []
     for label in [x for x in ROW_LABELS if x in labels]:
-        for client in [c for c in CLIENTS if c in clients]:
+        for client in [c for c in ALL_CLIENTS if c in clients]:
             ok = _ok(rows, label, client)
             summary: Row = {"scenario": label, "client": client, "reps": len(ok)}
             if not ok:
@@ -92,6 +95,14 @@ def _vs_natspy(metric: str) -> Callable[[list[Row], Row], float | None]:
     return lambda rows, s: paired_ratio(rows, s["scenario"], metric, "ours", "nats-py")
 
 
+def _vs_scenario(metric: str, label: str) -> Callable[[list[Row], Row], float | None]:
+    return lambda rows, s: paired_ratio(rows, s["scenario"], metric, "ours", "ours", label)
+
+
+def _vs_natsjs(metric: str) -> Callable[[list[Row], Row], float | None]:
+    return lambda rows, s: paired_ratio(rows, s["scenario"], metric, "ours", "nats.js")
+
+
 def _field(metric: str) -> Callable[[list[Row], Row], float | None]:
     return lambda rows, s: s.get(metric)
 
@@ -129,6 +140,11 @@ TARGETS = (
     Target("KVwatch", ">= 100,000 keys/s", _field("msgs_per_s"), _at_least(100_000), "msgs/s"),
     Target("OBJput", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), _at_least(2), "x nats-py"),
     Target("OBJget", "MB/s >= 2x nats-py", _vs_natspy("mb_per_s"), _at_least(2), "x nats-py"),
+    # Issue 19: a fast batch against our own publish_async (S2), and ahead of nats.js.
+    Target("FASTB", "msgs/s >= 1.5x ours' S2", _vs_scenario("msgs_per_s", "S2"), _at_least(1.5),
+           "x S2"),
+    Target("FASTB", "msgs/s above nats.js's", _vs_natsjs("msgs_per_s"), lambda v: v > 1,
+           "x nats.js"),
 )  # fmt: skip
 
 
@@ -166,8 +182,8 @@ def _measured(t: Row) -> str:
         return "n/a"
     if t["unit"] == "x":
         return f"{v:.2f}x raw"
-    if t["unit"] == "x nats-py":
-        return f"{v:.2f}x nats-py"
+    if t["unit"] in ("x nats-py", "x nats.js", "x S2"):
+        return f"{v:.2f}{t['unit']}"
     if t["unit"] == "msgs/s":
         return f"{v:,.0f} msgs/s"
     return f"{v:.2f} {t['unit']}"

@@ -5,25 +5,29 @@ Bodies and header values are templates: ``{{Count}}`` is the message's number
 the Unix time in seconds / nanoseconds, as in the ``nats`` CLI. ``pub`` and
 ``req`` read the body from stdin for ``-``, or when it is left out and stdin is
 a pipe or a file (``_stdin``); a body read from stdin is sent byte for byte.
+``pub --fast-batch`` sends one fast-ingest batch (ADR-50): ``--count`` copies of
+BODY, or one message per line of stdin.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from ..client import Client
+from ..errors import BatchPublishDisabledError
 from ..msg import Msg
 from ..subscription import Subscription
 from ._args import count, header, size
 from ._connect import session
 from ._errors import CommandError
 from ._output import Output, Progress, format_bytes, message_doc, message_text, quoted, text_fields
-from ._stdin import body_argument
+from ._stdin import STDIN, body_argument, redirected
 
 _TEMPLATE = re.compile(r"\{\{\s*(Count|TimeStamp|Unix|UnixNano)\s*\}\}")
 
@@ -38,7 +42,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("subject")
     _add_body_argument(p)
-    p.add_argument("--count", type=count, default=1, help="how many messages (default 1)")
+    p.add_argument("--count", type=count, help="how many messages (default 1)")
     p.add_argument(
         "--size",
         type=size,
@@ -51,6 +55,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "--jetstream",
         action="store_true",
         help="publish with JetStream and wait for the stream's acknowledgements",
+    )
+    p.add_argument(
+        "--fast-batch",
+        action="store_true",
+        help="publish all messages as one JetStream fast-ingest batch (the stream needs "
+        "allow_batched): --count copies of BODY, or each line of stdin",
     )
     p.set_defaults(run=pub)
 
@@ -158,8 +168,15 @@ def headers_of(pairs: list[tuple[str, str]], number: int) -> dict[str, list[str]
 
 def pub(args: argparse.Namespace, out: Output) -> int:
     """Publish ``--count`` messages; print what was sent, and the rate when more than one."""
-    if args.jetstream and args.reply:
-        raise CommandError("--reply cannot be used with --jetstream (the ack is the reply)")
+    if args.reply and (args.jetstream or args.fast_batch):
+        raise CommandError(
+            f"--reply cannot be used with {'--fast-batch' if args.fast_batch else '--jetstream'}"
+            " (the stream's ack is the reply)"
+        )
+    if args.fast_batch:
+        return _pub_fast_batch(args, out)
+    if args.count is None:
+        args.count = 1
     args.body = body_argument(args.body)
     with session(args) as nc:
         if args.jetstream:
@@ -190,6 +207,56 @@ def _pub_jetstream(nc: Client, args: argparse.Namespace, out: Output) -> int:
         progress.done()
     _report_pub(args, out, sent, progress.elapsed(), acks[-1])
     return 0
+
+
+def _pub_fast_batch(args: argparse.Namespace, out: Output) -> int:
+    """Publish ``--count`` copies of BODY, or each line of stdin, as one fast batch."""
+    from_stdin = args.body == STDIN or (args.body is None and redirected())
+    if from_stdin and args.count is not None:
+        raise CommandError(
+            "--count cannot be used with --fast-batch reading stdin (each line is a message)"
+        )
+    total = None if from_stdin else (args.count or 1)
+    bodies: Iterable[bytes]
+    if from_stdin:
+        bodies = (body(line, n, args.size) for n, line in enumerate(stdin_lines(), 1))
+    else:
+        assert total is not None
+        bodies = (body(args.body or "", n, args.size) for n in range(1, total + 1))
+    with session(args) as nc:
+        js = nc.jetstream(timeout=args.timeout)
+        progress = out.progress(f"pub {args.subject}", total, args.progress, "msgs")
+        number = sent = 0
+        with js.fast_batch(timeout=args.timeout) as batch:
+            for number, data in enumerate(bodies, 1):
+                try:
+                    batch.add(args.subject, data, headers_of(args.header, number))
+                except BatchPublishDisabledError as exc:
+                    raise CommandError(
+                        f"{exc}: --fast-batch needs a stream with allow_batched (server 2.14+)"
+                    ) from exc
+                sent += len(data)
+                progress.update(1)
+            if number == 0:
+                raise CommandError("stdin has no lines: nothing to publish")
+            ack = batch.commit()
+        if number > 1:
+            progress.done()
+    args.count = number
+    _report_pub(args, out, sent, progress.elapsed(), ack)
+    return 0
+
+
+def stdin_lines() -> Iterator[bytes]:
+    """Each line of stdin as bytes, without its line ending (``\\n`` or ``\\r\\n``).
+
+    Read as the lines come (a pipe may deliver them over hours); a last line
+    without a newline counts, an empty line is an empty message.
+    """
+    for line in sys.stdin.buffer:
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        yield line
 
 
 def _publish_each(
@@ -226,7 +293,11 @@ def _report_pub(args: argparse.Namespace, out: Output, sent: int, seconds: float
             f"{quoted(args.subject)} in {seconds:.2f}s: {rate:,.0f} msgs/s, "
             f"{format_bytes(sent / seconds)}/s"
         )
-    if ack is not None:
+    if ack is not None and ack.batch_id is not None:  # a fast batch's commit
+        doc.update(stream=ack.stream, seq=ack.seq, batch_id=ack.batch_id)
+        doc["batch_size"] = ack.batch_size
+        text += f" (stream {ack.stream}, last seq {ack.seq}, batch of {ack.batch_size})"
+    elif ack is not None:
         doc.update(stream=ack.stream, seq=ack.seq, duplicate=ack.duplicate)
         text += f" (stream {ack.stream}, last seq {ack.seq})"
     out.result(doc, text)

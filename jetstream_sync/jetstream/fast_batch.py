@@ -6,17 +6,23 @@ The batch state travels in each message's reply subject,
 with ``{"type":"ack","seq":n,"msgs":m}`` (stored up to ``n``; ack again
 every ``m`` messages), ``{"type":"gap",...}``, ``{"type":"err",...}`` and,
 at the end, a PubAck carrying the batch id and count.
+
+The hot path of :meth:`FastBatch.add` formats one PUB frame from the batch's
+reply prefix and the message's sequence and appends it to the client's write
+buffer; the stream's answers wait in a plain subscription until the batch runs
+out of window (every ``msgs`` messages or so), and the publishing thread reads
+them then: no lock, no thread hop, no reply parsing per message.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline
-from .._subjects import ApiSubject
+from .._subjects import ApiSubject, publish_subject
 from ..errors import (
     APIError,
     FastBatchClosedError,
@@ -24,6 +30,7 @@ from ..errors import (
     FastBatchGapError,
     FastBatchMessageError,
     FastBatchUnsupportedError,
+    MaxPayloadError,
     NatsError,
     NoRespondersError,
     TimeoutError,
@@ -42,10 +49,16 @@ DEFAULT_FLOW = 500
 MAX_FLOW = 65535
 MIN_SERVER = (2, 14)
 OUTSTANDING_ACKS = 2  # ADR-50: send the next stretch while the server stores the last
-PING_AFTER = 1.0  # seconds without an ack before asking the server to repeat it
+PING_AFTER = 1.0  # seconds without an answer before asking the server to repeat its ack
+REPLIES_AT_ONCE = 1024  # answers taken from the subscription in one go
+# Every this many messages add() writes what is buffered itself (when the socket is
+# idle): the flusher thread waits for the GIL while add() runs in a tight loop.
+SEND_EVERY = 100
+SUBJECTS_KEPT = 1024  # checked subjects a batch remembers (a batch may fan out widely)
 
 _OP_START, _OP_APPEND, _OP_EOB, _OP_PING = 0, 1, 3, 4
 _GAP_WORDS = {"fail": "fail", "continue": "ok"}
+_LONGEST_TAIL = f"{2**64 - 1}.{_OP_PING}.$FI"  # the longest "<seq>.<op>.$FI" a reply can end with
 
 
 def _server_version(info: dict[str, Any]) -> tuple[int, int]:
@@ -90,16 +103,18 @@ class FastBatch:
         self.batch_id = inbox.rsplit(".", 1)[1]
         self._inbox = inbox
         # Replies are this prefix (an inbox the client made, two literals) plus two
-        # ints and "$FI": built from checked parts, they skip the per-message check
-        # (the first message's reply is checked in full by validate_publish).
+        # ints and "$FI": built from checked parts, only the first one is checked.
         self._prefix = f"{inbox}.{flow}.{_GAP_WORDS[on_gap]}."
+        self._prefix_b = self._prefix.encode()
+        self._subjects: dict[str, bytes] = {}  # subject -> bytes, checked with the longest reply
         self.gaps: list[tuple[int, int]] = []
         self.errors: list[tuple[int, APIError]] = []
-        self._cond = threading.Condition()
         self._sent = 0  # highest batch sequence sent
         self._acked = 0  # highest batch sequence the server says it stored
         self._window = 0  # messages we may run ahead of the ack; 0 until the server's first ack
-        self._replies = 0  # control replies seen (a ping is due when this stands still)
+        # add() sends up to this sequence without reading the stream's answers;
+        # 0 (start, commit, closed) sends every add() down the slow path.
+        self._free = 0
         self._failure: BaseException | None = None
         self._pub_ack: PubAck | None = None
         self._closed = False
@@ -126,7 +141,8 @@ class FastBatch:
         The first message waits for the stream's answer (is fast ingest
         allowed, at what pace); later ones wait only when more than two acks'
         worth of messages are unconfirmed. Bad input is refused before
-        anything is sent.
+        anything is sent. The message is in the client's write buffer when
+        this returns (sent in the background, as :meth:`Client.publish`).
 
         Args:
             subject: a subject the stream captures; no wildcards.
@@ -146,20 +162,32 @@ class FastBatch:
             TimeoutError: the stream did not confirm in time; this message was
                 not sent and the batch stays open.
         """
-        deadline = Deadline(self._timeout)
-        self._check_open()
-        if self._committing:
-            raise FastBatchClosedError(f"fast batch {self.batch_id} is committing", self._sent)
         seq = self._sent + 1
-        if seq == 1:
-            self._start(subject, data, headers, deadline)
-            return
-        if seq > self._acked + self._window:
-            self._wait_for(lambda: seq <= self._acked + self._window, deadline, seq)
-        self._client.publish(
-            subject, data, ApiSubject(f"{self._prefix}{seq}.{_OP_APPEND}.$FI"), headers,
-            timeout=max(deadline.remaining(), 0.001),
-        )  # fmt: skip
+        timeout = self._timeout
+        if seq > self._free:
+            deadline = Deadline(timeout)
+            self._check_open()
+            if self._committing:
+                raise FastBatchClosedError(f"fast batch {self.batch_id} is committing", self._sent)
+            if seq == 1:
+                self._start(subject, data, headers, deadline)
+                return
+            self._make_room(seq, deadline)
+            timeout = max(deadline.remaining(), 0.001)
+        if headers:
+            reply = ApiSubject(f"{self._prefix}{seq}.{_OP_APPEND}.$FI")
+            self._client.publish(subject, data, reply, headers, timeout=timeout)
+        else:
+            raw = self._subjects.get(subject) or self._check_subject(subject)
+            if type(data) is not bytes:
+                data = data.encode() if isinstance(data, str) else bytes(memoryview(data))
+            size = len(data)
+            if size > self._client.max_payload:
+                raise MaxPayloadError(
+                    f"payload is {size} bytes; the server accepts {self._client.max_payload}"
+                )
+            frame = b"PUB %s %s%d.1.$FI %d\r\n%s\r\n" % (raw, self._prefix_b, seq, size, data)
+            self._client.publish_frames(frame, 1, timeout=timeout, send_now=not seq % SEND_EVERY)
         self._sent = seq
 
     def commit(self) -> PubAck:
@@ -187,7 +215,8 @@ class FastBatch:
             eob = ApiSubject(f"{self._prefix}{self._sent + 1}.{_OP_EOB}.$FI")
             self._client.publish(self._subject, b"", eob, timeout=max(deadline.remaining(), 0.001))
             self._committing = True
-        self._wait_for(lambda: self._pub_ack is not None, deadline, self._sent + 1)
+            self._free = 0
+        self._await(lambda: self._pub_ack is not None, deadline, self._sent + 1)
         pub_ack = self._pub_ack
         assert pub_ack is not None
         self._finish()
@@ -206,9 +235,15 @@ class FastBatch:
     def _check_open(self) -> None:
         if self._closed:
             raise FastBatchClosedError(f"fast batch {self.batch_id} is closed", self._sent)
-        if self._failure is not None:
-            self._finish()
-            raise self._failure
+
+    def _check_subject(self, subject: str) -> bytes:
+        """Check a subject new to this batch with the longest reply a message can carry."""
+        self._client.validate_publish(subject, b"", ApiSubject(self._prefix + _LONGEST_TAIL))
+        raw = publish_subject(subject)
+        if len(self._subjects) >= SUBJECTS_KEPT:
+            self._subjects.clear()
+        self._subjects[subject] = raw
+        return raw
 
     def _start(
         self, subject: str, data: bytes | str, headers: HeadersIn | None, deadline: Deadline
@@ -221,73 +256,91 @@ class FastBatch:
             )
         reply = f"{self._prefix}1.{_OP_START}.$FI"
         self._client.validate_publish(subject, data, reply, headers)
-        self._sub = self._client.subscribe(f"{self._inbox}.>", cb=self._on_reply)
+        self._sub = self._client.subscribe(f"{self._inbox}.>")
         self._client.publish(
             subject, data, reply, headers, timeout=max(deadline.remaining(), 0.001)
         )
         self._sent = 1
         self._subject = subject
-        self._wait_for(lambda: self._window > 0, deadline, 1)
+        self._await(lambda: self._window > 0, deadline, 1)
 
-    def _wait_for(self, ready: Any, deadline: Deadline, seq: int) -> None:
-        """Wait until ``ready()``, a failure, or the deadline; ping when acks stop coming.
+    def _make_room(self, seq: int, deadline: Deadline) -> None:
+        """Read the answers that came meanwhile; wait while ``seq`` is past the window."""
+        sub = self._sub
+        assert sub is not None
+        if sub.pending_msgs:
+            self._take(sub.next_msgs(REPLIES_AT_ONCE, deadline=deadline))
+        if seq > self._free:
+            self._await(lambda: seq <= self._free, deadline, seq)
 
-        The ping is sent outside the lock: sending may wait for buffer room.
+    def _await(self, ready: Callable[[], bool], deadline: Deadline, seq: int) -> None:
+        """Read the stream's answers until ``ready()``; ping when they stop coming.
+
+        Raises:
+            TimeoutError: not ready by ``deadline``.
+            FastBatchError, APIError...: what the stream answered ends the batch.
         """
-        seen, quiet_since = -1, deadline.remaining()
-        while True:
-            ping = False
-            with self._cond:
-                if ready() or self._failure is not None:
-                    break
-                left = deadline.remaining()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"fast batch {self.batch_id}: the stream did not confirm in time "
-                        f"(message {seq}; stored up to {self._acked})"
-                    )
-                if self._replies != seen:
-                    seen, quiet_since = self._replies, left
-                elif quiet_since - left >= PING_AFTER and self._window > 0:
-                    ping, quiet_since = True, left
-                else:
-                    self._cond.wait(min(left, PING_AFTER, deadline.slice()))
-            if ping:
-                self._ping(left)
-        if self._failure is not None:
-            self._check_open()
+        sub = self._sub
+        assert sub is not None
+        quiet = Deadline(PING_AFTER)  # when to ask the server to repeat its last ack
+        while not ready():
+            left = deadline.remaining()
+            if left <= 0:
+                raise TimeoutError(
+                    f"fast batch {self.batch_id}: the stream did not confirm in time "
+                    f"(message {seq}; stored up to {self._acked})"
+                )
+            try:
+                replies = sub.next_msgs(
+                    REPLIES_AT_ONCE, deadline=Deadline(min(left, quiet.remaining() or left))
+                )
+            except TimeoutError:
+                if quiet.expired() and self._window > 0 and not deadline.expired():
+                    self._ping(deadline.remaining())
+                    quiet = Deadline(PING_AFTER)
+                continue
+            if not replies:
+                self._finish()
+                raise FastBatchError(
+                    f"fast batch {self.batch_id}: its reply subscription ended", self._sent
+                )
+            quiet = Deadline(PING_AFTER)
+            self._take(replies)
 
     def _ping(self, left: float) -> None:
         """Ask the server to repeat its last ack (ADR-50: a lost ack must not stall us)."""
         ping = ApiSubject(f"{self._prefix}{self._sent}.{_OP_PING}.$FI")
-        self._client.publish(self._subject, b"", ping, timeout=left)
+        self._client.publish(self._subject, b"", ping, timeout=max(left, 0.001))
 
     def _finish(self) -> None:
-        with self._cond:
-            self._closed = True
-            sub, self._sub = self._sub, None
+        self._closed = True
+        self._free = 0
+        sub, self._sub = self._sub, None
         if sub is not None:
             try:
                 sub.unsubscribe()
             except NatsError:
                 pass  # the client is closed or lost: the server dropped the interest already
 
-    def _on_reply(self, msg: Msg) -> None:
-        """Record one answer of the stream (runs on the subscription's thread)."""
-        try:
-            update = self._read_reply(msg)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            update = FastBatchError(f"fast batch {self.batch_id}: unreadable reply ({exc})")
-        with self._cond:
-            self._replies += 1
+    def _take(self, replies: list[Msg]) -> None:
+        """Apply the stream's answers in order; raise what ends the batch."""
+        for msg in replies:
             if self._pub_ack is not None:
-                pass  # the batch is over: a late ping's "unknown batch" changes nothing
-            elif isinstance(update, BaseException):
+                break  # the batch is over: a late ping's "unknown batch" changes nothing
+            try:
+                update = self._read_reply(msg)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                update = FastBatchError(f"fast batch {self.batch_id}: unreadable reply ({exc})")
+            if isinstance(update, BaseException):
                 if self._failure is None:
                     self._failure = update
             elif update is not None:
                 self._pub_ack = update
-            self._cond.notify_all()
+        if not self._committing:
+            self._free = self._acked + self._window
+        if self._failure is not None:
+            self._finish()
+            raise self._failure
 
     def _read_reply(self, msg: Msg) -> PubAck | BaseException | None:
         if msg.status == 503:
@@ -306,9 +359,8 @@ class FastBatch:
         body = json.loads(msg.data)
         kind = body.get("type")
         if kind == "ack":
-            with self._cond:
-                self._acked = max(self._acked, int(body["seq"]))
-                self._window = OUTSTANDING_ACKS * max(int(body["msgs"]), 1)
+            self._acked = max(self._acked, int(body["seq"]))
+            self._window = OUTSTANDING_ACKS * max(int(body["msgs"]), 1)
             return None
         if kind == "gap":
             first, seq = int(body["last_seq"]), int(body["seq"])

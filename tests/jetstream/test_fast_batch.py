@@ -52,6 +52,48 @@ def test_one_message_batch(js, stream):
     assert stream.get_msg(1).headers["K"] == "v"
 
 
+def test_add_writes_on_its_own_thread_every_so_often(js, stream, monkeypatch):
+    """Every SEND_EVERY messages add() writes what is buffered itself when the socket is
+    idle (publish_frames(send_now=True)), instead of leaving it all to the flusher thread,
+    which waits for the GIL while add() runs in a loop."""
+    from jetstream_sync.jetstream import fast_batch
+
+    writer = js.client._writer  # the one place to see which thread sends
+    senders: list[str] = []
+    send_now = writer._send_now
+
+    def spy() -> None:
+        senders.append(threading.current_thread().name)
+        send_now()
+
+    monkeypatch.setattr(writer, "_send_now", spy)
+    with js.fast_batch() as batch:
+        for i in range(20 * fast_batch.SEND_EVERY):
+            batch.add(f"{stream.name}.a", b"%d" % i)
+        assert batch.commit().batch_size == 20 * fast_batch.SEND_EVERY
+    assert threading.current_thread().name in senders
+
+
+def test_payload_kinds_and_subjects_on_the_fast_path(js, stream):
+    """Past the first message, str, bytearray and memoryview payloads are stored as their
+    bytes, a message with headers keeps its place, and each new subject is checked."""
+    with js.fast_batch(flow=2) as batch:
+        batch.add(f"{stream.name}.a", b"0")
+        batch.add(f"{stream.name}.a", "été")
+        batch.add(f"{stream.name}.b", bytearray(b"ba"))
+        batch.add(f"{stream.name}.a", memoryview(b"mv"))
+        batch.add(f"{stream.name}.b", b"h", headers={"K": "v"})
+        with pytest.raises(jetstream_sync.BadSubjectError):
+            batch.add(f"{stream.name}.>", b"x")
+        with pytest.raises(jetstream_sync.MaxPayloadError):
+            batch.add(f"{stream.name}.a", b"x" * (js.client.max_payload + 1))
+        batch.add(f"{stream.name}.b", b"5")
+        ack = batch.commit()
+    assert ack.batch_size == 6
+    assert stored(stream) == [b"0", "été".encode(), b"ba", b"mv", b"h", b"5"]
+    assert stream.get_msg(5).headers["K"] == "v"
+
+
 def test_abandon_keeps_what_was_stored_and_closes(js, stream):
     """Leaving the block without commit sends nothing more: the batch takes no more
     messages, and the stream keeps only what it stored before (fast batches are not atomic)."""
@@ -96,6 +138,24 @@ def test_refused_message_stops_the_batch_naming_it(js, stream):
     assert isinstance(info.value.error, jetstream_sync.WrongLastSequenceError)
     assert stored(stream)[:2] == [b"1", b"2"]
     assert b"3" not in stored(stream)
+
+
+def test_refusal_seen_within_the_window_stores_nothing_after_it(js, stream):
+    """The stream's refusal of message 3 is raised by a later add() within two acks' worth
+    of messages (or by commit()), naming message 3; nothing sent after it is stored."""
+    subject = f"{stream.name}.a"
+    raised_at = None
+    with js.fast_batch(flow=20) as batch:
+        with pytest.raises(jetstream_sync.FastBatchMessageError) as info:
+            for i in range(1, 200):
+                headers = {"Nats-Expected-Last-Subject-Sequence": "99"} if i == 3 else None
+                raised_at = i
+                batch.add(subject, b"%d" % i, headers=headers)
+            raised_at = None
+            batch.commit()
+    assert info.value.sequence == 3
+    assert raised_at is not None and raised_at <= 3 + 2 * 20 + 1
+    assert stored(stream) == [b"1", b"2"]
 
 
 def test_continue_lists_refused_messages(js, stream):

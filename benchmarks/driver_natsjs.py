@@ -1,0 +1,68 @@
+"""nats.js (``@nats-io/jetstream`` 3.4) for the FASTB scenario, through node.
+
+``python -m benchmarks.driver_natsjs --port P --scenario FASTB --n N [--size B]``
+
+Runs ``benchmarks/nats_js_fastb.mjs`` (nats.js's own fast ingest, ``startFastIngest``)
+and passes its result line on. It needs ``node`` on ``PATH`` and a directory whose
+``node_modules`` holds ``@nats-io/transport-node`` and ``@nats-io/jetstream``: the
+environment variable ``NATS_JS_DIR``, else ``benchmarks/js`` (``npm install
+--prefix benchmarks/js @nats-io/jetstream@3.4.0 @nats-io/transport-node@3.4.0``).
+Without them, or for any other scenario, it prints an "unavailable" row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import driver_args, emit, unavailable
+
+CLIENT = "nats.js"
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE / "nats_js_fastb.mjs"
+MODULES = ("@nats-io/transport-node", "@nats-io/jetstream")
+
+
+def modules_dir() -> Path | None:
+    """The directory whose node_modules holds nats.js, or None."""
+    where = Path(os.environ.get("NATS_JS_DIR") or HERE / "js")
+    if all((where / "node_modules" / m / "package.json").is_file() for m in MODULES):
+        return where
+    return None
+
+
+def jetstream_version(where: Path) -> str:
+    """The installed ``@nats-io/jetstream`` version."""
+    meta = json.loads((where / "node_modules/@nats-io/jetstream/package.json").read_text())
+    return str(meta.get("version", "?"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, sc = driver_args(argv)
+    if sc.base != "FASTB":
+        unavailable(CLIENT, args.label, "the nats.js peer runs FASTB only")
+        return
+    node, where = shutil.which("node"), modules_dir()
+    if node is None or where is None:
+        missing = "node" if node is None else "nats.js modules (set NATS_JS_DIR)"
+        unavailable(CLIENT, args.label, f"{missing} not found")
+        return
+    cmd = [node, str(SCRIPT), "--modules", str(where), "--port", str(args.port),
+           "--n", str(args.n), "--size", str(args.size), "--storage", args.storage,
+           "--label", args.label]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not rows:
+        sys.stderr.write(done.stderr[-3000:])
+        sys.exit(done.returncode or 1)
+    for row in rows:
+        row["nats_js"] = jetstream_version(where)
+        emit(row)
+
+
+if __name__ == "__main__":
+    main()
