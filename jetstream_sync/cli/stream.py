@@ -111,6 +111,20 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(run=view)
 
 
+_FEATURE_FLAGS = {
+    "--allow-msg-ttl": "allow per-message TTLs (Nats-TTL; server 2.11+)",
+    "--allow-msg-counter": "a counter stream (counter add|get|ls; server 2.12+)",
+    "--allow-atomic": "allow atomic batch publishes (server 2.12+)",
+    "--allow-msg-schedules": "allow message schedules (schedule add|ls|rm; server 2.12+)",
+    "--allow-batched": "allow fast-ingest batches (pub --fast-batch; server 2.14+)",
+}
+
+
+def _feature_field(flag: str) -> str:
+    """The config field (and argparse destination) of a ``--allow-...`` feature flag."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
 def _config_options(p: argparse.ArgumentParser) -> None:
     """The config flags of ``add`` and ``edit`` (left unset when not given)."""
     p.add_argument(
@@ -140,6 +154,8 @@ def _config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-rollup", action="store_true", default=None, help="allow Nats-Rollup headers"
     )
+    for flag, meaning in _FEATURE_FLAGS.items():
+        p.add_argument(flag, action="store_true", default=None, help=meaning)
 
 
 def _fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -160,6 +176,7 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         "compression": _COMPRESSION.get(args.compression or ""),
         "allow_direct": args.allow_direct,
         "allow_rollup_hdrs": args.allow_rollup,
+        **{_feature_field(flag): getattr(args, _feature_field(flag)) for flag in _FEATURE_FLAGS},
     }
     return {k: v for k, v in given.items() if v is not None}
 

@@ -59,6 +59,26 @@ def test_stream_add_ls_info_edit_rm(cli, name):
     assert gone.code == 1 and "stream not found" in gone.stderr
 
 
+def test_stream_add_feature_flags_set_their_config_fields(cli, name):
+    """--allow-batched, --allow-msg-counter and the other feature flags reach the config;
+    a stream made with --allow-batched takes pub --fast-batch."""
+    flags = ["--allow-msg-ttl", "--allow-atomic", "--allow-msg-schedules", "--allow-batched"]
+    doc = ok(cli.run("--json", "stream", "add", name, "--subjects", f"{name}.>", *flags)).json()
+    config = doc["config"]
+    assert [config.get(f) for f in ("allow_msg_ttl", "allow_atomic", "allow_msg_schedules",
+                                    "allow_batched")] == [True] * 4  # fmt: skip
+    assert not config.get("allow_msg_counter")
+    acked = ok(cli.run("--json", "pub", f"{name}.x", "m", "--fast-batch", "--count", "3")).json()
+    assert acked["batch_size"] == 3
+    counters = f"{name}C"
+    try:
+        made = ok(cli.run("--json", "stream", "add", counters, "--allow-msg-counter")).json()
+        assert made["config"]["allow_msg_counter"] is True
+        assert ok(cli.run("counter", "add", counters, counters, "5")).stdout.strip().endswith("5")
+    finally:
+        cli.run("stream", "rm", counters, "-f")
+
+
 def test_stream_add_subjects_default_to_its_name(cli, name):
     """Without --subjects the stream captures its own name, as in the nats CLI."""
     doc = ok(cli.run("--json", "stream", "add", name)).json()
