@@ -19,7 +19,7 @@ loopback nats-server, prefilled when the point consumes; the Spark curve runs in
 process with one Spark session and one server. ``--scale`` multiplies every count (and
 the seconds of ``threads``). Each curve gets a markdown table on stdout and a PNG drawn
 from the results (``benchmarks/scaling_plot.py``, matplotlib's Agg backend) in
-``--out``, beside ``scaling.json`` with every row. Without matplotlib the tables and the
+``--out``, beside ``<curve>.json`` with every row. Without matplotlib the tables and the
 JSON are still written and the plots are skipped with a note. The exit code is 1 when a
 point crashed, else 0: figures are information, never a verdict.
 """
@@ -230,7 +230,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--clients", default="raw,ours,nats-py", help="among each curve's own")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every count")
     ap.add_argument("--reps", type=int, default=1, help="repetitions (medians)")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="PNGs and scaling.json")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="PNGs and <curve>.json")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per point")
     ap.add_argument("--master", default="local[2]", help="the Spark curve's master")
     args = ap.parse_args(argv)
@@ -392,15 +392,15 @@ def markdown(curve: Curve, summary: list[dict[str, Any]]) -> str:
 
 
 def draw(curves: list[Curve], summaries: dict[str, list[dict[str, Any]]], out: Path,
-         meta: dict[str, Any]) -> list[str]:  # fmt: skip
-    """The PNG of each curve, or a note why none were drawn."""
+         meta: dict[str, Any]) -> dict[str, str]:  # fmt: skip
+    """The PNG of each curve (by curve name), or none and a note in ``meta`` why not."""
     try:
         from .scaling_plot import plot_curve
     except ImportError as e:
         progress(f"# plots skipped: {e} (pip install '.[bench]' for matplotlib)")
         meta["plots"] = f"skipped: {e}"
-        return []
-    paths = [str(plot_curve(c, summaries[c.name], out, meta)) for c in curves]
+        return {}
+    paths = {c.name: str(plot_curve(c, summaries[c.name], out, meta)) for c in curves}
     meta["plots"] = "drawn"
     return paths
 
@@ -417,7 +417,7 @@ def machine_meta(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the curves, print their tables, write the PNGs and ``scaling.json``."""
+    """Run the curves, print their tables, write a PNG and a JSON file per curve."""
     args = parse_args(argv)
     server_binary()  # fail early, and clearly, without a server
     meta = machine_meta(args)
@@ -444,8 +444,10 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {c.name: summarize(rows, c) for c in curves}
     args.out.mkdir(parents=True, exist_ok=True)
     pngs = draw(curves, summaries, args.out, meta)
-    doc = {"meta": meta, "summary": summaries, "rows": rows, "pngs": pngs}
-    (args.out / "scaling.json").write_text(json.dumps(doc, indent=1) + "\n")
+    for curve in curves:  # one file per curve: runs of different curves share --out
+        doc = {"meta": meta, "summary": summaries[curve.name], "png": pngs.get(curve.name),
+               "rows": [r for r in rows if r.get("curve") == curve.name]}  # fmt: skip
+        (args.out / f"{curve.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     sys.stdout.write(
         f"Scaling curves - {meta['date']} - scale {args.scale}, medians of {args.reps} rep(s); "
         f"{meta['nproc']} CPUs, {meta['cpu_model']}, load {meta['loadavg_before']} -> "
