@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: no display, no GUI toolkit
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogFormatter  # noqa: E402
 
 if TYPE_CHECKING:
     from .scaling import Curve
@@ -33,7 +33,7 @@ def _size(x: float, _pos: object = None) -> str:
 
 
 def _count(x: float, _pos: object = None) -> str:
-    return f"{x:,.0f}"
+    return f"{x:,.0f}" if x >= 1 else f"{x:g}"
 
 
 def series(summary: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
@@ -71,9 +71,11 @@ def plot_curve(curve: Curve, summary: list[dict[str, Any]], out: Path,
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
         if panel.log_y:
             ax.set_yscale("log")
+            # within about a decade, label some minor ticks too (plain numbers, no 10^x)
+            ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
         else:
             ax.set_ylim(bottom=0)
-            ax.yaxis.set_major_formatter(FuncFormatter(_count))
+        ax.yaxis.set_major_formatter(FuncFormatter(_count))
         ax.set_xlabel(curve.xlabel)
         ax.set_ylabel(panel.ylabel)
         ax.set_title(panel.title, fontsize=10)
