@@ -398,14 +398,14 @@ def markdown(curve: Curve, summary: list[dict[str, Any]]) -> str:
 
 def draw(curves: list[Curve], summaries: dict[str, list[dict[str, Any]]], out: Path,
          meta: dict[str, Any]) -> dict[str, str]:  # fmt: skip
-    """The PNG of each curve (by curve name), or none and a note in ``meta`` why not."""
+    """The PNG file name in ``out`` of each curve, or none and a note in ``meta`` why not."""
     try:
         from .scaling_plot import plot_curve
     except ImportError as e:
         progress(f"# plots skipped: {e} (pip install '.[bench]' for matplotlib)")
         meta["plots"] = f"skipped: {e}"
         return {}
-    paths = {c.name: str(plot_curve(c, summaries[c.name], out, meta)) for c in curves}
+    paths = {c.name: plot_curve(c, summaries[c.name], out, meta).name for c in curves}
     meta["plots"] = "drawn"
     return paths
 
