@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,6 @@ class Curve:
     panels: tuple[Panel, ...]
     modes: tuple[str, ...] = ("",)
     prefilled: tuple[str, ...] = ()  # the modes whose points consume a prefilled stream
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 RATE = Column("msgs/s", "msgs_per_s")
@@ -156,7 +155,7 @@ CURVES: dict[str, Curve] = {
 # ------------------------------------------------------------------ counts
 
 
-def count_for(curve: str, x: int, mode: str, scale: float) -> float:
+def count_for(curve: str, x: int, scale: float) -> float:
     """What one point does: messages, or seconds for ``threads``; never below one round."""
     if curve == "threads":
         return round(max(0.2, THREAD_SECONDS * scale), 3)
@@ -227,6 +226,7 @@ def process_rss_bytes(pid: int) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The orchestrator's command line; ``curves`` and ``client_set`` are added to it."""
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks scaling",
         description="How cost grows with the work: one table and one PNG per curve.",
@@ -251,6 +251,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def progress(text: str) -> None:
+    """One progress line on stderr (stdout carries the tables)."""
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
 
@@ -298,6 +299,7 @@ def run_point(curve: Curve, client: str, x: int, mode: str, n: float,
 
 
 def describe(row: dict[str, Any]) -> str:
+    """A point's row in one progress line."""
     if "error" in row:
         return str(row["error"])
     text = f"{row['msgs_per_s']:,.0f} msgs/s, {row['cpu_us_per_msg']:.2f} us CPU/msg"
@@ -313,7 +315,7 @@ def describe(row: dict[str, Any]) -> str:
 def measure_point(curve: Curve, client: str, x: int, mode: str, rep: int,
                   args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:  # fmt: skip
     """One point of one client, with a progress line: its rows and a crash reason."""
-    n = count_for(curve.name, x, mode, args.scale)
+    n = count_for(curve.name, x, args.scale)
     head = f"rep {rep} {curve.name} {mode or '-'} x={x:,} {client} n={n:,}"
     t0 = time.perf_counter()
     try:
@@ -411,6 +413,7 @@ def draw(curves: list[Curve], summaries: dict[str, list[dict[str, Any]]], out: P
 
 
 def machine_meta(args: argparse.Namespace) -> dict[str, Any]:
+    """The main suite's machine and version facts, and the load average before the run."""
     from .__main__ import machine_meta as bench_meta
 
     shape = argparse.Namespace(quick=False, reps=args.reps, scale=args.scale,
@@ -437,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "spark":
             from .scaling_spark import run_spark_curve
 
-            got, crashed = run_spark_curve(curve, args, count_for(name, 0, "", args.scale))
+            got, crashed = run_spark_curve(curve, args, count_for(name, 0, args.scale))
         else:
             got, crashed = run_curve(curve, args)
         rows += got

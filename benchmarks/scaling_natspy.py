@@ -51,6 +51,7 @@ def threads(args: Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Measure the point the command line names; print its JSON row."""
     args = point_args(argv)
     try:
         import nats  # noqa: F401

@@ -105,6 +105,7 @@ def fetch_all(js: Any, args: Namespace, size: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Measure the point the command line names; print its JSON row."""
     args = point_args(argv)
     nc = js_sync.connect(f"nats://127.0.0.1:{args.port}")
     try:

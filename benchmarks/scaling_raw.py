@@ -102,6 +102,7 @@ def fetch_all(conn: RawConn, args: Namespace, size: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Measure the point the command line names; print its JSON row."""
     args = point_args(argv)
     if args.curve == "threads":
         threads(args.port, args)
