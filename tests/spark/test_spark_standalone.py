@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
+# The first test also pays for the archive and six JVMs (master, workers, driver, executors).
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 @pytest.fixture
