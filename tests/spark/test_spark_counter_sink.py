@@ -48,7 +48,7 @@ def test_rows_add_their_values_to_the_counters_of_their_subjects(spark, shared_s
     name = stream.name
     rows = [(f"{name}.{'a' if i % 3 else 'b'}", i - 20) for i in range(60)]
     df = spark.createDataFrame(rows, "subject STRING, value BIGINT").repartition(3)
-    _write(df, shared_server)
+    _write(df, shared_server, stream=name)
     counter = js.counter(name)
     for key in ("a", "b"):
         expected = sum(v for s, v in rows if s == f"{name}.{key}")
