@@ -164,6 +164,9 @@ class FastPublisher:
         batch, self._batch = self._batch, None
         if batch is None:
             return
+        if self.sent == self._first:  # its first row was refused: nothing to commit
+            batch.abandon()
+            return
         try:
             ack = batch.commit()
         except FastBatchError as exc:

@@ -223,3 +223,15 @@ def test_a_row_the_stream_refuses_stops_the_task_and_keeps_the_rows_before(js, s
         publisher.publish_all([pa.record_batch([pa.array(data)], names=["data"])])
     assert "exceeds maximum" in str(e.value), e.value
     assert [m.data for m in _stored(stream)] == data[:12]
+
+
+def test_a_bad_row_first_in_its_fast_batch_fails_naming_it(js, stream):
+    """A wildcard subject opening a fast batch: the batches before it are stored, it is named."""
+    subjects = [f"{stream.name}.ok"] * 3 + [f"{stream.name}.>"] + [f"{stream.name}.ok"]
+    batch = pa.record_batch(
+        [pa.array(subjects), pa.array([b"v%d" % i for i in range(5)])], names=["subject", "data"]
+    )
+    publisher = FastPublisher(js, 1, "w:1:", None, batch_rows=3)
+    with pytest.raises(jetstream_sync.RowPublishError, match="row 3 of partition 1.*not sent"):
+        publisher.publish_all([batch])
+    assert [m.data for m in _stored(stream)] == [b"v0", b"v1", b"v2"]
