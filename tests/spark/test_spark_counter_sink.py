@@ -90,9 +90,9 @@ def test_a_retried_task_counts_its_stored_rows_again_without_dedupe(
     assert js.counter(stream.name).load(f"{stream.name}.c") == 130
 
 
-def test_bad_columns_and_streams_are_refused_at_planning(spark, shared_server, js, stream):
-    """A non-integer value, an unknown column or a stream without counters: refused, nothing
-    stored."""
+def test_bad_columns_options_and_streams_are_refused_at_planning(spark, shared_server, js, stream):
+    """A non-integer value, an unknown column or option, a stream without counters: refused,
+    nothing stored."""
     name = stream.name
     cases = [
         (spark.createDataFrame([(1.5,)], "value DOUBLE"), {}, "must be an integer"),
@@ -103,6 +103,9 @@ def test_bad_columns_and_streams_are_refused_at_planning(spark, shared_server, j
     for df, options, text in cases:
         with pytest.raises(Exception, match=text):
             _write(df, shared_server, subject=f"{name}.x", **options)
+    with pytest.raises(Exception, match="did you mean 'valueColumn'"):
+        _write(spark.createDataFrame([(1,)], "value INT"), shared_server, subject=f"{name}.x",
+               valueColum="value")  # fmt: skip
     plain = js.create_stream(name=name + "PLAIN", subjects=[f"{name}PLAIN.>"])
     try:
         with pytest.raises(Exception, match="allow_msg_counter") as caught:
