@@ -6,7 +6,9 @@ for the whole run; every scenario runs both ways in the same run, in turn:
 - ``read-count``: a batch read of N 128-byte messages into ``count()``;
 - ``read-agg``: the same read into an aggregation (count and bytes per
   ``seq % 16``), collected on the driver;
-- ``write``: a batch write of N 128-byte rows into a fresh stream.
+- ``write``: a batch write of N 128-byte rows into a fresh stream;
+- ``write-fast``: the same into a stream with ``allow_batched``, ours with
+  ``mode=fast`` (fast-ingest batches).
 
 "ours" is ``format("jetstream")``; "nats-py" is ``benchmarks.spark_natspy``.
 Every result is checked (counts, stored messages) before its time is reported.
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 READ_STREAM = "S"  # prefill.pipelined_publish publishes to bench.s
 WRITE_SUBJECTS = "sparkw"  # each client writes to sparkw.<client> in its own stream
 SIZE = 128
-TARGETS = {"read-count": 150_000, "read-agg": 150_000, "write": 75_000}
+TARGETS = {"read-count": 150_000, "read-agg": 150_000, "write": 75_000, "write-fast": 75_000}
 CLIENTS = ("ours", "nats-py")
 
 
@@ -154,9 +156,39 @@ def aggregate(frame: Any) -> int:
     return sum(row.n for row in rows)
 
 
+def write_fast(client: str, spark: Any, url: str, args: argparse.Namespace) -> int:
+    """``write-fast``: ``write`` into a stream with ``allow_batched``, ours with ``mode=fast``.
+
+    Ours sends each task's rows as fast-ingest batches, with the same derived
+    ``Nats-Msg-Id`` per row as ``write``; nats-py writes as in ``write``.
+    """
+    import jetstream_sync
+
+    token = client.replace("-", "")
+    target, subject = f"WF{token.upper()}", f"{WRITE_SUBJECTS}fast.{token}"
+    with jetstream_sync.connect(url) as nc:
+        ctx = nc.jetstream()
+        if target in set(ctx.stream_names()):
+            ctx.delete_stream(target)
+        ctx.create_stream(
+            name=target, subjects=[subject], duplicate_window=600.0, allow_batched=True
+        )
+    frame = rows_to_write(spark, args.n, args.partitions, subject)
+    if client == "ours":
+        writer = frame.write.format("jetstream").option("servers", url).option("mode", "fast")
+        writer.option("stream", target).mode("append").save()
+    else:
+        from benchmarks import spark_natspy
+
+        frame.rdd.mapPartitions(lambda rows: spark_natspy.write_partition(url, rows)).sum()
+    return stored(url, target)
+
+
 def scenario(name: str, client: str, spark: Any, url: str, args: argparse.Namespace) -> int:
     """Run one scenario one way; return the count it checked."""
     n, parts = args.n, args.partitions
+    if name == "write-fast":
+        return write_fast(client, spark, url, args)
     if name == "write":
         token = client.replace("-", "")
         target, subject = f"W{token.upper()}", f"{WRITE_SUBJECTS}.{token}"

@@ -1,4 +1,5 @@
-"""PySpark integration: the ``jetstream`` and ``jetstream-kv`` data sources, and ``client()``.
+"""PySpark integration: the ``jetstream``, ``jetstream-kv`` and ``jetstream-counter`` data
+sources, and ``client()``.
 
 Install with the ``spark`` extra (``pyspark>=4.0``, ``pyarrow`` and the
 Spark Connect client's packages)::
@@ -90,7 +91,7 @@ def _default_parallelism(spark: Any) -> int:
 
 
 def register(spark: Any, pushdown: bool | None = None) -> None:
-    """Register ``format("jetstream")`` and ``format("jetstream-kv")`` with a Spark session.
+    """Register ``format("jetstream")``, ``"jetstream-kv"`` and ``"jetstream-counter"`` with Spark.
 
     Executors need ``jetstream_sync`` importable, like any Python dependency.
     Works on a classic session and on a Spark Connect one
@@ -113,6 +114,7 @@ def register(spark: Any, pushdown: bool | None = None) -> None:
         ImportError: pyspark or pyarrow is missing (the message names it).
     """
     _check_installed()
+    from ._counter_sink import JetStreamCounterDataSource
     from ._kv import JetStreamKVDataSource
     from ._source import JetStreamDataSource
 
@@ -121,7 +123,7 @@ def register(spark: Any, pushdown: bool | None = None) -> None:
     if pushdown:
         spark.conf.set(_PUSHDOWN_CONF, "true")
     parallelism = _default_parallelism(spark)
-    for base in (JetStreamDataSource, JetStreamKVDataSource):
+    for base in (JetStreamDataSource, JetStreamKVDataSource, JetStreamCounterDataSource):
         # A subclass made here carries these settings to the Python workers
         # (it is pickled by value).
         configured = type(

@@ -82,14 +82,30 @@ STREAM_READ = Role(
      "maxMessagesPerTrigger", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
      "numPartitions", "failOnDataLoss", "includeHeaders"),
 )  # fmt: skip
-BATCH_WRITE = Role(f"a batch write to {_STREAM}", (*CONNECTION, "subject", "stream", "writeId"))
+BATCH_WRITE = Role(
+    f"a batch write to {_STREAM}",
+    (*CONNECTION, "subject", "stream", "writeId", "mode", "fastBatchRows"),
+)
 STREAM_WRITE = Role(
-    f"a streaming write to {_STREAM}", (*CONNECTION, "subject", "stream", *_SPARK_STREAM_SINK)
+    f"a streaming write to {_STREAM}",
+    (*CONNECTION, "subject", "stream", "mode", "fastBatchRows", *_SPARK_STREAM_SINK),
 )
 KV_READ = Role(f"a batch read of {_KV}", (*CONNECTION, "bucket", "keys", "includeDeletes"))
 KV_WRITE = Role(f"a batch write to {_KV}", (*CONNECTION, "bucket"))
-#: Every role of the ``jetstream`` and ``jetstream-kv`` data sources.
-ROLES = (BATCH_READ, STREAM_READ, BATCH_WRITE, STREAM_WRITE, KV_READ, KV_WRITE)
+_COUNTER = 'format("jetstream-counter")'
+COUNTER_WRITE = Role(
+    f"a batch write to {_COUNTER}",
+    (*CONNECTION, "stream", "subject", "valueColumn", "writeId", "dedupe"),
+)
+COUNTER_STREAM_WRITE = Role(
+    f"a streaming write to {_COUNTER}",
+    (*CONNECTION, "stream", "subject", "valueColumn", "dedupe", *_SPARK_STREAM_SINK),
+)
+#: Every role of the ``jetstream``, ``jetstream-kv`` and ``jetstream-counter`` data sources.
+ROLES = (
+    BATCH_READ, STREAM_READ, BATCH_WRITE, STREAM_WRITE, KV_READ, KV_WRITE,
+    COUNTER_WRITE, COUNTER_STREAM_WRITE,
+)  # fmt: skip
 
 
 def refusal(name: str, role: Role) -> str:

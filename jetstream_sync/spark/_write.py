@@ -9,6 +9,12 @@ micro-batch id of a stream, the partition, the row's index in the
 partition, a short hash of its content): a retried task or a re-run
 micro-batch publishes the same ids again and the stream drops the copies
 (within its duplicate window).
+
+The ``mode`` option picks how a task sends its rows: ``async`` (the
+default: every row acknowledged, see ``_batch.py``) or ``fast`` (fast-ingest
+batches of ``fastBatchRows`` rows, one PubAck each, the same message ids:
+see ``_fast_write.py``). ``mode=fast`` checks on the driver that the stream
+allows fast batches.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from ..errors import RowPublishError, StreamNotFoundError
+from ..errors import BatchPublishDisabledError, RowPublishError, StreamNotFoundError
 from ._batch import BatchPublisher
 from ._common import connection, context
+from ._fast_write import DEFAULT_BATCH_ROWS, FastPublisher
 from ._options import Options
 from ._subjects import is_literal
 
@@ -45,6 +52,7 @@ MIN_DUPLICATE_WINDOW = 600.0  # seconds: shorter windows may not cover a task re
 _QUERY_ID = "sql.streaming.queryId"
 _BATCH_ID = "streaming.sql.batchId"
 _COLUMNS = ("data", "subject", "headers", "msgId")
+MODES = ("async", "fast")
 
 _windows_checked: set[str] = set()
 
@@ -127,6 +135,42 @@ def check_duplicate_window(ctx: Any, stream: str) -> None:
         )
 
 
+def write_mode(opts: Options) -> str:
+    """The ``mode`` option: ``async`` (default) or ``fast``.
+
+    Raises:
+        ValueError: any other value.
+    """
+    mode = (opts.get("mode") or "async").strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"option 'mode' must be 'async' or 'fast', got {opts.get('mode')!r}")
+    return mode
+
+
+def check_fast_stream(ctx: Any, stream: str | None) -> None:
+    """Check, on the driver, that ``mode=fast`` can write to ``stream``.
+
+    Raises:
+        ValueError: no stream to check (neither the ``stream`` nor the ``subject`` option).
+        BatchPublishDisabledError: the stream's ``allow_batched`` is off (or
+            the server is older than 2.14, whose streams have no such option).
+    """
+    if not stream:
+        raise ValueError(
+            "mode=fast writes into one stream: give the 'stream' option (or a 'subject' "
+            "option the stream captures), so the stream can be checked before any task runs"
+        )
+    config = ctx.stream(stream).cached_info.config
+    if not config.allow_batched:
+        raise BatchPublishDisabledError(
+            400,
+            10205,
+            f"mode=fast needs fast-ingest batches: stream {stream!r} has allow_batched off "
+            "(create or update it with allow_batched=True, nats-server 2.14+), "
+            "or write with mode=async",
+        )
+
+
 class _Writer:
     """What the batch and the streaming writer share: options, checks, the task loop."""
 
@@ -141,6 +185,8 @@ class _Writer:
         # a batch write's id unless writeId names one; a streaming write's ids use its
         # query id, and this only where a task has none
         self.write_id = uuid.uuid4().hex[:12]
+        self.mode = write_mode(opts)
+        self.fast_batch_rows = opts.integer("fastBatchRows", DEFAULT_BATCH_ROWS, minimum=1)
         stream = opts.get("stream")
         ctx = context(self.conn)
         if not stream and self.subject:
@@ -152,6 +198,8 @@ class _Writer:
                 raise StreamNotFoundError(
                     404, 10059, f"the jetstream sink's stream {stream!r} does not exist"
                 ) from None
+        if self.mode == "fast":
+            check_fast_stream(ctx, stream)
 
     def _publish_all(self, batches: Iterator[pa.RecordBatch], id_prefix: str) -> WriteCommit:
         """Publish every row of the task batch by batch; wait for every ack.
@@ -164,9 +212,14 @@ class _Writer:
         task = TaskContext.get()
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
-        publisher = BatchPublisher(
-            ctx.client, partition, f"{id_prefix}:{partition}:", self.subject, fail_at
-        )
+        prefix = f"{id_prefix}:{partition}:"
+        publisher: BatchPublisher | FastPublisher
+        if self.mode == "fast":
+            publisher = FastPublisher(
+                ctx, partition, prefix, self.subject, self.fast_batch_rows, fail_at
+            )
+        else:
+            publisher = BatchPublisher(ctx.client, partition, prefix, self.subject, fail_at)
         publisher.publish_all(batches)
         if publisher.stream is not None:
             check_duplicate_window(ctx, publisher.stream)

@@ -38,6 +38,8 @@ def test_small_spark_benchmark_reports_both_ways(tmp_path: Path):
     assert "| scenario | client |" in done.stdout
     rows = json.loads(out.read_text())["rows"]
     assert {(r["scenario"], r["client"]) for r in rows} == {
-        (s, c) for s in ("read-count", "read-agg", "write") for c in ("ours", "nats-py")
+        (s, c)
+        for s in ("read-count", "read-agg", "write", "write-fast")
+        for c in ("ours", "nats-py")
     }
     assert all(isinstance(r["msgs_per_s"], int) for r in rows)

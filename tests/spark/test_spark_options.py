@@ -16,6 +16,7 @@ import pytest
 
 from jetstream_sync.spark._options import (
     BATCH_READ,
+    COUNTER_STREAM_WRITE,
     ROLES,
     STREAM_READ,
     STREAM_WRITE,
@@ -201,8 +202,9 @@ def test_every_option_of_every_role_is_in_the_docs_table():
 def test_spark_streaming_sink_options_are_taken_only_by_the_streaming_write():
     """checkpointLocation and queryName come from Spark's writeStream; no other role takes
     them, and no role takes a path."""
-    assert STREAM_WRITE.takes("checkpointLocation") and STREAM_WRITE.takes("queryName")
-    assert not any(r.takes("checkpointLocation") for r in ROLES if r is not STREAM_WRITE)
+    sinks = (STREAM_WRITE, COUNTER_STREAM_WRITE)
+    assert all(r.takes("checkpointLocation") and r.takes("queryName") for r in sinks)
+    assert not any(r.takes("checkpointLocation") for r in ROLES if r not in sinks)
     assert not any(r.takes("path") or r.takes("paths") for r in ROLES)
 
 
