@@ -86,10 +86,17 @@ BATCH_WRITE = Role(f"a batch write to {_STREAM}", (*CONNECTION, "subject", "stre
 STREAM_WRITE = Role(
     f"a streaming write to {_STREAM}", (*CONNECTION, "subject", "stream", *_SPARK_STREAM_SINK)
 )
-KV_READ = Role(f"a batch read of {_KV}", (*CONNECTION, "bucket", "keys", "includeDeletes"))
+KV_READ = Role(
+    f"a batch read of {_KV}", (*CONNECTION, "bucket", "keys", "includeDeletes", "includeHistory")
+)
 KV_WRITE = Role(f"a batch write to {_KV}", (*CONNECTION, "bucket"))
+KV_FEED = Role(
+    f"a streaming read of {_KV}",
+    (*CONNECTION, "bucket", "keys", "startingOffsets", "maxMessagesPerTrigger",
+     "maxOffsetsPerTrigger", "numPartitions", "failOnDataLoss"),
+)  # fmt: skip
 #: Every role of the ``jetstream`` and ``jetstream-kv`` data sources.
-ROLES = (BATCH_READ, STREAM_READ, BATCH_WRITE, STREAM_WRITE, KV_READ, KV_WRITE)
+ROLES = (BATCH_READ, STREAM_READ, BATCH_WRITE, STREAM_WRITE, KV_READ, KV_WRITE, KV_FEED)
 
 
 def refusal(name: str, role: Role) -> str:
