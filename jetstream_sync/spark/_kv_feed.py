@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..errors import StreamNotFoundError
 from ..kv.entry import operation_of
-from ._common import READ_SCHEMA, context, stream_position
+from ._common import READ_SCHEMA, connection, context, stream_position
 from ._fetch import read_range
 from ._kafka import parse_offset
 from ._options import KV_FEED, STREAM_READ, Options
@@ -78,17 +78,18 @@ class KVFeedReader(JetStreamStreamReader):
 
     Raises:
         BucketNotFoundError: the bucket does not exist (when the query starts).
-        BadSubjectError: ``keys`` is not a key filter.
+        ValueError: a bucket name that is not one (``InvalidBucketNameError``),
+            or ``keys`` that is not a key filter (``BadSubjectError``).
     """
 
     def __init__(self, opts: Options, schema: StructType, default_partitions: int) -> None:
         self.bucket = opts.required("bucket")
+        context(connection(opts)).key_value(self.bucket)  # a bad name, or no such bucket
         keys = check_filter(opts.get("keys") or ">", "keys")
         self.prefix = f"$KV.{self.bucket}."
         super().__init__(
             stream_read_options(opts, self.bucket, self.prefix + keys), schema, default_partitions
         )
-        context(self.conn).key_value(self.bucket)  # BucketNotFoundError before the query runs
         self.stream_schema = to_arrow_schema(READ_SCHEMA, timezone="UTC")
 
     def _first_unread(self, start: dict[str, Any], pos: StreamPosition) -> int:

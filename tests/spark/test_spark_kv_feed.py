@@ -212,6 +212,8 @@ def test_a_missing_bucket_or_a_bad_key_filter_fails_before_anything_runs(
     """The bucket and ``keys`` are checked when the query starts, naming what is wrong."""
     with pytest.raises(Exception, match="not found"):
         _run(spark, shared_server, "nobucket" + uuid.uuid4().hex[:6], tmp_path / "a")
+    with pytest.raises(Exception, match="invalid bucket name 'a.b'"):
+        _run(spark, shared_server, "a.b", tmp_path / "c")
     kv = make_bucket()
     with pytest.raises(Exception, match="option 'keys'"):
         _run(spark, shared_server, kv.bucket, tmp_path / "b", keys="a.>.b")
