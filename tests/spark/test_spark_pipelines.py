@@ -28,6 +28,8 @@ from tests.fixtures.spark import REPO_ROOT
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SPARK_PIPELINES = Path(sys.executable).parent / "spark-pipelines"
+#: How ``spark-pipelines`` of pyspark 4.3.0 ends a completed run that used a Python data source.
+KNOWN_EXIT_ERROR = "[UNKNOWN_RESPONSE] Unknown response: Plan observed(__python_accumulator__="
 
 
 @pytest.fixture
@@ -65,7 +67,13 @@ def _run(project: Path, url: str) -> None:
         timeout=900,
         check=False,
     )
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    output = f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert "Run is COMPLETED." in done.stdout + done.stderr, output
+    if done.returncode != 0:
+        # pyspark 4.3.0 (SPARK-59135): Python Data Source workers report empty profiler
+        # accumulators, which reach the pipeline's command stream after the run completed as
+        # observed metrics the CLI does not expect; it then exits 1 with this error alone.
+        assert KNOWN_EXIT_ERROR in done.stderr and "__python_accumulator__" in done.stderr, output
 
 
 def _table(project: Path, name: str) -> list[dict[str, Any]]:
