@@ -1,10 +1,11 @@
-"""The ``jetstream-kv`` data source: a Key-Value bucket's current values, and writes into it.
+"""The ``jetstream-kv`` data source: a Key-Value bucket's values, changes, and writes into it.
 
 A batch read returns one row per key: ``bucket, key, value, revision,
 created, operation`` (deleted keys are left out unless ``includeDeletes``
-is true). A batch write puts each ``key, value`` row (binary or string);
-a null value deletes the key. How a pipeline publishes its results for
-services to read.
+is true); with ``includeHistory`` one row per stored revision. A streaming
+read is the bucket's change feed (:mod:`._kv_feed`). A batch write puts
+each ``key, value`` row (binary or string); a null value deletes the key.
+How a pipeline publishes its results for services to read.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from pyspark.sql.types import (
 )
 
 from ._common import connection, context
-from ._options import KV_READ, KV_WRITE, Options
+from ._kv_feed import KVFeedReader
+from ._options import KV_FEED, KV_READ, KV_WRITE, Options
 from ._write import WriteCommit
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ KV_SCHEMA = StructType(
 class JetStreamKVDataSource(DataSource):
     """``format("jetstream-kv")``: read a bucket's current values, or write key/value rows."""
 
-    #: unused by this source (set by ``register`` like the stream source's).
+    #: partitions of a change-feed micro-batch without ``numPartitions`` (set by ``register``).
     default_partitions = 2
     pushdown = False
 
@@ -68,8 +70,13 @@ class JetStreamKVDataSource(DataSource):
         return KV_SCHEMA
 
     def reader(self, schema: StructType) -> KVReader:
-        """A reader of the bucket's current values (one partition)."""
+        """A reader of the bucket's current values, or its history (one partition)."""
         return KVReader(Options(self.options, KV_READ), schema)
+
+    def streamReader(self, schema: StructType) -> KVFeedReader:
+        """The bucket's change feed (checks the options and the bucket now)."""
+        opts = Options(self.options, KV_FEED)
+        return KVFeedReader(opts, schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> KVWriter:
         """A writer of ``key, value`` rows (checks the columns now)."""
@@ -77,10 +84,13 @@ class JetStreamKVDataSource(DataSource):
 
 
 class KVReader(DataSourceReader):
-    """Reads the latest entry of every key matching ``keys`` (default ``>``).
+    """Reads the latest entry of every key matching ``keys`` (default ``>``), or every revision.
 
     Args:
-        opts: ``servers``, ``bucket``, ``keys`` (a key filter), ``includeDeletes``.
+        opts: ``servers``, ``bucket``, ``keys`` (a key filter),
+            ``includeHistory`` (every stored revision, oldest first, not only
+            the latest), ``includeDeletes`` (also the delete and purge
+            markers; by default only with ``includeHistory``).
         schema: the read schema.
     """
 
@@ -88,7 +98,8 @@ class KVReader(DataSourceReader):
         self.conn = connection(opts)
         self.bucket = opts.required("bucket")
         self.keys = opts.get("keys") or ">"
-        self.include_deletes = opts.boolean("includeDeletes", False)
+        self.include_history = opts.boolean("includeHistory", False)
+        self.include_deletes = opts.boolean("includeDeletes", self.include_history)
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
@@ -96,9 +107,13 @@ class KVReader(DataSourceReader):
         return [InputPartition(self.bucket)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The current entries as one Arrow record batch."""
+        """The current entries (or every stored revision) as one Arrow record batch."""
         kv = context(self.conn).key_value(self.bucket)
-        with kv.watch(self.keys, ignore_deletes=not self.include_deletes) as watcher:
+        with kv.watch(
+            self.keys,
+            include_history=self.include_history,
+            ignore_deletes=not self.include_deletes,
+        ) as watcher:
             entries = watcher.initial()
         schema = to_arrow_schema(self.schema, timezone="UTC")
         types = [f.type for f in schema]

@@ -90,8 +90,15 @@ STREAM_WRITE = Role(
     f"a streaming write to {_STREAM}",
     (*CONNECTION, "subject", "stream", "mode", "fastBatchRows", *_SPARK_STREAM_SINK),
 )
-KV_READ = Role(f"a batch read of {_KV}", (*CONNECTION, "bucket", "keys", "includeDeletes"))
+KV_READ = Role(
+    f"a batch read of {_KV}", (*CONNECTION, "bucket", "keys", "includeDeletes", "includeHistory")
+)
 KV_WRITE = Role(f"a batch write to {_KV}", (*CONNECTION, "bucket"))
+KV_FEED = Role(
+    f"a streaming read of {_KV}",
+    (*CONNECTION, "bucket", "keys", "startingOffsets", "maxMessagesPerTrigger",
+     "maxOffsetsPerTrigger", "numPartitions", "failOnDataLoss"),
+)  # fmt: skip
 _COUNTER = 'format("jetstream-counter")'
 COUNTER_WRITE = Role(
     f"a batch write to {_COUNTER}",
@@ -103,7 +110,7 @@ COUNTER_STREAM_WRITE = Role(
 )
 #: Every role of the ``jetstream``, ``jetstream-kv`` and ``jetstream-counter`` data sources.
 ROLES = (
-    BATCH_READ, STREAM_READ, BATCH_WRITE, STREAM_WRITE, KV_READ, KV_WRITE,
+    BATCH_READ, STREAM_READ, BATCH_WRITE, STREAM_WRITE, KV_READ, KV_WRITE, KV_FEED,
     COUNTER_WRITE, COUNTER_STREAM_WRITE,
 )  # fmt: skip
 
