@@ -14,7 +14,7 @@ from .._seam import ack_tokens, datetime_from_ns, datetime_to_ns, parse_rfc3339
 from ..jetstream.replies import RawStreamMsg
 from ..msg import Msg, header_block
 
-__all__ = ["KeyValueEntry", "KeyValueOp"]
+__all__ = ["KeyValueEntry", "KeyValueOp", "operation_of"]
 
 OPERATION = "KV-Operation"
 MARKER_REASON = "Nats-Marker-Reason"
