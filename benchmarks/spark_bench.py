@@ -296,8 +296,6 @@ class CpuMeter:
 
 def start_spark(spec: dict[str, Any]) -> Any:
     """The spec's session (classic on its master, or remote), ``jetstream`` registered."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     import jetstream_sync.spark
@@ -438,6 +436,9 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
     )
+    # Spark's Python workers (a Connect server's too) run this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     rows: list[dict[str, Any]] = []
     with BenchServer() as server:
         prefill_read_streams(server, args.n)

@@ -6,8 +6,9 @@ subjects come back as buffers) and handed to Arrow as they are
 (``pa.Array.from_buffers``); the payloads become the ``data`` column in one
 ``pa.array`` call. Nothing is made per message except for the rare message
 that carries headers of its own, whose header map is built in Python, and a
-batch whose subjects are not all UTF-8. Rows read by a consumer are
-collected in lists (:class:`Columns`).
+batch whose subjects are not all UTF-8. Messages a consumer delivered are
+decoded a batch at a time too (:func:`decode_msgs`): Arrow splits their ack
+subjects into the sequence and time columns.
 
 What another client wrote is read back: a subject, header key or header
 value that is not valid UTF-8 shows each invalid byte as U+FFFD. An error
@@ -19,20 +20,21 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import _protocol
 from .._protocol._direct_batch import DIRECT_BATCH_MSG_HEADERS
-from ..errors import ProtocolError
+from .._seam import ack_tokens
+from ..errors import NotJetStreamMsgError, ProtocolError
 from ..headers import Headers
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from .._reply import Reply
+    from ..msg import Msg
 
-__all__ = ["Columns", "decode_replies", "import_pyarrow", "last_seq", "read_schema"]
+__all__ = ["decode_msgs", "decode_replies", "import_pyarrow", "last_seq", "read_schema"]
 
 _TIME_UNIT_NS = 1000  # the timestamp column is in microseconds
 # The headers a direct-get reply adds to the stored message's own.
@@ -41,6 +43,9 @@ _DIRECT_GET_HEADERS = frozenset(
      "Nats-Last-Sequence", "Nats-UpTo-Sequence")
 )  # fmt: skip
 _SEQUENCE_HEADER = re.compile(rb"\r\nNats-Sequence:[ \t]*([0-9]+)")
+# Ack subjects (see jetstream_sync._ack_subject): token count, (stream seq, ns) token index.
+_V1_TOKENS, _V1_AT = 9, (5, 7)
+_V2_TOKENS, _V2_AT = 11, (7, 9)
 
 
 def import_pyarrow() -> Any:
@@ -178,46 +183,94 @@ def _error(stream: str, blocks: Sequence[bytes | None], exc: ProtocolError) -> P
     return ProtocolError(f"stream {stream!r}: {exc}")
 
 
-class Columns:
-    """The column lists of the rows a consumer read so far; :meth:`batch` takes them."""
+def decode_msgs(msgs: Sequence[Msg], stream: str, end: int) -> pa.RecordBatch:
+    """Messages a consumer delivered as one record batch of :func:`read_schema`.
 
-    def __init__(self) -> None:
-        self.clear()
+    Column at a time: the ack subjects (``reply``) are split by Arrow, and the
+    stream sequence and time taken from their tokens; subjects and payloads
+    become columns in one ``pa.array`` call each. Only a message with headers
+    of its own is decoded on its own.
 
-    def clear(self) -> None:
-        self.subjects: list[str] = []
-        self.seqs: list[int] = []
-        self.times: list[datetime] = []
-        self.datas: list[bytes] = []
-        self.headers: list[list[tuple[str, list[str]]] | None] = []
+    Args:
+        msgs: the messages, in sequence order (no status messages).
+        stream: the stream's name (the ``stream`` column; named by errors).
+        end: rows after this sequence are left out.
 
-    def add(self, subject: str, seq: int, time: datetime, data: bytes, hdrs: Headers) -> None:
-        """Add one message's row (``subject`` and headers as the client decoded them)."""
-        self.subjects.append(_text(subject))
-        self.seqs.append(seq)
-        self.times.append(time)
-        self.datas.append(data)
-        self.headers.append(_header_entries(hdrs) if len(hdrs) else None)
+    Raises:
+        ProtocolError: a message's reply is not an ack subject (names the stream).
+    """
+    pa = import_pyarrow()
+    schema = read_schema()
+    types = schema.types
+    n = len(msgs)
+    seqs, times = _ack_columns(pa, [m.reply for m in msgs], stream)
+    subjects = [m.subject for m in msgs]
+    try:
+        subject_column = pa.array(subjects, types[1])
+    except (UnicodeEncodeError, pa.ArrowInvalid):  # another client's bytes: the rare slow path
+        subject_column = pa.array([_text(subject) for subject in subjects], types[1])
+    with_headers = [i for i, m in enumerate(msgs) if m.header_size]
+    if with_headers:
+        maps: list[list[tuple[str, list[str]]] | None] = [None] * n
+        for i in with_headers:
+            maps[i] = _header_entries(msgs[i].headers)
+        header_column = pa.array(maps, type=types[5])
+    else:
+        header_column = pa.nulls(n, types[5])
+    arrays = [
+        pa.repeat(pa.scalar(stream, types[0]), n),
+        subject_column,
+        seqs,
+        times,
+        pa.array([m.data for m in msgs], type=types[4]),
+        header_column,
+    ]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if seqs[n - 1].as_py() > end:
+        batch = batch.filter(pa.compute.less_equal(seqs, end))
+    return batch
 
-    def __len__(self) -> int:
-        return len(self.seqs)
 
-    def batch(self, stream: str) -> pa.RecordBatch:
-        """The rows so far as one record batch of :func:`read_schema` (and none left here)."""
-        pa = import_pyarrow()
-        schema = read_schema()
-        n = len(self.seqs)
-        types = schema.types
-        arrays = [
-            pa.repeat(pa.scalar(stream, types[0]), n),
-            pa.array(self.subjects, type=types[1]),
-            pa.array(self.seqs, type=types[2]),
-            pa.array(self.times, type=types[3]),
-            pa.array(self.datas, type=types[4]),
-            pa.array(self.headers, type=types[5]),
-        ]
-        self.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+def _ack_columns(pa: Any, replies: list[str], stream: str) -> tuple[pa.Array, pa.Array]:
+    """The ``seq`` and ``timestamp`` columns from the messages' ack subjects.
+
+    Both layouts of ``jetstream_sync._ack_subject`` are read; a batch that
+    mixes them is read a message at a time.
+    """
+    pc = pa.compute
+    types = read_schema().types
+    try:
+        tokens = pc.split_pattern(pa.array(replies, pa.string()), ".")
+        lengths = pc.min_max(pc.list_value_length(tokens)).as_py()
+        if lengths["min"] == lengths["max"] == _V1_TOKENS:
+            at = _V1_AT
+        elif lengths["min"] >= _V2_TOKENS:
+            at = _V2_AT
+        else:
+            raise ValueError("mixed layouts")
+        if pc.any(pc.not_equal(pc.list_element(tokens, 1), "ACK")).as_py():
+            raise ValueError("not an ack subject")
+        seqs = pc.cast(pc.list_element(tokens, at[0]), types[2])
+        ns = pc.cast(pc.list_element(tokens, at[1]), pa.int64())
+    except (ValueError, UnicodeEncodeError, pa.ArrowInvalid):
+        return _ack_columns_one_by_one(pa, replies, stream)
+    return seqs, pc.divide(ns, _TIME_UNIT_NS).cast(types[3])
+
+
+def _ack_columns_one_by_one(pa: Any, replies: list[str], stream: str) -> tuple[pa.Array, pa.Array]:
+    types = read_schema().types
+    seqs, times = [], []
+    for reply in replies:
+        try:
+            tokens = ack_tokens(reply)
+            seqs.append(int(tokens[5]))
+            times.append(int(tokens[7]) // _TIME_UNIT_NS)
+        except (NotJetStreamMsgError, ValueError):
+            raise ProtocolError(
+                f"stream {stream!r}: a consumer delivered a message whose reply {reply!r} "
+                "is not an ack subject"
+            ) from None
+    return pa.array(seqs, types[2]), pa.array(times, pa.int64()).cast(types[3])
 
 
 def _text(value: str) -> str:
