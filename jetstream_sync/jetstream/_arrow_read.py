@@ -54,8 +54,10 @@ __all__ = ["READ_BATCH", "ROWS_PER_BATCH", "read_arrow"]
 READ_BATCH = 4096
 #: Rows per record batch, about: a batch ends with the request that fills it.
 ROWS_PER_BATCH = 8192
-#: Pull requests a consumer read keeps outstanding.
-IN_FLIGHT = 3
+#: Pull requests a consumer read keeps outstanding. What it has asked for beyond the
+#: record batch it is filling stays under two requests: a task paused on a batch holds
+#: little, and what a purge removes meanwhile is loss, not rows read ahead of it.
+IN_FLIGHT = 2
 # A consumer left behind by a reader that died is removed after this many seconds.
 _INACTIVE_THRESHOLD = 30.0
 _BATCHED_GET_LEVEL = 1  # the server's api_lvl from which batched direct get exists (2.11)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import textwrap
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -266,3 +269,22 @@ def test_a_consumed_message_without_an_ack_subject_names_the_stream():
     for reply in ("_INBOX.x", "$JS.ACK.S.C.1.x.2.1700000000000000000.0", ""):
         with pytest.raises(ProtocolError, match=r"stream 'S': .*not an ack subject"):
             decode_msgs([good, _delivered("S.a", reply)], "S", 100)
+
+
+def test_a_read_leaves_pandas_unimported(js, stream):
+    """Columns are built from buffers: pandas (0.5 s or more per Spark worker) stays unimported."""
+    _fill(js, stream.name, 10)
+    js.publish(f"{stream.name}.a", b"h", headers={"k": "v"})
+    code = textwrap.dedent(f"""
+        import sys
+        import jetstream_sync
+        with jetstream_sync.connect({js.client.connected_url!r}) as nc:
+            batches = list(nc.jetstream().stream_no_info({stream.name!r}).read_arrow(end_seq=10))
+        assert sum(b.num_rows for b in batches) == 10
+        assert "pandas" not in sys.modules, "pandas was imported"
+    """)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
