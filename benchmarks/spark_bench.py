@@ -1,17 +1,38 @@
 """``python -m benchmarks spark``: the ``jetstream`` data source vs nats-py in ``mapPartitions``.
 
-One Spark session (``local[2]`` by default) and one fresh loopback nats-server
-for the whole run; every scenario runs both ways in the same run, in turn:
+One fresh loopback nats-server for the whole run holds two read streams of N
+128-byte messages, one of each kind users have:
 
-- ``read-count``: a batch read of N 128-byte messages into ``count()``;
+- ``default``: made with defaults, as ``create_stream``, nats.go and nats.py
+  make it (no ``allow_direct``): the source reads it through a consumer;
+- ``direct``: ``allow_direct``: the source reads it by batched direct gets.
+
+Scenarios (``TARGETS``):
+
+- ``read-count``: a batch read into ``count()``, on each kind of stream;
 - ``read-agg``: the same read into an aggregation (count and bytes per
-  ``seq % 16``), collected on the driver;
+  ``seq % 16``), collected on the driver, on each kind of stream;
 - ``write``: a batch write of N 128-byte rows into a fresh stream;
 - ``write-fast``: the same into a stream with ``allow_batched``, ours with
-  ``mode=fast`` (fast-ingest batches).
+  ``mode=fast`` (fast-ingest batches, the same derived message ids).
 
-"ours" is ``format("jetstream")``; "nats-py" is ``benchmarks.spark_natspy``.
-Every result is checked (counts, stored messages) before its time is reported.
+Clients: ``ours`` is ``format("jetstream")``; ``nats-py`` is nats-py in
+``mapPartitions`` (``benchmarks.spark_natspy``; its write gathers every ack at
+the end); ``nats-py-window`` writes with at most 4,000 acks outstanding, the
+way a user writes it.
+
+Each (session, client, stream kind) runs in a Spark session of its own, in a
+child process: the session's first query is timed **cold** (Python workers
+start, import, connect), then every scenario ``--reps`` times **warm** (the
+best is reported). The ``connect`` session runs ours through
+``SparkSession.builder.remote`` against a Spark Connect server from the
+pyspark wheel (a process holds a classic session or a remote one, never both).
+Every result is checked (rows counted, messages stored) before its time counts.
+
+Adding a scenario: a function ``(cell: Cell) -> checked count`` in
+``RUNNERS`` and its rate target in ``TARGETS``; it runs for ``ours`` on no
+particular stream unless ``CLIENTS`` / ``KINDS`` / ``CONNECT`` say otherwise.
+
 Prints a markdown table (and writes JSON with ``--json``); figures are
 information, never a verdict: the exit code is 1 only when a run failed.
 """
@@ -21,9 +42,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,62 +57,67 @@ from .prefill import pipelined_publish
 from .server import CLOCK_TICKS, BenchServer, server_version
 
 ROOT = Path(__file__).resolve().parent.parent
-READ_STREAM = "S"  # prefill.pipelined_publish publishes to bench.s
-WRITE_SUBJECTS = "sparkw"  # each client writes to sparkw.<client> in its own stream
+STREAMS = {"default": "SD", "direct": "S"}  # read stream per kind; both hold bench.s
+WRITE_SUBJECTS = "sparkw"  # each write cell writes to sparkw.<token> in its own stream
 SIZE = 128
+NO_KIND = "-"  # a scenario that reads no stream
 TARGETS = {"read-count": 150_000, "read-agg": 150_000, "write": 75_000, "write-fast": 75_000}
-CLIENTS = ("ours", "nats-py")
+CLIENTS = {
+    "read-count": ("ours", "nats-py"),
+    "read-agg": ("ours", "nats-py"),
+    "write": ("ours", "nats-py", "nats-py-window"),
+    "write-fast": ("ours", "nats-py-window"),
+}
+KINDS = {"read-count": tuple(STREAMS), "read-agg": tuple(STREAMS)}
+CONNECT = ("read-count", "write")  # the scenarios run through Spark Connect too
+BASELINES = ("nats-py", "nats-py-window")
+SESSION_TIMEOUT = 3600.0  # seconds one child session may run
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """``--n``, ``--master``, ``--partitions``, ``--reps``, ``--json``."""
+    """The command line: sizes, master, repetitions, and which scenarios, streams and sessions."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks spark", description=__doc__)
     ap.add_argument("--n", type=int, default=1_000_000, help="messages per scenario")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--partitions", type=int, default=2, help="read/write partitions")
-    ap.add_argument("--reps", type=int, default=1, help="repetitions (the best is reported)")
+    ap.add_argument("--reps", type=int, default=1, help="warm repetitions (the best is reported)")
     ap.add_argument("--only", default="", help="scenarios, e.g. read-count,write")
+    ap.add_argument("--kinds", default=",".join(STREAMS), help="read streams: default,direct")
+    ap.add_argument("--sessions", default="classic,connect", help="classic,connect")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     args.scenarios = [s for s in TARGETS if not args.only or s in args.only.split(",")]
+    args.kind_list = [k for k in STREAMS if k in args.kinds.split(",")]
+    args.session_list = [s for s in ("classic", "connect") if s in args.sessions.split(",")]
     return args
 
 
-def start_spark(master: str) -> Any:
-    """A Spark session whose Python workers can import ``benchmarks`` and ``jetstream_sync``."""
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
-    )
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    import jetstream_sync.spark
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("jetstream_sync-spark-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    jetstream_sync.spark.register(spark)
-    return spark
+# -- the server's streams ---------------------------------------------------------------
 
 
-def prefill_read_stream(server: BenchServer, n: int) -> None:
-    """Create the read stream (direct get allowed) and store ``n`` messages of ``SIZE`` bytes."""
+def prefill_read_streams(server: BenchServer, n: int) -> None:
+    """Create both read streams and store ``n`` messages of ``SIZE`` bytes on ``bench.s`` in each.
+
+    Each stream captures ``bench.>`` while it is filled, then lets go of it
+    (its subjects are renamed), so the next one can take it.
+    """
     import jetstream_sync
 
-    with jetstream_sync.connect(server.url) as nc:
-        nc.jetstream().create_stream(name=READ_STREAM, subjects=["bench.>"], allow_direct=True)
-    conn = RawConn(server.port)
-    try:
-        pipelined_publish(conn, n, SIZE, check=True)
-    finally:
-        conn.close()
+    for kind, name in STREAMS.items():
+        with jetstream_sync.connect(server.url) as nc:
+            ctx = nc.jetstream()
+            if kind == "direct":
+                ctx.create_stream(name=name, subjects=["bench.>"], allow_direct=True)
+            else:
+                ctx.create_stream(name=name, subjects=["bench.>"])
+        conn = RawConn(server.port)
+        try:
+            pipelined_publish(conn, n, SIZE, check=True)
+        finally:
+            conn.close()
+        with jetstream_sync.connect(server.url) as nc:
+            ctx = nc.jetstream()
+            ctx.update_stream(ctx.stream(name).info().config, subjects=[f"filled.{name}"])
 
 
 def fresh_write_stream(url: str, name: str, subject: str) -> None:
@@ -109,29 +139,59 @@ def stored(url: str, name: str) -> int:
         return nc.jetstream().stream(name).info().state.messages
 
 
-# -- the two ways to read and write ----------------------------------------------------
+# -- the scenarios ----------------------------------------------------------------------
 
 
-def read_ours(spark: Any, url: str, partitions: int) -> Any:
-    """The stream as a DataFrame through ``format("jetstream")``."""
-    return (
-        spark.read.format("jetstream")
-        .option("servers", url)
-        .option("stream", READ_STREAM)
-        .option("numPartitions", partitions)
-        .load()
-    )
+@dataclass(frozen=True)
+class Cell:
+    """One scenario run one way: what a runner gets."""
+
+    scenario: str
+    kind: str
+    client: str
+    session: str
+    spark: Any
+    url: str
+    n: int
+    partitions: int
 
 
-def read_natspy(spark: Any, url: str, partitions: int, n: int) -> Any:
-    """The stream as a DataFrame through nats-py in ``mapPartitions``."""
+def read_frame(cell: Cell) -> Any:
+    """The cell's read stream as a DataFrame, read the cell's way."""
+    stream = STREAMS[cell.kind]
+    if cell.client == "ours":
+        return (
+            cell.spark.read.format("jetstream")
+            .option("servers", cell.url)
+            .option("stream", stream)
+            .option("numPartitions", cell.partitions)
+            .load()
+        )
     from benchmarks import spark_natspy
 
-    ranges = spark_natspy.split(1, n, partitions)
-    rdd = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
-        lambda part: spark_natspy.read_partition(url, READ_STREAM, part)
+    url, ranges = cell.url, spark_natspy.split(1, cell.n, cell.partitions)
+    rdd = cell.spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
+        lambda part: spark_natspy.read_partition(url, stream, part)
     )
-    return spark.createDataFrame(rdd, "subject STRING, seq LONG, data BINARY")
+    return cell.spark.createDataFrame(rdd, "subject STRING, seq LONG, data BINARY")
+
+
+def read_count(cell: Cell) -> int:
+    """``read-count``: the read into ``count()``."""
+    return int(read_frame(cell).count())
+
+
+def read_agg(cell: Cell) -> int:
+    """``read-agg``: the read into count and bytes per ``seq % 16``, collected; the total count."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        read_frame(cell)
+        .groupBy((F.col("seq") % 16).alias("bucket"))
+        .agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("bytes"))
+        .collect()
+    )
+    return sum(row.n for row in rows)
 
 
 def rows_to_write(spark: Any, n: int, partitions: int, subject: str) -> Any:
@@ -144,69 +204,69 @@ def rows_to_write(spark: Any, n: int, partitions: int, subject: str) -> Any:
     )
 
 
-def aggregate(frame: Any) -> int:
-    """Count and bytes per ``seq % 16``, collected; return the total count."""
-    from pyspark.sql import functions as F
+def write(cell: Cell) -> int:
+    """``write``: N rows into a fresh stream; the messages it then holds."""
+    token = (cell.client + cell.session).replace("-", "")
+    target, subject = f"W{token.upper()}", f"{WRITE_SUBJECTS}.{token}"
+    fresh_write_stream(cell.url, target, subject)
+    frame = rows_to_write(cell.spark, cell.n, cell.partitions, subject)
+    url = cell.url
+    if cell.client == "ours":
+        frame.write.format("jetstream").option("servers", url).mode("append").save()
+    else:
+        from benchmarks import spark_natspy
 
-    rows = (
-        frame.groupBy((F.col("seq") % 16).alias("bucket"))
-        .agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("bytes"))
-        .collect()
-    )
-    return sum(row.n for row in rows)
+        body = (
+            spark_natspy.write_partition
+            if cell.client == "nats-py"
+            else spark_natspy.write_partition_windowed
+        )
+        frame.rdd.mapPartitions(lambda rows: body(url, rows)).sum()
+    return stored(url, target)
 
 
-def write_fast(client: str, spark: Any, url: str, args: argparse.Namespace) -> int:
+def write_fast(cell: Cell) -> int:
     """``write-fast``: ``write`` into a stream with ``allow_batched``, ours with ``mode=fast``.
 
     Ours sends each task's rows as fast-ingest batches, with the same derived
-    ``Nats-Msg-Id`` per row as ``write``; nats-py writes as in ``write``.
+    ``Nats-Msg-Id`` per row as ``write``; nats-py writes with its bounded window.
     """
     import jetstream_sync
 
-    token = client.replace("-", "")
+    token = (cell.client + cell.session).replace("-", "")
     target, subject = f"WF{token.upper()}", f"{WRITE_SUBJECTS}fast.{token}"
-    with jetstream_sync.connect(url) as nc:
+    with jetstream_sync.connect(cell.url) as nc:
         ctx = nc.jetstream()
         if target in set(ctx.stream_names()):
             ctx.delete_stream(target)
         ctx.create_stream(
             name=target, subjects=[subject], duplicate_window=600.0, allow_batched=True
         )
-    frame = rows_to_write(spark, args.n, args.partitions, subject)
-    if client == "ours":
+    frame = rows_to_write(cell.spark, cell.n, cell.partitions, subject)
+    url = cell.url
+    if cell.client == "ours":
         writer = frame.write.format("jetstream").option("servers", url).option("mode", "fast")
         writer.option("stream", target).mode("append").save()
     else:
         from benchmarks import spark_natspy
 
-        frame.rdd.mapPartitions(lambda rows: spark_natspy.write_partition(url, rows)).sum()
+        frame.rdd.mapPartitions(lambda rows: spark_natspy.write_partition_windowed(url, rows)).sum()
     return stored(url, target)
 
 
-def scenario(name: str, client: str, spark: Any, url: str, args: argparse.Namespace) -> int:
-    """Run one scenario one way; return the count it checked."""
-    n, parts = args.n, args.partitions
-    if name == "write-fast":
-        return write_fast(client, spark, url, args)
-    if name == "write":
-        token = client.replace("-", "")
-        target, subject = f"W{token.upper()}", f"{WRITE_SUBJECTS}.{token}"
-        fresh_write_stream(url, target, subject)
-        frame = rows_to_write(spark, n, parts, subject)
-        if client == "ours":
-            frame.write.format("jetstream").option("servers", url).mode("append").save()
-        else:
-            from benchmarks import spark_natspy
-
-            frame.rdd.mapPartitions(lambda rows: spark_natspy.write_partition(url, rows)).sum()
-        return stored(url, target)
-    frame = read_ours(spark, url, parts) if client == "ours" else read_natspy(spark, url, parts, n)
-    return frame.count() if name == "read-count" else aggregate(frame)
+RUNNERS: dict[str, Callable[[Cell], int]] = {
+    "read-count": read_count,
+    "read-agg": read_agg,
+    "write": write,
+    "write-fast": write_fast,
+}
 
 
-def _tree_times(root: int) -> dict[tuple[int, str], int]:
-    """CPU ticks (utime + stime) of ``root`` and each descendant, keyed by (pid, start time)."""
+# -- CPU ----------------------------------------------------------------------------------
+
+
+def _tree_times(roots: list[int]) -> dict[tuple[int, str], int]:
+    """CPU ticks (utime + stime) of each root and its descendants, keyed by (pid, start time)."""
     parents: dict[int, int] = {}
     times: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
@@ -219,7 +279,7 @@ def _tree_times(root: int) -> dict[tuple[int, str], int]:
             continue
         parents[int(entry)] = int(fields[1])
         times[int(entry)] = (fields[19], int(fields[11]) + int(fields[12]))
-    tree, todo = {}, [root]
+    tree, todo = {}, list(roots)
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)
@@ -232,17 +292,20 @@ def _tree_times(root: int) -> dict[tuple[int, str], int]:
 
 
 class CpuMeter:
-    """CPU seconds used by this process and its descendants (Spark's JVM, Python workers).
+    """CPU seconds used by some processes and their descendants (Spark's JVM, Python workers).
 
-    A thread samples the process tree every 0.2 s and keeps each process's
+    A thread samples the process trees every 0.2 s and keeps each process's
     last value, so a worker that exits during the measurement still counts
     (up to its last sample).
+
+    Args:
+        roots: the pids whose trees count.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, roots: list[int]) -> None:
         """Take the baseline and start sampling."""
-        self._root = os.getpid()
-        self._base = _tree_times(self._root)
+        self._roots = roots
+        self._base = _tree_times(roots)
         self._last = dict(self._base)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-cpu-meter", daemon=True)
@@ -250,93 +313,209 @@ class CpuMeter:
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            self._last.update(_tree_times(self._root))
+            self._last.update(_tree_times(self._roots))
 
     def stop(self) -> float:
         """Stop sampling; return the CPU seconds used since the baseline."""
         self._stop.set()
         self._thread.join()
-        self._last.update(_tree_times(self._root))
+        self._last.update(_tree_times(self._roots))
         ticks = sum(last - self._base.get(key, 0) for key, last in self._last.items())
         return ticks / CLOCK_TICKS
 
 
-def measure(
-    name: str, client: str, spark: Any, server: BenchServer, args: argparse.Namespace
-) -> dict:
-    """Run one scenario one way ``--reps`` times; the best time with its CPU, or the error.
-
-    ``cpu_us_per_msg`` is the CPU of Spark (driver, JVM, Python workers) plus
-    the server's, per message: unlike the wall time, it barely depends on what
-    else the machine runs. ``cpu_bound_msgs_per_s`` is the rate that CPU
-    allows on this machine's cores.
-    """
-    best: dict[str, Any] = {"scenario": name, "client": client, "n": args.n}
-    for _ in range(args.reps):
-        meter, server0, start = CpuMeter(), server.cpu_seconds(), time.perf_counter()
-        try:
-            count = scenario(name, client, spark, server.url, args)
-        except Exception as exc:  # reported in the table; the exit code says 1
-            meter.stop()
-            best["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            return best
-        secs = time.perf_counter() - start
-        cpu = meter.stop() + server.cpu_seconds() - server0
-        if count != args.n:
-            best["error"] = f"checked {count:,} messages, expected {args.n:,}"
-            return best
-        if "secs" not in best or secs < best["secs"]:
-            best.update(
-                secs=round(secs, 3),
-                msgs_per_s=round(args.n / secs),
-                cpu_us_per_msg=round(cpu / args.n * 1e6, 2),
-                cpu_bound_msgs_per_s=round(args.n * (os.cpu_count() or 1) / cpu),
-            )
-    return best
+# -- a session (in a child process) -------------------------------------------------------
 
 
-def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every scenario, both ways, against one fresh server; one row per scenario and client."""
+def start_spark(spec: dict[str, Any]) -> Any:
+    """The spec's session (classic on its master, or remote), ``jetstream`` registered."""
+    from pyspark.sql import SparkSession
+
+    import jetstream_sync.spark
+
+    if spec.get("remote"):
+        spark = SparkSession.builder.remote(spec["remote"]).getOrCreate()
+    else:
+        spark = (
+            SparkSession.builder.master(spec["master"])
+            .appName("jetstream_sync-spark-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+    jetstream_sync.spark.register(spark)
+    return spark
+
+
+def timed(cell: Cell, roots: list[int]) -> tuple[float, float, int]:
+    """Run ``cell`` once: its seconds, the CPU seconds of ``roots``' trees, the checked count."""
+    meter, start = CpuMeter(roots), time.perf_counter()
+    try:
+        count = RUNNERS[cell.scenario](cell)
+    finally:
+        cpu = meter.stop()
+    return time.perf_counter() - start, cpu, count
+
+
+def run_cells(spec: dict[str, Any], spark: Any, roots: list[int]) -> list[dict[str, Any]]:
+    """Every cell of ``spec`` in ``spark``: the first run of the first is the cold one."""
     rows: list[dict[str, Any]] = []
-    with BenchServer() as server:
-        prefill_read_stream(server, args.n)
-        spark = start_spark(args.master)
+    n, cores = spec["n"], os.cpu_count() or 1
+    for index, (scenario, kind, client) in enumerate(spec["cells"]):
+        cell = Cell(
+            scenario, kind, client, spec["session"], spark, spec["url"], n, spec["partitions"]
+        )
+        row: dict[str, Any] = {"scenario": scenario, "stream": kind, "client": client,
+                               "session": spec["session"], "n": n}  # fmt: skip
         try:
-            spark.range(10).count()  # the JVM and the Python workers are warm before timing
-            for name in args.scenarios:
-                for client in CLIENTS:
-                    rows.append(measure(name, client, spark, server, args))
-                    sys.stderr.write(f"{name} {client}: {rows[-1]}\n")
-        finally:
-            spark.stop()
+            runs = [timed(cell, roots) for _ in range(spec["reps"] + (index == 0))]
+        except Exception as exc:  # reported in the table; the exit code says 1
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            rows.append(row)
+            continue
+        wrong = [count for _, _, count in runs if count != n]
+        if wrong:
+            row["error"] = f"checked {wrong[0]:,} messages, expected {n:,}"
+            rows.append(row)
+            continue
+        if index == 0:
+            row["cold_secs"] = round(runs[0][0], 3)
+            row["cold_msgs_per_s"] = round(n / runs[0][0])
+            runs = runs[1:]
+        secs, cpu, _ = min(runs)
+        row.update(
+            secs=round(secs, 3),
+            msgs_per_s=round(n / secs),
+            cpu_us_per_msg=round(cpu / n * 1e6, 2),
+            cpu_bound_msgs_per_s=round(n * cores / cpu) if cpu else None,
+        )
+        rows.append(row)
+        sys.stderr.write(f"{row}\n")
     return rows
 
 
+def session_main(spec: dict[str, Any]) -> None:
+    """A child process: start the spec's session (and Connect server), run its cells, write JSON."""
+    roots = [os.getpid(), spec["server_pid"]]
+    if spec["session"] == "connect":
+        from .spark_connect import ConnectServer
+
+        with (
+            tempfile.TemporaryDirectory(prefix="jsbench-connect-") as tmp,
+            ConnectServer(Path(tmp), spec["master"]) as connect,
+        ):
+            spark = start_spark({**spec, "remote": connect.url})
+            rows = run_cells(spec, spark, [*roots, connect.pid() or os.getpid()])
+            spark.stop()
+    else:
+        spark = start_spark(spec)
+        rows = run_cells(spec, spark, roots)
+        spark.stop()
+    Path(spec["out"]).write_text(json.dumps(rows))
+
+
+# -- the orchestrator ---------------------------------------------------------------------
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
+    """The sessions to run: ``(session, label, cells)``.
+
+    A classic session per client and stream kind (each has its cold first
+    query); one Connect session for all the Connect cells.
+    """
+    groups: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+    for session in args.session_list:
+        for scenario in args.scenarios:
+            if session == "connect" and scenario not in CONNECT:
+                continue
+            clients = CLIENTS.get(scenario, ("ours",)) if session == "classic" else ("ours",)
+            for client in clients:
+                for kind in KINDS.get(scenario, (NO_KIND,)):
+                    if kind == NO_KIND or kind in args.kind_list:
+                        # one Connect server (a JVM of its own) serves all its cells
+                        key = (session, client, kind) if session == "classic" else (session, "", "")
+                        groups.setdefault(key, []).append((scenario, kind, client))
+    return [(s, f"{s} {c} {k}", cells) for (s, c, k), cells in groups.items()]
+
+
+def run_session(
+    session: str, cells: list[tuple[str, str, str]], server: BenchServer, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Run one session's cells in a child process; its rows (or an error row per cell)."""
+    with tempfile.TemporaryDirectory(prefix="jsbench-spark-") as tmp:
+        out = Path(tmp) / "rows.json"
+        spec = {"session": session, "cells": cells, "url": server.url,
+                "server_pid": server.proc.pid if server.proc else 0, "n": args.n,
+                "partitions": args.partitions, "reps": args.reps, "master": args.master,
+                "out": str(out)}  # fmt: skip
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks.spark_bench", "--session", json.dumps(spec)],
+                cwd=ROOT, capture_output=True, text=True, timeout=SESSION_TIMEOUT,
+            )  # fmt: skip
+            failure = "" if out.exists() else f"exit {done.returncode}: {done.stderr[-300:]}"
+        except subprocess.TimeoutExpired:
+            failure = f"the session ran over {SESSION_TIMEOUT:.0f} s"
+        if failure:
+            return [{"scenario": s, "stream": k, "client": c, "session": session, "n": args.n,
+                     "error": failure} for s, k, c in cells]  # fmt: skip
+        return list(json.loads(out.read_text()))
+
+
+def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every session of the plan against one fresh server; one row per cell."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+    )
+    # Spark's Python workers (a Connect server's too) run this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    rows: list[dict[str, Any]] = []
+    with BenchServer() as server:
+        prefill_read_streams(server, args.n)
+        for session, label, cells in plan(args):
+            sys.stderr.write(f"session {label}: {[c[0] for c in cells]}\n")
+            rows += run_session(session, cells, server, args)
+    return rows
+
+
+def _ratio(mine: float | None, theirs: float | None) -> str:
+    return f"{mine / theirs:.1f}x" if mine and theirs else ""
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """The results as a markdown table, with the ratio ours / nats-py and the targets."""
-    rate = {(r["scenario"], r["client"]): r.get("msgs_per_s") for r in rows}
-    cpu = {(r["scenario"], r["client"]): r.get("cpu_us_per_msg") for r in rows}
+    """The results as a markdown table: warm and cold rates, ratios to the baselines, targets."""
+    rate = {(r["scenario"], r["stream"], r["client"], r["session"]): r.get("msgs_per_s")
+            for r in rows}  # fmt: skip
     lines = [
-        "| scenario | client | msgs/s | seconds | CPU µs/msg | CPU-bound msgs/s "
-        "| ours / nats-py | target |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| scenario | stream | session | client | msgs/s warm | msgs/s cold | cold − warm s "
+        "| CPU µs/msg | ours / baseline | target |",
+        "|---|---|---|---|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
-        ours, theirs = rate.get((r["scenario"], "ours")), rate.get((r["scenario"], "nats-py"))
+        where = f"| {r['scenario']} | {r['stream']} | {r['session']} | {r['client']} "
         if "error" in r:
-            lines.append(f"| {r['scenario']} | {r['client']} | error: {r['error']} | | | | | |")
+            lines.append(where + f"| error: {r['error']} | | | | | |")
             continue
-        ratio = target = ""
-        if r["client"] == "ours" and ours and theirs:
-            ratio = f"{ours / theirs:.1f}x"
-            ours_cpu, their_cpu = cpu[(r["scenario"], "ours")], cpu[(r["scenario"], "nats-py")]
-            if ours_cpu and their_cpu:
-                ratio += f" (CPU: {their_cpu / ours_cpu:.1f}x)"
-            met = ours >= TARGETS[r["scenario"]] and ours >= 3 * theirs
+        cold = cold_extra = ratios = target = ""
+        if "cold_secs" in r:
+            cold = f"{r['cold_msgs_per_s']:,}"
+            cold_extra = f"{r['cold_secs'] - r['secs']:+.2f}"
+        key = (r["scenario"], r["stream"])
+        if r["client"] == "ours" and r["session"] == "classic":
+            mine = r["msgs_per_s"]
+            pairs = [(b, rate.get((*key, b, "classic"))) for b in BASELINES]
+            ratios = ", ".join(f"{_ratio(mine, v)} {b}" for b, v in pairs if v)
+            met = mine >= TARGETS[r["scenario"]] and all(mine >= 3 * v for _, v in pairs if v)
             target = f"≥ {TARGETS[r['scenario']]:,}/s and ≥ 3x: {'met' if met else 'NOT met'}"
+        elif r["session"] == "connect":
+            classic = rate.get((*key, r["client"], "classic"))
+            ratios = f"{_ratio(r['msgs_per_s'], classic)} classic" if classic else ""
         lines.append(
-            f"| {r['scenario']} | {r['client']} | {r['msgs_per_s']:,} | {r['secs']:.2f} "
-            f"| {r['cpu_us_per_msg']:.1f} | {r['cpu_bound_msgs_per_s']:,} | {ratio} | {target} |"
+            where + f"| {r['msgs_per_s']:,} | {cold} | {cold_extra} | {r['cpu_us_per_msg']:.1f} "
+            f"| {ratios} | {target} |"
         )
     return "\n".join(lines)
 
@@ -352,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         "master": args.master,
         "partitions": args.partitions,
         "n": args.n,
+        "reps": args.reps,
         "size": SIZE,
         "nproc": os.cpu_count(),
         "nats_server": server_version(),
@@ -365,4 +545,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["--session"]:
+        session_main(json.loads(sys.argv[2]))
+    else:
+        sys.exit(main())

@@ -4,8 +4,14 @@ Each Spark task runs its own event loop with ``asyncio.run`` and its own
 connection. Reading: the driver splits the stream's sequence range into one
 range per partition; each task creates an ephemeral pull consumer starting at
 its range's first sequence (``AckNone``, the cheapest for the reader) and
-fetches batches until it has the whole range. Writing: each task publishes its
-rows with ``publish_async`` and gathers the acks before it ends.
+fetches batches until it has the whole range. Writing, two ways:
+
+- :func:`write_partition` publishes every row with ``publish_async`` and
+  gathers all the acks at the end (nats-py's own semaphore keeps 4,000 in
+  flight; the futures of the whole partition are held until the gather);
+- :func:`write_partition_windowed` is the way a user writes it: iterate the
+  rows, keep a window of at most ``WINDOW`` unacknowledged publishes, wait for
+  the oldest when it is full, and for the rest at the end.
 
 These functions are shipped to the Spark workers by reference, so the
 ``benchmarks`` package must be importable there (the orchestrator puts the
@@ -15,10 +21,12 @@ repository root on ``PYTHONPATH``).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Iterable, Iterator
 
 FETCH_BATCH = 1000
 FETCH_TIMEOUT = 5.0
+WINDOW = 4000  # unacknowledged publishes at most, in write_partition_windowed
 
 
 def split(first: int, last: int, partitions: int) -> list[tuple[int, int]]:
@@ -83,3 +91,30 @@ def write_partition(url: str, rows: Iterable[object]) -> Iterator[int]:
     """``mapPartitions`` body: publish the partition's rows; yield how many were acked."""
     pairs = [(row["subject"], bytes(row["data"])) for row in rows]  # type: ignore[index]
     yield asyncio.run(_publish_rows(url, pairs))
+
+
+async def _publish_windowed(url: str, rows: Iterable[object]) -> int:
+    """Publish each row as it comes, at most ``WINDOW`` acks outstanding; return the acks."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        window: deque[asyncio.Future[object]] = deque()
+        acked = 0
+        for row in rows:
+            if len(window) >= WINDOW:
+                await window.popleft()
+                acked += 1
+            window.append(await js.publish_async(row["subject"], bytes(row["data"])))  # type: ignore[index]
+        for future in window:
+            await future
+            acked += 1
+        return acked
+    finally:
+        await nc.close()
+
+
+def write_partition_windowed(url: str, rows: Iterable[object]) -> Iterator[int]:
+    """``mapPartitions`` body: publish the rows with a bounded window; yield how many were acked."""
+    yield asyncio.run(_publish_windowed(url, rows))

@@ -7,33 +7,44 @@ stream's info:
   client's one :class:`~._direct_batch.DirectBatchRoute`, some 8,192
   replies decoded at a time by :func:`._arrow_decode.decode_replies`. One
   request is always in flight while the previous one is decoded.
-- otherwise an ordered consumer bounded to the range, deleted at the end.
+- otherwise (the streams ``create_stream``, nats.go and nats.py make by
+  default) an ephemeral ``AckNone`` consumer starting at the range, deleted
+  at the end. ``IN_FLIGHT`` no-wait pull requests are kept outstanding on
+  one inbox, each for what the range can still hold (the last message's
+  pending count says how much that is), and the delivered messages are
+  decoded a record batch at a time by :func:`._arrow_decode.decode_msgs`.
 
 Nothing is acknowledged and nothing durable is left on the server. Sequences
-with no message (deleted, expired) are gaps, never errors.
+with no message (deleted, expired) are gaps, never errors. A consumer read
+that stops while messages are pending (the link or the consumer was lost)
+fails with :class:`JetStreamError`; the caller reads the range again.
 
 What another client wrote is read back (see :mod:`._arrow_decode`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._deadline import Deadline, check_timeout
+from .._seam import ack_tokens
 from .._subjects import filter_subject
-from ..errors import JetStreamError
+from ..errors import JetStreamError, NatsError, TimeoutError
+from ..msg import Msg, first_status
+from . import _api
 from . import _checks as ck
-from ._arrow_decode import Columns, decode_replies, import_pyarrow, last_seq
+from ._arrow_decode import decode_msgs, decode_replies, import_pyarrow, last_seq
 from ._direct_batch import PendingBatch, batch_status, direct_batch_route
-from .enums import DeliverPolicy
+from ._pull import DONE, HEARTBEAT, classify, request_body
+from .enums import AckPolicy, DeliverPolicy
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from .._reply import Reply
-    from ..msg import Msg
     from .context import JetStreamContext
     from .stream import Stream
 
@@ -43,6 +54,12 @@ __all__ = ["READ_BATCH", "ROWS_PER_BATCH", "read_arrow"]
 READ_BATCH = 4096
 #: Rows per record batch, about: a batch ends with the request that fills it.
 ROWS_PER_BATCH = 8192
+#: Pull requests a consumer read keeps outstanding. What it has asked for beyond the
+#: record batch it is filling stays under two requests: a task paused on a batch holds
+#: little, and what a purge removes meanwhile is loss, not rows read ahead of it.
+IN_FLIGHT = 2
+# A consumer left behind by a reader that died is removed after this many seconds.
+_INACTIVE_THRESHOLD = 30.0
 _BATCHED_GET_LEVEL = 1  # the server's api_lvl from which batched direct get exists (2.11)
 
 
@@ -132,43 +149,135 @@ class _Read:
                 pending.close()
 
     def consumer(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
-        """The range through an ordered consumer, about ``ROWS_PER_BATCH`` rows per record batch."""
-        cols = Columns()
-        for msg, seq, meta in self._consumer_msgs(start, end):
-            cols.add(msg.subject, seq, meta.timestamp, msg.data, msg.headers)
-            if len(cols) >= ROWS_PER_BATCH:
-                yield cols.batch(self.stream.name)
-        if len(cols):
-            yield cols.batch(self.stream.name)
-
-    def _consumer_msgs(self, start: int, end: int) -> Iterator[tuple[Msg, int, Any]]:
-        """The range's messages, sequences and metadata by an ordered consumer, deleted after."""
-        consumer = self.stream.ordered_consumer(
+        """The range through an ephemeral consumer, about ``ROWS_PER_BATCH`` rows a record batch."""
+        client = self.ctx.client
+        consumer = self.stream.create_consumer(
+            ack_policy=AckPolicy.NONE,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=start,
-            filter_subjects=(self.subject,) if self.subject else None,
+            filter_subject=self.subject,
+            inactive_threshold=_INACTIVE_THRESHOLD,
+            mem_storage=True,
+            num_replicas=1,
+            timeout=self.timeout,
         )
-        last = None  # the metadata of the last message read
         with consumer:
-            while True:
-                msgs = consumer.fetch_no_wait(min(self.batch, end - start + 1), self.timeout)
-                if not msgs:
-                    if last is None:
-                        return
-                    # A message said more were pending: the link or the consumer was lost
-                    # (a fetch times out empty). Fail; the caller reads the range again.
+            inbox = client.new_inbox()
+            sub = client.subscribe(inbox)
+            pulls = _Pulls(self, consumer.name, inbox, start, end)
+            msgs: list[Msg] = []
+            try:
+                while not pulls.done:
+                    want = ROWS_PER_BATCH - len(msgs)
+                    got = sub.next_msgs(want, deadline=Deadline(self.timeout))
+                    msgs += pulls.receive(got)
+                    if len(msgs) >= ROWS_PER_BATCH or (pulls.done and msgs):
+                        record_batch = decode_msgs(msgs, self.stream.name, end)
+                        msgs = []
+                        if record_batch.num_rows:
+                            yield record_batch
+            except TimeoutError:
+                # A message said more were pending: the link or the consumer was lost.
+                raise JetStreamError(
+                    f"the read of {self.stream.name!r} {start}..{end} stopped at sequence "
+                    f"{pulls.last_seq} with {pulls.pending} messages pending"
+                ) from None
+            finally:
+                try:
+                    sub.unsubscribe()
+                except NatsError:  # the client is closed or gone: the server forgets it anyway
+                    pass
+
+
+class _Pulls:
+    """The no-wait pull requests of one consumer read, and how far they got.
+
+    Each :meth:`receive` takes what arrived on the inbox and keeps
+    ``IN_FLIGHT`` requests outstanding for what the range can still hold;
+    :attr:`done` says the range is read to its end.
+    """
+
+    def __init__(self, read: _Read, consumer: str, inbox: str, start: int, end: int) -> None:
+        self._read = read
+        self._subject = read.stream._api.subject(
+            _api.CONSUMER_NEXT, stream=read.stream.name, consumer=consumer
+        )
+        self._inbox = inbox
+        self._end = end
+        self._asked: deque[list[int]] = deque()  # [asked, still owed] per request in flight
+        self._room = end - start + 1  # what the range can hold beyond what is asked
+        self.last_seq = start - 1  # of the last message read
+        self.pending: int | None = None  # after the last message read (None: none read yet)
+        self.done = False
+        self._ask()
+
+    def _ask(self) -> None:
+        read = self._read
+        while len(self._asked) < IN_FLIGHT and self._room > 0:
+            want = min(read.batch, self._room)
+            read.ctx.client.publish(
+                self._subject, request_body(want, None, no_wait=True), reply=self._inbox,
+                timeout=read.timeout,
+            )  # fmt: skip
+            self._asked.append([want, want])
+            self._room -= want
+
+    def _count(self, delivered: int) -> None:
+        """Count delivered messages against the requests in order."""
+        asked = self._asked
+        while delivered and asked:
+            take = min(delivered, asked[0][1])
+            asked[0][1] -= take
+            delivered -= take
+            if not asked[0][1]:
+                asked.popleft()
+
+    def receive(self, got: list[Msg]) -> list[Msg]:
+        """Take what arrived, ask for more; return the messages (statuses left out).
+
+        Raises:
+            JetStreamError: a request ended empty while messages were pending.
+            NatsError: a status the read cannot go on after (the consumer was deleted...).
+        """
+        users: list[Msg] = []
+        i, n = 0, len(got)
+        while i < n:
+            j = first_status(got, i)
+            if j > i:
+                part = got[i:j] if i or j < n else got
+                self._count(len(part))
+                users += part
+            if j == n:
+                break
+            i = j + 1
+            kind, error = classify(got[j])
+            if kind == HEARTBEAT or not self._asked:
+                continue
+            if kind != DONE:
+                raise error  # type: ignore[misc]
+            asked, owed = self._asked.popleft()
+            if asked == owed and not users:  # it ended with nothing
+                if self.pending is None:
+                    self.done = True  # the range holds nothing
+                    return users
+                if self.pending:
                     raise JetStreamError(
-                        f"the read of {self.stream.name!r} {start}..{end} stopped at sequence "
-                        f"{last.sequence.stream} with {last.num_pending} messages pending"
+                        f"the read of {self._read.stream.name!r} stopped at sequence "
+                        f"{self.last_seq} with {self.pending} messages pending"
                     )
-                for msg in msgs:
-                    last = meta = msg.metadata
-                    seq = meta.sequence.stream
-                    if seq > end:
-                        return
-                    yield msg, seq, meta
-                    if meta.num_pending == 0:
-                        return
+        if users:
+            tokens = ack_tokens(users[-1].reply)
+            self.last_seq, self.pending = int(tokens[5]), int(tokens[8])
+        if self.last_seq >= self._end or self.pending == 0:
+            self.done = True
+            return users
+        if self.pending is not None:
+            owed = sum(request[1] for request in self._asked)
+            self._room = min(self.pending, self._end - self.last_seq) - owed
+        self._ask()
+        if not self._asked:  # every request ended short and the range holds no more
+            self.done = True
+        return users
 
 
 def _more(status_block: bytes | None) -> bool:

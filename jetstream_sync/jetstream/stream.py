@@ -386,8 +386,8 @@ class Stream(StreamConsumersMixin):
         map of lists, null for a message without headers). A subject or header
         that another client wrote in bytes that are not UTF-8 shows each such
         byte as U+FFFD. Streams with ``allow_direct`` are read by batched
-        direct gets (server 2.11+), others by an ordered consumer deleted at
-        the end; nothing is acknowledged. Sequences with no message (deleted,
+        direct gets (server 2.11+), others by an ephemeral consumer deleted
+        at the end; nothing is acknowledged. Sequences with no message (deleted,
         expired, purged) are skipped. Record batches hold about 8,192 rows.
 
         Asks for the stream's info when called (the range is fixed then); the

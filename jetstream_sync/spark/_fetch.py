@@ -1,7 +1,8 @@
 """Reading one task's stream-sequence range: :meth:`Stream.read_arrow` plus the Spark filters.
 
-The columnar read itself (batched direct get, or an ordered consumer where
-the stream does not allow direct get) is :meth:`Stream.read_arrow`'s; this
+The columnar read itself (batched direct get, or an ephemeral consumer with
+several pull requests in flight where the stream does not allow direct get)
+is :meth:`Stream.read_arrow`'s; this
 module adds only what Spark pushes down beyond a sequence range and a
 subject filter: subject prefixes and a start time (:mod:`._columns`).
 Nothing is acknowledged and nothing durable is left on the server, so a

@@ -25,21 +25,30 @@ def test_split_covers_the_range_once():
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.timeout(900)
-def test_small_spark_benchmark_reports_both_ways(tmp_path: Path):
-    """`python -m benchmarks spark --n 3000` exits 0 with a checked row per scenario and client."""
+@pytest.mark.timeout(1800)
+def test_small_spark_benchmark_reports_every_cell(tmp_path: Path):
+    """`python -m benchmarks spark --n 3000` exits 0 with a checked row per cell, cold and warm.
+
+    A cell is a scenario on a kind of stream, by a client, in a classic or a Connect session.
+    """
     pytest.importorskip("pyspark")
     out = tmp_path / "spark.json"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "spark", "--n", "3000", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=850,
+        cwd=ROOT, capture_output=True, text=True, timeout=1700,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "| scenario | client |" in done.stdout
     rows = json.loads(out.read_text())["rows"]
-    assert {(r["scenario"], r["client"]) for r in rows} == {
-        (s, c)
-        for s in ("read-count", "read-agg", "write", "write-fast")
-        for c in ("ours", "nats-py")
-    }
+    reads = {(s, k, c, "classic") for s in ("read-count", "read-agg")
+             for k in ("default", "direct") for c in ("ours", "nats-py")}  # fmt: skip
+    writes = {("write", "-", c, "classic") for c in ("ours", "nats-py", "nats-py-window")}
+    writes |= {("write-fast", "-", c, "classic") for c in ("ours", "nats-py-window")}
+    connect = {("read-count", k, "ours", "connect") for k in ("default", "direct")}
+    connect.add(("write", "-", "ours", "connect"))
+    assert {(r["scenario"], r["stream"], r["client"], r["session"]) for r in rows} == (
+        reads | writes | connect
+    )
     assert all(isinstance(r["msgs_per_s"], int) for r in rows)
+    firsts = [r for r in rows if "cold_secs" in r]  # the first query of each session
+    assert len(firsts) == 4 + 3 + 1 and all(r["cold_msgs_per_s"] > 0 for r in firsts)

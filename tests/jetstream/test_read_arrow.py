@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import textwrap
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -194,3 +197,94 @@ def test_a_garbled_reply_names_the_stream_and_the_sequence(js, stream, monkeypat
     monkeypatch.setattr(_direct_batch.PendingBatch, "replies", garbled)
     with pytest.raises(ProtocolError, match=rf"stream '{stream.name}', sequence 2: .*Time-Stamp"):
         list(stream.read_arrow())
+
+
+@pytest.mark.parametrize("stream_options", [{"allow_direct": False}], ids=["consumer"])
+def test_the_consumer_read_keeps_several_pull_requests_in_flight(js, stream, monkeypatch):
+    """Without direct get, IN_FLIGHT pull requests go out before the read waits for a message."""
+    from jetstream_sync.jetstream._arrow_read import IN_FLIGHT
+    from jetstream_sync.subscription import Subscription
+
+    _fill(js, stream.name, 1000)
+    events: list[str] = []
+    client = type(js.client)
+    publish, next_msgs = client.publish, Subscription.next_msgs
+
+    def spy_publish(self, subject, *args, **kwargs):
+        if ".CONSUMER.MSG.NEXT." in subject:
+            events.append("pull")
+        return publish(self, subject, *args, **kwargs)
+
+    def spy_next_msgs(self, *args, **kwargs):
+        events.append("wait")
+        return next_msgs(self, *args, **kwargs)
+
+    monkeypatch.setattr(client, "publish", spy_publish)
+    monkeypatch.setattr(Subscription, "next_msgs", spy_next_msgs)
+    assert _seqs(stream.read_arrow(batch=50)) == list(range(1, 1001))
+    assert IN_FLIGHT > 1
+    assert events[: IN_FLIGHT + 1] == ["pull"] * IN_FLIGHT + ["wait"]
+    assert events.count("pull") >= 1000 // 50
+    wait_for(lambda: stream.info().state.consumer_count == 0, timeout=10)
+
+
+def test_a_read_stopped_early_leaves_nothing_on_the_server(js, stream):
+    """Closing the iterator after one batch deletes the read's consumer (or drops its request)."""
+    _fill(js, stream.name, ROWS_PER_BATCH * 3)
+    batches = stream.read_arrow(batch=500)
+    assert next(batches).num_rows > 0
+    batches.close()
+    wait_for(lambda: stream.info().state.consumer_count == 0, timeout=10)
+
+
+def _delivered(subject: str, reply: str, data: bytes = b"x") -> Any:
+    from jetstream_sync.msg import Msg
+
+    return Msg(subject, reply, data)
+
+
+def test_consumed_messages_decode_from_either_ack_subject_layout():
+    """v1 and v2 ack subjects (also mixed in one batch) give the same seq and timestamp columns."""
+    from jetstream_sync.jetstream._arrow_decode import decode_msgs
+
+    ns = 1_700_000_000_123_456_789
+    v1 = [_delivered("S.a", f"$JS.ACK.S.C.1.{seq}.{seq}.{ns + seq * 1000}.0") for seq in (7, 8)]
+    v2 = [
+        _delivered("S.a", f"$JS.ACK.dom.ACC.S.C.1.{seq}.{seq}.{ns + seq * 1000}.0.r{seq}")
+        for seq in (7, 8)
+    ]
+    expected = decode_msgs(v1, "S", 100).to_pylist()
+    assert [r["seq"] for r in expected] == [7, 8]
+    assert expected[0]["timestamp"] == datetime(2023, 11, 14, 22, 13, 20, 123463, tzinfo=UTC)
+    assert decode_msgs(v2, "S", 100).to_pylist() == expected
+    assert decode_msgs([v1[0], v2[1]], "S", 100).to_pylist() == expected
+    assert [r["seq"] for r in decode_msgs(v1, "S", 7).to_pylist()] == [7]
+
+
+def test_a_consumed_message_without_an_ack_subject_names_the_stream():
+    """A delivered message whose reply is no ack subject: a ProtocolError naming the stream."""
+    from jetstream_sync.jetstream._arrow_decode import decode_msgs
+
+    good = _delivered("S.a", "$JS.ACK.S.C.1.1.1.1700000000000000000.1")
+    for reply in ("_INBOX.x", "$JS.ACK.S.C.1.x.2.1700000000000000000.0", ""):
+        with pytest.raises(ProtocolError, match=r"stream 'S': .*not an ack subject"):
+            decode_msgs([good, _delivered("S.a", reply)], "S", 100)
+
+
+def test_a_read_leaves_pandas_unimported(js, stream):
+    """Columns are built from buffers: pandas (0.5 s or more per Spark worker) stays unimported."""
+    _fill(js, stream.name, 10)
+    js.publish(f"{stream.name}.a", b"h", headers={"k": "v"})
+    code = textwrap.dedent(f"""
+        import sys
+        import jetstream_sync
+        with jetstream_sync.connect({js.client.connected_url!r}) as nc:
+            batches = list(nc.jetstream().stream_no_info({stream.name!r}).read_arrow(end_seq=10))
+        assert sum(b.num_rows for b in batches) == 10
+        assert "pandas" not in sys.modules, "pandas was imported"
+    """)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
