@@ -143,7 +143,7 @@ def test_pipeline_with_100k_events_passes_its_self_checks(tmp_path: Path):
     # the rate table has a row per step, the data source alone beside the batch step
     table = out[out.index("\nrates\n") :]
     for step in (
-        "spark start (JVM, first job)",
+        "spark start (JVM, Python workers)",
         "a. publish orders",
         "b. spark batch: read and aggregate",
         "b. the data source alone: read -> count",
