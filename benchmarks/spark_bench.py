@@ -6,7 +6,11 @@ for the whole run; every scenario runs both ways in the same run, in turn:
 - ``read-count``: a batch read of N 128-byte messages into ``count()``;
 - ``read-agg``: the same read into an aggregation (count and bytes per
   ``seq % 16``), collected on the driver;
-- ``write``: a batch write of N 128-byte rows into a fresh stream.
+- ``write``: a batch write of N 128-byte rows into a fresh stream;
+- ``batch-step``: the main job's batch step (``examples/pipeline.py``: N order
+  events as JSON, read, decoded by ``from_json``, aggregated per region and
+  hour) beside ``read-count`` of the same stream, ours only (see
+  :func:`batch_step_rows`).
 
 "ours" is ``format("jetstream")``; "nats-py" is ``benchmarks.spark_natspy``.
 Every result is checked (counts, stored messages) before its time is reported.
@@ -275,9 +279,96 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for client in CLIENTS:
                     rows.append(measure(name, client, spark, server, args))
                     sys.stderr.write(f"{name} {client}: {rows[-1]}\n")
+            if not args.only or BATCH_STEP in args.only.split(","):
+                rows += batch_step_rows(spark, server, args)
         finally:
             spark.stop()
     return rows
+
+
+# -- the main job's batch step, on its own data ------------------------------------------
+
+BATCH_STEP = "batch-step"
+BATCH_STEP_TARGET = 92_000  # events/s: 2.5x the 36,790 of issue 20
+
+
+def _pipeline() -> Any:
+    """``examples/pipeline.py`` as a module (it imports its helper as a script does)."""
+    import importlib.util
+
+    examples = ROOT / "examples"
+    if str(examples) not in sys.path:
+        sys.path.insert(0, str(examples))
+    spec = importlib.util.spec_from_file_location("pipeline_example", examples / "pipeline.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def batch_step_rows(spark: Any, server: BenchServer, args: argparse.Namespace) -> list[dict]:
+    """``batch-step`` and ``read-count`` of the same ``ORDERS`` stream, in turn, ``--reps`` times.
+
+    The stream is filled as the main job's step a does (N JSON order events,
+    async publishing); ``batch-step`` is its step b's read and aggregation,
+    collected on the driver, checked to count every event; ``read-count`` is
+    the same read (the job's options) into ``count()``, so the table shows
+    what the data source leaves to decoding and aggregating. Each keeps its
+    best time with its CPU, as :func:`measure` does.
+    """
+    import contextlib
+
+    import jetstream_sync
+
+    pipeline = _pipeline()
+    # its progress lines go to stderr: stdout is the table's
+    with jetstream_sync.connect(server.url) as nc, contextlib.redirect_stdout(sys.stderr):
+        ctx = nc.jetstream()
+        pipeline.create_streams(ctx)
+        hour = pipeline.HOUR_MS
+        start = int(time.time() * 1000) // hour * hour - pipeline.SPAN_HOURS * hour
+        pipeline.publish_orders(
+            ctx, args.n, start, pipeline.SPAN_HOURS * hour, seed=1, label="batch-step: publish",
+            rates=pipeline.Rates(),
+        )  # fmt: skip
+
+    def batch_step() -> int:
+        rows = pipeline.aggregate_orders(pipeline.read_orders(spark, server.url, None)).collect()
+        return sum(row.orders for row in rows)
+
+    def read_count() -> int:
+        return int(pipeline.read_orders(spark, server.url, None).count())
+
+    out = []
+    for name, run in ((BATCH_STEP, batch_step), (f"{BATCH_STEP} read-count", read_count)):
+        best: dict[str, Any] = {"scenario": name, "client": "ours", "n": args.n}
+        for _ in range(args.reps):
+            meter, server0, began = CpuMeter(), server.cpu_seconds(), time.perf_counter()
+            try:
+                count = run()
+            except Exception as exc:  # reported in the table; the exit code says 1
+                meter.stop()
+                best["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                break
+            secs = time.perf_counter() - began
+            cpu = meter.stop() + server.cpu_seconds() - server0
+            if count != args.n:
+                best["error"] = f"checked {count:,} events, expected {args.n:,}"
+                break
+            if "secs" not in best or secs < best["secs"]:
+                best.update(
+                    secs=round(secs, 3),
+                    msgs_per_s=round(args.n / secs),
+                    cpu_us_per_msg=round(cpu / args.n * 1e6, 2),
+                    cpu_bound_msgs_per_s=round(args.n * (os.cpu_count() or 1) / cpu),
+                )
+        if name == BATCH_STEP and "msgs_per_s" in best:
+            met = best["msgs_per_s"] >= BATCH_STEP_TARGET
+            best["target"] = f"≥ {BATCH_STEP_TARGET:,}/s: {'met' if met else 'NOT met'}"
+        out.append(best)
+        sys.stderr.write(f"{name}: {best}\n")
+    return out
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -294,7 +385,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         if "error" in r:
             lines.append(f"| {r['scenario']} | {r['client']} | error: {r['error']} | | | | | |")
             continue
-        ratio = target = ""
+        ratio, target = "", r.get("target", "")
         if r["client"] == "ours" and ours and theirs:
             ratio = f"{ours / theirs:.1f}x"
             ours_cpu, their_cpu = cpu[(r["scenario"], "ours")], cpu[(r["scenario"], "nats-py")]
