@@ -214,10 +214,10 @@ def parse_orders(frame: Any) -> Any:
 def read_orders(spark: Any, url: str, partitions: int | None) -> Any:
     """ORDERS as a DataFrame: ``format("jetstream")`` without the headers the job never uses.
 
-    Without ``--partitions``, the read is split into four ranges per core, so
+    Without ``--partitions``, the read is split into two ranges per core, so
     tasks finish (and progress lines count their rows) while the read goes on.
     """
-    parts = partitions or 4 * spark.sparkContext.defaultParallelism
+    parts = partitions or 2 * spark.sparkContext.defaultParallelism
     return (
         spark.read.format("jetstream")
         .option("servers", url)
