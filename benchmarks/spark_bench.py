@@ -14,7 +14,12 @@ Scenarios (``TARGETS``):
   ``seq % 16``), collected on the driver, on each kind of stream;
 - ``write``: a batch write of N 128-byte rows into a fresh stream;
 - ``write-fast``: the same into a stream with ``allow_batched``, ours with
-  ``mode=fast`` (fast-ingest batches, the same derived message ids).
+  ``mode=fast`` (fast-ingest batches, the same derived message ids);
+- ``batch-step``: the main job's batch step (``examples/pipeline.py``: N order
+  events as JSON, read, decoded by ``from_json``, aggregated per region and
+  hour), ours only, with ``batch-step-read`` beside it: the same read into
+  ``count()``, so the table shows what the data source leaves to decoding and
+  aggregating.
 
 Clients: ``ours`` is ``format("jetstream")``; ``nats-py`` is nats-py in
 ``mapPartitions`` (``benchmarks.spark_natspy``; its write gathers every ack at
@@ -61,7 +66,14 @@ STREAMS = {"default": "SD", "direct": "S"}  # read stream per kind; both hold be
 WRITE_SUBJECTS = "sparkw"  # each write cell writes to sparkw.<token> in its own stream
 SIZE = 128
 NO_KIND = "-"  # a scenario that reads no stream
-TARGETS = {"read-count": 150_000, "read-agg": 150_000, "write": 75_000, "write-fast": 75_000}
+TARGETS = {
+    "read-count": 150_000,
+    "read-agg": 150_000,
+    "write": 75_000,
+    "write-fast": 75_000,
+    "batch-step": 92_000,  # events/s: 2.5x the 36,790 of issue 20
+    "batch-step-read": 150_000,
+}
 CLIENTS = {
     "read-count": ("ours", "nats-py"),
     "read-agg": ("ours", "nats-py"),
@@ -254,11 +266,61 @@ def write_fast(cell: Cell) -> int:
     return stored(url, target)
 
 
+def pipeline_module() -> Any:
+    """``examples/pipeline.py`` as a module (it imports its helper as a script does)."""
+    import importlib.util
+
+    examples = ROOT / "examples"
+    if str(examples) not in sys.path:
+        sys.path.insert(0, str(examples))
+    if "pipeline_example" in sys.modules:
+        return sys.modules["pipeline_example"]
+    spec = importlib.util.spec_from_file_location("pipeline_example", examples / "pipeline.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def prefill_orders(server: BenchServer, n: int) -> None:
+    """Fill ``ORDERS`` as the main job's step a does: ``n`` JSON order events."""
+    import contextlib
+
+    import jetstream_sync
+
+    pipeline = pipeline_module()
+    # its progress lines go to stderr: stdout is the table's
+    with jetstream_sync.connect(server.url) as nc, contextlib.redirect_stdout(sys.stderr):
+        ctx = nc.jetstream()
+        pipeline.create_streams(ctx)
+        hour = pipeline.HOUR_MS
+        start = int(time.time() * 1000) // hour * hour - pipeline.SPAN_HOURS * hour
+        pipeline.publish_orders(
+            ctx, n, start, pipeline.SPAN_HOURS * hour, seed=1, label="batch-step: publish",
+            rates=pipeline.Rates(),
+        )  # fmt: skip
+
+
+def batch_step(cell: Cell) -> int:
+    """``batch-step``: the main job's step b on ``ORDERS``, collected; the events it counted."""
+    pipeline = pipeline_module()
+    rows = pipeline.aggregate_orders(pipeline.read_orders(cell.spark, cell.url, None)).collect()
+    return sum(row.orders for row in rows)
+
+
+def batch_step_read(cell: Cell) -> int:
+    """``batch-step-read``: the same read of ``ORDERS`` (the job's options) into ``count()``."""
+    return int(pipeline_module().read_orders(cell.spark, cell.url, None).count())
+
+
 RUNNERS: dict[str, Callable[[Cell], int]] = {
     "read-count": read_count,
     "read-agg": read_agg,
     "write": write,
     "write-fast": write_fast,
+    "batch-step": batch_step,
+    "batch-step-read": batch_step_read,
 }
 
 
@@ -475,6 +537,8 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with BenchServer() as server:
         prefill_read_streams(server, args.n)
+        if "batch-step" in args.scenarios or "batch-step-read" in args.scenarios:
+            prefill_orders(server, args.n)
         for session, label, cells in plan(args):
             sys.stderr.write(f"session {label}: {[c[0] for c in cells]}\n")
             rows += run_session(session, cells, server, args)

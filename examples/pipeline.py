@@ -17,7 +17,12 @@ c. a streaming query (``availableNow``, checkpointed in a temp dir) totals the
    published and the query, restarted from its checkpoint, picks up exactly
    those; the running totals go to the bucket, one key per region;
 d. a summary table, and self-checks: every total equals what was published;
-   the exit code is 1 if one fails.
+   the exit code is 1 if one fails; then the rate table of every step.
+
+Every step prints a progress line each second with what it has done so far
+and its rate (rows read by finished Spark tasks; a streaming query's finished
+micro-batches), and one throughput line at its end (``_pipeline_progress``).
+``--batch-only`` stops after step b.
 
 Needs Java 17 or newer (for Spark) and ``pip install 'jetstream_sync[spark,server]'``.
 """
@@ -30,13 +35,14 @@ import os
 import random
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+
+from _pipeline_progress import Progress, Rates, reporting, spark_job, streaming_detail
 
 import jetstream_sync as js
 
@@ -44,18 +50,27 @@ REGIONS = ("eu-west", "eu-central", "us-east", "us-west", "ap-south", "ap-northe
 PRODUCTS = 50
 HOUR_MS = 3_600_000
 SPAN_HOURS = 24  # the first batch of events covers the day before the run
+STREAM_BATCHES = 4  # streaming run 1 catches up in about this many micro-batches
 
 
 # -- options and the server ------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line: ``--events``, ``--nats-url``, ``--partitions``, ``--master``."""
+    """The command line: ``--events``, ``--nats-url``, ``--partitions``, ``--master``...
+
+    ``--batch-only`` stops after step b (to profile the batch job).
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events in step a")
     parser.add_argument("--nats-url", default=os.environ.get("NATS_URL"), help="default $NATS_URL")
     parser.add_argument("--partitions", type=int, default=None, help="Spark read partitions")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument(
+        "--batch-only",
+        action="store_true",
+        help="run steps a and b only (to profile the batch job)",
+    )
     args = parser.parse_args(argv)
     if args.events < 10:
         parser.error("--events must be at least 10")
@@ -77,84 +92,6 @@ def nats_server(url: str | None) -> Iterator[str]:
         yield server.url
 
 
-# -- progress --------------------------------------------------------------------
-
-
-class Progress:
-    """Prints ``label: done / total`` at most once a second, and a throughput line at the end."""
-
-    def __init__(self, label: str, total: int | None = None) -> None:
-        """Start the clock for a step named ``label`` (``total`` is optional)."""
-        self.label, self.total, self.done = label, total, 0
-        self.start = self._last = time.perf_counter()
-
-    def update(self, done: int) -> None:
-        """Record ``done`` items so far; print a line if a second passed since the last."""
-        self.done = done
-        if time.perf_counter() - self._last >= 1.0:
-            self.line()
-
-    def line(self, detail: str = "") -> None:
-        """Print the progress line now."""
-        self._last = now = time.perf_counter()
-        count = ""
-        if self.done:
-            of = f" / {self.total:,}" if self.total else ""
-            count = f" {self.done:,}{of} ({self.done / (now - self.start):,.0f}/s)"
-        print(f"  {self.label}:{count} {detail}".rstrip(), flush=True)
-
-    def finish(self, done: int | None = None, unit: str = "msgs") -> float:
-        """Print the step's throughput line; return the seconds it took."""
-        if done is not None:
-            self.done = done
-        took = time.perf_counter() - self.start
-        rate = self.done / took if took > 0 else float("inf")
-        print(f"{self.label}: {self.done:,} {unit} in {took:.2f} s ({rate:,.0f} {unit}/s)")
-        return took
-
-
-@contextlib.contextmanager
-def reporting(progress: Progress, detail: Callable[[], str]) -> Iterator[None]:
-    """While the block runs, a thread prints ``progress`` with ``detail()`` every second."""
-    stop = threading.Event()
-
-    def report() -> None:
-        while not stop.wait(1.0):
-            progress.line(detail())
-
-    thread = threading.Thread(target=report, name="pipeline-progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
-@contextlib.contextmanager
-def spark_job(spark: Any, progress: Progress) -> Iterator[None]:
-    """Run the block's Spark jobs in a job group; report their tasks every second."""
-    context = spark.sparkContext
-    tracker = context.statusTracker()
-    group = f"pipeline-{progress.label}"
-
-    def tasks() -> str:
-        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
-        stages = [tracker.getStageInfo(s) for job in jobs if job for s in job.stageIds]
-        stages = [stage for stage in stages if stage is not None]
-        if not stages:
-            return "[spark: planning]"
-        done = sum(stage.numCompletedTasks for stage in stages)
-        return f"[spark: {done}/{sum(stage.numTasks for stage in stages)} tasks done]"
-
-    context.setJobGroup(group, progress.label)
-    try:
-        with reporting(progress, tasks):
-            yield
-    finally:
-        context.setJobGroup("pipeline", "pipeline")
-
-
 # -- step a: publish ---------------------------------------------------------------
 
 
@@ -174,15 +111,16 @@ class Published:
 
 
 def publish_orders(
-    ctx: js.JetStreamContext, count: int, start_ms: int, span_ms: int, seed: int, label: str
-) -> Published:
+    ctx: js.JetStreamContext, count: int, start_ms: int, span_ms: int, seed: int, label: str,
+    rates: Rates,
+) -> Published:  # fmt: skip
     """Publish ``count`` order events with timestamps spread over ``span_ms`` from ``start_ms``.
 
     Async publishing with the context's ack window; the PubAcks are all in
     before it returns, and the stream is checked to hold every event.
     """
     rng = random.Random(seed)
-    progress = Progress(label, count)
+    progress = Progress(label, rates, count)
     done = Published(count=count)
     before = ctx.stream("ORDERS").info().state.last_seq
     for i in range(count):
@@ -197,7 +135,7 @@ def publish_orders(
         if i % 1000 == 0:
             progress.update(i)
     ctx.publish_async_completed(timeout=120)
-    progress.finish(count)
+    progress.finish(count, "msgs")
     state = ctx.stream("ORDERS").info().state
     done.first_seq, done.last_seq = before + 1, state.last_seq
     if state.last_seq - before != count:
@@ -222,8 +160,15 @@ def create_streams(ctx: js.JetStreamContext) -> None:
 # -- step b: the Spark batch job -----------------------------------------------------
 
 
-def start_spark(master: str) -> Any:
-    """A local Spark session with the jetstream data sources registered."""
+def start_spark(master: str, url: str, rates: Rates) -> Any:
+    """A Spark session with the jetstream data sources registered, and its first job run.
+
+    The first job reads the still empty ``ORDERS`` into ``count()``: it
+    starts what every later job reuses (the executor's threads, Spark's
+    Python planner and worker processes, each importing pyspark, pyarrow and
+    jetstream_sync) once, and its time goes into the rate table as part of
+    starting Spark rather than into whichever step happens to come first.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
@@ -233,6 +178,7 @@ def start_spark(master: str) -> Any:
     except ImportError as exc:
         raise SystemExit(f"{exc}: pip install 'jetstream_sync[spark,server]'") from None
     print(f"starting Spark ({master}); it needs Java 17 or newer", flush=True)
+    progress = Progress("spark start (JVM, Python workers)", rates)
 
     spark = (
         SparkSession.builder.master(master)
@@ -245,43 +191,76 @@ def start_spark(master: str) -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     jetstream_sync.spark.register(spark)
+    spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS").load().count()
+    progress.finish()
     return spark
 
 
 def parse_orders(frame: Any) -> Any:
-    """Rows of the jetstream source -> ``region, product, amount DECIMAL(12,2), hour``."""
+    """Rows of the jetstream source -> ``region, amount DECIMAL(12,2), hour``.
+
+    Spark's own ``from_json`` decodes the event in the JVM (no Python per
+    row); it reads only the fields the aggregations use.
+    """
     from pyspark.sql import functions as F
 
-    schema = "region STRING, product STRING, amount DECIMAL(12,2), ts LONG"
+    schema = "region STRING, amount DECIMAL(12,2), ts LONG"
     parsed = frame.select(F.from_json(F.col("data").cast("string"), schema).alias("o"))
     return parsed.select(
-        "o.region",
-        "o.product",
-        "o.amount",
-        F.date_trunc("hour", F.timestamp_millis("o.ts")).alias("hour"),
+        "o.region", "o.amount", F.date_trunc("hour", F.timestamp_millis("o.ts")).alias("hour")
     )
 
 
-def batch_job(spark: Any, url: str, partitions: int | None) -> list[Any]:
-    """Read ORDERS, aggregate per region and hour, write RESULTS and the bucket; return the rows."""
+def read_orders(spark: Any, url: str, partitions: int | None) -> Any:
+    """ORDERS as a DataFrame: ``format("jetstream")`` without the headers the job never uses.
+
+    Without ``--partitions``, the read is split into two ranges per core, so
+    tasks finish (and progress lines count their rows) while the read goes on.
+    """
+    parts = partitions or 2 * spark.sparkContext.defaultParallelism
+    return (
+        spark.read.format("jetstream")
+        .option("servers", url)
+        .option("stream", "ORDERS")
+        .option("includeHeaders", "false")
+        .option("numPartitions", parts)
+        .load()
+    )
+
+
+def aggregate_orders(orders: Any) -> Any:
+    """Revenue and order count per region and hour, ordered by both."""
     from pyspark.sql import functions as F
 
-    reader = spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS")
-    if partitions:
-        reader = reader.option("numPartitions", partitions)
-    progress = Progress("b. spark batch: read and aggregate")
+    return (
+        parse_orders(orders)
+        .groupBy("region", "hour")
+        .agg(F.sum("amount").alias("revenue"), F.count("*").alias("orders"))
+        .orderBy("region", "hour")
+    )
+
+
+def batch_job(spark: Any, url: str, partitions: int | None, rates: Rates) -> list[Any]:
+    """Read ORDERS, aggregate per region and hour, write RESULTS and the bucket; return the rows.
+
+    After the aggregation, the same read into ``count()`` alone (its own
+    line in the rate table) shows how much of the step the data source is.
+    """
+    from pyspark.sql import functions as F
+
+    progress = Progress("b. spark batch: read and aggregate", rates)
     with spark_job(spark, progress):
-        per_hour = (
-            parse_orders(reader.load())
-            .groupBy("region", "hour")
-            .agg(F.sum("amount").alias("revenue"), F.count("*").alias("orders"))
-            .orderBy("region", "hour")
-        )
+        per_hour = aggregate_orders(read_orders(spark, url, partitions))
         rows = per_hour.collect()
     progress.finish(sum(row.orders for row in rows), "events")
 
+    progress = Progress("b. the data source alone: read -> count", rates)
+    with spark_job(spark, progress):
+        counted = read_orders(spark, url, partitions).count()
+    progress.finish(counted, "events")
+
     results = spark.createDataFrame(rows, per_hour.schema).coalesce(1)
-    progress = Progress("b. spark batch: write RESULTS and revenue")
+    progress = Progress("b. spark batch: write RESULTS and revenue", rates)
     with spark_job(spark, progress):
         (
             results.select(
@@ -334,37 +313,46 @@ class RunningTotals:
 
 
 def run_stream_once(
-    spark: Any, url: str, checkpoint: str, totals: RunningTotals, label: str
-) -> int:
-    """Run the streaming query until it has processed what is available; return its row count."""
+    spark: Any, url: str, checkpoint: str, totals: RunningTotals, label: str, rates: Rates,
+    per_trigger: int,
+) -> int:  # fmt: skip
+    """Run the streaming query until it has processed what is available; return its row count.
+
+    Micro-batches of at most ``per_trigger`` events, so progress lines report
+    each finished one (``StreamingQuery.recentProgress``).
+    """
     totals.runs.append(0)
-    progress = Progress(label)
+    progress = Progress(label, rates)
     query = (
         spark.readStream.format("jetstream")
         .option("servers", url)
         .option("stream", "ORDERS")
         .option("startingOffsets", "earliest")
+        .option("includeHeaders", "false")
+        .option("maxOffsetsPerTrigger", per_trigger)
         .load()
         .writeStream.foreachBatch(totals.add_batch)
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
     )
-    with reporting(progress, lambda: f"[{query.status['message']}]"):
-        while not query.awaitTermination(1.0):
-            progress.done = totals.runs[-1]
+    with reporting(progress, streaming_detail(query, progress)):
+        query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"the streaming query failed: {query.exception()}")
     progress.finish(totals.runs[-1], "events")
     return totals.runs[-1]
 
 
-def write_region_totals(spark: Any, url: str, totals: RunningTotals) -> None:
+def write_region_totals(spark: Any, url: str, totals: RunningTotals, rates: Rates) -> None:
     """Put each region's running revenue total into the bucket under the region's name."""
+    progress = Progress("c. write region totals to revenue", rates)
     rows = [(region, str(value)) for region, value in sorted(totals.revenue.items())]
     frame = spark.createDataFrame(rows, "key STRING, value STRING")
     writer = frame.write.format("jetstream-kv").option("servers", url).option("bucket", "revenue")
-    writer.mode("append").save()
+    with spark_job(spark, progress):
+        writer.mode("append").save()
+    progress.finish(len(rows), "keys")
 
 
 # -- step d: summary and checks ------------------------------------------------------------
@@ -382,7 +370,7 @@ class Outcome:
     """What the run produced, read back from Spark's results and from the server."""
 
     first: Published
-    second: Published
+    second: Published | None  # None: the run stopped after step b (--batch-only)
     rows: list[Any]
     totals: RunningTotals
     results: int = 0
@@ -391,8 +379,8 @@ class Outcome:
 
     @classmethod
     def read(
-        cls, ctx: js.JetStreamContext, first: Published, second: Published, rows: list[Any],
-        totals: RunningTotals,
+        cls, ctx: js.JetStreamContext, first: Published, second: Published | None,
+        rows: list[Any], totals: RunningTotals,
     ) -> Outcome:  # fmt: skip
         """Read the RESULTS stream's size and the bucket's keys and region totals."""
         kv = ctx.key_value("revenue")
@@ -407,7 +395,7 @@ class Outcome:
     @property
     def expected(self) -> Counter[str]:
         """Revenue in cents per region over every published event."""
-        return self.first.cents + self.second.cents
+        return self.first.cents + (self.second.cents if self.second else Counter())
 
     def checks(self) -> list[tuple[str, bool]]:
         """Each self-check's description and whether it holds."""
@@ -415,11 +403,15 @@ class Outcome:
         revenue = sum(cents(row.revenue) for row in self.rows)
         streamed = {region: cents(value) for region, value in self.totals.revenue.items()}
         in_kv = {region: cents(value) for region, value in self.kv_totals.items()}
-        return [
+        batch = [
             ("batch: events read == events published", read == self.first.count),
             ("batch: sum of aggregates == sum of events", revenue == self.first.total_cents),
             ("batch: one RESULTS message per aggregate row", self.results == len(self.rows)),
             ("batch: one KV key per aggregate row", self.hour_keys == len(self.rows)),
+        ]
+        if self.second is None:
+            return batch
+        return batch + [
             ("stream: run 1 read every earlier event", self.totals.runs[0] == self.first.count),
             ("stream: run 2 read exactly the new events", self.totals.runs[1] == self.second.count),
             ("stream: running totals == sum of events", streamed == dict(self.expected)),
@@ -428,21 +420,29 @@ class Outcome:
 
     def table(self) -> list[tuple[str, str]]:
         """The summary's rows: what was read and written, and three regions' KV values."""
-        top = sorted(self.expected, key=self.expected.__getitem__, reverse=True)[:3]
-        return [
+        batch = [
             ("events published (a)", f"{self.first.count:,}"),
             ("events read by the batch job (b)", f"{sum(r.orders for r in self.rows):,}"),
             ("revenue of those events (b)", f"{sum(r.revenue for r in self.rows):,.2f}"),
             ("result rows written to RESULTS (b)", f"{self.results:,}"),
             ("result keys written to revenue (b)", f"{self.hour_keys:,}"),
-            ("streaming run 1 (c)", f"{self.totals.runs[0]:,}"),
-            ("new events published (c)", f"{self.second.count:,}"),
-            ("streaming run 2, from its checkpoint (c)", f"{self.totals.runs[1]:,}"),
-        ] + [(f"KV revenue/{region}", self.kv_totals.get(region, "missing")) for region in top]
+        ]
+        if self.second is None:
+            return batch
+        top = sorted(self.expected, key=self.expected.__getitem__, reverse=True)[:3]
+        return (
+            batch
+            + [
+                ("streaming run 1 (c)", f"{self.totals.runs[0]:,}"),
+                ("new events published (c)", f"{self.second.count:,}"),
+                ("streaming run 2, from its checkpoint (c)", f"{self.totals.runs[1]:,}"),
+            ]
+            + [(f"KV revenue/{region}", self.kv_totals.get(region, "missing")) for region in top]
+        )
 
 
-def report(outcome: Outcome) -> list[str]:
-    """Print the summary table and the checks; return the descriptions of failed checks."""
+def report(outcome: Outcome, rates: Rates) -> list[str]:
+    """Print the summary, the checks and every step's rate; return the failed checks."""
     table = outcome.table()
     width = max(len(name) for name, _ in table)
     print("\nd. summary")
@@ -451,7 +451,21 @@ def report(outcome: Outcome) -> list[str]:
     checks = outcome.checks()
     for name, holds in checks:
         print(f"  [{' ok ' if holds else 'FAIL'}] {name}")
+    print("\nrates")
+    for line in rates.lines():
+        print(line)
     return [name for name, holds in checks if not holds]
+
+
+def read_back(
+    ctx: js.JetStreamContext, first: Published, second: Published | None, rows: list[Any],
+    totals: RunningTotals, rates: Rates,
+) -> Outcome:  # fmt: skip
+    """:meth:`Outcome.read`, timed as step d (its rate: checks per second)."""
+    progress = Progress("d. read back for the checks", rates)
+    outcome = Outcome.read(ctx, first, second, rows, totals)
+    progress.finish(len(outcome.checks()), "checks")
+    return outcome
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -470,27 +484,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"connected to {nc.connected_url} (nats-server {nc.server_info['version']})")
         ctx = nc.jetstream()
         create_streams(ctx)
-        spark = start_spark(args.master)  # first: a missing Java or pyspark fails fast
+        rates = Rates()
+        spark = start_spark(args.master, url, rates)  # first: a missing Java or pyspark fails fast
+        totals, second = RunningTotals(), None
         try:
             first = publish_orders(
-                ctx, args.events, day_ago, SPAN_HOURS * HOUR_MS, seed=1, label="a. publish orders"
-            )
-            rows = batch_job(spark, url, args.partitions)
-            totals = RunningTotals()
-            run_stream_once(spark, url, checkpoint, totals, "c. streaming run 1 (catch up)")
-            second = publish_orders(
-                ctx,
-                max(1, args.events // 10),
-                now_ms,
-                HOUR_MS,
-                seed=2,
-                label="c. publish new orders",
-            )
-            run_stream_once(spark, url, checkpoint, totals, "c. streaming run 2 (from checkpoint)")
-            write_region_totals(spark, url, totals)
+                ctx, args.events, day_ago, SPAN_HOURS * HOUR_MS, seed=1,
+                label="a. publish orders", rates=rates,
+            )  # fmt: skip
+            rows = batch_job(spark, url, args.partitions, rates)
+            if not args.batch_only:
+                per_trigger = max(args.events // STREAM_BATCHES, 1000)
+                run_stream_once(
+                    spark, url, checkpoint, totals, "c. streaming run 1 (catch up)", rates,
+                    per_trigger,
+                )  # fmt: skip
+                second = publish_orders(
+                    ctx, max(1, args.events // 10), now_ms, HOUR_MS, seed=2,
+                    label="c. publish new orders", rates=rates,
+                )  # fmt: skip
+                run_stream_once(
+                    spark, url, checkpoint, totals, "c. streaming run 2 (from checkpoint)", rates,
+                    per_trigger,
+                )  # fmt: skip
+                write_region_totals(spark, url, totals, rates)
         finally:
             spark.stop()
-        failed = report(Outcome.read(ctx, first, second, rows, totals))
+        failed = report(read_back(ctx, first, second, rows, totals, rates), rates)
     if failed:
         print(f"pipeline FAILED {len(failed)} check(s)", file=sys.stderr)
         return 1

@@ -38,12 +38,13 @@ def test_small_spark_benchmark_reports_every_cell(tmp_path: Path):
         cwd=ROOT, capture_output=True, text=True, timeout=1700,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "| scenario | client |" in done.stdout
+    assert "| scenario | stream | session | client |" in done.stdout
     rows = json.loads(out.read_text())["rows"]
     reads = {(s, k, c, "classic") for s in ("read-count", "read-agg")
              for k in ("default", "direct") for c in ("ours", "nats-py")}  # fmt: skip
     writes = {("write", "-", c, "classic") for c in ("ours", "nats-py", "nats-py-window")}
     writes |= {("write-fast", "-", c, "classic") for c in ("ours", "nats-py-window")}
+    writes |= {(s, "-", "ours", "classic") for s in ("batch-step", "batch-step-read")}
     connect = {("read-count", k, "ours", "connect") for k in ("default", "direct")}
     connect.add(("write", "-", "ours", "connect"))
     assert {(r["scenario"], r["stream"], r["client"], r["session"]) for r in rows} == (

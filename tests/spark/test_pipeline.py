@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from collections import Counter
@@ -18,6 +19,8 @@ from tests.fixtures.examples import EXAMPLES, run_example
 
 def _pipeline_module() -> ModuleType:
     """examples/pipeline.py imported as a module (it is a script, not a package member)."""
+    if str(EXAMPLES) not in sys.path:  # it imports its helper _pipeline_progress as a script does
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location("pipeline_example", EXAMPLES / "pipeline.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -62,9 +65,43 @@ def test_self_checks_hold_for_consistent_totals_and_catch_each_mismatch():
             check for check, holds in _outcome(pipeline, **{name: value}).checks() if not holds
         ]
         assert failed, name
-    assert pipeline.report(_outcome(pipeline, results=0)) == [
+    assert pipeline.report(_outcome(pipeline, results=0), pipeline.Rates()) == [
         "batch: one RESULTS message per aggregate row"
     ]
+
+
+def test_batch_only_outcome_checks_and_shows_the_batch_step_alone():
+    """Without step c (--batch-only) the checks and the summary are the batch job's only."""
+    pipeline = _pipeline_module()
+    outcome = _outcome(pipeline, second=None, totals=pipeline.RunningTotals())
+    checks = [name for name, _ in outcome.checks()]
+    assert checks and all(name.startswith("batch:") for name in checks)
+    assert all(holds for _, holds in outcome.checks())
+    assert all("(c)" not in name and "KV revenue" not in name for name, _ in outcome.table())
+    no_rows = _outcome(pipeline, second=None, totals=pipeline.RunningTotals(), rows=[])
+    assert ("batch: events read == events published", False) in no_rows.checks()
+
+
+def test_rate_table_lists_every_step_with_its_count_time_and_rate(capsys):
+    """A table row per step: count and unit, seconds, rate (a step timed alone: no rate)."""
+    pipeline = _pipeline_module()
+    from _pipeline_progress import Progress, Rates
+
+    rates = Rates()
+    Progress("spark start", rates).finish()
+    rates.add("a. publish orders", 1000, "msgs", 0.5)
+    rates.add("b. batch", 3000, "events", 2.0)
+    assert capsys.readouterr().out.startswith("spark start: ")
+    header, start, publish, batch = rates.lines()
+    assert header.split() == ["step", "count", "seconds", "rate"]
+    assert start.split()[:2] == ["spark", "start"] and start.rstrip().endswith("-")
+    assert publish.split()[-4:] == ["1,000", "msgs", "0.50", "2,000/s"]
+    assert batch.split()[-4:] == ["3,000", "events", "2.00", "1,500/s"]
+    assert rates.get("b. batch").rate == 1500
+    report = pipeline.report(_outcome(pipeline), rates)
+    assert report == []
+    out = capsys.readouterr().out
+    assert out.index("d. summary") < out.index("rates") < out.index("a. publish orders")
 
 
 def test_bad_options_exit_with_usage(tmp_path: Path):
@@ -94,3 +131,30 @@ def test_pipeline_with_100k_events_passes_its_self_checks(tmp_path: Path):
         assert line in out
     assert "FAIL" not in out
     assert out.rstrip().endswith("pipeline finished: every check holds")
+    # progress lines count rows read so far with their rate, not only tasks
+    batch = re.compile(
+        r"^  b\. spark batch: read and aggregate: [\d,]+ \([\d,]+/s\) \[spark:", re.M
+    )
+    assert batch.search(out), out
+    stream = re.compile(
+        r"^  c\. streaming run 1 \(catch up\): [\d,]+ \(.*last batch [\d,]+ rows/s", re.M
+    )
+    assert stream.search(out), out
+    # the rate table has a row per step, the data source alone beside the batch step
+    table = out[out.index("\nrates\n") :]
+    for step in (
+        "spark start (JVM, Python workers)",
+        "a. publish orders",
+        "b. spark batch: read and aggregate",
+        "b. the data source alone: read -> count",
+        "b. spark batch: write RESULTS and revenue",
+        "c. streaming run 1 (catch up)",
+        "c. publish new orders",
+        "c. streaming run 2 (from checkpoint)",
+        "c. write region totals to revenue",
+        "d. read back for the checks",
+    ):
+        assert re.search(rf"^  {re.escape(step)} .*\d/s$", table, re.M) or step.startswith(
+            "spark start"
+        ), (step, table)
+    assert re.search(r"^  b\. spark batch: read and aggregate +100,000 events ", table, re.M)
