@@ -10,6 +10,7 @@ process tree's (``spark_bench.CpuMeter``) plus the server's, per message.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -45,7 +46,7 @@ def run_spark_curve(
         row = {"curve": curve.name, "client": "ours", "x": 0, "mode": "",
                "error": f"unavailable: pyspark is not installed ({e})"}  # fmt: skip
         return [row], []
-    from .spark_bench import CpuMeter, start_spark
+    from .spark_bench import CpuMeter, spark_environment, start_spark
 
     rows: list[dict[str, Any]] = []
     crashes: list[str] = []
@@ -58,7 +59,8 @@ def run_spark_curve(
         finally:
             conn.close()
         sys.stderr.write(f"spark: {n:,} messages stored in {time.perf_counter() - t0:.0f} s\n")
-        spark = start_spark(args.master)
+        spark_environment()
+        spark = start_spark({"master": args.master})
         try:
             spark.range(10).count()  # the JVM and its Python workers start before any timing
             for rep in range(1, args.reps + 1):
@@ -67,7 +69,7 @@ def run_spark_curve(
                                            "mode": "", "rep": rep}  # fmt: skip
                     try:
                         read(spark, server.url, x, min(n, WARM_UP)).count()
-                        meter, server0 = CpuMeter(), server.cpu_seconds()
+                        meter, server0 = CpuMeter([os.getpid()]), server.cpu_seconds()
                         start = time.perf_counter()
                         got = read(spark, server.url, x).count()
                         secs = time.perf_counter() - start

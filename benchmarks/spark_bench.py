@@ -526,14 +526,19 @@ def run_session(
         return list(json.loads(out.read_text()))
 
 
-def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every session of the plan against one fresh server; one row per cell."""
+def spark_environment() -> None:
+    """Let Spark's Python workers (a Connect server's too) run this interpreter and import
+    ``benchmarks`` and ``jetstream_sync``; keep Spark on loopback."""
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
     )
-    # Spark's Python workers (a Connect server's too) run this interpreter
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every session of the plan against one fresh server; one row per cell."""
+    spark_environment()
     rows: list[dict[str, Any]] = []
     with BenchServer() as server:
         prefill_read_streams(server, args.n)
