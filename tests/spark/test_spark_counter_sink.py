@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from decimal import Decimal
 
 import pytest
 
+from tests.fixtures.spark import rerun_after_a_lost_commit, run_available_now
 from tests.fixtures.spark_counter_faults import FORMAT as FAULTS
 from tests.fixtures.spark_counter_faults import FaultsCounterDataSource
 
@@ -137,8 +137,8 @@ def test_a_streaming_counter_write_rerun_from_its_checkpoint_counts_once(
     js.publish_async_completed(10)
     checkpoint = tmp_path / "checkpoint"
 
-    def run():
-        query = (
+    def writer():
+        return (
             spark.readStream.format("jetstream")
             .option("servers", shared_server.url)
             .option("stream", source.name)
@@ -149,17 +149,12 @@ def test_a_streaming_counter_write_rerun_from_its_checkpoint_counts_once(
             .option("servers", shared_server.url)
             .option("subject", f"{stream.name}.total")
             .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination(240)
-        return query
 
     try:
-        run()
+        run_available_now(writer())
         assert js.counter(stream.name).load(f"{stream.name}.total") == sum(range(30))
-        shutil.rmtree(checkpoint / "commits")  # as if the driver died before committing
-        again = run()
+        again = rerun_after_a_lost_commit(writer(), checkpoint)
         assert sum(p["numInputRows"] for p in again.recentProgress) == 30  # it did run again
         assert js.counter(stream.name).load(f"{stream.name}.total") == sum(range(30))
     finally:

@@ -8,6 +8,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import _protocol
 from jetstream_sync.spark._fast_write import FastPublisher, derived_msg_id
+from tests.fixtures.spark import rerun_after_a_lost_commit, run_available_now
 from tests.fixtures.spark_faults import FORMAT as FAULTS
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -167,8 +168,6 @@ def test_a_streaming_fast_write_rerun_from_its_checkpoint_adds_no_duplicates(
     spark, shared_server, js, stream, tmp_path
 ):
     """A micro-batch run again after a restart, in fast batches: the stream drops the copies."""
-    import shutil
-
     source = stream.name
     sink = js.create_stream(
         name=source + "OUT", subjects=[f"{source}OUT.>"], allow_batched=True
@@ -178,8 +177,8 @@ def test_a_streaming_fast_write_rerun_from_its_checkpoint_adds_no_duplicates(
     js.publish_async_completed(10)
     checkpoint = tmp_path / "checkpoint"
 
-    def run():
-        query = (
+    def writer():
+        return (
             spark.readStream.format("jetstream")
             .option("servers", shared_server.url)
             .option("stream", source)
@@ -191,17 +190,12 @@ def test_a_streaming_fast_write_rerun_from_its_checkpoint_adds_no_duplicates(
             .option("subject", f"{sink}.out")
             .option("mode", "fast")
             .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination(240)
-        return query
 
     try:
-        run()
+        run_available_now(writer())
         assert js.stream(sink).cached_info.state.messages == 30
-        shutil.rmtree(checkpoint / "commits")  # as if the driver died before committing
-        again = run()
+        again = rerun_after_a_lost_commit(writer(), checkpoint)
         assert sum(p["numInputRows"] for p in again.recentProgress) == 30  # it did run again
         state = js.stream(sink).cached_info.state
         assert (state.messages, state.last_seq) == (30, 30)

@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from jetstream_sync.errors import BucketNotFoundError
+from tests.fixtures.spark import run_into_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -40,18 +41,7 @@ def _run(spark, server, bucket: str, tmp_path, **options):
     reader = reader.option("bucket", bucket)
     for key, value in options.items():
         reader = reader.option(key, str(value))
-    query = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "out"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination(240)
-    finally:
-        query.stop()
+    query = run_into_parquet(reader.load(), tmp_path)
     if query.exception() is not None:
         raise query.exception()
     return query

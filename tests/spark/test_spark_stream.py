@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.spark import run_into_parquet
+
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
@@ -25,19 +27,7 @@ def _run(spark, server, stream: str, tmp_path, **options) -> None:
     reader = reader.option("stream", stream).option("startingOffsets", "earliest")
     for key, value in options.items():
         reader = reader.option(key, str(value))
-    query = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "out"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination(240)
-    finally:
-        query.stop()
-    return query
+    return run_into_parquet(reader.load(), tmp_path)
 
 
 def _written(spark, tmp_path) -> list[bytes]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
+from tests.fixtures.spark import rerun_after_a_lost_commit, run_available_now
 from tests.fixtures.spark_faults import FORMAT as FAULTS
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -98,8 +97,8 @@ def test_a_streaming_write_rerun_from_its_checkpoint_adds_no_duplicates(
     js.publish_async_completed(10)
     checkpoint = tmp_path / "checkpoint"
 
-    def run():
-        query = (
+    def writer():
+        return (
             spark.readStream.format("jetstream")
             .option("servers", shared_server.url)
             .option("stream", source)
@@ -111,17 +110,12 @@ def test_a_streaming_write_rerun_from_its_checkpoint_adds_no_duplicates(
             .option("servers", shared_server.url)
             .option("subject", f"{sink}.out")
             .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination(240)
-        return query
 
     try:
-        run()
+        run_available_now(writer())
         assert js.stream(sink).cached_info.state.messages == 30
-        shutil.rmtree(checkpoint / "commits")  # as if the driver died before committing
-        again = run()
+        again = rerun_after_a_lost_commit(writer(), checkpoint)
         assert sum(p["numInputRows"] for p in again.recentProgress) == 30  # it did run again
         state = js.stream(sink).cached_info.state
         assert (state.messages, state.last_seq) == (30, 30)
