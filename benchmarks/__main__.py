@@ -1,8 +1,10 @@
 """``python -m benchmarks``: every scenario for every client, each in its own process.
 
 ``python -m benchmarks spark [...]`` runs the Spark data source family instead
-(``benchmarks/spark_bench.py``); ``python -m benchmarks scaling [...]`` the curves of how
-cost grows with the work (``benchmarks/scaling.py``).
+(``benchmarks/spark_bench.py``); ``python -m benchmarks spark-cold [...]`` what the first
+query of a Spark session costs beside code that does nothing (``benchmarks/spark_cold.py``);
+``python -m benchmarks scaling [...]`` the curves of how cost grows with the work
+(``benchmarks/scaling.py``).
 
 For each repetition, scenario and client: start a fresh loopback nats-server, prefill
 the stream when the scenario consumes, run the client's driver as a subprocess, charge
@@ -185,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         from .spark_bench import main as spark_main
 
         return spark_main(argv[1:])
+    if argv[:1] == ["spark-cold"]:  # what the first query of a Spark session costs, and whose
+        from .spark_cold import main as spark_cold_main
+
+        return spark_cold_main(argv[1:])
     if argv[:1] == ["scaling"]:  # threads, subscriptions, payload, batch, Spark partitions
         from .scaling import main as scaling_main
 

@@ -53,3 +53,25 @@ def test_small_spark_benchmark_reports_every_cell(tmp_path: Path):
     assert all(isinstance(r["msgs_per_s"], int) for r in rows)
     firsts = [r for r in rows if "cold_secs" in r]  # the first query of each session
     assert len(firsts) == 4 + 3 + 1 and all(r["cold_msgs_per_s"] > 0 for r in firsts)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_first_query_probe_reports_each_kind(tmp_path: Path):
+    """`python -m benchmarks spark-cold` times a fresh session's first and warm queries.
+
+    Each kind counts its 1,000 rows in each of its three queries, or the session fails.
+    """
+    pytest.importorskip("pyspark")
+    out = tmp_path / "cold.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "spark-cold", "--reps", "1", "--kinds", "trivial,ours",
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=800,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "| kind | sessions | session start s |" in done.stdout
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["kind"] for r in runs] == ["trivial", "ours"]
+    assert all(len(r["runs"]) == 3 and min(r["runs"]) > 0 for r in runs)
