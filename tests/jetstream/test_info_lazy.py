@@ -231,6 +231,21 @@ def test_lazy_parts_decode_once(replies: dict[str, Any], monkeypatch: pytest.Mon
     assert "config" not in vars(info)[PENDING]
 
 
+def test_info_calls_leave_the_parts_nobody_read_undecoded(
+    js: js.JetStreamContext, stream: Any, stream_name: str
+) -> None:
+    """Stream.info() and Consumer.info() decode the counters; config, cluster, ts wait."""
+    js.publish(f"{stream_name}.a", b"x")
+    info = stream.info()
+    assert {"config", "cluster", "created", "ts"} <= set(vars(info)[PENDING])
+    assert info.state.messages == 1 and {"first_ts", "last_ts"} <= set(vars(info.state)[PENDING])
+    assert info.config.name == stream_name and "config" not in vars(info)[PENDING]
+    consumer = js.create_consumer(stream_name, durable_name="LAZYC")
+    cinfo = consumer.info()
+    assert {"config", "delivered", "ack_floor", "ts"} <= set(vars(cinfo)[PENDING])
+    assert cinfo.num_pending == 1 and cinfo.config.durable_name == "LAZYC"
+
+
 def test_racing_first_reads_get_one_object(replies: dict[str, Any]) -> None:
     """Threads reading a lazy part at once all get the same object."""
     for _ in range(20):
