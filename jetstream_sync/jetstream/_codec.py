@@ -34,6 +34,9 @@ OBJ = "obj"  # nested Wire class <-> object
 OBJS = "objs"  # tuple of nested Wire classes <-> list of objects
 OBJMAP = "objmap"  # dict of str -> nested Wire class <-> object of objects
 MAP = "map"  # dict of str -> plain <-> object
+# The kinds a field can be lazy for: decoding them never adds to the owner's
+# ``extra`` (an enum value this client lacks does), so it can wait.
+LAZY_KINDS = frozenset({SEQ, DURS, TIME, OBJ, OBJS, OBJMAP, MAP})
 
 _UNSET = object()
 NATS_META_PREFIX = "_nats."
@@ -55,6 +58,8 @@ class Spec:
         absent_none: the field has a non-``None`` default for users, but a
             wire key that is absent reads as ``None`` (so ``from_api`` keeps
             what the JSON said: a consumer without ``ack_policy``).
+        lazy: ``from_api`` keeps the wire value and decodes it on the
+            field's first read (see :class:`LazyField`).
     """
 
     wire: str
@@ -63,6 +68,7 @@ class Spec:
     none_wire: Any = _UNSET
     omit_zero: bool = False
     absent_none: bool = False
+    lazy: bool = False
 
 
 def strip_nats(meta: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -176,6 +182,7 @@ def field(
     omit_zero: bool = False,
     convert: bool = True,
     eq: Any = True,
+    lazy: bool = False,
 ) -> Any:
     """Declare a wire-coded attrs field.
 
@@ -192,9 +199,17 @@ def field(
         convert: type-check and normalise input (configs); info classes
             built only from server JSON skip it for speed.
         eq: as attrs' ``eq`` (a key function is allowed).
+        lazy: decode the wire value on the field's first read, not in
+            ``from_api`` (a nested part few callers read); for info fields of
+            the kinds in ``LAZY_KINDS``, in a class built with ``slots=False``.
+
+    Raises:
+        TypeError: ``lazy`` for a field that cannot be lazy.
     """
     absent_none = convert and default is not None and not omit_zero
-    spec = Spec(wire, kind, cls, none_wire, omit_zero, absent_none)
+    if lazy and (convert or kind not in LAZY_KINDS or default is not None):
+        raise TypeError(f"{wire}: only an info field of kind {sorted(LAZY_KINDS)} can be lazy")
+    spec = Spec(wire, kind, cls, none_wire, omit_zero, absent_none, lazy)
     mutable = kind in (MAP, OBJMAP)
     return attrs.field(
         default=default,
@@ -274,11 +289,17 @@ class Wire:
         kept in ``extra`` so ``to_api`` sends them back unchanged. Value checks
         are skipped: what the server returns is taken as it is.
 
+        The nested parts few callers read (a stream info's config, cluster,
+        sources and timestamps, a state's per-subject counts...) are decoded
+        on first read, from ``d``'s values as they are then: hand ``d`` over
+        (as a reply just decoded is) rather than changing it afterwards.
+
         The first call compiles the class's decoder from its field specs (see
         :func:`compile_decoder`) and installs it as the class's ``from_api``.
 
         Raises:
-            TypeError: ``d`` is not a mapping, or a required key is missing.
+            TypeError: ``d`` is not a mapping, or a required key is missing
+                (inside a lazy part: when that part is first read).
         """
         decoded: T = _decoder(cls)(cls, d)
         return decoded
@@ -298,6 +319,14 @@ class Wire:
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Every field's value, lazy ones decoded (what ``pickle`` and ``copy`` keep).
+
+        Only a class with ``slots=False`` uses this one; attrs gives a slotted
+        class its own.
+        """
+        return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))}
 
     def _match_skip(self) -> frozenset[str]:
         """Fields :func:`config_matches` skips because the server derives them."""
@@ -326,9 +355,55 @@ class Wire:
 # some 70 fields). Interpreting the specs field by field for each reply costs
 # twice what a straight-line function does, so each class gets such a function,
 # generated from the same specs ``to_api`` reads: a new field needs no code.
+# A class built with ``slots=False`` is filled through one new ``__dict__``
+# (a dict store costs half an ``object.__setattr__``), and only such a class
+# can have lazy fields: a decoded lazy field is then a plain instance attribute.
 
 _MISSING = object()
 _DECODERS: dict[type, Callable[[Any, Mapping[str, Any]], Any]] = {}
+
+#: The ``__dict__`` key holding the wire values of lazy fields not read yet.
+PENDING = "_wire_pending"
+
+
+class LazyField:
+    """A field ``from_api`` decodes on its first read, not when the reply arrives.
+
+    Installed on the class under the field's name. ``from_api`` leaves the
+    field out of the instance's ``__dict__`` and keeps its wire value under
+    :data:`PENDING`; the first read decodes it (the same value the eager
+    decoder gives) and stores it in ``__dict__``, where every later read finds
+    it without this descriptor. An instance built by ``__init__`` has every
+    field in ``__dict__`` and never calls it.
+
+    Threads racing on a first read may both decode; ``dict.setdefault`` keeps
+    the first value stored, and every reader gets that one.
+
+    Args:
+        name: the attribute's name.
+        decode: wire value -> field value.
+    """
+
+    __slots__ = ("decode", "name")
+
+    def __init__(self, name: str, decode: Callable[[Any], Any]) -> None:
+        self.name = name
+        self.decode = decode
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        fields = obj.__dict__
+        pending = fields.get(PENDING)
+        raw = _MISSING if pending is None else pending.get(self.name, _MISSING)
+        if raw is _MISSING:  # another thread decoded it since this read began
+            try:
+                return fields[self.name]
+            except KeyError:
+                raise AttributeError(self.name) from None
+        value = fields.setdefault(self.name, self.decode(raw))
+        pending.pop(self.name, None)
+        return value
 
 
 def _missing_key(cls: type, wire: str) -> NoReturn:
@@ -374,42 +449,59 @@ def _default(env: dict[str, Any], i: int, a: attrs.Attribute[Any]) -> str:
     return f"_d{i}"
 
 
-def _field_lines(env: dict[str, Any], i: int, a: attrs.Attribute[Any], spec: Spec) -> list[str]:
-    """The lines of a compiled decoder that read field ``i`` (``a``) by its spec."""
+def _field_lines(
+    env: dict[str, Any], i: int, a: attrs.Attribute[Any], spec: Spec, put: Callable[[str, str], str]
+) -> list[str]:
+    """The lines of a compiled decoder that read field ``i`` (``a``) by its spec.
+
+    ``put(name, expr)`` is the statement that sets a field; a lazy field's
+    wire value goes to ``p`` (the pending values) instead.
+    """
     name, wire = repr(a.name), repr(spec.wire)
     default = _default(env, i, a)
     if a.default is attrs.NOTHING:
         set_default = f"_missing_key(cls, {wire})"
     else:
-        set_default = f"s({name}, {default})"
+        set_default = put(name, default)
     plain = spec.kind == PLAIN and spec.none_wire is _UNSET and not spec.absent_none
     if plain and a.default is None:
-        return [f"    s({name}, g({wire}))"]  # absent and null are both the default, None
+        return ["    " + put(name, f"g({wire})")]  # absent and null are both the default, None
     if plain and a.default is not attrs.NOTHING:
-        return [f"    v = g({wire})", f"    s({name}, {default} if v is None else v)"]
+        return [f"    v = g({wire})", "    " + put(name, f"{default} if v is None else v")]
     env[f"_n{i}"] = spec.none_wire
     is_null = "v is None" + (f" or v == _n{i}" if spec.none_wire is not _UNSET else "")
     if spec.absent_none:
         lines = [
             f"    v = g({wire}, _MISSING)",
             "    if v is _MISSING:",
-            f"        s({name}, None)",
+            "        " + put(name, "None"),
             f"    elif {is_null}:",
         ]
     else:
         lines = [f"    v = g({wire})", f"    if {is_null}:"]
     lines += [f"        {set_default}", "    else:"]
+    if spec.lazy:
+        return lines + [f"        p[{name}] = v"]
     if spec.kind == ENUM:
         env[f"_e{i}"] = spec.cls._value2member_map_
         return lines + [
             "        try:",
-            f"            s({name}, _e{i}[v])",
+            "            " + put(name, f"_e{i}[v]"),
             "        except (KeyError, TypeError):  # a value this client lacks",
             f"            extra[{wire}] = v",
             f"            {set_default}",
         ]
     env[f"_c{i}"] = spec.cls
-    return lines + [f"        s({name}, {_decode_expr(spec.kind, i)})"]
+    return lines + ["        " + put(name, _decode_expr(spec.kind, i))]
+
+
+def _lazy_decode(env: dict[str, Any], i: int, spec: Spec) -> Callable[[Any], Any]:
+    """The function that decodes lazy field ``i``'s wire value (never null: see the decoder)."""
+    env[f"_c{i}"] = spec.cls
+    scope: dict[str, Any] = {}
+    exec(f"def decode(v):\n    return {_decode_expr(spec.kind, i)}", env, scope)  # noqa: S102
+    decode: Callable[[Any], Any] = scope["decode"]
+    return decode
 
 
 def compile_decoder(cls: type) -> Callable[[Any, Mapping[str, Any]], Any]:
@@ -418,20 +510,30 @@ def compile_decoder(cls: type) -> Callable[[Any, Mapping[str, Any]], Any]:
     For each wire-coded field, in one straight line: a key that is absent or
     null, or holds the spec's ``none_wire``, gives the field's default (absent
     gives ``None`` for an ``absent_none`` field); otherwise the value is
-    decoded by its kind. An enum value this client lacks, and every key no
-    field reads (response-envelope keys aside), go to ``extra``. Fields are
-    set on a new instance directly: ``__init__`` converts and checks user
-    input, which server data skips (see :func:`_checks.lenient`).
+    decoded by its kind, or, for a lazy field, kept to be decoded on first
+    read (:class:`LazyField`, installed on ``cls`` here). An enum value this
+    client lacks, and every key no field reads (response-envelope keys
+    aside), go to ``extra``. Fields are set on a new instance directly:
+    ``__init__`` converts and checks user input, which server data skips (see
+    :func:`_checks.lenient`).
 
     Returns:
         ``from_api(cls, d)``, to be bound as a classmethod.
+
+    Raises:
+        TypeError: ``cls`` has a lazy field but ``__slots__`` (no ``__dict__``).
     """
     env: dict[str, Any] = {
         "_cls": cls, "_new": object.__new__, "_bind": object.__setattr__.__get__,
-        "_dict": dict, "_Mapping": Mapping, "_MISSING": _MISSING, "_ns": ns_to_seconds,
-        "_time": parse_rfc3339, "_decoder": _decoder, "_missing_key": _missing_key,
-        "_not_a_mapping": _not_a_mapping,
+        "_set": object.__setattr__, "_dict": dict, "_Mapping": Mapping, "_MISSING": _MISSING,
+        "_ns": ns_to_seconds, "_time": parse_rfc3339, "_decoder": _decoder,
+        "_missing_key": _missing_key, "_not_a_mapping": _not_a_mapping,
     }  # fmt: skip
+    fields = attrs.fields(cls)
+    lazy = [(i, a) for i, a in enumerate(fields) if getattr(a.metadata.get("wire"), "lazy", False)]
+    has_dict = cls.__dictoffset__ != 0
+    if lazy and not has_dict:
+        raise TypeError(f"{cls.__qualname__}: lazy fields need an attrs class with slots=False")
     known = set(cls._ENVELOPE)  # type: ignore[attr-defined]
     body = [
         "def from_api(cls, d):",
@@ -444,20 +546,34 @@ def compile_decoder(cls: type) -> Callable[[Any, Mapping[str, Any]], Any]:
         "        extra = {k: v for k, v in d.items() if k not in _known}",
         "    g = d.get",
         "    self = _new(_cls)",
-        "    s = _bind(self)  # object.__setattr__ bound: frozen attrs classes allow it",
     ]
-    for i, a in enumerate(attrs.fields(cls)):
+    if has_dict:
+        body += ["    o = {}  # the new __dict__", "    p = {}  # the lazy fields' wire values"]
+
+        def put(name: str, expr: str) -> str:
+            return f"o[{name}] = {expr}"
+    else:
+        body.append("    s = _bind(self)  # object.__setattr__, bound: frozen classes allow it")
+
+        def put(name: str, expr: str) -> str:
+            return f"s({name}, {expr})"
+
+    for i, a in enumerate(fields):
         spec = a.metadata.get("wire")
         if spec is not None:
             known.add(spec.wire)
-            body += _field_lines(env, i, a, spec)
+            body += _field_lines(env, i, a, spec, put)
         elif a.name != "extra":
-            body.append(f"    s({a.name!r}, {_default(env, i, a)})")
+            body.append("    " + put(repr(a.name), _default(env, i, a)))
     if "extra" in attrs.fields_dict(cls):
-        body.append("    s('extra', extra)")
+        body.append("    " + put("'extra'", "extra"))
+    if has_dict:
+        body += ["    if p:", f"        o[{PENDING!r}] = p", "    _set(self, '__dict__', o)"]
     body.append("    return self")
     env["_known"] = frozenset(known)
     exec(compile("\n".join(body), f"<from_api of {cls.__qualname__}>", "exec"), env)  # noqa: S102
+    for i, a in lazy:
+        type.__setattr__(cls, a.name, LazyField(a.name, _lazy_decode(env, i, a.metadata["wire"])))
     decoder: Callable[[Any, Mapping[str, Any]], Any] = env["from_api"]
     decoder.__annotations__ = {"d": Mapping[str, Any], "return": cls}
     decoder.__module__ = cls.__module__

@@ -40,7 +40,7 @@ _uint64 = ck.int_range(0, ck.MAX_UINT64)
 _replicas = ck.int_range(0, ck.MAX_REPLICAS)
 
 
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True, repr=False, slots=False)
 class ConsumerConfig(Wire):
     """A consumer's configuration (create, update, and as the server reports it).
 

@@ -73,9 +73,9 @@ _ENVELOPE = frozenset({"type", "error", "total", "offset", "limit", "did_create"
 field = info_field
 
 
-def _time(wire: str) -> Any:
+def _time(wire: str, lazy: bool = False) -> Any:
     """A timestamp the server always sends; Go's zero time is ``None``."""
-    return field(wire, TIME, none_wire=GO_ZERO_TIME)
+    return field(wire, TIME, none_wire=GO_ZERO_TIME, lazy=lazy)
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -263,7 +263,7 @@ class LostStreamData(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True, repr=False, slots=False)
 class StreamState(Wire):
     """What a stream holds.
 
@@ -287,19 +287,19 @@ class StreamState(Wire):
     messages: int = field("messages", default=0)
     bytes: int = field("bytes", default=0)
     first_seq: int = field("first_seq", default=0)
-    first_ts: datetime | None = _time("first_ts")
+    first_ts: datetime | None = _time("first_ts", lazy=True)
     last_seq: int = field("last_seq", default=0)
-    last_ts: datetime | None = _time("last_ts")
+    last_ts: datetime | None = _time("last_ts", lazy=True)
     num_subjects: int = field("num_subjects", default=0, omit_zero=True)
-    subjects: Mapping[str, int] | None = field("subjects", "map")
+    subjects: Mapping[str, int] | None = field("subjects", "map", lazy=True)
     num_deleted: int = field("num_deleted", default=0, omit_zero=True)
-    deleted: tuple[int, ...] | None = field("deleted", SEQ)
-    lost: LostStreamData | None = field("lost", OBJ, cls=LostStreamData)
+    deleted: tuple[int, ...] | None = field("deleted", SEQ, lazy=True)
+    lost: LostStreamData | None = field("lost", OBJ, cls=LostStreamData, lazy=True)
     consumer_count: int = field("consumer_count", default=0)
     extra: Mapping[str, Any] = extra_field()
 
 
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True, repr=False, slots=False)
 class StreamInfo(Wire):
     """A stream's configuration and state.
 
@@ -320,15 +320,19 @@ class StreamInfo(Wire):
     """
 
     # Typed as always there: every stream info the server sends has both.
-    config: StreamConfig = field("config", OBJ, cls=StreamConfig)
-    created: datetime | None = field("created", TIME)
+    config: StreamConfig = field("config", OBJ, cls=StreamConfig, lazy=True)
+    created: datetime | None = field("created", TIME, lazy=True)
     state: StreamState = field("state", OBJ, cls=StreamState)
     domain: str | None = field("domain")
-    cluster: ClusterInfo | None = field("cluster", OBJ, cls=ClusterInfo)
-    mirror: StreamSourceInfo | None = field("mirror", OBJ, cls=StreamSourceInfo)
-    sources: tuple[StreamSourceInfo, ...] | None = field("sources", OBJS, cls=StreamSourceInfo)
-    alternates: tuple[StreamAlternate, ...] | None = field("alternates", OBJS, cls=StreamAlternate)
-    ts: datetime | None = field("ts", TIME)
+    cluster: ClusterInfo | None = field("cluster", OBJ, cls=ClusterInfo, lazy=True)
+    mirror: StreamSourceInfo | None = field("mirror", OBJ, cls=StreamSourceInfo, lazy=True)
+    sources: tuple[StreamSourceInfo, ...] | None = field(
+        "sources", OBJS, cls=StreamSourceInfo, lazy=True
+    )
+    alternates: tuple[StreamAlternate, ...] | None = field(
+        "alternates", OBJS, cls=StreamAlternate, lazy=True
+    )
+    ts: datetime | None = field("ts", TIME, lazy=True)
     extra: Mapping[str, Any] = extra_field()
 
     _ENVELOPE: ClassVar[frozenset[str]] = _ENVELOPE
@@ -368,7 +372,7 @@ class PriorityGroupState(Wire):
     extra: Mapping[str, Any] = extra_field()
 
 
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True, repr=False, slots=False)
 class ConsumerInfo(Wire):
     """A consumer's configuration and state.
 
@@ -394,21 +398,21 @@ class ConsumerInfo(Wire):
 
     stream_name: str = field("stream_name", default="")
     name: str = field("name", default="")
-    created: datetime | None = field("created", TIME)
-    config: ConsumerConfig | None = field("config", OBJ, cls=ConsumerConfig)
-    delivered: SequenceInfo | None = field("delivered", OBJ, cls=SequenceInfo)
-    ack_floor: SequenceInfo | None = field("ack_floor", OBJ, cls=SequenceInfo)
+    created: datetime | None = field("created", TIME, lazy=True)
+    config: ConsumerConfig | None = field("config", OBJ, cls=ConsumerConfig, lazy=True)
+    delivered: SequenceInfo | None = field("delivered", OBJ, cls=SequenceInfo, lazy=True)
+    ack_floor: SequenceInfo | None = field("ack_floor", OBJ, cls=SequenceInfo, lazy=True)
     num_ack_pending: int = field("num_ack_pending", default=0)
     num_redelivered: int = field("num_redelivered", default=0)
     num_waiting: int = field("num_waiting", default=0)
     num_pending: int = field("num_pending", default=0)
-    cluster: ClusterInfo | None = field("cluster", OBJ, cls=ClusterInfo)
+    cluster: ClusterInfo | None = field("cluster", OBJ, cls=ClusterInfo, lazy=True)
     push_bound: bool = field("push_bound", default=False, omit_zero=True)
     paused: bool = field("paused", default=False, omit_zero=True)
     pause_remaining: float | None = field("pause_remaining", DUR)
-    ts: datetime | None = field("ts", TIME)
+    ts: datetime | None = field("ts", TIME, lazy=True)
     priority_groups: tuple[PriorityGroupState, ...] | None = field(
-        "priority_groups", OBJS, cls=PriorityGroupState
+        "priority_groups", OBJS, cls=PriorityGroupState, lazy=True
     )
     extra: Mapping[str, Any] = extra_field()
 

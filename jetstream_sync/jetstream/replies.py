@@ -143,7 +143,7 @@ class AccountInfo(Wire):
     _ENVELOPE: ClassVar[frozenset[str]] = frozenset({"type", "error"})
 
 
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True, repr=False, slots=False)
 class PubAck(Wire):
     """The server's acknowledgement of a JetStream publish.
 

@@ -190,7 +190,7 @@ class StreamConsumerLimits(Wire):
 _limit = ck.int_range(-1, ck.MAX_INT64)
 
 
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True, repr=False, slots=False)
 class StreamConfig(Wire):
     """A stream's configuration (create, update, and as the server reports it).
 
