@@ -129,10 +129,11 @@ class AckMux:
         owners_pop = self._owners.pop
         with self._lock:
             for token, kind, seq in zip(batch.tokens, batch.kinds, batch.seqs, strict=True):
-                if kind == _ACK_NEW:
-                    stream = next(streams)
-                elif kind != _ACK_SAME:  # the payload and header block, handed on
-                    payload, headers = next(others)
+                if kind != _ACK_SAME:  # a plain ack of another stream, or another reply
+                    if kind == _ACK_NEW:
+                        stream = next(streams)
+                    else:  # its payload and header block, handed on
+                        payload, headers = next(others)
                 window = owners_pop(token, None)
                 if window is None:  # a late ack of a failed future (or not a token)
                     continue
