@@ -83,10 +83,6 @@ class RequestMux:
             self._waiters[token] = waiter
         return self.prefix + token, waiter
 
-    def waiting(self) -> int:
-        """How many requests wait for their reply now (the caller's own included)."""
-        return len(self._waiters)
-
     def forget(self, reply_subject: str) -> None:
         """Drop a finished or abandoned request."""
         with self._lock:

@@ -749,12 +749,9 @@ class Client:
         mux = connection.request_mux(self.new_inbox)
         reply, waiter = mux.register()
         try:
-            # A lone request is sent on this thread (no hop). While others wait for
-            # theirs, the flusher sends the requests of many threads in one write,
-            # and the server answers them in one: fewer system calls on both sides.
             self._writer.write(
                 self._encode_publish(subject, data, reply, headers),
-                urgent=mux.waiting() == 1,
+                urgent=True,
                 msgs=1,
                 deadline=deadline,
             )
