@@ -11,6 +11,7 @@ import pytest
 import jetstream_sync as js
 from jetstream_sync import _protocol
 from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
 from tests.fixtures.proxy import TO_CLIENT
 
 
@@ -22,6 +23,11 @@ def stream(shared_server: Any) -> Iterator[str]:
         admin.jetstream().create_stream(name=name, subjects=[f"{name}.>"])
         yield name
         admin.jetstream().delete_stream(name)
+
+
+def _stored(shared_server: Any, stream: str) -> int:
+    with js.connect(shared_server.url) as admin:
+        return admin.jetstream().stream(stream).cached_info.state.messages
 
 
 class Seen:
@@ -74,11 +80,15 @@ def test_replies_mixed_with_other_messages_come_as_tuples_each_once(
         sub = nc.subscribe(f"plain.{stream}")
         nc.flush()
         fault_proxy.stall(directions=(TO_CLIENT,))
-        for token in range(100):
+        nc.publish(f"plain.{stream}", b"first")  # the proxy holds this read back alone
+        fault_proxy.wait(lambda p: p.held > 0)
+        for token in range(100):  # these wait in the socket: one read, all mixed
             nc.publish_routed(f"{stream}.a", b"x", prefix, token, 5.0)
             nc.publish(f"plain.{stream}", b"%d" % token)
+        wait_for(lambda: _stored(shared_server, stream) == 100, timeout=10)
         fault_proxy.resume()
         got = seen.collect(100)
-        assert [sub.next_msg(timeout=5).data for _ in range(100)] == [b"%d" % i for i in range(100)]
+        expected = [b"first"] + [b"%d" % i for i in range(100)]
+        assert [sub.next_msg(timeout=5).data for _ in range(101)] == expected
     assert sorted(got["tuples"] + got["whole"], key=int) == [str(t) for t in range(100)]
     assert got["tuples"]  # the held-back replies came mixed with the messages

@@ -77,6 +77,46 @@ def test_acks_of_one_read_resolve_every_kind_of_reply(shared_server, fault_proxy
     assert sum(decoded) == 204 and max(decoded) > 1  # read whole, many acks per call
 
 
+def test_acks_read_together_with_other_messages_resolve_in_order(
+    shared_server, fault_proxy, stream, monkeypatch
+):
+    """Acks that share a read with a subscription's messages come as tuples, op by op:
+    their futures resolve the same way (a plain ack, a duplicate, an error)."""
+    tuples: list[int] = []
+    on_replies = _ack_mux.AckMux._on_replies
+
+    def counting(self: _ack_mux.AckMux, replies: list) -> None:
+        tuples.append(len(replies))
+        on_replies(self, replies)
+
+    monkeypatch.setattr(_ack_mux.AckMux, "_on_replies", counting)
+    with js.connect(fault_proxy.url) as nc:
+        ctx = nc.jetstream()
+        sub = nc.subscribe(f"other.{stream}")
+        ctx.publish_async(f"{stream}.warm", b"w").result(timeout=10)
+        fault_proxy.stall(directions=(TO_CLIENT,))
+        nc.publish(f"other.{stream}", b"first")  # the proxy holds this read back alone
+        fault_proxy.wait(lambda p: p.held > 0)
+        futures = []  # the rest waits in the socket: one read, acks and messages mixed
+        for i in range(100):
+            futures.append(ctx.publish_async(f"{stream}.a", b"%d" % i))
+            nc.publish(f"other.{stream}", b"%d" % i)
+        duplicate = ctx.publish_async(f"{stream}.a", b"d", msg_id="d", expected_stream=stream)
+        again = ctx.publish_async(f"{stream}.a", b"d", msg_id="d")
+        wrong = ctx.publish_async(f"{stream}.a", b"e", expected_stream="NOT" + stream)
+        nc.publish(f"other.{stream}", b"last")
+        wait_for(lambda: _stored(shared_server, stream) == 102, timeout=10)
+        fault_proxy.resume()
+        ctx.publish_async_completed(timeout=10)
+        got = [sub.next_msg(timeout=5).data for _ in range(102)]
+    assert got == [b"first"] + [b"%d" % i for i in range(100)] + [b"last"]
+    assert [f.result().seq for f in futures] == list(range(2, 102))
+    assert duplicate.result().seq == again.result().seq == 102 and again.result().duplicate
+    with pytest.raises(js.APIError):
+        wrong.result()
+    assert sum(tuples) > 0  # some acks shared a read with the other messages
+
+
 def test_a_future_waited_on_or_listened_to_gets_its_ack(shared_server, stream, decoded):
     """Futures with a waiter or a done-callback are settled on the ack thread, once each."""
     calls: Counter[int] = Counter()
