@@ -414,6 +414,8 @@ class Connection:
         No op is looked at in Python: the route decodes the buffer itself
         (the async-publish acks of a read, in one C call).
         """
+        if not ops:
+            return False
         sid = ops[3]
         route = self._routes.get(sid)
         if route is None or route[3] is None or ops[3::_FIELDS].count(sid) * _FIELDS != len(ops):

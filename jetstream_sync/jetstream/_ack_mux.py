@@ -161,7 +161,9 @@ class AckMux:
         waited_on: set[AsyncPublisher] = set()
         with self._lock:
             for text, data, headers in replies:
-                token = int(text) if text.isascii() and text.isdigit() else -1
+                # Not ours unless a decimal that fits the counter (int() of thousands of
+                # digits would raise: a foreign reply must not end the connection).
+                token = int(text) if len(text) < 20 and text.isascii() and text.isdigit() else -1
                 window = self._owners.pop(token, None)
                 if window is None:
                     continue

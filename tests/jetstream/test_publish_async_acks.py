@@ -188,3 +188,31 @@ def test_sixteen_threads_publish_async_on_one_client(shared_server, stream):
 def _count(counter: Counter[bytes], lock: threading.Lock, data: bytes) -> None:
     with lock:
         counter[data] += 1
+
+
+def test_a_foreign_reply_to_the_ack_inbox_is_ignored(shared_server, fault_proxy, stream):
+    """A message another client sends to the ack inbox (a token of 3,000 digits, text),
+    alone in a read or mixed with others, is dropped: the connection stays up."""
+    drops: list[str] = []
+    with (
+        js.connect(fault_proxy.url, disconnected_cb=lambda: drops.append("x")) as nc,
+        js.connect(shared_server.url) as foreign,
+    ):
+        ctx = nc.jetstream()
+        ctx.publish_async(f"{stream}.warm", b"w").result(timeout=10)
+        prefix = ctx._async._prefix  # the ack inbox, as a snooping client could learn it
+        sub = nc.subscribe(f"other.{stream}")
+        nc.flush()
+        fault_proxy.stall(directions=(TO_CLIENT,))
+        nc.publish(f"other.{stream}", b"first")  # held back alone: the rest reads mixed
+        fault_proxy.wait(lambda p: p.held > 0)
+        foreign.publish(prefix + "9" * 3000, b'{"stream":"X","seq":1}')
+        foreign.publish(prefix + "not-a-token", b"{}")
+        nc.publish(f"other.{stream}", b"second")
+        foreign.flush()
+        fault_proxy.resume()
+        assert [sub.next_msg(timeout=5).data for _ in range(2)] == [b"first", b"second"]
+        foreign.publish(prefix + "8" * 3000, b"alone")  # a read of its own: decoded in C
+        foreign.flush()
+        assert ctx.publish_async(f"{stream}.after", b"a").result(timeout=10).seq == 2
+    assert drops == []
