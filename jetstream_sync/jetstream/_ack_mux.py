@@ -15,7 +15,8 @@ subjects ``<inbox>.<token>``.
 
 Threads:
 
-* the reader thread settles the acks itself: a buffer holding nothing but
+* the thread that reads the socket (the reader thread, or a requester holding
+  the read role) settles the acks itself: a buffer holding nothing but
   acks is decoded in one C call (``_protocol.puback_batch``: each reply's
   token, kind and sequence); under the lock, once per buffer, it pops each
   ack's future and, for a plain PubAck to a future nobody waits on or listens
