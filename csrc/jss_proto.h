@@ -99,6 +99,43 @@ int jss_valid_subject(const char *subject, size_t len, int wildcards);
 int jss_parse_puback(const char *data, size_t len, int64_t *out);
 
 /*
+ * The async-publish acks of one read, decoded at once (the ack multiplexer's
+ * reply route). For every MSG and HMSG op in buf[start:end] whose sid is sid
+ * (other ops are skipped), up to max_acks of them, in order:
+ *
+ *   tokens[i]  the reply subject after its first prefix_len bytes, when that is
+ *              an unsigned decimal that fits an int64; else -1;
+ *   kinds[i]   JSS_ACK_SAME: a plain PubAck (an MSG whose body jss_parse_puback
+ *              reads, holding no members but stream, seq, domain and a false
+ *              duplicate) of the same stream and domain as the plain PubAck
+ *              before it in this call; JSS_ACK_NEW: a plain PubAck that is the
+ *              first of the call or names another stream or domain;
+ *              JSS_ACK_OTHER: anything else (headers, a status, an error, a
+ *              duplicate, counters, batches, other members, other JSON);
+ *   seqs[i]    the PubAck's seq (0 for JSS_ACK_OTHER);
+ *
+ * and, for every reply that is not JSS_ACK_SAME, JSS_ACK_SPECIAL_FIELDS int64s
+ * in specials (offsets absolute into buf): i, then for JSS_ACK_NEW the stream's
+ * offset and length and the domain's (length -1 when absent), for
+ * JSS_ACK_OTHER the payload's and the header block's (length 0 when none).
+ * state (JSS_ACK_STATE_FIELDS): bytes consumed (just past the last op read),
+ * the offset of the op in error, the number of specials written. specials
+ * needs room for max_acks entries. Returns the number of acks written (fewer
+ * than max_acks when the whole ops in the range are done), or a JSS_ERR_* code.
+ */
+enum {
+    JSS_ACK_SAME = 0,
+    JSS_ACK_NEW = 1,
+    JSS_ACK_OTHER = 2,
+    JSS_ACK_SPECIAL_FIELDS = 5,
+    JSS_ACK_STATE_FIELDS = 3
+};
+
+int64_t jss_puback_batch(const char *buf, size_t start, size_t end, int64_t sid,
+                         size_t prefix_len, size_t max_acks, int64_t *tokens, int64_t *seqs,
+                         uint8_t *kinds, int64_t *specials, int64_t *state);
+
+/*
  * Fast path for the header block of a direct-get reply (a stored message):
  * one pass reading the first Nats-Subject, Nats-Sequence, Nats-Time-Stamp,
  * KV-Operation and Nats-Marker-Reason (keys matched exactly, values trimmed

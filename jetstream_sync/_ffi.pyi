@@ -28,6 +28,11 @@ class Int32Array(CData):
 
     def __getitem__(self, index: int) -> int: ...
 
+class Uint8Array(CData):
+    """A ``uint8_t[]`` array made by ``ffi.new``."""
+
+    def __getitem__(self, index: int) -> int: ...
+
 class CharArray(CData):
     """A ``char[]`` array made by ``ffi.new`` or an allocator."""
 
@@ -77,6 +82,8 @@ class FFI:
     def new(self, cdecl: Literal["int64_t[]"], init: int) -> Int64Array: ...
     @overload
     def new(self, cdecl: Literal["char[]"], init: int) -> CharArray: ...
+    @overload
+    def new(self, cdecl: Literal["uint8_t[]"], init: int) -> Uint8Array: ...
     @overload
     def new(self, cdecl: Literal["jss_batch_column *"]) -> BatchColumnStruct: ...
     def new_allocator(self, *, should_clear_after_alloc: bool = ...) -> Allocator: ...
@@ -143,6 +150,11 @@ class Lib:
     JSS_DIRECT_BATCH_ERR_TIME: int
     JSS_DIRECT_BATCH_ERR_UNIT: int
     JSS_DIRECT_BATCH_ERR_SPACE: int
+    JSS_ACK_SAME: int
+    JSS_ACK_NEW: int
+    JSS_ACK_OTHER: int
+    JSS_ACK_SPECIAL_FIELDS: int
+    JSS_ACK_STATE_FIELDS: int
 
     def jss_parse(
         self,
@@ -209,6 +221,21 @@ class Lib:
         subj_offsets: Int32Array,
         subjects: CharArray,
         subjects_cap: int,
+        state: Int64Array,
+        /,
+    ) -> int: ...
+    def jss_puback_batch(
+        self,
+        buf: BufferView,
+        start: int,
+        end: int,
+        sid: int,
+        prefix_len: int,
+        max_acks: int,
+        tokens: Int64Array,
+        seqs: Int64Array,
+        kinds: Uint8Array,
+        specials: Int64Array,
         state: Int64Array,
         /,
     ) -> int: ...

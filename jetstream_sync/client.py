@@ -642,7 +642,11 @@ class Client:
         """A new, unique inbox subject under ``inbox_prefix``."""
         return f"{self._inbox_prefix}.{NUID.next()}"
 
-    def add_reply_route(self, handler: Callable[[list[Reply]], object]) -> str:
+    def add_reply_route(
+        self,
+        handler: Callable[[list[Reply]], object],
+        buffer_handler: Callable[[memoryview, int, int], object] | None = None,
+    ) -> str:
         """Receive the replies to a new inbox as plain tuples, a list per received buffer.
 
         For library machinery that gets many small replies (JetStream's
@@ -656,6 +660,13 @@ class Client:
         as long as the client (it is subscribed again after a reconnect); the
         handler is never called once :meth:`close` has joined the reader.
 
+        With ``buffer_handler``, a received buffer that holds nothing but this
+        route's replies goes to ``buffer_handler(buffer, end, sid)`` instead,
+        with no tuple made: every op in ``buffer[:end]`` is an ``MSG`` or
+        ``HMSG`` of subscription ``sid`` (``_protocol.puback_batch`` decodes
+        such a buffer in one C call). The same rules hold, and the buffer is
+        reused once it returns: it must copy what it keeps.
+
         Returns:
             The prefix (``<inbox>.``) to put before a token in a reply subject.
 
@@ -666,7 +677,7 @@ class Client:
         prefix = self.new_inbox() + "."
         # Its SUB never waits for room: a full buffer must not stall this caller
         # (it has no deadline here) nor, through the lock, other subscribers.
-        self._connection.add_route(prefix, handler)
+        self._connection.add_route(prefix, handler, buffer_handler)
         self._route_prefixes[prefix] = prefix.encode()
         return prefix
 

@@ -20,6 +20,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 __all__ = [
+    "ACK_NEW",
+    "ACK_OTHER",
+    "ACK_SAME",
     "BATCH_ERRORS",
     "IMPL",
     "MAX_CONTROL_LINE",
@@ -32,6 +35,7 @@ __all__ = [
     "OP_OK",
     "OP_PING",
     "OP_PONG",
+    "AckBatch",
     "BatchColumn",
     "encode_batch_hpub",
     "decode_direct_batch",
@@ -43,6 +47,7 @@ __all__ = [
     "parse_direct_meta",
     "parse_headers",
     "parse_puback",
+    "puback_batch",
     "valid_subject",
 ]
 
@@ -92,6 +97,9 @@ IMPL: str = _impl.IMPL
 if TYPE_CHECKING:  # both implementations have the Python twin's interface
     from jetstream_sync._protocol._direct_batch import decode_direct_batch
     from jetstream_sync._protocol._py import (
+        ACK_NEW,
+        ACK_OTHER,
+        ACK_SAME,
         BATCH_ERRORS,
         MAX_CONTROL_LINE,
         MAX_PAYLOAD,
@@ -103,6 +111,7 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         OP_OK,
         OP_PING,
         OP_PONG,
+        AckBatch,
         BatchColumn,
         encode_batch_hpub,
         encode_headers,
@@ -113,6 +122,7 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         parse_direct_meta,
         parse_headers,
         parse_puback,
+        puback_batch,
         valid_subject,
     )
 else:
@@ -130,6 +140,11 @@ else:
     parse_headers = _impl.parse_headers
     parse_direct_meta = _impl.parse_direct_meta
     parse_puback = _impl.parse_puback
+    puback_batch = _impl.puback_batch
+    AckBatch = _impl.AckBatch
+    ACK_SAME = _impl.ACK_SAME
+    ACK_NEW = _impl.ACK_NEW
+    ACK_OTHER = _impl.ACK_OTHER
     encode_headers = _impl.encode_headers
     encode_pub = _impl.encode_pub
     encode_hpub = _impl.encode_hpub

@@ -39,6 +39,9 @@ from jetstream_sync._protocol._direct_batch import (
     check_whole,
 )
 from jetstream_sync._protocol._py import (
+    ACK_NEW,
+    ACK_OTHER,
+    ACK_SAME,
     BATCH_ERRORS,
     MAX_CONTROL_LINE,
     MAX_PAYLOAD,
@@ -50,6 +53,7 @@ from jetstream_sync._protocol._py import (
     OP_OK,
     OP_PING,
     OP_PONG,
+    AckBatch,
     BatchColumn,
     BytesLike,
     DirectMeta,
@@ -60,9 +64,12 @@ from jetstream_sync._protocol._py import (
 )
 
 if TYPE_CHECKING:  # types declared by _ffi.pyi only
-    from jetstream_sync._ffi import BufferView, CharArray, Int64Array
+    from jetstream_sync._ffi import BufferView, CharArray, Int64Array, Uint8Array
 
 __all__ = [
+    "ACK_NEW",
+    "ACK_OTHER",
+    "ACK_SAME",
     "BATCH_ERRORS",
     "IMPL",
     "MAX_CONTROL_LINE",
@@ -75,6 +82,7 @@ __all__ = [
     "OP_OK",
     "OP_PING",
     "OP_PONG",
+    "AckBatch",
     "BatchColumn",
     "encode_batch_hpub",
     "decode_direct_batch",
@@ -86,6 +94,7 @@ __all__ = [
     "parse_direct_meta",
     "parse_headers",
     "parse_puback",
+    "puback_batch",
     "valid_subject",
 ]
 
@@ -257,6 +266,71 @@ def parse_puback(data: BytesLike) -> tuple[str, int, bool, str | None] | None:
     stream = raw[stream_off : stream_off + stream_len].decode("ascii")
     domain = None if domain_len < 0 else raw[domain_off : domain_off + domain_len].decode("ascii")
     return stream, seq, bool(duplicate), domain
+
+
+ACK_CHUNK = 1024  # acks per jss_puback_batch call
+_ACK_SPECIAL = lib.JSS_ACK_SPECIAL_FIELDS
+_ack_scratch = threading.local()
+
+
+class _AckArrays:
+    """One thread's output arrays for jss_puback_batch (the reader thread's, in practice)."""
+
+    __slots__ = ("tokens", "seqs", "kinds", "specials", "state")
+
+    def __init__(self) -> None:
+        self.tokens = ffi.new("int64_t[]", ACK_CHUNK)
+        self.seqs = ffi.new("int64_t[]", ACK_CHUNK)
+        self.kinds: Uint8Array = ffi.new("uint8_t[]", ACK_CHUNK)
+        self.specials = ffi.new("int64_t[]", ACK_CHUNK * _ACK_SPECIAL)
+        self.state = ffi.new("int64_t[]", lib.JSS_ACK_STATE_FIELDS)
+
+
+def puback_batch(buf: BytesLike, start: int, end: int, sid: int, prefix_len: int) -> AckBatch:
+    """Decode the replies of subscription ``sid`` in ``buf[start:end]``, a C call per 1,024.
+
+    Same interface and results as :func:`jetstream_sync._protocol._py.puback_batch`.
+    """
+    try:
+        a = cast("_AckArrays", _ack_scratch.arrays)
+    except AttributeError:
+        a = _ack_scratch.arrays = _AckArrays()
+    batch = AckBatch([], b"", [], [], [])
+    kinds = bytearray()
+    streams = batch.streams
+    with ffi.from_buffer(buf) as cbuf:
+        check_range(len(cbuf), start, end)
+        raw = ffi.buffer(cbuf)
+        pos = start
+        while True:
+            n = lib.jss_puback_batch(
+                cbuf, pos, end, sid, prefix_len, ACK_CHUNK,
+                a.tokens, a.seqs, a.kinds, a.specials, a.state,
+            )  # fmt: skip
+            if n < 0:
+                raise protocol_error(n, raw, a.state[1], end)
+            first = len(batch.tokens)
+            batch.tokens.extend(_to_list(a.tokens, n))
+            batch.seqs.extend(_to_list(a.seqs, n))
+            kinds += ffi.buffer(a.kinds, n)[:]
+            specials = _to_list(a.specials, a.state[2] * _ACK_SPECIAL)
+            chunk_start = first > 0  # C compares streams within one call only
+            for j in range(0, len(specials), _ACK_SPECIAL):
+                at, a_off, a_len, b_off, b_len = specials[j : j + _ACK_SPECIAL]
+                if kinds[first + at] == ACK_NEW:
+                    domain = None if b_len < 0 else raw[b_off : b_off + b_len].decode("ascii")
+                    stream = (raw[a_off : a_off + a_len].decode("ascii"), domain)
+                    if chunk_start and streams and streams[-1] == stream:
+                        kinds[first + at] = ACK_SAME
+                    else:
+                        streams.append(stream)
+                    chunk_start = False
+                else:
+                    headers = raw[b_off : b_off + b_len] if b_len else None
+                    batch.others.append((raw[a_off : a_off + a_len], headers))
+            if n < ACK_CHUNK:
+                return batch._replace(kinds=bytes(kinds))
+            pos = a.state[0]
 
 
 def parse_direct_meta(block: BytesLike) -> DirectMeta | None:

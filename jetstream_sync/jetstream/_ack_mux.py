@@ -1,9 +1,8 @@
 """The async-publish ack multiplexer: one per client, shared by every JetStream context.
 
 The :class:`AckMux` of a client owns one wildcard inbox route
-(``<inbox>.*``, :meth:`Client.add_reply_route`: the reader hands it each
-buffer's acks as ``(token, payload, headers)`` tuples, no ``Msg`` per ack),
-the token → future table, one ack thread and one ack-timer thread. It is made on a context's first
+(``<inbox>.*``, :meth:`Client.add_reply_route`), the token → future table,
+one ack thread and one ack-timer thread. It is made on a context's first
 ``publish_async`` (through :meth:`Client.shared_resource`, so 50 contexts
 share one mux) and closed — threads joined — by :meth:`Client.close`.
 
@@ -11,13 +10,24 @@ Each context keeps its own :class:`AsyncPublisher`: its window
 (``max_ack_inflight``, backpressure), its ``ack_timeout`` and its pending
 futures, so contexts never wait on each other's acks. Everything is guarded
 by the mux's one lock; each window has its own condition on that lock, woken
-only when someone waits on that window.
+only when someone waits on that window. Tokens are the integers of the reply
+subjects ``<inbox>.<token>``.
 
 Threads:
 
-* the ack thread takes the reader's lists of acks in batches, pops their
-  futures under the lock, and resolves them outside it; a publisher waiting
-  for room is woken once its window has drained to three quarters;
+* the thread that reads the socket (the reader thread, or a requester holding
+  the read role) settles the acks itself: a buffer holding nothing but
+  acks is decoded in one C call (``_protocol.puback_batch``: each reply's
+  token, kind and sequence); under the lock, once per buffer, it pops each
+  ack's future and, for a plain PubAck to a future nobody waits on or listens
+  to (the common case), stores the sequence and the stream in it — no user
+  code runs, nothing is parsed later but the ``PubAck`` on the first
+  ``result()``. It wakes a publisher waiting for room once its window has
+  drained to three quarters;
+* the ack thread settles the rest, handed over in lists: errors, status
+  replies, duplicates and other bodies (parsed there), and futures someone
+  waits on or listens to (``set_result`` may run a done-callback, which
+  must never run on the reader thread);
 * the timer fails futures whose ack is overdue with :class:`TimeoutError`.
   Within a window futures are kept in publish order and share one
   ``ack_timeout``, so the overdue ones are at the front; it sleeps until the
@@ -37,6 +47,7 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING
 
+from .. import _protocol
 from .._deadline import Deadline, check_timeout
 from ..errors import (
     ConnectionClosedError,
@@ -45,6 +56,7 @@ from ..errors import (
     TooManyPendingAcksError,
 )
 from ..msg import Msg
+from .info import PubAck
 from .publish import PubAckFuture, parse_pub_ack
 
 if TYPE_CHECKING:
@@ -54,6 +66,13 @@ if TYPE_CHECKING:
 
 _RESOURCE_KEY = "jetstream.ack_mux"
 _ACK_BATCH = 1024
+_ACK_SAME = _protocol.ACK_SAME
+_ACK_NEW = _protocol.ACK_NEW
+_puback_batch = _protocol.puback_batch
+
+# What the reader hands the ack thread per ack: the future, then the PubAck of a plain
+# ack (a future someone waits on), or the reply's payload and header block.
+Settle = tuple[PubAckFuture, PubAck | bytes, bytes | None]
 
 
 class AckMux:
@@ -67,13 +86,14 @@ class AckMux:
         self._client = client
         self._lock = threading.Lock()
         self._timer_cond = threading.Condition(self._lock)
-        self._owners: dict[str, AsyncPublisher] = {}  # token -> the window it counts in
+        self._owners: dict[int, AsyncPublisher] = {}  # token -> the window it counts in
         self._active: dict[AsyncPublisher, None] = {}  # windows the timer must look at
         self._tokens = itertools.count(1)
         self._prefix: str | None = None
-        # Lists of acks from the reader thread (add_reply_route); None once closed. Not
+        self._prefix_len = 0
+        # What the reader thread leaves to the ack thread; None once closed. Not
         # bounded here: every ack answers a publish that a window let through.
-        self._acks: queue.SimpleQueue[list[Reply] | None] = queue.SimpleQueue()
+        self._acks: queue.SimpleQueue[list[Settle] | None] = queue.SimpleQueue()
         self._ack_thread: threading.Thread | None = None
         self._timer: threading.Thread | None = None
         self._timer_due = math.inf  # when the timer wakes next (inf: it is not running)
@@ -85,19 +105,92 @@ class AckMux:
             if self._closed:
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
-                prefix = self._client.add_reply_route(self._acks.put)
+                prefix = self._client.add_reply_route(self._on_replies, self._on_buffer)
                 self._client.add_status_listener(self._on_status)
                 self._ack_thread = threading.Thread(
                     target=self._ack_loop, args=(prefix,), name="jetstream_sync-acks", daemon=True
                 )
                 self._ack_thread.start()
+                self._prefix_len = len(prefix.encode())
                 self._prefix = prefix
             return self._prefix
 
+    # ------------------------------------------------------------------ reader thread
+
+    def _on_buffer(self, buffer: memoryview, end: int, sid: int) -> None:
+        """Reader thread: a buffer of nothing but acks, decoded in one C call, settled."""
+        batch = _puback_batch(buffer, 0, end, sid, self._prefix_len)
+        streams = iter(batch.streams)
+        others = iter(batch.others)
+        stream: tuple[str, str | None] = ("", None)
+        later: list[Settle] = []
+        waited_on: set[AsyncPublisher] = set()
+        last = None  # consecutive acks mostly belong to one window
+        pending: dict[int, PubAckFuture] = {}
+        owners_pop = self._owners.pop
+        with self._lock:
+            for token, kind, seq in zip(batch.tokens, batch.kinds, batch.seqs, strict=True):
+                if kind != _ACK_SAME:  # a plain ack of another stream, or another reply
+                    if kind == _ACK_NEW:
+                        stream = next(streams)
+                    else:  # its payload and header block, handed on
+                        payload, headers = next(others)
+                window = owners_pop(token, None)
+                if window is None:  # a late ack of a failed future (or not a token)
+                    continue
+                if window is not last:
+                    last, pending = window, window._pending
+                    if window._waiting:  # changes only under this lock
+                        waited_on.add(window)
+                future = pending.pop(token)
+                if kind > _ACK_NEW:
+                    later.append((future, payload, headers))
+                elif future._ack_real:  # someone waits or listens: the ack thread sets it
+                    ack = PubAck(stream=stream[0], seq=seq, domain=stream[1])
+                    later.append((future, ack, None))
+                else:  # PubAckFuture._resolve, inlined: the same lock
+                    future._ack_value = seq
+                    future._ack_stream = stream
+                    future._ack_done = True
+            self._wake_windows(waited_on)
+        if later:
+            self._acks.put(later)
+
+    def _on_replies(self, replies: list[Reply]) -> None:
+        """Reader thread: acks that came in a buffer with other messages, as tuples."""
+        later: list[Settle] = []
+        waited_on: set[AsyncPublisher] = set()
+        with self._lock:
+            for text, data, headers in replies:
+                # Not ours unless a decimal that fits the counter (int() of thousands of
+                # digits would raise: a foreign reply must not end the connection).
+                token = int(text) if len(text) < 20 and text.isascii() and text.isdigit() else -1
+                window = self._owners.pop(token, None)
+                if window is None:
+                    continue
+                if window._waiting:
+                    waited_on.add(window)
+                future = window._pending.pop(token)
+                if headers is None and not future._ack_real and b'"error"' not in data:
+                    future._ack_value = data  # a success's body: parsed when the result is read
+                    future._ack_done = True
+                else:
+                    later.append((future, data, headers))
+            self._wake_windows(waited_on)
+        if later:
+            self._acks.put(later)
+
+    def _wake_windows(self, windows: set[AsyncPublisher]) -> None:
+        """Under the lock: wake the publishers waiting on windows drained to three quarters."""
+        for window in windows:
+            if len(window._pending) <= window._low_water:
+                assert window._cond is not None  # made when the window attached
+                window._cond.notify_all()
+
     # ------------------------------------------------------------------ ack thread
 
-    def _next_acks(self) -> list[Reply] | None:
-        """The acks the reader handed over (up to about a batch), or None once closed."""
+    def _next_acks(self) -> list[Settle] | None:
+        """What the reader handed over (up to about a batch), or None once closed."""
         acks = self._acks
         batch = acks.get()
         if batch is None:
@@ -111,50 +204,24 @@ class AckMux:
         return batch
 
     def _ack_loop(self, prefix: str) -> None:
-        """Resolve futures batch by batch until the mux closes.
+        """Settle what the reader left (errors, others, futures with waiters) until closed.
 
-        A success for a future nobody waits on or listens to (the common
-        case) is settled right under the lock: its reply body is stored, to
-        be parsed when the result is read. The others (errors, status
-        replies, futures with waiters or callbacks) are settled after the
-        lock is released, since a done-callback may run.
+        Outside every lock: a done-callback may run.
         """
-        lock = self._lock
-        owners_pop = self._owners.pop
         while True:
             acks = self._next_acks()
             if acks is None:
                 return
-            later = []
-            waited_on: set[AsyncPublisher] = set()
-            last = None  # consecutive acks mostly belong to one window
-            pending: dict[str, PubAckFuture] = {}
-            with lock:
-                for token, data, headers in acks:
-                    window = owners_pop(token, None)
-                    if window is None:  # a late ack of a failed future
-                        continue
-                    if window is not last:
-                        last, pending = window, window._pending
-                        if window._waiting:  # changes only under this lock
-                            waited_on.add(window)
-                    future = pending.pop(token)
-                    if headers is None and not future._ack_real and b'"error"' not in data:
-                        future._ack_value = data  # PubAckFuture._resolve, inlined: same lock
-                        future._ack_done = True
-                    else:
-                        later.append((future, data, headers))
-                if waited_on:
-                    for window in waited_on:
-                        if len(window._pending) <= window._low_water:
-                            assert window._cond is not None  # made when the window attached
-                            window._cond.notify_all()
-            for future, data, headers in later:
-                if headers is None and b'"error"' not in data:
-                    future._resolve(data)  # a success: parsed when the result is read
+            for future, value, headers in acks:
+                if type(value) is PubAck:
+                    future._resolve(value)
+                    continue
+                assert type(value) is bytes  # a reply's payload
+                if headers is None and b'"error"' not in value:
+                    future._resolve(value)  # a success: parsed when the result is read
                     continue
                 try:
-                    ack = parse_pub_ack(Msg(prefix, "", data, headers), future.subject)
+                    ack = parse_pub_ack(Msg(prefix, "", value, headers), future.subject)
                 except Exception as exc:
                     future._resolve(error=exc)
                 else:
@@ -284,7 +351,7 @@ class AsyncPublisher:
         self._low_water = max_inflight * 3 // 4
         self._backpressure = backpressure
         self._ack_timeout = ack_timeout
-        self._pending: dict[str, PubAckFuture] = {}  # publish order = expiry order
+        self._pending: dict[int, PubAckFuture] = {}  # publish order = expiry order
         self._waiting = 0  # threads blocked on this window (room or completion)
         self._cond: threading.Condition | None = None
         # Taken from the mux once it is attached, so a publish looks up less.
@@ -334,8 +401,7 @@ class AsyncPublisher:
             if len(pending) >= self._max_inflight:
                 deadline = Deadline(timeout)
                 self._wait_for_room(mux, deadline)
-            n = next(mux._tokens)
-            token = str(n)
+            token = next(mux._tokens)
             expires = future._ack_expires = monotonic() + self._ack_timeout
             if not pending:
                 mux._active[self] = None
@@ -347,11 +413,10 @@ class AsyncPublisher:
             timeout = max(deadline.remaining(), 0.001)
         try:
             if headers is None and type(data) is bytes:
-                self._send(subject, data, self._prefix, n, timeout)
+                self._send(subject, data, self._prefix, token, timeout)
             else:
-                self._client.publish(
-                    subject, data, reply=self._prefix + token, headers=headers, timeout=timeout
-                )
+                reply = f"{self._prefix}{token}"
+                self._client.publish(subject, data, reply=reply, headers=headers, timeout=timeout)
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:

@@ -211,7 +211,7 @@ def pub_ack_seq(msg: Msg) -> int:
 
 
 # Orders a future's resolution against making its Future state; the async
-# publisher gives each future its ack mux's lock instead, under which the ack
+# publisher gives each future its ack mux's lock instead, under which the reader
 # thread settles futures without a call per future.
 _LAZY = threading.Lock()
 
@@ -250,9 +250,11 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     # This class's own state; class defaults keep the constructor to one store.
     _ack_real = False  # Future.__init__ has run: Future's methods hold the outcome
     _ack_done = False  # resolved while not real: the outcome is in the two fields below
-    # A PubAck, or a success reply's body (bytes) standing for it until
-    # result() parses it: Any, so Future's setters take it.
+    # A PubAck, or what stands for it until result() makes it: a success reply's
+    # body (bytes), or a plain ack's seq (int) with _ack_stream. Any, so Future's
+    # setters take it.
     _ack_value: Any = None
+    _ack_stream: tuple[str, str | None] = ("", None)  # a plain ack's stream and domain
     _ack_error: BaseException | None = None
     _ack_parsed: PubAck | None = None
     _ack_expires = 0.0  # when the ack is overdue (monotonic seconds); set by its window
@@ -330,12 +332,18 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             value = self._ack_value
         else:
             value = super().result(timeout)
-        if type(value) is bytes:  # a success reply's body, parsed on first read
+        kind = type(value)
+        if kind is int or kind is bytes:  # made on first read
             ack = self._ack_parsed
             if ack is None:
-                ack = self._ack_parsed = _pub_ack_from_body(value)
+                if kind is int:
+                    stream, domain = self._ack_stream
+                    ack = PubAck(stream=stream, seq=value, domain=domain)
+                else:
+                    ack = _pub_ack_from_body(value)
+                self._ack_parsed = ack
             return ack
-        return cast("PubAck", value)  # set_result() is only given PubAcks and bodies
+        return cast("PubAck", value)  # set_result() is only given PubAcks, seqs and bodies
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The publish's error, or None once it succeeded, waiting up to ``timeout`` seconds.

@@ -1006,6 +1006,69 @@ def test_puback_buffer_types(proto, kind):
 
 
 # --------------------------------------------------------------------------
+# puback_batch
+
+PREFIX = b"_INBOX.p."
+
+
+def ack(token: bytes, body: bytes, sid: int = 7, headers: bytes | None = None) -> bytes:
+    """An async-publish ack frame to ``_INBOX.p.<token>``."""
+    if headers is None:
+        return b"MSG %s%s %d %d\r\n%s\r\n" % (PREFIX, token, sid, len(body), body)
+    size = len(headers) + len(body)
+    return b"HMSG %s%s %d %d %d\r\n%s%s\r\n" % (
+        PREFIX, token, sid, len(headers), size, headers, body,
+    )  # fmt: skip
+
+
+def test_puback_batch_reads_every_kind_of_ack(proto):
+    """Plain acks, a duplicate, an error, a status, counters and other sids, in order."""
+    data = b"".join(
+        [
+            ack(b"1", b'{"stream":"S","seq":1}'),
+            ack(b"2", b'{"stream":"S","seq":2}'),
+            ack(b"3", b'{"stream":"S","seq":2,"duplicate":true}'),
+            ack(b"4", b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}'),
+            b"PING\r\n",
+            ack(b"5", b"", headers=b"NATS/1.0 503\r\n\r\n"),
+            ack(b"6", b'{"stream":"S","seq":3}', sid=9),
+            ack(b"7", b'{"stream":"T","domain":"hub","seq":3}'),
+            ack(b"8", b'{"stream":"S","seq":4}'),
+            ack(b"9", b'{"stream":"S","seq":5,"val":"7"}'),
+            ack(b"1x", b'{"stream":"S","seq":6}'),
+            b"MSG _INBOX.p.11 7 3\r\nab",
+        ]
+    )
+    batch = proto.puback_batch(data, 0, len(data), 7, len(PREFIX))
+    same, new, other = proto.ACK_SAME, proto.ACK_NEW, proto.ACK_OTHER
+    assert batch.tokens == [1, 2, 3, 4, 5, 7, 8, 9, -1]
+    assert list(batch.kinds) == [new, same, other, other, other, new, new, other, same]
+    assert batch.seqs == [1, 2, 0, 0, 0, 3, 4, 0, 6]
+    assert batch.streams == [("S", None), ("T", "hub"), ("S", None)]
+    assert batch.others == [
+        (b'{"stream":"S","seq":2,"duplicate":true}', None),
+        (b'{"error":{"code":400,"err_code":10071,"description":"wrong last"}}', None),
+        (b"", b"NATS/1.0 503\r\n\r\n"),
+        (b'{"stream":"S","seq":5,"val":"7"}', None),
+    ]
+
+
+def test_puback_batch_of_thousands_compares_streams_across_the_whole_buffer(proto):
+    """3,000 acks of one stream: one NEW, then SAME throughout (also past C's chunks)."""
+    data = b"".join(ack(b"%d" % i, b'{"stream":"S","seq":%d}' % i) for i in range(3000))
+    batch = proto.puback_batch(memoryview(data), 0, len(data), 7, len(PREFIX))
+    assert batch.tokens == batch.seqs == list(range(3000))
+    assert batch.kinds == bytes([proto.ACK_NEW]) + bytes(2999)
+    assert batch.streams == [("S", None)] and batch.others == []
+
+
+def test_puback_batch_raises_on_bytes_that_are_not_protocol(proto):
+    """The parser's ProtocolError, as parse() raises it."""
+    with pytest.raises(ProtocolError):
+        proto.puback_batch(b"BOGUS\r\n", 0, 7, 7, len(PREFIX))
+
+
+# --------------------------------------------------------------------------
 # parse_direct_meta
 
 STAMP = b"2026-11-22T20:25:26.757624894Z"

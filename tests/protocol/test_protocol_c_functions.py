@@ -369,6 +369,89 @@ class TestPuback:
         """Every truncation of a good body is declined without reading past it."""
         assert c_puback(b'{"stream":"S","seq":12,"duplicate":false}'[:cut])[0] == 0
 
+    def test_jss_puback_batch_kinds_tokens_and_specials(self):
+        """Plain acks of one stream are SAME after the first (NEW); others carry their spans."""
+        data = b"".join(
+            [
+                ack_frame(b"1", b'{"stream":"S","seq":10}'),
+                ack_frame(b"2", b'{"stream":"S","seq":11}'),
+                b"PING\r\n",
+                ack_frame(b"3", b'{"stream":"S","seq":11,"duplicate":true}'),
+                ack_frame(b"x4", b'{"stream":"T","domain":"hub","seq":1}'),
+                ack_frame(b"5", b"", headers=b"NATS/1.0 503\r\n\r\n"),
+                ack_frame(b"6", b'{"stream":"S","seq":12}', sid=8),
+            ]
+        )
+        rc, tokens, seqs, kinds, specials, state = c_puback_batch(data, max_acks=8)
+        assert rc == 5
+        assert tokens == [1, 2, 3, -1, 5]
+        assert seqs == [10, 11, 0, 1, 0]
+        assert kinds == [lib.JSS_ACK_NEW, lib.JSS_ACK_SAME, lib.JSS_ACK_OTHER, lib.JSS_ACK_NEW,
+                         lib.JSS_ACK_OTHER]  # fmt: skip
+        assert state == [len(data), 0, 4]
+        (i0, so, sl, _, dl), (i2, po, pl, _, hl), (i3, so3, sl3, do3, dl3), (i4, *rest) = specials
+        assert (i0, data[so : so + sl], dl) == (0, b"S", -1)
+        assert (i2, data[po : po + pl], hl) == (2, b'{"stream":"S","seq":11,"duplicate":true}', 0)
+        assert (i3, data[so3 : so3 + sl3], data[do3 : do3 + dl3]) == (3, b"T", b"hub")
+        po4, pl4, ho4, hl4 = rest
+        assert (i4, pl4, data[ho4 : ho4 + hl4]) == (4, 0, b"NATS/1.0 503\r\n\r\n")
+
+    def test_jss_puback_batch_stops_at_max_acks_and_resumes(self):
+        """With room for two acks it writes two; state[0] is where the next call starts."""
+        frames = [ack_frame(b"%d" % i, b'{"stream":"S","seq":%d}' % i) for i in range(5)]
+        data = b"".join(frames)
+        rc, tokens, _, _, _, state = c_puback_batch(data, max_acks=2)
+        assert (rc, tokens, state[0]) == (2, [0, 1], len(frames[0]) + len(frames[1]))
+        rc, tokens, _, kinds, _, state = c_puback_batch(data, start=state[0], max_acks=8)
+        assert (rc, tokens, kinds[0], state[0]) == (3, [2, 3, 4], lib.JSS_ACK_NEW, len(data))
+
+    def test_jss_puback_batch_leaves_an_incomplete_frame(self):
+        """A frame cut short is not read (nor past the buffer): consumed stops before it."""
+        whole = ack_frame(b"1", b'{"stream":"S","seq":1}')
+        cut = ack_frame(b"2", b'{"stream":"S","seq":2}')[:-3]
+        rc, tokens, _, _, _, state = c_puback_batch(whole + cut)
+        assert (rc, tokens, state[0]) == (1, [1], len(whole))
+
+    def test_jss_puback_batch_reports_protocol_errors(self):
+        """Bytes that are not protocol give the parser's code and the op's offset."""
+        good = ack_frame(b"1", b'{"stream":"S","seq":1}')
+        rc, *_, state = c_puback_batch(good + b"BOGUS\r\n")
+        assert rc == lib.JSS_ERR_OP and state[1] == len(good)
+
+
+def ack_frame(token: bytes, body: bytes, sid: int = 7, headers: bytes | None = None) -> bytes:
+    """An MSG (or, with headers, HMSG) ack frame to ``_INBOX.p.<token>`` on ``sid``."""
+    subject = b"_INBOX.p." + token
+    if headers is None:
+        return b"MSG %s %d %d\r\n%s\r\n" % (subject, sid, len(body), body)
+    size = len(headers) + len(body)
+    return b"HMSG %s %d %d %d\r\n%s%s\r\n" % (subject, sid, len(headers), size, headers, body)
+
+
+def c_puback_batch(data: bytes, start: int = 0, max_acks: int = 16):
+    """Call jss_puback_batch for sid 7, prefix ``_INBOX.p.``; return every output as lists."""
+    tokens, seqs = guarded(max_acks), guarded(max_acks)
+    kinds = ffi.new(f"uint8_t[{max_acks}]")
+    specials = guarded(max_acks * lib.JSS_ACK_SPECIAL_FIELDS)
+    state = guarded(lib.JSS_ACK_STATE_FIELDS)
+    rc = lib.jss_puback_batch(
+        exact(data), start, len(data), 7, len(b"_INBOX.p."), max_acks,
+        tokens, seqs, kinds, specials, state,
+    )  # fmt: skip
+    n = max(rc, 0)
+    fields = lib.JSS_ACK_SPECIAL_FIELDS
+    flat = ffi.unpack(specials, state[2] * fields) if rc >= 0 else []
+    if n < max_acks:
+        assert tokens[n] == GUARD  # nothing written past the acks returned
+    return (
+        rc,
+        ffi.unpack(tokens, n),
+        ffi.unpack(seqs, n),
+        list(ffi.unpack(kinds, n)),
+        [flat[i : i + fields] for i in range(0, len(flat), fields)],
+        ffi.unpack(state, lib.JSS_ACK_STATE_FIELDS),
+    )
+
 
 # --------------------------------------------------------------------------
 # csrc/jss_direct_meta.c

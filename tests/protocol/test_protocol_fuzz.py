@@ -771,6 +771,46 @@ def test_parse_puback_agrees_and_is_never_wrong(rng):
             assert isinstance(result[1], int) and isinstance(result[2], bool)
 
 
+def ack_stream(rng: random.Random) -> bytes:
+    """Acks to ``_INBOX.p.<token>`` on sid 7 (some on sid 8, some HMSG, a PING), often cut."""
+    frames = []
+    for _ in range(rng.randint(1, 12)):
+        token = rng.choice([b"1", b"42", b"9223372036854775807", b"9223372036854775808", b"x",
+                            b""])  # fmt: skip
+        body = puback_body(rng) if rng.random() < 0.8 else b'{"stream":"S","seq":1}'
+        subject = b"_INBOX.p." + token if token else b"_INBOX.p"
+        sid = rng.choice([7, 7, 7, 8])
+        roll = rng.random()
+        if roll < 0.1:
+            frames.append(b"PING\r\n")
+        elif roll < 0.2:
+            head = b"NATS/1.0 503\r\n\r\n"
+            total = len(head) + len(body)
+            frames.append(b"HMSG %s %d %d %d\r\n%s%s\r\n" % (subject, sid, len(head), total,
+                                                              head, body))  # fmt: skip
+        else:
+            frames.append(b"MSG %s %d %d\r\n%s\r\n" % (subject, sid, len(body), body))
+    data = b"".join(frames)
+    return mutate(rng, data) if rng.random() < 0.3 else data
+
+
+@fuzz_settings(500)
+@given(rng=st.randoms(use_true_random=True))
+def test_puback_batch_agrees(rng):
+    """Both cores decode the same acks of any buffer (or raise the same error)."""
+    for _ in range(10):
+        data = ack_stream(rng)
+        INPUTS["puback_batch"] += 1
+        try:
+            expected = _py.puback_batch(data, 0, len(data), 7, len(b"_INBOX.p."))
+        except ProtocolError as exc:
+            with pytest.raises(ProtocolError) as got:
+                _c.puback_batch(data, 0, len(data), 7, len(b"_INBOX.p."))
+            assert str(got.value) == str(exc)
+            continue
+        assert _c.puback_batch(data, 0, len(data), 7, len(b"_INBOX.p.")) == expected
+
+
 # --------------------------------------------------------------------------
 # parse_direct_meta (csrc/jss_direct_meta.c, csrc/jss_time.c)
 
@@ -870,6 +910,7 @@ def test_zz_enough_inputs():
         "C encoders",
         "valid_subject",
         "parse_puback",
+        "puback_batch",
         "parse_direct_meta",
     }
     if set(INPUTS) != counted:
