@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from . import _defaults as D
 from . import _protocol
@@ -253,11 +253,6 @@ class Msg:
     def _reply_bytes(self) -> bytes:
         """The reply subject as received (not decoded when it was not read yet)."""
         return self._raw_reply or self.reply.encode("utf-8", "surrogateescape")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Msg(...)'s arguments: a message received pickles as one made by hand.
-        args = (self.subject, self.reply, self.data, self._raw_headers, self._client, self.sid)
-        return (Msg, args)
 
     def _parse_headers(self) -> tuple[int | None, str, Headers]:
         parsed = self._parsed

@@ -17,7 +17,7 @@ import pytest
 import jetstream_sync as js
 from jetstream_sync import _connection
 from jetstream_sync.headers import Headers
-from jetstream_sync.msg import Msg, header_block
+from jetstream_sync.msg import Msg, header_block, received
 from tests.fixtures.raw_client import RawClient
 
 STATUS_BLOCK = b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 3\r\n\r\n"
@@ -215,7 +215,7 @@ def test_received_message_set_then_acked_uses_the_new_reply(nc):
 
 
 def test_received_messages_pickle_and_copy_as_msg(shared_server):
-    """A received message pickles and copies into an equal Msg (the client is not pickled)."""
+    """A received message copies into an equal Msg; one made by hand pickles, as before."""
     with js.connect(shared_server.url) as nc:
         sub = nc.subscribe("views.pickle")
         nc.publish("views.pickle", b"p", reply="r", headers={"K": "v"})
@@ -224,6 +224,9 @@ def test_received_messages_pickle_and_copy_as_msg(shared_server):
         assert _fields(clone) == _fields(msg) and clone.sid == msg.sid
         with pytest.raises(TypeError):
             pickle.dumps(msg)  # it holds its client, as an eager message does
+    undecoded = received(b"s.\xff", b"r", b"d", None, None, 4)  # nothing read yet
+    back = pickle.loads(pickle.dumps(undecoded))
+    assert (back.subject, back.reply, back.data, back.sid) == ("s.\udcff", "r", b"d", 4)
     made = Msg("s", "r", b"d", b"NATS/1.0\r\nK: v\r\n\r\n", sid=3)
     back = pickle.loads(pickle.dumps(made))
     assert _fields(back) == _fields(made) and back.sid == 3
