@@ -52,6 +52,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("S2", "S2", title="async publish, <= 4000 acks in flight, file storage"),
         Scenario("S2mem", "S2", storage="memory", title="S2 on a memory stream"),
         Scenario("S3", "S3", prefilled=True, title="fetch(500) + ack, AckExplicit durable"),
+        # ours acks each fetched batch with ack_batch(); the other clients run S3.
+        Scenario("S3B", "S3", prefilled=True, title="fetch(500) + one batch ack, AckExplicit"),
         Scenario("S4", "S4", prefilled=True, title="fetch(500), AckNone"),
         Scenario(
             "S5",
@@ -94,6 +96,7 @@ FULL_N: dict[str, dict[str, int]] = {
     "S2": {"raw": 500_000, "ours": 300_000, "nats-py": 100_000},
     "S2mem": {"raw": 500_000, "ours": 300_000, "nats-py": 100_000},
     "S3": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
+    "S3B": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
     "S4": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
     "S5": {"*": 10_000},
     "S6_16": {"raw": 500_000, "ours": 300_000, "nats-py": 100_000},
@@ -116,6 +119,7 @@ QUICK_N: dict[str, dict[str, int]] = {
     "S2": {"*": 40_000},
     "S2mem": {"*": 40_000},
     "S3": {"*": 40_000},
+    "S3B": {"*": 40_000},
     "S4": {"*": 40_000},
     "S5": {"*": 3_000},
     "S6_16": {"*": 40_000},

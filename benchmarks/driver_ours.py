@@ -130,7 +130,14 @@ def make_consumer(js: Any, durable: str, explicit: bool) -> Any:
 
 
 def fetch_loop(nc: Any, js: Any, label: str, n: int, size: int, explicit: bool) -> None:
-    """S3/S4: ``fetch(500)`` until ``n`` messages arrived; ``ack()`` each for S3."""
+    """S3/S4: ``fetch(500)`` until ``n`` messages arrived; ``ack()`` each for S3.
+
+    S3B: ``ack_batch()`` of each fetched batch instead (one write per batch).
+    """
+    batch_ack = getattr(js_sync, "ack_batch", None) if label == "S3B" else None
+    if label == "S3B" and batch_ack is None:
+        unavailable(CLIENT, label, "jetstream_sync.ack_batch is not implemented yet")
+        return
     consumer = make_consumer(js, "DOURS", explicit)
     got = 0
     empty = 0
@@ -142,7 +149,9 @@ def fetch_loop(nc: Any, js: Any, label: str, n: int, size: int, explicit: bool) 
                 if empty == 3:
                     raise RuntimeError(f"fetch returned nothing three times at {got}/{n}")
                 continue
-            if explicit:
+            if batch_ack is not None:
+                batch_ack(msgs)
+            elif explicit:
                 for m in msgs:
                     m.ack()
             got += len(msgs)

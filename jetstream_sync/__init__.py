@@ -146,7 +146,7 @@ from .jetstream.push import JetStreamSubscription
 from .jetstream.schedule import ScheduleInfo
 from .jetstream.stream import Stream
 from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
-from .msg import Msg
+from .msg import Msg, ack_batch
 from .object_store import (
     ObjectInfo,
     ObjectLink,
@@ -203,6 +203,7 @@ __all__ = [
     "MessageIterator",
     "MessageNotFoundError",
     "Msg",
+    "ack_batch",
     "MsgAlreadyAckedError",
     "MsgMetadata",
     "NKeyError",

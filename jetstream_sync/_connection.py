@@ -43,7 +43,7 @@ from .errors import (
     StaleConnectionError,
     TimeoutError,
 )
-from .msg import AckSender, Msg
+from .msg import AckSender, Msg, received
 
 if TYPE_CHECKING:
     from ._transport import Transport
@@ -349,19 +349,23 @@ class Connection:
         # One copy of the parsed part makes every slice below a plain bytes
         # object (cheaper than a memoryview slice each); very large buffers
         # are sliced in place to avoid copying big payloads twice.
-        src = view[:consumed].tobytes() if consumed <= _COPY_LIMIT else view
+        copied = consumed <= _COPY_LIMIT
+        whole = view[:consumed].tobytes() if copied else b""
+        src = whole if copied else view
         batches: dict[int, list[Msg]] = {}
         replies: dict[int, list[Reply]] = {}
         mux_sid = self._mux_sid
         owner = self._owner  # every Msg acknowledges through the client it came by
         routes = self._routes
+        # Counted here, added to the client's counters before anything is handed
+        # on (so a woken thread sees them).
+        n_msgs = n_bytes = 0
         for i in range(0, len(ops), _FIELDS):
             kind = ops[i]
             if kind == _OP_MSG or kind == _OP_HMSG:
                 _, so, sl, sid, ro, rl, ho, hl, po, pl = ops[i : i + _FIELDS]
-                # Counted before anything is handed on, so a woken thread sees it.
-                self.in_msgs += 1
-                self.in_bytes += hl + pl
+                n_msgs += 1
+                n_bytes += hl + pl
                 route = routes.get(sid) if routes else None
                 if route is not None:  # add_reply_route(): a tuple, no Msg
                     reply = (
@@ -375,19 +379,32 @@ class Connection:
                     else:
                         pending.append(reply)
                     continue
-                # Any client may publish subjects that are not UTF-8 (the server
-                # allows every byte but space and control characters):
-                # surrogateescape keeps them, and encoding back gives the bytes.
-                msg = Msg(
-                    str(src[so : so + sl], "utf-8", "surrogateescape"),
-                    str(src[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
-                    bytes(src[po : po + pl]),
-                    bytes(src[ho : ho + hl]) if hl else None,
-                    owner,
-                    sid,
-                )
+                # Copies of the fields, each its own bytes (a message kept keeps
+                # nothing else of the buffer alive); subject and reply are
+                # decoded by the Msg when first read.
+                if copied:
+                    msg = received(
+                        whole[so : so + sl],
+                        whole[ro : ro + rl],
+                        whole[po : po + pl],
+                        whole[ho : ho + hl] if hl else None,
+                        owner,
+                        sid,
+                    )
+                else:
+                    msg = received(
+                        bytes(src[so : so + sl]),
+                        bytes(src[ro : ro + rl]),
+                        bytes(src[po : po + pl]),
+                        bytes(src[ho : ho + hl]) if hl else None,
+                        owner,
+                        sid,
+                    )
                 if sid == mux_sid:
                     assert self.mux is not None  # set before any request is sent
+                    self.in_msgs += n_msgs
+                    self.in_bytes += n_bytes
+                    n_msgs = n_bytes = 0
                     self.mux.route(msg)
                     continue
                 batch = batches.get(sid)
@@ -396,6 +413,9 @@ class Connection:
                 else:
                     batch.append(msg)
             else:
+                self.in_msgs += n_msgs
+                self.in_bytes += n_bytes
+                n_msgs = n_bytes = 0
                 if batches:  # what came before a PONG must be queued before it wakes anyone
                     self._deliver_batches(batches)
                     batches = {}
@@ -403,6 +423,8 @@ class Connection:
                     self._deliver_replies(replies)
                     replies = {}
                 self._control(kind, ops, i, src)
+        self.in_msgs += n_msgs
+        self.in_bytes += n_bytes
         if batches:
             self._deliver_batches(batches)
         if replies:

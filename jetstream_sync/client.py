@@ -563,6 +563,21 @@ class Client:
         frame = self._encode_publish(reply, data, None, headers)
         self._writer.write(frame, urgent=True, msgs=1)
 
+    def send_acks(self, frames: bytes, count: int) -> None:
+        """Queue acknowledgement frames in one write: the seam of ``Msg.ack`` and ``ack_batch``.
+
+        ``frames`` are whole PUB frames to ack subjects the server gave, made
+        by :mod:`jetstream_sync.msg`: appended as they are, unchecked, and
+        coalesced with other writes. Blocks like :meth:`send_reply`.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+            ForkedClientError: called in a process forked after the client connected.
+        """
+        if self._closed or self._forked:
+            self._check_usable()
+        self._writer.write(frames, False, count)
+
     # ------------------------------------------------------------------ subscribe
 
     def subscribe(
