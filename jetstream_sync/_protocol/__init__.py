@@ -43,6 +43,7 @@ __all__ = [
     "parse_direct_meta",
     "parse_headers",
     "parse_puback",
+    "round_trip",
     "valid_subject",
 ]
 
@@ -113,6 +114,7 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         parse_direct_meta,
         parse_headers,
         parse_puback,
+        round_trip,
         valid_subject,
     )
 else:
@@ -130,6 +132,7 @@ else:
     parse_headers = _impl.parse_headers
     parse_direct_meta = _impl.parse_direct_meta
     parse_puback = _impl.parse_puback
+    round_trip = _impl.round_trip
     encode_headers = _impl.encode_headers
     encode_pub = _impl.encode_pub
     encode_hpub = _impl.encode_hpub

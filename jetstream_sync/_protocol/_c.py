@@ -26,6 +26,7 @@ encodes thousands of frames straight from Arrow buffers, message ids
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
@@ -50,9 +51,15 @@ from jetstream_sync._protocol._py import (
     OP_OK,
     OP_PING,
     OP_PONG,
+    RT_FIELDS,
+    RT_OP,
+    RT_PUBACK,
+    RT_PUBACK_OK,
+    RT_REPLY,
     BatchColumn,
     BytesLike,
     DirectMeta,
+    RoundTrip,
     check_range,
     encode_hpub,
     encode_pub,
@@ -86,6 +93,7 @@ __all__ = [
     "parse_direct_meta",
     "parse_headers",
     "parse_puback",
+    "round_trip",
     "valid_subject",
 ]
 
@@ -103,7 +111,7 @@ _scratch = threading.local()
 class _Arrays:
     """One thread's output arrays for the C functions."""
 
-    __slots__ = ("ops", "state", "pairs", "meta", "puback", "direct")
+    __slots__ = ("ops", "state", "pairs", "meta", "puback", "direct", "round_trip")
 
     def __init__(self) -> None:
         self.ops = ffi.new("int64_t[]", CHUNK_OPS * OP_FIELDS)
@@ -112,6 +120,7 @@ class _Arrays:
         self.meta = ffi.new("int64_t[]", lib.JSS_HDR_META_FIELDS)
         self.puback = ffi.new("int64_t[]", _PUBACK_FIELDS)
         self.direct = ffi.new("int64_t[]", _DIRECT_META_FIELDS)
+        self.round_trip = ffi.new("int64_t[]", RT_FIELDS)
 
 
 def _arrays() -> _Arrays:
@@ -257,6 +266,44 @@ def parse_puback(data: BytesLike) -> tuple[str, int, bool, str | None] | None:
     stream = raw[stream_off : stream_off + stream_len].decode("ascii")
     domain = None if domain_len < 0 else raw[domain_off : domain_off + domain_len].decode("ascii")
     return stream, seq, bool(duplicate), domain
+
+
+def round_trip(
+    sock: socket.socket,
+    wake_fd: int,
+    frame: bytes,
+    buf: bytearray,
+    have: int,
+    reply: bytes,
+    timeout_ms: int,
+    want_puback: bool,
+) -> RoundTrip:
+    """Send, wait, receive and parse in one C call with the GIL released.
+
+    See :func:`jetstream_sync._protocol._py.round_trip` (same results, but
+    EINTR returns ``RT_INTERRUPTED`` here: the caller runs the signal
+    handlers when it next executes Python).
+    """
+    out = _arrays().round_trip
+    with ffi.from_buffer(buf) as cbuf:
+        status = lib.jss_round_trip(
+            sock.fileno(), wake_fd, frame, len(frame), cbuf, have, len(cbuf),
+            reply, len(reply), timeout_ms, want_puback, out,
+        )  # fmt: skip
+    fields = ffi.unpack(out, RT_PUBACK)
+    if status != RT_REPLY or not fields[RT_PUBACK_OK]:
+        return status, fields, None
+    base = fields[RT_OP + 8]  # the payload's offset
+    stream_off, stream_len, seq, duplicate, domain_off, domain_len = ffi.unpack(
+        out + RT_PUBACK, _PUBACK_FIELDS
+    )
+    stream = buf[base + stream_off : base + stream_off + stream_len].decode("ascii")
+    domain = (
+        None
+        if domain_len < 0
+        else buf[base + domain_off : base + domain_off + domain_len].decode("ascii")
+    )
+    return status, fields, (stream, seq, bool(duplicate), domain)
 
 
 def parse_direct_meta(block: BytesLike) -> DirectMeta | None:
