@@ -39,6 +39,19 @@ How the role moves (one holder at a time, under one lock):
 * TLS connections stay with the reader thread (see
   :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
   over as before.
+
+The round trip in one C call (:meth:`ReadRole.round_trip`): a requester that
+can take the role, and finds the writer idle (:meth:`Writer.claim
+<jetstream_sync._writer.Writer.claim>`), hands its request frame to the
+protocol core's ``round_trip``, which sends it, polls the socket (and the
+writer's wake-up descriptor) until the deadline's slice, receives into the
+connection's read buffer and parses, all with the GIL released. When what
+arrived is its reply alone, only the reply's parts are made in Python: no
+waiter, no routing, no ``Msg`` unless the caller wants one. Anything else
+(other ops in the same read, a partial frame, a frame another thread queued,
+a signal, the deadline, an error) carries on as the path above: the bytes
+received are routed by :meth:`ReadBuffer.received`, and the requester reads
+on in :meth:`ReadRole._lead` on the same buffer, its waiter registered.
 """
 
 from __future__ import annotations
@@ -49,14 +62,35 @@ import select
 import threading
 from typing import TYPE_CHECKING, Any
 
+from . import _protocol
+from ._protocol._py import (
+    RT_CONSUMED,
+    RT_EOF,
+    RT_ERRNO,
+    RT_NEED,
+    RT_OP,
+    RT_OTHER,
+    RT_RECEIVED,
+    RT_RECV_ERROR,
+    RT_REPLY,
+    RT_SEND_ERROR,
+    RT_SENT,
+)
 from ._read_buffer import EndOfStreamError, ReadBuffer, Route, detached
 from ._transport import Transport
 
 if TYPE_CHECKING:
     from ._deadline import Deadline
-    from ._request_mux import ReplyWaiter
+    from ._request_mux import ReplyWaiter, RequestMux
+    from ._writer import Writer
+
+# What a round trip gives when its reply came alone: the reply's own reply
+# subject, its sid, payload, header block (or None), and the PubAck fields
+# when asked for and the payload is a plain PubAck without headers.
+FastReply = tuple[str, int, bytes, bytes | None, tuple[str, int, bool, str | None] | None]
 
 _READER = object()  # the holder while the reader thread reads
+_REQUESTER = object()  # the holder during a round trip (a waiter only if it falls back)
 _POLL_EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 _WATCH = select.EPOLLIN | select.EPOLLONESHOT
 
@@ -119,6 +153,10 @@ class ReadRole:
         self._error: BaseException | None = None  # seen by a requester, for the reader thread
         self._kicked = False  # a byte is in the kick pipe
         self._retired = False
+        # Replies read by round_trip alone (never routed): counted for the
+        # client's stats, and to show the path is taken.
+        self.round_trips = 0
+        self.round_trip_bytes = 0
         self._link: _Link | None = None
         self._kick_r, self._kick_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -261,6 +299,133 @@ class ReadRole:
             return False
         return waiter.wait(deadline)  # the connection failed: the reconnect fails the waiter
 
+    def round_trip(
+        self,
+        writer: Writer,
+        frame: bytes,
+        reply: bytes,
+        mux: RequestMux,
+        token: str,
+        deadline: Deadline,
+        want_puback: bool = False,
+    ) -> FastReply | ReplyWaiter:
+        """Requester: send ``frame`` (a request for a reply to ``reply``) and wait for the reply.
+
+        ``reply`` is ``<mux.prefix><token>``; ``token`` is registered with
+        ``mux`` only when the reply does not come alone.
+
+        In one C call when this thread can take the role and the writer is
+        idle (see the module docstring); otherwise as :meth:`wait_reply`,
+        after writing ``frame`` (urgently).
+
+        Returns:
+            The reply's parts when it came alone; else the waiter the reply
+            went to: done (answered or failed), or not done when the
+            deadline passed.
+
+        Raises:
+            TimeoutError: no room in the write buffer before the deadline
+                (nothing was sent).
+        """
+        with self._lock:
+            link = self._link
+            lead = (
+                self._holder is None
+                and not self._unanswered()
+                and link is not None
+                and link.fd is not None
+                and not self._retired
+                and self._error is None
+            )
+            if lead:
+                self._holder = _REQUESTER
+                link.unwatch_socket()  # type: ignore[union-attr]
+        claim = writer.claim(frame) if lead else None
+        if claim is None:
+            if lead:  # the writer is busy: never hold the role while a write may wait
+                self._release(link, None)  # type: ignore[arg-type]
+            waiter = mux.register(token)
+            try:
+                writer.write(frame, urgent=True, msgs=1, deadline=deadline)
+                self.wait_reply(waiter, deadline)
+            finally:
+                mux.forget(token)
+            return waiter
+        assert link is not None  # checked with lead
+        return self._round_trip(
+            link, writer, claim, frame, reply, mux, token, deadline, want_puback
+        )
+
+    def _round_trip(
+        self,
+        link: _Link,
+        writer: Writer,
+        claim: tuple[Transport, int],
+        frame: bytes,
+        reply: bytes,
+        mux: RequestMux,
+        token: str,
+        deadline: Deadline,
+        want_puback: bool,
+    ) -> FastReply | ReplyWaiter:
+        """Holding the role and the writer's claim: the C call, then the reply or the fallback."""
+        transport, wake_fd = claim
+        buffer = link.buffer
+        waiter: ReplyWaiter | None = None
+        try:
+            status, out, puback = _protocol.round_trip(
+                transport.sock, wake_fd, frame, buffer.raw, buffer.have,
+                reply, math.ceil(deadline.slice() * 1000), want_puback,
+            )  # fmt: skip
+            failed = _os_error(out[RT_ERRNO]) if status == RT_SEND_ERROR else None
+            writer.unclaim(transport, frame, out[RT_SENT], failed)
+            if status == RT_REPLY:
+                _, _, _, sid, ro, rl, ho, hl, po, pl = out[RT_OP : RT_OP + 10]
+                view = buffer.view
+                parts = (
+                    str(view[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
+                    sid,
+                    view[po : po + pl].tobytes(),
+                    view[ho : ho + hl].tobytes() if hl else None,
+                    puback,
+                )
+                self.round_trips += 1
+                self.round_trip_bytes += hl + pl
+                buffer.consumed(out[RT_RECEIVED], out[RT_CONSUMED], out[RT_NEED])
+            else:
+                # From here on the reply is routed to the waiter, as on the path above.
+                waiter = mux.register(token)
+                error: BaseException | None = None
+                if status == RT_OTHER:
+                    error = buffer.received(out[RT_RECEIVED])
+                elif status == RT_EOF:
+                    error = EndOfStreamError("connection closed by the server")
+                elif status == RT_RECV_ERROR:
+                    error = _os_error(out[RT_ERRNO])
+                # else: the deadline's slice, a signal, a frame queued behind, a send not whole
+        except BaseException:
+            # Ctrl-C in the middle: what was sent or received is unknown, so the
+            # connection can no longer be trusted (as in _lead).
+            lost = ConnectionAbortedError("interrupted during a round trip")
+            if writer.claimed:
+                writer.unclaim(transport, frame, 0, lost)
+            self._release(link, lost)
+            mux.forget(token)
+            raise
+        if waiter is None:
+            self._release(link, None)
+            return parts
+        try:
+            if error is not None:
+                self._release(link, error)
+            elif self._lead(waiter, deadline):
+                return waiter
+            if not deadline.expired():
+                waiter.wait(deadline)  # the connection failed: the reconnect fails the waiter
+        finally:
+            mux.forget(token)
+        return waiter
+
     def _lead(self, waiter: ReplyWaiter, deadline: Deadline) -> bool:
         """Holding the role: read and route until ``waiter`` is done; then release the role."""
         link = self._link
@@ -312,3 +477,8 @@ class ReadRole:
                     os.write(self._kick_w, b"k")
             elif not self._retired:
                 link.watch_socket()
+
+
+def _os_error(code: int) -> OSError:
+    """The OSError of a system call the protocol core made (its errno)."""
+    return detached(OSError(code, os.strerror(code)))  # type: ignore[return-value]
