@@ -295,9 +295,12 @@ class Client:
         """Message and byte counters, and the number of reconnects."""
         connection = self._connection
         writer = connection.writer
+        reader = connection.reader  # replies read by a round trip are never routed
+        fast_msgs = reader.role.round_trips if reader else 0
+        fast_bytes = reader.role.round_trip_bytes if reader else 0
         return ClientStats(
-            in_msgs=connection.in_msgs,
-            in_bytes=connection.in_bytes,
+            in_msgs=connection.in_msgs + fast_msgs,
+            in_bytes=connection.in_bytes + fast_bytes,
             out_msgs=writer.msgs_out if writer else 0,
             out_bytes=writer.bytes_out if writer else 0,
             reconnects=connection.reconnects,
