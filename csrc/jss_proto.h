@@ -4,6 +4,8 @@
  * Sans-IO: every function reads only the bytes it is given (never past the
  * stated length), writes only into caller-provided arrays, allocates nothing
  * and keeps no state between calls, so any number of threads may call it.
+ * The one exception is jss_round_trip (at the end), which does a caller's
+ * round trip on a socket it borrows.
  *
  * This file is also read by cffi's cdef (jetstream_sync/_build_ffi.py drops
  * every line starting with '#'), so outside the include guard it holds only
