@@ -293,7 +293,8 @@ class ReadRole:
             finally:
                 with self._lock:
                     self._waiters.discard(waiter)
-        if self._lead(waiter, deadline):
+        self._lead(waiter, deadline)
+        if waiter.done:
             return True
         if deadline.expired():
             return False
@@ -380,36 +381,16 @@ class ReadRole:
             failed = _os_error(out[RT_ERRNO]) if status == RT_SEND_ERROR else None
             writer.unclaim(transport, frame, out[RT_SENT], failed)
             if status == RT_REPLY:
-                _, _, _, sid, ro, rl, ho, hl, po, pl = out[RT_OP : RT_OP + 10]
-                view = buffer.view
-                parts = (
-                    str(view[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
-                    sid,
-                    view[po : po + pl].tobytes(),
-                    view[ho : ho + hl].tobytes() if hl else None,
-                    puback,
-                )
-                self.round_trips += 1
-                self.round_trip_bytes += hl + pl
-                buffer.consumed(out[RT_RECEIVED], out[RT_CONSUMED], out[RT_NEED])
+                parts = self._take_reply(buffer, out, puback)
             else:
                 # From here on the reply is routed to the waiter, as on the path above.
                 waiter = mux.register(token)
-                error: BaseException | None = None
-                if status == RT_OTHER:
-                    error = buffer.received(out[RT_RECEIVED])
-                elif status == RT_EOF:
-                    error = EndOfStreamError("connection closed by the server")
-                elif status == RT_RECV_ERROR:
-                    error = _os_error(out[RT_ERRNO])
-                # else: the deadline's slice, a signal, a frame queued behind, a send not whole
+                error = self._handle(buffer, status, out)
         except BaseException:
-            # Ctrl-C in the middle: what was sent or received is unknown, so the
-            # connection can no longer be trusted (as in _lead).
-            lost = ConnectionAbortedError("interrupted during a round trip")
-            if writer.claimed:
-                writer.unclaim(transport, frame, 0, lost)
-            self._release(link, lost)
+            sent, received = _protocol.last_round_trip()
+            if writer.claimed:  # interrupted before the claim was given back
+                writer.unclaim(transport, frame, sent)
+            self._interrupted(link, received)
             mux.forget(token)
             raise
         if waiter is None:
@@ -418,36 +399,103 @@ class ReadRole:
         try:
             if error is not None:
                 self._release(link, error)
-            elif self._lead(waiter, deadline):
-                return waiter
-            if not deadline.expired():
+            elif not waiter.done:
+                found = self._lead(waiter, deadline, reply, want_puback)
+                if found is not None:
+                    return found
+            else:
+                self._release(link, None)
+            if not waiter.done and not deadline.expired():
                 waiter.wait(deadline)  # the connection failed: the reconnect fails the waiter
         finally:
             mux.forget(token)
         return waiter
 
-    def _lead(self, waiter: ReplyWaiter, deadline: Deadline) -> bool:
-        """Holding the role: read and route until ``waiter`` is done; then release the role."""
+    def _take_reply(
+        self, buffer: ReadBuffer, out: list[int], puback: tuple[str, int, bool, str | None] | None
+    ) -> FastReply:
+        """The parts of a reply the C call found alone; the buffer moves past it."""
+        _, _, _, sid, ro, rl, ho, hl, po, pl = out[RT_OP : RT_OP + 10]
+        view = buffer.view
+        parts = (
+            str(view[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
+            sid,
+            view[po : po + pl].tobytes(),
+            view[ho : ho + hl].tobytes() if hl else None,
+            puback,
+        )
+        self.round_trips += 1
+        self.round_trip_bytes += hl + pl
+        buffer.consumed(out[RT_RECEIVED], out[RT_CONSUMED], out[RT_NEED])
+        return parts
+
+    @staticmethod
+    def _handle(buffer: ReadBuffer, status: int, out: list[int]) -> BaseException | None:
+        """Route what a C call received that was not the reply alone; the error, if any.
+
+        The other statuses (the deadline's slice, a signal, a frame queued
+        behind, a send not whole) leave nothing to do: the caller reads on.
+        """
+        if status == RT_OTHER:
+            return buffer.received(out[RT_RECEIVED])
+        if status == RT_EOF:
+            return EndOfStreamError("connection closed by the server")
+        if status == RT_RECV_ERROR:
+            return _os_error(out[RT_ERRNO])
+        return None
+
+    def _interrupted(self, link: _Link, received: int) -> None:
+        """Free the role after an exception (Ctrl-C) in the middle of reading.
+
+        Bytes the last C call received may not have been parsed: then the
+        buffer can no longer be trusted, and the connection is handed to the
+        reader thread as failed. Otherwise (a signal during the wait) the role
+        is just given back.
+        """
+        error = None
+        if received:
+            error = ConnectionAbortedError("interrupted while reading the connection")
+        self._release(link, error)
+
+    def _lead(
+        self,
+        waiter: ReplyWaiter,
+        deadline: Deadline,
+        reply: bytes = b"",
+        want_puback: bool = False,
+    ) -> FastReply | None:
+        """Holding the role: read and route until ``waiter`` is done; then release the role.
+
+        Each wait is a C call that polls and receives (nothing to send); when
+        what it receives is the reply to ``reply`` alone, its parts are
+        returned instead of routed (``b""``: the waiter's reply is routed).
+        """
         link = self._link
         assert link is not None  # set before any requester can hold the role
-        poll = link.poll.poll
+        buffer, sock = link.buffer, link.transport.sock
         error: BaseException | None = None
         try:
             while not waiter.done:
                 left = deadline.slice()
                 if left <= 0:
                     break
-                if poll(math.ceil(left * 1000)):
-                    try:
-                        error = self._receive(link)
-                    except BaseException:  # Ctrl-C mid-parse: the buffer can no longer be trusted
-                        error = ConnectionAbortedError("interrupted while reading the connection")
-                        raise
-                    if error is not None:
-                        break
+                status, out, puback = _protocol.round_trip(
+                    sock, -1, b"", buffer.raw, buffer.have,
+                    reply, math.ceil(left * 1000), want_puback,
+                )  # fmt: skip
+                if status == RT_REPLY:
+                    return self._take_reply(buffer, out, puback)
+                error = self._handle(buffer, status, out)
+                if error is not None:
+                    break
+        except BaseException:
+            _, received = _protocol.last_round_trip()
+            if received:  # Ctrl-C mid-parse: the buffer can no longer be trusted
+                error = ConnectionAbortedError("interrupted while reading the connection")
+            raise
         finally:
             self._release(link, error)
-        return waiter.done
+        return None
 
     def _receive(self, link: _Link) -> BaseException | None:
         """Read what arrived on a readable socket and route it; the error that ends it, if any."""

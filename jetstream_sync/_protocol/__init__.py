@@ -39,6 +39,7 @@ __all__ = [
     "encode_hpub",
     "encode_hpub_pairs",
     "encode_pub",
+    "last_round_trip",
     "parse",
     "parse_direct_meta",
     "parse_headers",
@@ -110,6 +111,7 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         encode_hpub,
         encode_hpub_pairs,
         encode_pub,
+        last_round_trip,
         parse,
         parse_direct_meta,
         parse_headers,
@@ -133,6 +135,7 @@ else:
     parse_direct_meta = _impl.parse_direct_meta
     parse_puback = _impl.parse_puback
     round_trip = _impl.round_trip
+    last_round_trip = _impl.last_round_trip
     encode_headers = _impl.encode_headers
     encode_pub = _impl.encode_pub
     encode_hpub = _impl.encode_hpub

@@ -55,7 +55,9 @@ from jetstream_sync._protocol._py import (
     RT_OP,
     RT_PUBACK,
     RT_PUBACK_OK,
+    RT_RECEIVED,
     RT_REPLY,
+    RT_SENT,
     BatchColumn,
     BytesLike,
     DirectMeta,
@@ -92,6 +94,7 @@ __all__ = [
     "parse",
     "parse_direct_meta",
     "parse_headers",
+    "last_round_trip",
     "parse_puback",
     "round_trip",
     "valid_subject",
@@ -304,6 +307,16 @@ def round_trip(
         else buf[base + domain_off : base + domain_off + domain_len].decode("ascii")
     )
     return status, fields, (stream, seq, bool(duplicate), domain)
+
+
+def last_round_trip() -> tuple[int, int]:
+    """``(sent, received)`` of this thread's last :func:`round_trip` call.
+
+    For a caller interrupted (Ctrl-C) before it could read them from the
+    result: the C call wrote them into this thread's scratch array.
+    """
+    out = _arrays().round_trip
+    return out[RT_SENT], out[RT_RECEIVED]
 
 
 def parse_direct_meta(block: BytesLike) -> DirectMeta | None:

@@ -17,6 +17,7 @@ import json
 import re
 import select
 import socket
+import threading
 from collections.abc import Iterable
 from typing import NamedTuple, NoReturn, Protocol, TypeAlias, cast
 
@@ -44,6 +45,7 @@ __all__ = [
     "parse",
     "parse_direct_meta",
     "parse_headers",
+    "last_round_trip",
     "parse_puback",
     "round_trip",
     "valid_subject",
@@ -990,11 +992,12 @@ def round_trip(
         reply's :data:`OP_FIELDS`); and, with ``want_puback``, what
         :func:`parse_puback` reads from a reply without headers, else None.
     """
-    out = [0] * RT_PUBACK
+    out = _last.out = [0] * RT_PUBACK
     sent, size = 0, len(frame)
     while sent < size:
         try:
             sent += sock.send(frame[sent:], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+            out[RT_SENT] = sent
         except (BlockingIOError, InterruptedError):
             break
         except OSError as exc:
@@ -1020,14 +1023,25 @@ def round_trip(
     if not any(polled == fd for polled, _ in ready):
         return RT_WOKEN, out, None
     try:
-        got = sock.recv_into(memoryview(buf)[have:], 0, socket.MSG_DONTWAIT)
+        out[RT_RECEIVED] = got = sock.recv_into(memoryview(buf)[have:], 0, socket.MSG_DONTWAIT)
     except OSError as exc:
         out[RT_ERRNO] = exc.errno or 0
         return (RT_IDLE if exc.errno in _RT_AGAIN else RT_RECV_ERROR), out, None
     if got == 0:
         return RT_EOF, out, None
-    out[RT_RECEIVED] = got
     return _parse_reply(buf, have + got, reply, want_puback, out)
+
+
+_last = threading.local()  # each thread's last round_trip out list
+
+
+def last_round_trip() -> tuple[int, int]:
+    """``(sent, received)`` of this thread's last :func:`round_trip` call.
+
+    For a caller interrupted (Ctrl-C) before it could read them from the result.
+    """
+    out = getattr(_last, "out", None)
+    return (0, 0) if out is None else (out[RT_SENT], out[RT_RECEIVED])
 
 
 def _parse_reply(

@@ -9,6 +9,7 @@ the routed path, and that the path is taken (``role.round_trips``).
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +40,20 @@ def _echo(client: js.Client, subject: str) -> None:
 
 def _round_trips(client: js.Client) -> int:
     return client._connection.reader.role.round_trips
+
+
+def _record_statuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The status of every round_trip call of the protocol core from now on, in order."""
+    statuses: list[int] = []
+    round_trip = _protocol.round_trip
+
+    def recorded(*args: Any) -> Any:
+        result = round_trip(*args)
+        statuses.append(result[0])
+        return result
+
+    monkeypatch.setattr(_protocol, "round_trip", recorded)
+    return statuses
 
 
 def test_requests_interleaved_with_another_subscriptions_flood(nc, other):
@@ -77,14 +92,15 @@ def test_requests_interleaved_with_another_subscriptions_flood(nc, other):
     assert _round_trips(nc) > before  # some replies still came alone
 
 
-def test_a_reply_split_across_reads_is_routed(nc, other):
-    """A reply larger than one receive comes in parts: the fallback reads it whole."""
+def test_a_reply_split_across_reads_is_read_whole(nc, other, monkeypatch):
+    """A reply larger than one receive comes in parts: the first calls hand back a
+    partial frame (kept in the buffer), the last one finds the reply complete."""
     _echo(other, "lone.big")
     payload = bytes(range(256)) * 3900  # ~1 MB: never in one receive of a 512 KiB buffer
     nc.request("lone.big", b"warm", timeout=10)
-    before = _round_trips(nc)
+    statuses = _record_statuses(monkeypatch)
     assert nc.request("lone.big", payload, timeout=30).data == payload
-    assert _round_trips(nc) == before
+    assert statuses[0] == _py.RT_OTHER and statuses[-1] == _py.RT_REPLY
     assert nc.request("lone.big", b"small again", timeout=10).data == b"small again"
 
 
@@ -120,20 +136,12 @@ def test_a_frame_queued_during_the_wait_goes_out_at_once(nc, other, monkeypatch)
     recorded: it must end woken (not at its slice, nor at a PING from the server).
     """
     monkeypatch.setattr(_deadline, "WAIT_SLICE", 60.0)
-    statuses: list[int] = []
-    round_trip = _protocol.round_trip
-
-    def recorded(*args: Any) -> Any:
-        result = round_trip(*args)
-        statuses.append(result[0])
-        return result
-
-    monkeypatch.setattr(_protocol, "round_trip", recorded)
     _echo(other, "lone.warm")
     silent = other.subscribe("lone.silent")
     seen = other.subscribe("lone.meanwhile")
     other.flush()
     nc.request("lone.warm", b"", timeout=10)  # the inbox is subscribed: the writer is idle
+    statuses = _record_statuses(monkeypatch)
     waiting: dict[str, Any] = {}
 
     def request() -> None:
@@ -148,7 +156,7 @@ def test_a_frame_queued_during_the_wait_goes_out_at_once(nc, other, monkeypatch)
     wait_for(lambda: nc._writer.claimed, message="the request does not wait in its round trip")
     nc.publish("lone.meanwhile", b"now")
     assert seen.next_msg(timeout=10).data == b"now"
-    assert statuses[-1] == _py.RT_WOKEN
+    assert statuses[0] == _py.RT_WOKEN  # the requester's first call, the one that sent
     nc.flush(timeout=10)
     held.respond(b"done")
     thread.join(20)
@@ -231,3 +239,31 @@ def test_js_publish_reads_its_pub_ack_in_the_round_trip(js, monkeypatch):
     routed = [js.publish("loneack.x", b"%d" % i, msg_id=f"id-{i % 5}") for i in range(5)]
     assert routed == fast[5:]
     assert routed[0].stream == "LONEACK" and routed[0].domain is None
+
+
+def test_a_signal_during_the_wait_interrupts_the_caller_not_the_connection(nc, other):
+    """A signal handler's exception (Ctrl-C) ends a lone request waiting in C; nothing
+    was received, so the role is given back and the connection stays as it was."""
+    silent = other.subscribe("lone.interrupted")
+    _echo(other, "lone.after")
+    nc.request("lone.after", b"warm", timeout=10)
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(Interrupted):
+            nc.request("lone.interrupted", b"x", timeout=20)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert silent.next_msg(timeout=5).data == b"x"
+    before = _round_trips(nc)
+    assert nc.request("lone.after", b"still", timeout=10).data == b"still"
+    assert _round_trips(nc) == before + 1
+    assert nc.stats.reconnects == 0 and nc.is_connected
