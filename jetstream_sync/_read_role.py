@@ -52,6 +52,11 @@ waiter, no routing, no ``Msg`` unless the caller wants one. Anything else
 a signal, the deadline, an error) carries on as the path above: the bytes
 received are routed by :meth:`ReadBuffer.received`, and the requester reads
 on in :meth:`ReadRole._lead` on the same buffer, its waiter registered.
+``_lead`` waits with the same C call (nothing to send), so a reply that
+comes alone after other traffic is still read without routing. A signal
+handler's exception (Ctrl-C) during a wait gives the role back; only when the
+interrupted call had received bytes not yet parsed is the connection handed
+to the reader thread as failed (the buffer can no longer be trusted).
 """
 
 from __future__ import annotations
