@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _py
@@ -325,3 +327,49 @@ class TestRoundTrip:
         )  # fmt: skip
         assert status == lib.JSS_RT_SEND_ERROR
         assert out[lib.JSS_RT_ERRNO] == errno.EBADF
+
+
+PIECES = [
+    msg(REPLY, b'{"stream":"S","seq":3}'),
+    msg(REPLY, b'{"stream":"S","seq":3,"duplicate":true,"domain":"d"}', reply=b"r.1"),
+    msg(REPLY, b'{"error":{"code":400}}'),
+    hmsg(REPLY, b"NATS/1.0 503\r\n\r\n", b""),
+    hmsg(REPLY, b"NATS/1.0\r\nK: v\r\n\r\n", b'{"stream":"S","seq":1}'),
+    msg(b"_INBOX.abc.70", b"x"),
+    msg(b"other", b"payload", sid=5),
+    b"PING\r\n",
+    b"PONG\r\n",
+    b"+OK\r\n",
+    b"-ERR 'x'\r\n",
+    b"MSG bad\r\n",
+]
+
+
+@settings(max_examples=300, deadline=None, derandomize=False)
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=4),
+    held=st.integers(min_value=0, max_value=200),
+    cut=st.integers(min_value=0, max_value=200),
+    puback=st.booleans(),
+)
+def test_fuzz_the_twins_agree(pieces, held, cut, puback):
+    """Random mixes of frames, part held in the buffer before the call and part never
+    sent: C and Python give the same status, out and PubAck fields."""
+    data = b"".join(pieces)
+    held = min(held, len(data))
+    arrived = data[held : max(held, len(data) - cut)]
+    results = []
+    for impl in (_c, _py):
+        client, server = socket.socketpair()
+        try:
+            if arrived:
+                server.sendall(arrived)
+            buf = bytearray(data[:held]) + bytearray(1024)
+            status, out, fields = call(
+                impl, client, buf, have=held, frame=b"", timeout_ms=0, puback=puback
+            )
+            results.append((status, list(out), fields, bytes(buf[: held + out[_py.RT_RECEIVED]])))
+        finally:
+            client.close()
+            server.close()
+    assert results[0] == results[1]
