@@ -378,24 +378,27 @@ class ReadRole:
         transport, wake_fd = claim
         buffer = link.buffer
         waiter: ReplyWaiter | None = None
+        sent = received = 0  # of the call; received stays set until those bytes are parsed
         try:
             status, out, puback = _protocol.round_trip(
                 transport.sock, wake_fd, frame, buffer.raw, buffer.have,
                 reply, math.ceil(deadline.slice() * 1000), want_puback,
             )  # fmt: skip
+            sent, received = out[RT_SENT], out[RT_RECEIVED]
             failed = _os_error(out[RT_ERRNO]) if status == RT_SEND_ERROR else None
-            writer.unclaim(transport, frame, out[RT_SENT], failed)
+            writer.unclaim(transport, frame, sent, failed)
             if status == RT_REPLY:
                 parts = self._take_reply(buffer, out, puback)
             else:
                 # From here on the reply is routed to the waiter, as on the path above.
                 waiter = mux.register(token)
                 error = self._handle(buffer, status, out)
+            received = 0
         except BaseException:
-            sent, received = _protocol.last_round_trip()
+            in_call = _protocol.last_round_trip()  # interrupted inside the call
             if writer.claimed:  # interrupted before the claim was given back
-                writer.unclaim(transport, frame, sent)
-            self._interrupted(link, received)
+                writer.unclaim(transport, frame, sent or in_call[0])
+            self._interrupted(link, received or in_call[1])
             mux.forget(token)
             raise
         if waiter is None:
@@ -479,6 +482,7 @@ class ReadRole:
         assert link is not None  # set before any requester can hold the role
         buffer, sock = link.buffer, link.transport.sock
         error: BaseException | None = None
+        received = 0  # bytes of the last call not yet parsed
         try:
             while not waiter.done:
                 left = deadline.slice()
@@ -488,14 +492,16 @@ class ReadRole:
                     sock, -1, b"", buffer.raw, buffer.have,
                     reply, math.ceil(left * 1000), want_puback,
                 )  # fmt: skip
+                received = out[RT_RECEIVED]
                 if status == RT_REPLY:
                     return self._take_reply(buffer, out, puback)
                 error = self._handle(buffer, status, out)
+                received = 0
                 if error is not None:
                     break
         except BaseException:
-            _, received = _protocol.last_round_trip()
-            if received:  # Ctrl-C mid-parse: the buffer can no longer be trusted
+            if received or _protocol.last_round_trip()[1]:
+                # Ctrl-C mid-parse: the buffer can no longer be trusted
                 error = ConnectionAbortedError("interrupted while reading the connection")
             raise
         finally:

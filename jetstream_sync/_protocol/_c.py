@@ -294,26 +294,29 @@ def round_trip(
             reply, len(reply), timeout_ms, want_puback, out,
         )  # fmt: skip
     fields = ffi.unpack(out, RT_PUBACK)
-    if status != RT_REPLY or not fields[RT_PUBACK_OK]:
-        return status, fields, None
-    base = fields[RT_OP + 8]  # the payload's offset
-    stream_off, stream_len, seq, duplicate, domain_off, domain_len = ffi.unpack(
-        out + RT_PUBACK, _PUBACK_FIELDS
-    )
-    stream = buf[base + stream_off : base + stream_off + stream_len].decode("ascii")
-    domain = (
-        None
-        if domain_len < 0
-        else buf[base + domain_off : base + domain_off + domain_len].decode("ascii")
-    )
-    return status, fields, (stream, seq, bool(duplicate), domain)
+    puback = None
+    if status == RT_REPLY and fields[RT_PUBACK_OK]:
+        base = fields[RT_OP + 8]  # the payload's offset
+        stream_off, stream_len, seq, duplicate, domain_off, domain_len = ffi.unpack(
+            out + RT_PUBACK, _PUBACK_FIELDS
+        )
+        stream = buf[base + stream_off : base + stream_off + stream_len].decode("ascii")
+        domain = (
+            None
+            if domain_len < 0
+            else buf[base + domain_off : base + domain_off + domain_len].decode("ascii")
+        )
+        puback = (stream, seq, bool(duplicate), domain)
+    out[RT_SENT] = out[RT_RECEIVED] = 0  # returned: nothing is pending for last_round_trip
+    return status, fields, puback
 
 
 def last_round_trip() -> tuple[int, int]:
-    """``(sent, received)`` of this thread's last :func:`round_trip` call.
+    """``(sent, received)`` of this thread's :func:`round_trip` call that did not return.
 
-    For a caller interrupted (Ctrl-C) before it could read them from the
-    result: the C call wrote them into this thread's scratch array.
+    For a caller interrupted (Ctrl-C) inside the call, after the C function
+    wrote them into this thread's scratch array; ``(0, 0)`` once a call
+    returned (the caller has them) or before any call.
     """
     out = _arrays().round_trip
     return out[RT_SENT], out[RT_RECEIVED]

@@ -992,6 +992,22 @@ def round_trip(
         reply's :data:`OP_FIELDS`); and, with ``want_puback``, what
         :func:`parse_puback` reads from a reply without headers, else None.
     """
+    result = _round_trip(sock, wake_fd, frame, buf, have, reply, timeout_ms, want_puback)
+    _last.out = None  # returned: nothing is pending for last_round_trip
+    return result
+
+
+def _round_trip(
+    sock: socket.socket,
+    wake_fd: int,
+    frame: bytes,
+    buf: bytearray,
+    have: int,
+    reply: bytes,
+    timeout_ms: int,
+    want_puback: bool,
+) -> RoundTrip:
+    """round_trip's system calls and parse; ``_last.out`` holds its out list meanwhile."""
     out = _last.out = [0] * RT_PUBACK
     sent, size = 0, len(frame)
     while sent < size:
@@ -1036,9 +1052,10 @@ _last = threading.local()  # each thread's last round_trip out list
 
 
 def last_round_trip() -> tuple[int, int]:
-    """``(sent, received)`` of this thread's last :func:`round_trip` call.
+    """``(sent, received)`` of this thread's :func:`round_trip` call that did not return.
 
-    For a caller interrupted (Ctrl-C) before it could read them from the result.
+    For a caller interrupted (Ctrl-C) inside the call; ``(0, 0)`` once a call
+    returned (the caller has them) or before any call.
     """
     out = getattr(_last, "out", None)
     return (0, 0) if out is None else (out[RT_SENT], out[RT_RECEIVED])

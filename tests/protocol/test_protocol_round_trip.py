@@ -373,3 +373,28 @@ def test_fuzz_the_twins_agree(pieces, held, cut, puback):
             client.close()
             server.close()
     assert results[0] == results[1]
+
+
+def test_last_round_trip_tells_an_interrupted_caller_what_the_call_did(impl, pair):
+    """A signal handler's exception inside the call: the bytes sent (and received) are
+    still known; once a call returns, nothing is pending."""
+    client, server = pair
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Interrupted):
+            call(impl, client, bytearray(64), timeout_ms=5000)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert impl.last_round_trip() == (len(REQUEST), 0)
+    server.sendall(msg(REPLY, b"ok"))
+    assert call(impl, client, bytearray(64), frame=b"")[0] == _py.RT_REPLY
+    assert impl.last_round_trip() == (0, 0)
