@@ -9,6 +9,7 @@ the routed path, and that the path is taken (``role.round_trips``).
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 import jetstream_sync as js
-from jetstream_sync import _deadline, _protocol
+from jetstream_sync import Msg, NoRespondersError, _deadline, _protocol
 from jetstream_sync._protocol import _py
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, stopped
@@ -267,3 +268,23 @@ def test_a_signal_during_the_wait_interrupts_the_caller_not_the_connection(nc, o
     assert nc.request("lone.after", b"still", timeout=10).data == b"still"
     assert _round_trips(nc) == before + 1
     assert nc.stats.reconnects == 0 and nc.is_connected
+
+
+def test_request_pub_ack_gives_plain_fields_or_the_reply(js):
+    """Client.request_pub_ack: the fields of a plain PubAck read in the round trip; the
+    reply Msg for an error; NoRespondersError where no stream listens."""
+    js.create_stream(name="LONERAW", subjects=["loneraw.>"])
+    client = js.client
+    client.request("loneraw.warm", b"", timeout=5)  # the inbox is subscribed
+    got = client.request_pub_ack("loneraw.a", b"1", timeout=5)
+    assert isinstance(got, tuple)
+    fields, body = got
+    assert fields == ("LONERAW", 2, False, None)
+    assert json.loads(body) == {"stream": "LONERAW", "seq": 2}
+    refused = client.request_pub_ack(
+        "loneraw.a", b"2", timeout=5, headers={"Nats-Expected-Last-Sequence": "99"}
+    )
+    assert isinstance(refused, Msg)
+    assert json.loads(refused.data)["error"]["err_code"] == 10071
+    with pytest.raises(NoRespondersError):
+        client.request_pub_ack("lonenobody.a", b"", timeout=5)
