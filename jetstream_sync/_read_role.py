@@ -337,7 +337,7 @@ class ReadRole:
             link = self._link
             lead = (
                 self._holder is None
-                and not self._unanswered()
+                and (not self._waiters or not self._unanswered())
                 and link is not None
                 and link.fd is not None
                 and not self._retired

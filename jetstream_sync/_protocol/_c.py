@@ -287,7 +287,10 @@ def round_trip(
     EINTR returns ``RT_INTERRUPTED`` here: the caller runs the signal
     handlers when it next executes Python).
     """
-    out = _arrays().round_trip
+    try:
+        out = _scratch.arrays.round_trip  # the hot path: no call to _arrays()
+    except AttributeError:
+        out = _arrays().round_trip
     with ffi.from_buffer(buf) as cbuf:
         status = lib.jss_round_trip(
             sock.fileno(), wake_fd, frame, len(frame), cbuf, have, len(cbuf),
