@@ -76,9 +76,9 @@ def test_requests_interleaved_with_another_subscriptions_flood(nc, other):
                 time.sleep(0)  # let the requester run between bursts
         sent[0] = n
 
+    before = _round_trips(nc)
     publisher = threading.Thread(target=flood, name="test-flood")
     publisher.start()
-    before = _round_trips(nc)
     try:
         for i in range(2000):
             payload = b"req-%d" % i
