@@ -4,6 +4,8 @@
  * Sans-IO: every function reads only the bytes it is given (never past the
  * stated length), writes only into caller-provided arrays, allocates nothing
  * and keeps no state between calls, so any number of threads may call it.
+ * The one exception is jss_round_trip (at the end), which does a caller's
+ * round trip on a socket it borrows.
  *
  * This file is also read by cffi's cdef (jetstream_sync/_build_ffi.py drops
  * every line starting with '#'), so outside the include guard it holds only
@@ -283,5 +285,57 @@ int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_block
                                 int64_t unit_ns, int32_t *kinds, int64_t *seqs,
                                 int64_t *times, int32_t *subj_offsets, char *subjects,
                                 size_t subjects_cap, int64_t *state);
+
+/*
+ * A lone caller's round trip: THE ONE FUNCTION OF THE CORE THAT DOES IO
+ * (csrc/jss_round_trip.c). fd is a connected TCP socket, borrowed: it is
+ * never closed, and only used with non-blocking send and recv. It
+ *
+ *  1. sends frame[0..flen) (MSG_DONTWAIT); when the socket takes only part of
+ *     it (or none: EAGAIN, EINTR) it returns JSS_RT_SEND_PARTIAL at once, with
+ *     the bytes sent, for the caller to queue the rest;
+ *  2. polls fd, and wake_fd when it is >= 0, for up to timeout_ms;
+ *  3. receives once into buf[have..cap) (buf[0..have) holds bytes received
+ *     earlier and not yet parsed) and parses buf[0..have + received) with
+ *     jss_parse;
+ *  4. returns JSS_RT_REPLY when the parsed ops are exactly one MSG or HMSG
+ *     whose subject is reply[0..rlen): its fields, the bytes consumed and the
+ *     next op's need are in out; with want_puback, a MSG's payload is read by
+ *     jss_parse_puback into out (offsets relative to the payload). Anything
+ *     else received (other ops, a partial frame, bytes that are not protocol)
+ *     returns JSS_RT_OTHER: the bytes are in buf, for the caller to parse and
+ *     route as usual.
+ *
+ * out holds JSS_RT_FIELDS int64s, all written (0 unless said otherwise).
+ * Returns a JSS_RT_* status.
+ */
+enum {
+    JSS_RT_REPLY = 1,        /* the reply alone was received (and parsed) */
+    JSS_RT_OTHER = 2,        /* bytes were received that the caller must route */
+    JSS_RT_SEND_PARTIAL = 3, /* the frame was not sent whole; nothing was received */
+    JSS_RT_IDLE = 4,         /* the timeout passed (or nothing was there to read) */
+    JSS_RT_WOKEN = 5,        /* wake_fd became readable before fd did */
+    JSS_RT_INTERRUPTED = 6,  /* poll or recv saw EINTR (a signal for the caller) */
+    JSS_RT_EOF = 7,          /* the peer closed the connection */
+    JSS_RT_SEND_ERROR = 8,   /* send failed: errno in out */
+    JSS_RT_RECV_ERROR = 9,   /* poll or recv failed: errno in out */
+    /* int64 slots of out: the bytes sent, the bytes received, the bytes
+       consumed and the next op's need (JSS_RT_REPLY), errno, 1 when the
+       PubAck fields are valid; then the reply's JSS_OP_FIELDS; then
+       JSS_PUBACK_FIELDS */
+    JSS_RT_SENT = 0,
+    JSS_RT_RECEIVED = 1,
+    JSS_RT_CONSUMED = 2,
+    JSS_RT_NEED = 3,
+    JSS_RT_ERRNO = 4,
+    JSS_RT_PUBACK_OK = 5,
+    JSS_RT_OP = 6,
+    JSS_RT_PUBACK = 16,
+    JSS_RT_FIELDS = 22
+};
+
+int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char *buf,
+                       size_t have, size_t cap, const char *reply, size_t rlen,
+                       int timeout_ms, int want_puback, int64_t *out);
 
 #endif

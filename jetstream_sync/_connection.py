@@ -295,6 +295,8 @@ class Connection:
             self.current.transport.close()
         if self.reader is not None:
             self.reader.role.close_inherited()
+        if self.writer is not None:
+            self.writer.close_inherited()
 
     def close(self, flush_for: float) -> list[Subscription]:
         """Flush for up to ``flush_for`` seconds, close the link, join the threads.

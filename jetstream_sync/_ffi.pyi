@@ -22,6 +22,7 @@ class Int64Array(CData):
 
     def __getitem__(self, index: int) -> int: ...
     def __setitem__(self, index: int, value: int) -> None: ...
+    def __add__(self, offset: int) -> Int64Array: ...
 
 class Int32Array(CData):
     """An ``int32_t[]`` array made by an allocator."""
@@ -155,6 +156,24 @@ class Lib:
     JSS_ACK_OTHER: int
     JSS_ACK_SPECIAL_FIELDS: int
     JSS_ACK_STATE_FIELDS: int
+    JSS_RT_REPLY: int
+    JSS_RT_OTHER: int
+    JSS_RT_SEND_PARTIAL: int
+    JSS_RT_IDLE: int
+    JSS_RT_WOKEN: int
+    JSS_RT_INTERRUPTED: int
+    JSS_RT_EOF: int
+    JSS_RT_SEND_ERROR: int
+    JSS_RT_RECV_ERROR: int
+    JSS_RT_SENT: int
+    JSS_RT_RECEIVED: int
+    JSS_RT_CONSUMED: int
+    JSS_RT_NEED: int
+    JSS_RT_ERRNO: int
+    JSS_RT_PUBACK_OK: int
+    JSS_RT_OP: int
+    JSS_RT_PUBACK: int
+    JSS_RT_FIELDS: int
 
     def jss_parse(
         self,
@@ -237,6 +256,22 @@ class Lib:
         kinds: Uint8Array,
         specials: Int64Array,
         state: Int64Array,
+        /,
+    ) -> int: ...
+    def jss_round_trip(
+        self,
+        fd: int,
+        wake_fd: int,
+        frame: bytes,
+        flen: int,
+        buf: BufferView,
+        have: int,
+        cap: int,
+        reply: bytes,
+        rlen: int,
+        timeout_ms: int,
+        want_puback: bool,
+        out: Int64Array,
         /,
     ) -> int: ...
 

@@ -8,6 +8,12 @@ copy what it keeps: the buffer is reused. Between two holders the buffer
 holds at most one incomplete frame, so the next holder carries on where the
 last one stopped.
 
+A lone requester's round trip (:meth:`ReadRole.round_trip
+<jetstream_sync._read_role.ReadRole.round_trip>`) receives into the same
+space in its C call; when what arrived is its reply alone, it reads the reply
+from :attr:`ReadBuffer.raw` and calls :meth:`ReadBuffer.consumed` instead of
+:meth:`ReadBuffer.received`.
+
 Nothing the server sends may raise out of here: bytes that are not protocol,
 and any exception raised while routing a parsed buffer, are *returned* as the
 :class:`~jetstream_sync.errors.ProtocolError` (chained to the original) that
@@ -81,6 +87,33 @@ class ReadBuffer:
         self._view = memoryview(self._buf)
         self._route = route
 
+    @property
+    def raw(self) -> bytearray:
+        """The buffer itself: received bytes from 0 to :attr:`have`, then the free space."""
+        return self._buf
+
+    @property
+    def view(self) -> memoryview:
+        """A memoryview of :attr:`raw` (slices of it copy once with ``tobytes``)."""
+        return self._view
+
+    @property
+    def have(self) -> int:
+        """How many bytes at the start of :attr:`raw` are received and not yet parsed."""
+        return self._have
+
+    def consumed(self, n: int, consumed: int, need: int) -> None:
+        """``n`` bytes landed in :meth:`free` and their reply was read: drop it.
+
+        Args:
+            n: the bytes received.
+            consumed: where the reply (the one whole op parsed) ends.
+            need: the size of the incomplete frame after it, if its control
+                line is complete (as the parser reports it).
+        """
+        self._have += n
+        self._advance(consumed, need)
+
     def free(self) -> memoryview:
         """The space to receive into (at least 64 KiB, or the rest of a large frame)."""
         return self._view[self._have :]
@@ -112,9 +145,16 @@ class ReadBuffer:
             return detached(exc)
         except Exception as exc:  # nothing the server sends may raise out of here
             return unroutable(exc)
+        self._advance(consumed, need)
+        return None
+
+    def _advance(self, consumed: int, need: int) -> None:
+        """Drop the first ``consumed`` bytes; grow or shrink for what comes next."""
+        have, buf = self._have, self._buf
         if consumed:
             left = have - consumed
             if left:
+                view = self._view
                 view[:left] = view[consumed:have]
             have = self._have = left
         wanted = max(need, have + _MIN_FREE)
@@ -122,7 +162,6 @@ class ReadBuffer:
             self._resize(max(wanted, 2 * len(buf)))
         elif len(buf) > _INITIAL_BUFFER and have < _INITIAL_BUFFER // 2 and not need:
             self._resize(_INITIAL_BUFFER)
-        return None
 
     def _resize(self, size: int) -> None:
         self._view.release()

@@ -39,6 +39,24 @@ How the role moves (one holder at a time, under one lock):
 * TLS connections stay with the reader thread (see
   :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
   over as before.
+
+The round trip in one C call (:meth:`ReadRole.round_trip`): a requester that
+can take the role, and finds the writer idle (:meth:`Writer.claim
+<jetstream_sync._writer.Writer.claim>`), hands its request frame to the
+protocol core's ``round_trip``, which sends it, polls the socket (and the
+writer's wake-up descriptor) until the deadline's slice, receives into the
+connection's read buffer and parses, all with the GIL released. When what
+arrived is its reply alone, only the reply's parts are made in Python: no
+waiter, no routing, no ``Msg`` unless the caller wants one. Anything else
+(other ops in the same read, a partial frame, a frame another thread queued,
+a signal, the deadline, an error) carries on as the path above: the bytes
+received are routed by :meth:`ReadBuffer.received`, and the requester reads
+on in :meth:`ReadRole._lead` on the same buffer, its waiter registered.
+``_lead`` waits with the same C call (nothing to send), so a reply that
+comes alone after other traffic is still read without routing. A signal
+handler's exception (Ctrl-C) during a wait gives the role back; only when the
+interrupted call had received bytes not yet parsed is the connection handed
+to the reader thread as failed (the buffer can no longer be trusted).
 """
 
 from __future__ import annotations
@@ -49,14 +67,35 @@ import select
 import threading
 from typing import TYPE_CHECKING, Any
 
+from . import _protocol
+from ._protocol._py import (
+    RT_CONSUMED,
+    RT_EOF,
+    RT_ERRNO,
+    RT_NEED,
+    RT_OP,
+    RT_OTHER,
+    RT_RECEIVED,
+    RT_RECV_ERROR,
+    RT_REPLY,
+    RT_SEND_ERROR,
+    RT_SENT,
+)
 from ._read_buffer import EndOfStreamError, ReadBuffer, Route, detached
 from ._transport import Transport
 
 if TYPE_CHECKING:
     from ._deadline import Deadline
-    from ._request_mux import ReplyWaiter
+    from ._request_mux import ReplyWaiter, RequestMux
+    from ._writer import Writer
+
+# What a round trip gives when its reply came alone: the reply's own reply
+# subject, its sid, payload, header block (or None), and the PubAck fields
+# when asked for and the payload is a plain PubAck without headers.
+FastReply = tuple[str, int, bytes, bytes | None, tuple[str, int, bool, str | None] | None]
 
 _READER = object()  # the holder while the reader thread reads
+_REQUESTER = object()  # the holder during a round trip (a waiter only if it falls back)
 _POLL_EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 _WATCH = select.EPOLLIN | select.EPOLLONESHOT
 
@@ -119,6 +158,10 @@ class ReadRole:
         self._error: BaseException | None = None  # seen by a requester, for the reader thread
         self._kicked = False  # a byte is in the kick pipe
         self._retired = False
+        # Replies read by round_trip alone (never routed): counted for the
+        # client's stats, and to show the path is taken.
+        self.round_trips = 0
+        self.round_trip_bytes = 0
         self._link: _Link | None = None
         self._kick_r, self._kick_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -255,34 +298,215 @@ class ReadRole:
             finally:
                 with self._lock:
                     self._waiters.discard(waiter)
-        if self._lead(waiter, deadline):
+        self._lead(waiter, deadline)
+        if waiter.done:
             return True
         if deadline.expired():
             return False
         return waiter.wait(deadline)  # the connection failed: the reconnect fails the waiter
 
-    def _lead(self, waiter: ReplyWaiter, deadline: Deadline) -> bool:
-        """Holding the role: read and route until ``waiter`` is done; then release the role."""
+    def round_trip(
+        self,
+        writer: Writer,
+        frame: bytes,
+        reply: bytes,
+        mux: RequestMux,
+        token: str,
+        deadline: Deadline,
+        want_puback: bool = False,
+    ) -> FastReply | ReplyWaiter:
+        """Requester: send ``frame`` (a request for a reply to ``reply``) and wait for the reply.
+
+        ``reply`` is ``<mux.prefix><token>``; ``token`` is registered with
+        ``mux`` only when the reply does not come alone.
+
+        In one C call when this thread can take the role and the writer is
+        idle (see the module docstring); otherwise as :meth:`wait_reply`,
+        after writing ``frame`` (urgently).
+
+        Returns:
+            The reply's parts when it came alone; else the waiter the reply
+            went to: done (answered or failed), or not done when the
+            deadline passed.
+
+        Raises:
+            TimeoutError: no room in the write buffer before the deadline
+                (nothing was sent).
+        """
+        with self._lock:
+            link = self._link
+            lead = (
+                self._holder is None
+                and (not self._waiters or not self._unanswered())
+                and link is not None
+                and link.fd is not None
+                and not self._retired
+                and self._error is None
+            )
+            if lead:
+                self._holder = _REQUESTER
+                link.unwatch_socket()  # type: ignore[union-attr]
+        claim = writer.claim(frame) if lead else None
+        if claim is None:
+            if lead:  # the writer is busy: never hold the role while a write may wait
+                self._release(link, None)  # type: ignore[arg-type]
+            waiter = mux.register(token)
+            try:
+                writer.write(frame, urgent=True, msgs=1, deadline=deadline)
+                self.wait_reply(waiter, deadline)
+            finally:
+                mux.forget(token)
+            return waiter
+        assert link is not None  # checked with lead
+        return self._round_trip(
+            link, writer, claim, frame, reply, mux, token, deadline, want_puback
+        )
+
+    def _round_trip(
+        self,
+        link: _Link,
+        writer: Writer,
+        claim: tuple[Transport, int],
+        frame: bytes,
+        reply: bytes,
+        mux: RequestMux,
+        token: str,
+        deadline: Deadline,
+        want_puback: bool,
+    ) -> FastReply | ReplyWaiter:
+        """Holding the role and the writer's claim: the C call, then the reply or the fallback."""
+        transport, wake_fd = claim
+        buffer = link.buffer
+        waiter: ReplyWaiter | None = None
+        sent = received = 0  # of the call; received stays set until those bytes are parsed
+        try:
+            status, out, puback = _protocol.round_trip(
+                transport.sock, wake_fd, frame, buffer.raw, buffer.have,
+                reply, math.ceil(deadline.slice() * 1000), want_puback,
+            )  # fmt: skip
+            sent, received = out[RT_SENT], out[RT_RECEIVED]
+            failed = _os_error(out[RT_ERRNO]) if status == RT_SEND_ERROR else None
+            writer.unclaim(transport, frame, sent, failed)
+            if status == RT_REPLY:
+                parts = self._take_reply(buffer, out, puback)
+            else:
+                # From here on the reply is routed to the waiter, as on the path above.
+                waiter = mux.register(token)
+                error = self._handle(buffer, status, out)
+            received = 0
+        except BaseException:
+            in_call = _protocol.last_round_trip()  # interrupted inside the call
+            if writer.claimed:  # interrupted before the claim was given back
+                writer.unclaim(transport, frame, sent or in_call[0])
+            self._interrupted(link, received or in_call[1])
+            mux.forget(token)
+            raise
+        if waiter is None:
+            self._release(link, None)
+            return parts
+        try:
+            if error is not None:
+                self._release(link, error)
+            elif not waiter.done:
+                found = self._lead(waiter, deadline, reply, want_puback)
+                if found is not None:
+                    return found
+            else:
+                self._release(link, None)
+            if not waiter.done and not deadline.expired():
+                waiter.wait(deadline)  # the connection failed: the reconnect fails the waiter
+        finally:
+            mux.forget(token)
+        return waiter
+
+    def _take_reply(
+        self, buffer: ReadBuffer, out: list[int], puback: tuple[str, int, bool, str | None] | None
+    ) -> FastReply:
+        """The parts of a reply the C call found alone; the buffer moves past it."""
+        _, _, _, sid, ro, rl, ho, hl, po, pl = out[RT_OP : RT_OP + 10]
+        view = buffer.view
+        parts = (
+            str(view[ro : ro + rl], "utf-8", "surrogateescape") if rl else "",
+            sid,
+            view[po : po + pl].tobytes(),
+            view[ho : ho + hl].tobytes() if hl else None,
+            puback,
+        )
+        self.round_trips += 1
+        self.round_trip_bytes += hl + pl
+        buffer.consumed(out[RT_RECEIVED], out[RT_CONSUMED], out[RT_NEED])
+        return parts
+
+    @staticmethod
+    def _handle(buffer: ReadBuffer, status: int, out: list[int]) -> BaseException | None:
+        """Route what a C call received that was not the reply alone; the error, if any.
+
+        The other statuses (the deadline's slice, a signal, a frame queued
+        behind, a send not whole) leave nothing to do: the caller reads on.
+        """
+        if status == RT_OTHER:
+            return buffer.received(out[RT_RECEIVED])
+        if status == RT_EOF:
+            return EndOfStreamError("connection closed by the server")
+        if status == RT_RECV_ERROR:
+            return _os_error(out[RT_ERRNO])
+        return None
+
+    def _interrupted(self, link: _Link, received: int) -> None:
+        """Free the role after an exception (Ctrl-C) in the middle of reading.
+
+        Bytes the last C call received may not have been parsed: then the
+        buffer can no longer be trusted, and the connection is handed to the
+        reader thread as failed. Otherwise (a signal during the wait) the role
+        is just given back.
+        """
+        error = None
+        if received:
+            error = ConnectionAbortedError("interrupted while reading the connection")
+        self._release(link, error)
+
+    def _lead(
+        self,
+        waiter: ReplyWaiter,
+        deadline: Deadline,
+        reply: bytes = b"",
+        want_puback: bool = False,
+    ) -> FastReply | None:
+        """Holding the role: read and route until ``waiter`` is done; then release the role.
+
+        Each wait is a C call that polls and receives (nothing to send); when
+        what it receives is the reply to ``reply`` alone, its parts are
+        returned instead of routed (``b""``: the waiter's reply is routed).
+        """
         link = self._link
         assert link is not None  # set before any requester can hold the role
-        poll = link.poll.poll
+        buffer, sock = link.buffer, link.transport.sock
         error: BaseException | None = None
+        received = 0  # bytes of the last call not yet parsed
         try:
             while not waiter.done:
                 left = deadline.slice()
                 if left <= 0:
                     break
-                if poll(math.ceil(left * 1000)):
-                    try:
-                        error = self._receive(link)
-                    except BaseException:  # Ctrl-C mid-parse: the buffer can no longer be trusted
-                        error = ConnectionAbortedError("interrupted while reading the connection")
-                        raise
-                    if error is not None:
-                        break
+                status, out, puback = _protocol.round_trip(
+                    sock, -1, b"", buffer.raw, buffer.have,
+                    reply, math.ceil(left * 1000), want_puback,
+                )  # fmt: skip
+                received = out[RT_RECEIVED]
+                if status == RT_REPLY:
+                    return self._take_reply(buffer, out, puback)
+                error = self._handle(buffer, status, out)
+                received = 0
+                if error is not None:
+                    break
+        except BaseException:
+            if received or _protocol.last_round_trip()[1]:
+                # Ctrl-C mid-parse: the buffer can no longer be trusted
+                error = ConnectionAbortedError("interrupted while reading the connection")
+            raise
         finally:
             self._release(link, error)
-        return waiter.done
+        return None
 
     def _receive(self, link: _Link) -> BaseException | None:
         """Read what arrived on a readable socket and route it; the error that ends it, if any."""
@@ -312,3 +536,8 @@ class ReadRole:
                     os.write(self._kick_w, b"k")
             elif not self._retired:
                 link.watch_socket()
+
+
+def _os_error(code: int) -> OSError:
+    """The OSError of a system call the protocol core made (its errno)."""
+    return detached(OSError(code, os.strerror(code)))  # type: ignore[return-value]

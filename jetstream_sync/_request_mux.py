@@ -69,24 +69,33 @@ class RequestMux:
 
     def __init__(self, inbox: str) -> None:
         self.prefix = inbox + "."
+        self.prefix_bytes = self.prefix.encode()
         self.subject = inbox + ".*"
         self._prefix_len = len(self.prefix)
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._waiters: dict[str, ReplyWaiter] = {}
 
-    def register(self) -> tuple[str, ReplyWaiter]:
-        """A fresh reply subject and the waiter its reply will wake."""
+    def new_token(self) -> str:
+        """A fresh token: the reply subject is :attr:`prefix` + token (nothing registered yet).
+
+        A requester that reads its own reply registers the token only if the
+        reply did not come alone (see ``ReadRole.round_trip``): until it
+        frees the read role, nobody else can route that reply.
+        """
+        return str(next(self._tokens))  # itertools.count: atomic under the GIL
+
+    def register(self, token: str) -> ReplyWaiter:
+        """The waiter the reply to ``<prefix><token>`` will wake; :meth:`forget` ends it."""
         waiter = ReplyWaiter()
         with self._lock:
-            token = str(next(self._tokens))
             self._waiters[token] = waiter
-        return self.prefix + token, waiter
+        return waiter
 
-    def forget(self, reply_subject: str) -> None:
+    def forget(self, token: str) -> None:
         """Drop a finished or abandoned request."""
         with self._lock:
-            self._waiters.pop(reply_subject[self._prefix_len :], None)
+            self._waiters.pop(token, None)
 
     def route(self, msg: Msg) -> None:
         """Wake the requester ``msg`` answers; late or unknown replies are dropped."""

@@ -33,10 +33,19 @@ with the caller's tracker under the writer's lock, atomically with appending it.
 
 While disconnected the buffer keeps filling up to ``reconnect_buf_size``; past
 that, writes raise instead of dropping anything silently.
+
+A lone requester's round trip (see :mod:`jetstream_sync._read_role`) sends its
+frame itself, in the C call that then waits for the reply: :meth:`Writer.claim`
+gives it the sender role while nothing is buffered or being sent, so its frame
+goes out whole and after everything queued before it. Another thread that
+queues a frame meanwhile writes to the claim's wake-up descriptor (an
+``eventfd``, once per claim): the requester's wait returns, and
+:meth:`Writer.unclaim` sends what was queued.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -93,6 +102,11 @@ class Writer:
         self._pong_end = 0
         self._transport: Transport | None = None
         self._sending = False
+        # A round trip holds the sender role (see claim); a frame queued meanwhile
+        # writes once to _wake_fd (made by the first claim) to end its wait.
+        self._claimed = False
+        self._wake_fd = -1
+        self._woken = False
         self._kicked = False  # the flusher was woken and has not run yet
         self._closed = False
         self.bytes_out = 0
@@ -130,6 +144,8 @@ class Writer:
             else:
                 self._append(frame, msgs, deadline)
             if self._sending or self._transport is None:
+                if self._claimed and not self._woken:
+                    self._wake()
                 return
             if not urgent:
                 if self._kicked:  # one wake-up per burst, not one per frame
@@ -207,6 +223,8 @@ class Writer:
     def _claim(self, urgent: bool) -> bool | None:
         """Under the lock, after appending: True to send now, False to kick the flusher."""
         if self._sending or self._transport is None:
+            if self._claimed and not self._woken:
+                self._wake()
             return None
         if urgent:
             self._sending = True
@@ -222,6 +240,86 @@ class Writer:
             self._send_now()
         elif send_now is not None:
             self._kick.release()
+
+    def _wake(self) -> None:
+        """Under the lock: end a claiming round trip's wait (a frame was queued behind it)."""
+        self._woken = True
+        os.eventfd_write(self._wake_fd, 1)
+
+    # -- a lone round trip --------------------------------------------------------
+
+    def claim(self, frame: bytes) -> tuple[Transport, int] | None:
+        """Take the sender role for a round trip that sends ``frame`` itself, if the socket is idle.
+
+        Only while nothing is buffered and nobody sends: then ``frame`` goes
+        out after every frame queued before it, and nothing else is written
+        until :meth:`unclaim`. ``frame`` (one message) is counted as sent now,
+        as :meth:`write` would count it when taken from the buffer.
+
+        Returns:
+            The transport to send on and the descriptor that becomes readable
+            when another thread queues a frame; or None (the caller uses
+            :meth:`write`).
+        """
+        with self._lock:
+            if self._sending or self._buf or self._transport is None or self._closed:
+                return None
+            if self._wake_fd < 0:
+                self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self._sending = self._claimed = True
+            self.bytes_out += len(frame)
+            self.msgs_out += 1
+            return self._transport, self._wake_fd
+
+    @property
+    def claimed(self) -> bool:
+        """Whether a round trip holds the sender role (from :meth:`claim` to :meth:`unclaim`)."""
+        return self._claimed
+
+    def unclaim(
+        self, transport: Transport, frame: bytes, sent: int, error: BaseException | None = None
+    ) -> None:
+        """End a claim: queue what the socket did not take, send what others queued.
+
+        Args:
+            transport: what :meth:`claim` returned.
+            frame: the frame given to :meth:`claim`.
+            sent: how many of its bytes the socket took.
+            error: the send failed (the connection is lost, as for any send).
+        """
+        with self._lock:
+            self._claimed = False
+            if self._woken:
+                self._woken = False
+                os.eventfd_read(self._wake_fd)
+            if self._closed and self._wake_fd >= 0:
+                os.close(self._wake_fd)
+                self._wake_fd = -1
+            rest = len(frame) - sent
+            kick = send_now = False
+            if error is not None:
+                pass  # _send_failed frees the role
+            elif rest:
+                if self._transport is transport:  # else: lost with that connection
+                    # As _send_now does: the rest goes first, for the flusher.
+                    self._buf[:0] = memoryview(frame)[sent:]
+                    self._partial = rest if sent else 0
+                    self.bytes_out -= rest
+                    kick = not self._kicked
+                    self._kicked = True
+                self._sending = False
+            elif self._buf:
+                send_now = True
+            else:
+                self._sending = False
+                if self._idle_waiters:
+                    self._idle.notify_all()
+        if error is not None:
+            self._send_failed(error, transport)
+        elif kick:
+            self._kick.release()
+        elif send_now:
+            self._send_now()  # what others queued meanwhile
 
     def _append(self, frame: bytes, msgs: int, deadline: Deadline | float | None) -> None:
         """Under the lock: wait for room (see :meth:`write`), then append ``frame``."""
@@ -371,6 +469,12 @@ class Writer:
             self._transport = None
             self._idle.notify_all()
 
+    def close_inherited(self) -> None:
+        """In a forked child: close this process's copy of the wake-up descriptor (no lock)."""
+        if self._wake_fd >= 0:
+            os.close(self._wake_fd)
+            self._wake_fd = -1
+
     def wait_drained(self, deadline: Deadline) -> bool:
         """Wait until the buffer is written; False if the deadline passed first."""
         with self._lock:
@@ -389,6 +493,9 @@ class Writer:
         with self._lock:
             self._closed = True
             self._transport = None
+            if self._wake_fd >= 0 and not self._claimed:  # else unclaim() closes it
+                os.close(self._wake_fd)
+                self._wake_fd = -1
             self._idle.notify_all()
             kick = not self._kicked
             self._kicked = True

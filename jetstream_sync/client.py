@@ -9,7 +9,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 
@@ -295,9 +295,12 @@ class Client:
         """Message and byte counters, and the number of reconnects."""
         connection = self._connection
         writer = connection.writer
+        reader = connection.reader  # replies read by a round trip are never routed
+        fast_msgs = reader.role.round_trips if reader else 0
+        fast_bytes = reader.role.round_trip_bytes if reader else 0
         return ClientStats(
-            in_msgs=connection.in_msgs,
-            in_bytes=connection.in_bytes,
+            in_msgs=connection.in_msgs + fast_msgs,
+            in_bytes=connection.in_bytes + fast_bytes,
             out_msgs=writer.msgs_out if writer else 0,
             out_bytes=writer.bytes_out if writer else 0,
             reconnects=connection.reconnects,
@@ -404,10 +407,18 @@ class Client:
         _subjects.check_control_line(argument, length, overhead, self.max_control_line)
 
     def _encode_publish(
-        self, subject: str, data: bytes | str, reply: str | None, headers: HeadersIn | None
+        self,
+        subject: str,
+        data: bytes | str,
+        reply: str | bytes | None,
+        headers: HeadersIn | None,
     ) -> bytes:
+        """The PUB or HPUB frame; a ``bytes`` reply is the client's own, already valid."""
         subject_b = self._subject_cache.get(subject) or self._subject_bytes(subject)
-        reply_b = self._reply_bytes(reply) if reply else b""
+        if reply:
+            reply_b = reply if type(reply) is bytes else self._reply_bytes(reply)  # type: ignore[arg-type]
+        else:
+            reply_b = b""
         if len(subject_b) + len(reply_b) > self._line_room:  # the server would drop the link
             self._check_line(("subject", len(subject_b)), ("reply subject", len(reply_b)))
         if isinstance(data, str):
@@ -754,31 +765,69 @@ class Client:
                 have been processed.
             ConnectionClosedError: the client closed while waiting.
         """
+        return self._request(subject, data, timeout, headers, False)  # type: ignore[return-value]
+
+    def request_pub_ack(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        timeout: float = D.REQUEST_TIMEOUT,
+        headers: HeadersIn | None = None,
+    ) -> tuple[tuple[str, int, bool, str | None], bytes] | Msg:
+        """:meth:`request` for a JetStream publish: the PubAck's fields when they are plain.
+
+        For JetStream's blocking publish: when the reply came alone to a
+        caller that read it itself (see ``docs/architecture.md``), without
+        headers, and its body is a flat PubAck (``_protocol.parse_puback``),
+        the protocol core has read its fields already and no :class:`Msg` is
+        made.
+
+        Returns:
+            ``((stream, seq, duplicate, domain), body)``, or the reply
+            :class:`Msg` for anything else (errors, statuses, other shapes).
+
+        Raises:
+            As :meth:`request`.
+        """
+        return self._request(subject, data, timeout, headers, True)
+
+    def _request(
+        self,
+        subject: str,
+        data: bytes | str,
+        timeout: float,
+        headers: HeadersIn | None,
+        want_puback: bool,
+    ) -> tuple[tuple[str, int, bool, str | None], bytes] | Msg:
+        """:meth:`request`, and with ``want_puback`` the PubAck fields the core read."""
         deadline = Deadline(check_timeout("timeout", timeout))
-        self._check_usable()
+        if self._closed or self._forked:
+            self._check_usable()
         connection = self._connection
-        if (
-            connection.mux is None
-        ):  # the first request subscribes the reply inbox: not for bad input
+        mux = connection.mux
+        if mux is None:  # the first request subscribes the reply inbox: not for bad input
             self._encode_publish(subject, data, None, headers)
-        mux = connection.request_mux(self.new_inbox)
-        reply, waiter = mux.register()
-        try:
-            self._writer.write(
-                self._encode_publish(subject, data, reply, headers),
-                urgent=True,
-                msgs=1,
-                deadline=deadline,
-            )
-            # Reads the socket itself while nobody else does: no hand-off (see _read_role).
-            if not connection.reader.role.wait_reply(waiter, deadline):
+            mux = connection.request_mux(self.new_inbox)
+        token = mux.new_token()
+        reply = mux.prefix_bytes + token.encode()
+        frame = self._encode_publish(subject, data, reply, headers)
+        # Reads the socket itself while nobody else does: no hand-off, and when
+        # the writer is idle one C call from send to reply (see _read_role).
+        got = connection.reader.role.round_trip(
+            self._writer, frame, reply, mux, token, deadline, want_puback
+        )
+        if type(got) is tuple:
+            reply_to, sid, payload, raw_headers, fields = got
+            if fields is not None:
+                return fields, payload
+            msg = Msg(mux.prefix + token, reply_to, payload, raw_headers, self, sid)
+        else:
+            waiter = cast("ReplyWaiter", got)
+            if not waiter.done:
                 raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
-        finally:
-            mux.forget(reply)
-        if waiter.error is not None:
-            raise waiter.error
-        msg = waiter.msg
-        assert msg is not None  # woken without an error: delivered
+            if waiter.error is not None:
+                raise waiter.error
+            msg = waiter.msg  # type: ignore[assignment]
         if msg.status == 503:
             raise NoRespondersError(f"no responders on {subject!r}", subject)
         return msg

@@ -43,11 +43,13 @@ __all__ = [
     "encode_hpub",
     "encode_hpub_pairs",
     "encode_pub",
+    "last_round_trip",
     "parse",
     "parse_direct_meta",
     "parse_headers",
     "parse_puback",
     "puback_batch",
+    "round_trip",
     "valid_subject",
 ]
 
@@ -118,11 +120,13 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         encode_hpub,
         encode_hpub_pairs,
         encode_pub,
+        last_round_trip,
         parse,
         parse_direct_meta,
         parse_headers,
         parse_puback,
         puback_batch,
+        round_trip,
         valid_subject,
     )
 else:
@@ -145,6 +149,8 @@ else:
     ACK_SAME = _impl.ACK_SAME
     ACK_NEW = _impl.ACK_NEW
     ACK_OTHER = _impl.ACK_OTHER
+    round_trip = _impl.round_trip
+    last_round_trip = _impl.last_round_trip
     encode_headers = _impl.encode_headers
     encode_pub = _impl.encode_pub
     encode_hpub = _impl.encode_hpub

@@ -26,6 +26,7 @@ encodes thousands of frames straight from Arrow buffers, message ids
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
@@ -53,10 +54,18 @@ from jetstream_sync._protocol._py import (
     OP_OK,
     OP_PING,
     OP_PONG,
+    RT_FIELDS,
+    RT_OP,
+    RT_PUBACK,
+    RT_PUBACK_OK,
+    RT_RECEIVED,
+    RT_REPLY,
+    RT_SENT,
     AckBatch,
     BatchColumn,
     BytesLike,
     DirectMeta,
+    RoundTrip,
     check_range,
     encode_hpub,
     encode_pub,
@@ -93,8 +102,10 @@ __all__ = [
     "parse",
     "parse_direct_meta",
     "parse_headers",
+    "last_round_trip",
     "parse_puback",
     "puback_batch",
+    "round_trip",
     "valid_subject",
 ]
 
@@ -112,7 +123,7 @@ _scratch = threading.local()
 class _Arrays:
     """One thread's output arrays for the C functions."""
 
-    __slots__ = ("ops", "state", "pairs", "meta", "puback", "direct")
+    __slots__ = ("ops", "state", "pairs", "meta", "puback", "direct", "round_trip")
 
     def __init__(self) -> None:
         self.ops = ffi.new("int64_t[]", CHUNK_OPS * OP_FIELDS)
@@ -121,6 +132,7 @@ class _Arrays:
         self.meta = ffi.new("int64_t[]", lib.JSS_HDR_META_FIELDS)
         self.puback = ffi.new("int64_t[]", _PUBACK_FIELDS)
         self.direct = ffi.new("int64_t[]", _DIRECT_META_FIELDS)
+        self.round_trip = ffi.new("int64_t[]", RT_FIELDS)
 
 
 def _arrays() -> _Arrays:
@@ -331,6 +343,60 @@ def puback_batch(buf: BytesLike, start: int, end: int, sid: int, prefix_len: int
             if n < ACK_CHUNK:
                 return batch._replace(kinds=bytes(kinds))
             pos = a.state[0]
+
+
+def round_trip(
+    sock: socket.socket,
+    wake_fd: int,
+    frame: bytes,
+    buf: bytearray,
+    have: int,
+    reply: bytes,
+    timeout_ms: int,
+    want_puback: bool,
+) -> RoundTrip:
+    """Send, wait, receive and parse in one C call with the GIL released.
+
+    See :func:`jetstream_sync._protocol._py.round_trip` (same results, but
+    EINTR returns ``RT_INTERRUPTED`` here: the caller runs the signal
+    handlers when it next executes Python).
+    """
+    try:
+        out = _scratch.arrays.round_trip  # the hot path: no call to _arrays()
+    except AttributeError:
+        out = _arrays().round_trip
+    with ffi.from_buffer(buf) as cbuf:
+        status = lib.jss_round_trip(
+            sock.fileno(), wake_fd, frame, len(frame), cbuf, have, len(cbuf),
+            reply, len(reply), timeout_ms, want_puback, out,
+        )  # fmt: skip
+    fields = ffi.unpack(out, RT_PUBACK)
+    puback = None
+    if status == RT_REPLY and fields[RT_PUBACK_OK]:
+        base = fields[RT_OP + 8]  # the payload's offset
+        stream_off, stream_len, seq, duplicate, domain_off, domain_len = ffi.unpack(
+            out + RT_PUBACK, _PUBACK_FIELDS
+        )
+        stream = buf[base + stream_off : base + stream_off + stream_len].decode("ascii")
+        domain = (
+            None
+            if domain_len < 0
+            else buf[base + domain_off : base + domain_off + domain_len].decode("ascii")
+        )
+        puback = (stream, seq, bool(duplicate), domain)
+    out[RT_SENT] = out[RT_RECEIVED] = 0  # returned: nothing is pending for last_round_trip
+    return status, fields, puback
+
+
+def last_round_trip() -> tuple[int, int]:
+    """``(sent, received)`` of this thread's :func:`round_trip` call that did not return.
+
+    For a caller interrupted (Ctrl-C) inside the call, after the C function
+    wrote them into this thread's scratch array; ``(0, 0)`` once a call
+    returned (the caller has them) or before any call.
+    """
+    out = _arrays().round_trip
+    return out[RT_SENT], out[RT_RECEIVED]
 
 
 def parse_direct_meta(block: BytesLike) -> DirectMeta | None:

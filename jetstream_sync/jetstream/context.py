@@ -30,6 +30,7 @@ from .publish import (
     no_stream_error,
     parse_pub_ack,
     publish_headers,
+    request_pub_ack,
 )
 from .schedule import SCHEDULE, ScheduleInfo, list_schedules, schedule_headers
 from .schedule import check_api_level as check_schedule_level
@@ -188,8 +189,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             if left <= 0:
                 raise TimeoutError(f"no PubAck for {subject!r} in time")
             try:
-                reply = self.client.request(subject, data, timeout=left, headers=hdrs)
-                return parse_pub_ack(reply, subject)
+                return request_pub_ack(self.client, subject, data, hdrs, left)
             except NoRespondersError:
                 attempt += 1
                 if attempt > retry_attempts or deadline.remaining() <= RETRY_WAIT:

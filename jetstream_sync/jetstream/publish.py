@@ -20,6 +20,7 @@ from ._checks import sequence
 from .info import PubAck
 
 if TYPE_CHECKING:
+    from ..client import Client
     from ..msg import Msg
 
 HeadersIn = Mapping[str, str | Sequence[str]]
@@ -196,6 +197,30 @@ def parse_pub_ack(msg: Msg, subject: str | None = None) -> PubAck:
             subject=subject,
         )
     return PubAck.from_api(body)
+
+
+def request_pub_ack(
+    client: Client, subject: str, data: bytes | str, headers: Headers | None, timeout: float
+) -> PubAck:
+    """A blocking publish's round trip: send, wait for the PubAck, return it or raise its error.
+
+    The common reply (a plain PubAck, read by the protocol core in the
+    caller's round trip: see :meth:`Client.request_pub_ack`) becomes a
+    :class:`PubAck` without a :class:`Msg`; a body that holds more (a batch,
+    a counter's value) or anything else goes through :func:`parse_pub_ack`.
+
+    Raises:
+        NoRespondersError: no stream captures ``subject`` (status 503).
+        APIError (a subclass by err_code): the stream refused the message.
+        TimeoutError, ConnectionLostError, ConnectionClosedError: as ``Client.request``.
+    """
+    got = client.request_pub_ack(subject, data, timeout, headers)
+    if isinstance(got, tuple):
+        (stream, seq, duplicate, domain), body = got
+        if b'"batch"' not in body and b'"val"' not in body:  # as _AckPrefixes
+            return PubAck(stream=stream, seq=seq, duplicate=duplicate, domain=domain)
+        return _pub_ack_from_body(body)
+    return parse_pub_ack(got, subject)
 
 
 def pub_ack_seq(msg: Msg) -> int:

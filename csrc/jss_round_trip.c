@@ -1,0 +1,120 @@
+/*
+ * jss_round_trip.c - jss_round_trip: a lone caller's request and reply in one call.
+ *
+ * The one file of the C core that does IO (see jss_proto.h): it sends a
+ * request frame on a socket it borrows, waits for the socket with a timeout,
+ * receives into the caller's read buffer and parses what arrived with
+ * jss_parse. It decides nothing about the connection: whatever is not
+ * exactly the one reply it waits for is reported back, untouched, for the
+ * caller's ordinary routing. The fd is never closed here, and no state is
+ * kept between calls.
+ *
+ * The pure-Python twin in jetstream_sync/_protocol/_py.py does the same
+ * system calls in the same order and reports the same results.
+ */
+#define _GNU_SOURCE /* MSG_DONTWAIT, MSG_NOSIGNAL under -std=c99 */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "jss_internal.h"
+
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0
+#endif
+
+/* Whether op (JSS_OP_FIELDS int64s) is a MSG or HMSG on exactly reply[0..rlen). */
+static int is_reply(const char *buf, const int64_t *op, const char *reply, size_t rlen)
+{
+    if (op[0] != JSS_OP_MSG && op[0] != JSS_OP_HMSG) {
+        return 0;
+    }
+    return (size_t)op[2] == rlen && memcmp(buf + op[1], reply, rlen) == 0;
+}
+
+/* Parse buf[0..end) and report whether it holds exactly the reply (see jss_proto.h). */
+static int64_t parse_reply(const char *buf, size_t end, const char *reply, size_t rlen,
+                           int want_puback, int64_t *out)
+{
+    int64_t ops[2 * JSS_OP_FIELDS];
+    int64_t state[JSS_STATE_FIELDS];
+    int64_t n = jss_parse(buf, 0, end, ops, 2, state);
+    int64_t *op = out + JSS_RT_OP;
+
+    if (n != 1 || !is_reply(buf, ops, reply, rlen)) {
+        return JSS_RT_OTHER; /* several ops, none yet, another op or bad bytes */
+    }
+    out[JSS_RT_CONSUMED] = state[0];
+    out[JSS_RT_NEED] = state[1];
+    memcpy(op, ops, sizeof(int64_t) * JSS_OP_FIELDS);
+    if (want_puback && ops[0] == JSS_OP_MSG) {
+        out[JSS_RT_PUBACK_OK] =
+            jss_parse_puback(buf + ops[8], (size_t)ops[9], out + JSS_RT_PUBACK);
+    }
+    return JSS_RT_REPLY;
+}
+
+int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char *buf,
+                       size_t have, size_t cap, const char *reply, size_t rlen,
+                       int timeout_ms, int want_puback, int64_t *out)
+{
+    struct pollfd fds[2];
+    size_t sent = 0;
+    ssize_t got;
+    int ready;
+    int i;
+
+    for (i = 0; i < JSS_RT_FIELDS; i++) {
+        out[i] = 0;
+    }
+    while (sent < flen) {
+        ssize_t n = send(fd, frame + sent, flen - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                break; /* the rest goes to the caller's writer */
+            }
+            out[JSS_RT_SENT] = (int64_t)sent;
+            out[JSS_RT_ERRNO] = errno;
+            return JSS_RT_SEND_ERROR;
+        }
+        sent += (size_t)n;
+    }
+    out[JSS_RT_SENT] = (int64_t)sent;
+    if (sent < flen) {
+        return JSS_RT_SEND_PARTIAL;
+    }
+    if (have >= cap) {
+        return JSS_RT_IDLE; /* no room to receive into: the caller's loop grows the buffer */
+    }
+    fds[0].fd = fd;
+    fds[0].events = POLLIN;
+    fds[0].revents = 0;
+    fds[1].fd = wake_fd;
+    fds[1].events = POLLIN;
+    fds[1].revents = 0;
+    ready = poll(fds, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    if (ready < 0) {
+        out[JSS_RT_ERRNO] = errno;
+        return errno == EINTR ? JSS_RT_INTERRUPTED : JSS_RT_RECV_ERROR;
+    }
+    if (ready == 0) {
+        return JSS_RT_IDLE;
+    }
+    if (fds[0].revents == 0) {
+        return JSS_RT_WOKEN; /* another thread queued a frame: the caller sends it */
+    }
+    got = recv(fd, buf + have, cap - have, MSG_DONTWAIT);
+    if (got < 0) {
+        out[JSS_RT_ERRNO] = errno;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return JSS_RT_IDLE;
+        }
+        return errno == EINTR ? JSS_RT_INTERRUPTED : JSS_RT_RECV_ERROR;
+    }
+    if (got == 0) {
+        return JSS_RT_EOF;
+    }
+    out[JSS_RT_RECEIVED] = (int64_t)got;
+    return parse_reply(buf, have + (size_t)got, reply, rlen, want_puback, out);
+}
