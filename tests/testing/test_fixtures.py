@@ -436,17 +436,24 @@ def test_cluster_forms_and_hosts_an_r3_stream(cluster: NatsCluster) -> None:
     leaders = {server.monitor("jsz")["meta_cluster"]["leader"] for server in cluster.servers}
     assert len(leaders) == 1 and leaders <= names
 
-    async def main() -> Any:
-        """The nats-py side of this test."""
+    async def on_cluster(step: str) -> Any:
+        """The nats-py side of this test: add the stream, ask for its leader, or publish."""
         nc = await _connect(cluster.urls)
         js = nc.jetstream()
-        await js.add_stream(name="R3", subjects=["r3.>"], num_replicas=3)
-        ack = await js.publish("r3.a", b"replicated")
-        info = await js.stream_info("R3")
-        await nc.close()
-        return ack, info
+        try:
+            if step == "add":
+                return await js.add_stream(name="R3", subjects=["r3.>"], num_replicas=3)
+            if step == "leader":
+                return (await js.stream_info("R3")).cluster.leader
+            return await js.publish("r3.a", b"replicated"), await js.stream_info("R3")
+        finally:
+            await nc.close()
 
-    ack, info = run(main())
+    run(on_cluster("add"))
+    # On a loaded machine the new stream's leader election can outlast the
+    # add's reply; a publish before it finds no responders.
+    wait_for(lambda: run(on_cluster("leader")), timeout=30, message="R3 elected no leader")
+    ack, info = run(on_cluster("publish"))
     assert ack.seq == 1
     assert info.config.num_replicas == 3
     assert info.cluster.leader in names
