@@ -144,9 +144,10 @@ CURVES: dict[str, Curve] = {
             "spark", "the Spark source reading a stream into count(), local[2]", "partitions",
             (1, 2, 4, 8), ("ours",),
             (RATE, Column("seconds", "secs", 1),
-             Column("CPU us/msg (Spark + server)", "cpu_us_per_msg", 2)),
+             Column("Spark CPU us/msg", "cpu_us_per_msg", 2), SERVER_CPU),
             (Panel("throughput", "msgs/s", (("msgs_per_s", ""),)),
-             Panel("CPU per message, Spark and server", "us", (("cpu_us_per_msg", ""),))),
+             Panel("CPU per message", "us", (("cpu_us_per_msg", "Spark"),
+                                             ("server_cpu_us_per_msg", "server")))),
         ),
     )
 }  # fmt: skip

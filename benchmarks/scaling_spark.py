@@ -3,8 +3,10 @@
 One fresh server and one Spark session for the whole curve. The stream is made as
 users make it (``create_stream`` defaults: file storage, no ``allow_direct``), so the
 source reads through consumers. Before each timed read, a read of the first 10,000
-messages with the same partition count warms the Python workers. CPU is the Spark
-process tree's (``spark_bench.CpuMeter``) plus the server's, per message.
+messages with the same partition count warms the Python workers. CPU per message is
+reported twice: the Spark process tree's (``spark_bench.CpuMeter``: this process, the
+JVM it starts and the JVM's Python workers, the server left out though this process
+started it) and the server's.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def run_spark_curve(
     rows: list[dict[str, Any]] = []
     crashes: list[str] = []
     with BenchServer() as server:
+        assert server.proc is not None
+        server_pid = server.proc.pid
         t0 = time.perf_counter()
         conn = RawConn(server.port)
         try:
@@ -69,19 +73,25 @@ def run_spark_curve(
                                            "mode": "", "rep": rep}  # fmt: skip
                     try:
                         read(spark, server.url, x, min(n, WARM_UP)).count()
-                        meter, server0 = CpuMeter([os.getpid()]), server.cpu_seconds()
+                        meter = CpuMeter([os.getpid()], exclude=frozenset([server_pid]))
+                        server0 = server.cpu_seconds()
                         start = time.perf_counter()
                         got = read(spark, server.url, x).count()
                         secs = time.perf_counter() - start
-                        cpu = meter.stop() + server.cpu_seconds() - server0
+                        cpu, server_cpu = meter.stop(), server.cpu_seconds() - server0
                         if got != n:
                             raise RuntimeError(f"count() gave {got:,}, expected {n:,}")
                     except Exception as exc:  # reported in the table; the exit code says 1
                         row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
                         crashes.append(f"spark x={x} rep {rep}: {row['error']}")
                     else:
-                        row.update(n=n, secs=round(secs, 3), msgs_per_s=round(n / secs),
-                                   cpu_us_per_msg=round(cpu / n * 1e6, 2))  # fmt: skip
+                        row.update(
+                            n=n,
+                            secs=round(secs, 3),
+                            msgs_per_s=round(n / secs),
+                            cpu_us_per_msg=round(cpu / n * 1e6, 2),
+                            server_cpu_us_per_msg=round(server_cpu / n * 1e6, 2),
+                        )
                     rows.append(row)
                     sys.stderr.write(f"spark x={x} rep {rep}: {row}\n")
         finally:

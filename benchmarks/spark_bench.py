@@ -327,8 +327,13 @@ RUNNERS: dict[str, Callable[[Cell], int]] = {
 # -- CPU ----------------------------------------------------------------------------------
 
 
-def _tree_times(roots: list[int]) -> dict[tuple[int, str], int]:
-    """CPU ticks (utime + stime) of each root and its descendants, keyed by (pid, start time)."""
+def _tree_times(
+    roots: list[int], exclude: frozenset[int] = frozenset()
+) -> dict[tuple[int, str], int]:
+    """CPU ticks (utime + stime) of each root and its descendants, keyed by (pid, start time).
+
+    A pid in ``exclude`` counts for nothing, and neither do its descendants.
+    """
     parents: dict[int, int] = {}
     times: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
@@ -347,6 +352,8 @@ def _tree_times(roots: list[int]) -> dict[tuple[int, str], int]:
         children.setdefault(parent, []).append(pid)
     while todo:
         pid = todo.pop()
+        if pid in exclude:
+            continue
         if pid in times:
             tree[(pid, times[pid][0])] = times[pid][1]
         todo += children.get(pid, [])
@@ -362,12 +369,15 @@ class CpuMeter:
 
     Args:
         roots: the pids whose trees count.
+        exclude: pids left out with their descendants (a server the measuring
+            process started itself, counted on its own).
     """
 
-    def __init__(self, roots: list[int]) -> None:
+    def __init__(self, roots: list[int], exclude: frozenset[int] = frozenset()) -> None:
         """Take the baseline and start sampling."""
         self._roots = roots
-        self._base = _tree_times(roots)
+        self._exclude = exclude
+        self._base = _tree_times(roots, exclude)
         self._last = dict(self._base)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-cpu-meter", daemon=True)
@@ -375,13 +385,13 @@ class CpuMeter:
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            self._last.update(_tree_times(self._roots))
+            self._last.update(_tree_times(self._roots, self._exclude))
 
     def stop(self) -> float:
         """Stop sampling; return the CPU seconds used since the baseline."""
         self._stop.set()
         self._thread.join()
-        self._last.update(_tree_times(self._roots))
+        self._last.update(_tree_times(self._roots, self._exclude))
         ticks = sum(last - self._base.get(key, 0) for key, last in self._last.items())
         return ticks / CLOCK_TICKS
 

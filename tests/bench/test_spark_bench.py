@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,25 @@ def test_first_query_probe_reports_each_kind(tmp_path: Path):
     runs = json.loads(out.read_text())["runs"]
     assert [r["kind"] for r in runs] == ["trivial", "ours"]
     assert all(len(r["runs"]) == 3 and min(r["runs"]) > 0 for r in runs)
+
+
+def test_cpu_meter_leaves_out_an_excluded_process_and_its_descendants():
+    """A server the measuring process started is not counted with Spark's processes."""
+    from benchmarks.spark_bench import _tree_times
+
+    code = ("import subprocess, sys\n"
+            "g = subprocess.Popen([sys.executable, '-c', 'input()'], stdin=subprocess.PIPE)\n"
+            "print(g.pid, flush=True)\n"
+            "input()\n"
+            "g.communicate(b'\\n')\n")  # fmt: skip
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        counted = {pid for pid, _start in _tree_times([os.getpid()])}
+        assert {os.getpid(), child.pid, grandchild} <= counted
+        kept = {pid for pid, _start in _tree_times([os.getpid()], frozenset([child.pid]))}
+        assert os.getpid() in kept and not {child.pid, grandchild} & kept
+    finally:
+        child.communicate(b"\n", timeout=30)
