@@ -33,7 +33,8 @@ def _size(x: float, _pos: object = None) -> str:
 
 
 def _count(x: float, _pos: object = None) -> str:
-    return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+    """12500 -> "12,500", 1.5 -> "1.5": whole numbers with separators, small ones as they are."""
+    return f"{x:,.0f}" if x >= 10 or x == int(x) else f"{x:g}"
 
 
 def series(summary: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:

@@ -94,3 +94,13 @@ def test_without_matplotlib_the_plots_are_skipped_with_a_note(
     assert scaling.draw([curve], {"batch": summary}, tmp_path, meta) == {}
     assert meta["plots"].startswith("skipped"), meta
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tick_labels_keep_the_fractions_of_small_values() -> None:
+    """A linear axis ticked at 0.5 steps reads 1.5, 2, 2.5, not 2, 2, 2 (rounded)."""
+    pytest.importorskip("matplotlib")
+    from benchmarks.scaling_plot import _count
+
+    assert [_count(x) for x in (0, 0.5, 1.5, 2, 3.5, 12.5, 12500)] == [
+        "0", "0.5", "1.5", "2", "3.5", "12", "12,500",
+    ]  # fmt: skip
