@@ -93,6 +93,19 @@ def received(
     return msg
 
 
+def pull_size(msg: Msg) -> int:
+    """The bytes the server counts for ``msg`` against a pull request's ``max_bytes``.
+
+    Subject, reply subject, header block and payload, in bytes as received
+    (a subject that is not ASCII counts its UTF-8 bytes, not its characters),
+    without decoding a subject or reply that was not read yet.
+    """
+    subject = msg._raw_subject or msg.subject.encode("utf-8", "surrogateescape")
+    reply = msg._raw_reply or msg.reply.encode("utf-8", "surrogateescape")
+    headers = msg._raw_headers
+    return len(subject) + len(reply) + len(msg.data) + (0 if headers is None else len(headers))
+
+
 def first_status(msgs: Sequence[Msg], start: int = 0) -> int:
     """The index of the first status message in ``msgs[start:]``, or ``len(msgs)``.
 

@@ -34,7 +34,7 @@ from ..errors import (
     ServerShutdownError,
     TimeoutError,
 )
-from ..msg import Msg, first_status
+from ..msg import Msg, first_status, pull_size
 from ._pull import (
     DONE,
     HEARTBEAT,
@@ -371,10 +371,8 @@ class MessageIterator(IterationMixin):
                 user = got[i:j] if i or j < n else got
                 buf.extend(user)
                 taken_msgs += len(user)
-                if bytes_mode:  # the server's count: subject, reply, headers, payload
-                    taken_bytes += sum(
-                        len(m.subject) + len(m.reply) + len(m.data) + m.header_size for m in user
-                    )
+                if bytes_mode:
+                    taken_bytes += sum(map(pull_size, user))
                 if self._track:
                     for msg in user:
                         self._priority.track(msg)  # type: ignore[union-attr]
