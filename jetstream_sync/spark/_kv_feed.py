@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql.datasource import InputPartition
     from pyspark.sql.types import StructType
 
+    from ..jetstream.context import JetStreamContext
     from ._loss import PlannedRange
 
 #: The options the feed hands on to the stream reader as they are.
@@ -65,6 +66,16 @@ def stream_read_options(opts: Options, bucket: str, subject: str) -> Options:
     return Options(values, STREAM_READ)
 
 
+def subjects_bucket(js: JetStreamContext, bucket: str) -> str:
+    """The bucket whose key subjects ``bucket``'s stream stores.
+
+    A bucket's own, except for a mirror: it stores its origin's messages under
+    the origin's subjects (``$KV.<origin>.<key>``).
+    """
+    mirror = js.stream_no_info(f"KV_{bucket}").info().config.mirror
+    return bucket if mirror is None else mirror.name.removeprefix("KV_")
+
+
 class KVFeedReader(JetStreamStreamReader):
     """Reads the changes of a bucket micro-batch by micro-batch.
 
@@ -84,9 +95,10 @@ class KVFeedReader(JetStreamStreamReader):
 
     def __init__(self, opts: Options, schema: StructType, default_partitions: int) -> None:
         self.bucket = opts.required("bucket")
-        context(connection(opts)).key_value(self.bucket)  # a bad name, or no such bucket
+        js = context(connection(opts))
+        js.key_value(self.bucket)  # a bad name, or no such bucket
         keys = check_filter(opts.get("keys") or ">", "keys")
-        self.prefix = f"$KV.{self.bucket}."
+        self.prefix = f"$KV.{subjects_bucket(js, self.bucket)}."
         super().__init__(
             stream_read_options(opts, self.bucket, self.prefix + keys), schema, default_partitions
         )

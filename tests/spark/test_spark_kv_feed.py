@@ -11,7 +11,9 @@ import uuid
 
 import pytest
 
+from jetstream_sync import StreamSource
 from jetstream_sync.errors import BucketNotFoundError
+from tests.fixtures.polling import wait_for
 from tests.fixtures.spark import run_into_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -179,6 +181,32 @@ def test_keys_filters_the_feed_on_the_server(spark, shared_server, make_bucket, 
         ("orders.us.2", b"2", 3, "PUT"),
         ("orders.eu.1", b"", 4, "DEL"),
     ]
+
+
+def test_a_mirrored_bucket_feeds_its_origin_s_keys(spark, shared_server, js, make_bucket, tmp_path):
+    """A mirror stores the origin's subjects (``$KV.<origin>.<key>``): the feed reads those,
+    keys and all, and ``keys`` filters them, with the mirror's name in the bucket column."""
+    origin = make_bucket()
+    mirror = origin.bucket + "m"
+    js.create_key_value(bucket=mirror, history=10, mirror=StreamSource(name=origin.bucket))
+    try:
+        origin.put("orders.1", b"o1")
+        origin.put("users.1", b"u1")
+        origin.delete("orders.1")
+        wait_for(lambda: js.key_value(mirror).status().values == 3, timeout=20)
+        _run(spark, shared_server, mirror, tmp_path / "all", startingOffsets="earliest")
+        assert _written(spark, tmp_path / "all") == [
+            ("orders.1", b"o1", 1, "PUT"),
+            ("users.1", b"u1", 2, "PUT"),
+            ("orders.1", b"", 3, "DEL"),
+        ]
+        rows = spark.read.parquet(str(tmp_path / "all" / "out")).collect()
+        assert {r.bucket for r in rows} == {mirror}
+        _run(spark, shared_server, mirror, tmp_path / "users", startingOffsets="earliest",
+             keys="users.>")  # fmt: skip
+        assert _written(spark, tmp_path / "users") == [("users.1", b"u1", 2, "PUT")]
+    finally:
+        js.delete_key_value(mirror)
 
 
 def test_a_recreated_bucket_is_data_loss(spark, shared_server, js, make_bucket, tmp_path):
