@@ -33,6 +33,18 @@ class MsgQueue:
     def __len__(self) -> int:
         return len(self._items)
 
+    def filled(self, count: int) -> bool:
+        """Whether ``count`` messages are queued, or the last queued is a status message,
+        or the queue closed or was interrupted (read without the lock: a hint for the
+        thread that reads the connection meanwhile, see :class:`Filling`)."""
+        items = self._items
+        return (
+            len(items) >= count
+            or (bool(items) and items[-1].is_status)
+            or self._closed
+            or self._interrupted
+        )
+
     def put_batch(self, msgs: list[Msg]) -> int:
         """Queue ``msgs`` in order; return the number refused for lack of room."""
         refused = 0
@@ -167,6 +179,25 @@ class MsgQueue:
     def closed(self) -> bool:
         """True once no more messages will be queued."""
         return self._closed
+
+
+class Filling:
+    """What a thread reading the connection for its own subscription waits for.
+
+    ``done`` once the queue holds ``count`` messages or ends with a status
+    message (which ends a pull request), or closed.
+    """
+
+    __slots__ = ("_queue", "_count")
+
+    def __init__(self, queue: MsgQueue, count: int) -> None:
+        self._queue = queue
+        self._count = count
+
+    @property
+    def done(self) -> bool:
+        """Whether the wait is over."""
+        return self._queue.filled(self._count)
 
 
 class CallbackWorker:

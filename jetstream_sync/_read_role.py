@@ -36,6 +36,12 @@ How the role moves (one holder at a time, under one lock):
   reconnect) as for its own errors. Requesters never reconnect; their waiters
   are failed by the reconnect as before. The reader thread holds the role
   while it reconnects and attaches the next connection.
+* A fetch waiting for its batch does the same (:meth:`ReadRole.lead_until`,
+  through ``Subscription.read_pending``): when it may take the role, it reads
+  and routes until its subscription's queue holds the batch or a status
+  message (which ends a pull request), or until its deadline. Otherwise it
+  waits on its queue as before. Only subscriptions nothing else wakes use it:
+  the read notices its queue between waits, not at once.
 * TLS connections stay with the reader thread (see
   :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
   over as before.
@@ -65,7 +71,7 @@ import math
 import os
 import select
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _protocol
 from ._protocol._py import (
@@ -93,6 +99,16 @@ if TYPE_CHECKING:
 # subject, its sid, payload, header block (or None), and the PubAck fields
 # when asked for and the payload is a plain PubAck without headers.
 FastReply = tuple[str, int, bytes, bytes | None, tuple[str, int, bool, str | None] | None]
+
+
+class Ready(Protocol):
+    """What a thread reading for itself waits for: a reply waiter, or a subscription's queue."""
+
+    @property
+    def done(self) -> bool:
+        """True once the wait is over (answered, failed, or something queued)."""
+        ...
+
 
 _READER = object()  # the holder while the reader thread reads
 _REQUESTER = object()  # the holder during a round trip (a waiter only if it falls back)
@@ -162,6 +178,7 @@ class ReadRole:
         # client's stats, and to show the path is taken.
         self.round_trips = 0
         self.round_trip_bytes = 0
+        self.subscriber_reads = 0  # lead_until calls that took the role (a fetch read itself)
         self._link: _Link | None = None
         self._kick_r, self._kick_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -271,6 +288,27 @@ class ReadRole:
 
     # ------------------------------------------------------------ requesters
 
+    def _take(self, holder: object) -> _Link | None:
+        """Under the lock: give the role to ``holder`` when it may read; its link, else None.
+
+        It may when the role is free, no requester waits for a reply not yet
+        come, and the connection is plain TCP and healthy. The socket then
+        leaves the reader thread's watch (no wake-up: it sleeps on).
+        """
+        link = self._link
+        if (
+            self._holder is None
+            and not self._unanswered()
+            and link is not None
+            and link.fd is not None
+            and not self._retired
+            and self._error is None
+        ):
+            self._holder = holder
+            link.unwatch_socket()
+            return link
+        return None
+
     def wait_reply(self, waiter: ReplyWaiter, deadline: Deadline) -> bool:
         """Requester: block until ``waiter`` is answered, reading the socket if nobody else does.
 
@@ -278,19 +316,8 @@ class ReadRole:
             True when the waiter was delivered or failed; False at the deadline.
         """
         with self._lock:
-            link = self._link
-            lead = (
-                self._holder is None
-                and not self._unanswered()
-                and link is not None
-                and link.fd is not None
-                and not self._retired
-                and self._error is None
-            )
-            if lead:
-                self._holder = waiter
-                link.unwatch_socket()  # type: ignore[union-attr]
-            else:
+            lead = self._take(waiter) is not None
+            if not lead:
                 self._waiters.add(waiter)
         if not lead:
             try:
@@ -304,6 +331,22 @@ class ReadRole:
         if deadline.expired():
             return False
         return waiter.wait(deadline)  # the connection failed: the reconnect fails the waiter
+
+    def lead_until(self, ready: Ready, deadline: Deadline) -> None:
+        """Subscriber: read and route until ``ready.done`` or the deadline, if nobody reads.
+
+        A thread about to wait for its subscription's next messages (a
+        fetch) reads the socket itself when it can take the role, as a lone
+        requester does: its messages are then routed on the thread that wants
+        them, with no hand-off. When it cannot (the reader thread or another
+        caller reads, a requester waits for its reply, TLS) it returns at once
+        and the caller waits on its queue as before.
+        """
+        with self._lock:
+            if self._take(ready) is None:
+                return
+            self.subscriber_reads += 1
+        self._lead(ready, deadline)
 
     def round_trip(
         self,
@@ -334,22 +377,11 @@ class ReadRole:
                 (nothing was sent).
         """
         with self._lock:
-            link = self._link
-            lead = (
-                self._holder is None
-                and (not self._waiters or not self._unanswered())
-                and link is not None
-                and link.fd is not None
-                and not self._retired
-                and self._error is None
-            )
-            if lead:
-                self._holder = _REQUESTER
-                link.unwatch_socket()  # type: ignore[union-attr]
-        claim = writer.claim(frame) if lead else None
+            link = self._take(_REQUESTER)
+        claim = writer.claim(frame) if link is not None else None
         if claim is None:
-            if lead:  # the writer is busy: never hold the role while a write may wait
-                self._release(link, None)  # type: ignore[arg-type]
+            if link is not None:  # the writer is busy: never hold the role while a write may wait
+                self._release(link, None)
             waiter = mux.register(token)
             try:
                 writer.write(frame, urgent=True, msgs=1, deadline=deadline)
@@ -357,7 +389,7 @@ class ReadRole:
             finally:
                 mux.forget(token)
             return waiter
-        assert link is not None  # checked with lead
+        assert link is not None  # a claim is only asked for with the role
         return self._round_trip(
             link, writer, claim, frame, reply, mux, token, deadline, want_puback
         )
@@ -467,7 +499,7 @@ class ReadRole:
 
     def _lead(
         self,
-        waiter: ReplyWaiter,
+        waiter: Ready,
         deadline: Deadline,
         reply: bytes = b"",
         want_puback: bool = False,

@@ -41,6 +41,7 @@ from .msg import Msg
 from .subscription import Subscription
 
 if TYPE_CHECKING:
+    from ._read_role import Ready
     from .jetstream.context import JetStreamContext
 
 HeadersIn = Mapping[str, str | Sequence[str]]
@@ -831,6 +832,10 @@ class Client:
         if msg.status == 503:
             raise NoRespondersError(f"no responders on {subject!r}", subject)
         return msg
+
+    def _read_until(self, ready: Ready, deadline: Deadline) -> None:
+        """Read the socket on this thread until ``ready.done``, when nobody else reads it."""
+        self._connection.reader.role.lead_until(ready, deadline)
 
     # ------------------------------------------------------------------ flush / ping
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from . import _defaults as D
 from ._deadline import Deadline, check_timeout
-from ._dispatch import CallbackWorker, MsgQueue
+from ._dispatch import CallbackWorker, Filling, MsgQueue
 from .errors import NatsError
 from .msg import Msg
 
@@ -23,7 +23,7 @@ class Subscription:
     one message at a time, in arrival order.
 
     Layers built on a subscription (the JetStream pull engine) use
-    :meth:`next_msgs`, :meth:`interrupt`, :meth:`check_usable`,
+    :meth:`next_msgs`, :meth:`read_pending`, :meth:`interrupt`, :meth:`check_usable`,
     :attr:`is_active`, :meth:`unsubscribe` and :meth:`drain`, nothing else.
     In a child process forked after the client connected, every blocking
     method raises :class:`~jetstream_sync.errors.ForkedClientError`.
@@ -136,6 +136,23 @@ class Subscription:
             raise NatsError("next_msgs() is not available on a subscription with a callback")
         self._client._check_same_process()
         return self._queue.get_batch(max_msgs, deadline)
+
+    def read_pending(self, count: int, *, deadline: Deadline) -> None:
+        """Read the connection on this thread until ``count`` messages are pending.
+
+        For the library's own layers (a fetch), before :meth:`next_msgs`: when
+        no other thread reads the connection (nor waits for a reply), this one
+        reads and routes everything that arrives until ``count`` messages (or a
+        status message) are pending here, or until ``deadline``. Its messages
+        then need no hand-off from the reader thread. Otherwise it returns at
+        once. It raises nothing: what happened is for :meth:`next_msgs` to
+        tell. Not for a subscription that :meth:`interrupt` may wake (the
+        read notices an interrupt only between its waits, half a second
+        apart) nor for one with a callback.
+        """
+        queue = self._queue
+        if self._worker is None and not queue.filled(count):
+            self._client._read_until(Filling(queue, count), deadline)
 
     def interrupt(self) -> None:
         """Wake the thread blocked in :meth:`next_msgs`: it returns at once.

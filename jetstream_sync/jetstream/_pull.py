@@ -312,6 +312,7 @@ def fetch(
         hb_wait = None if heartbeat is None else Deadline(2 * heartbeat)
         while len(msgs) < batch:
             wait = hb_wait if hb_wait is not None and hb_wait.end < deadline.end else deadline
+            sub.read_pending(batch - len(msgs), deadline=wait)  # no hand-off when we can read
             try:
                 got = sub.next_msgs(batch - len(msgs), None, deadline=wait)
             except TimeoutError:

@@ -1,0 +1,197 @@
+"""A fetch reads its own messages when nobody else reads the connection.
+
+``Consumer.fetch`` waits on its own inbox subscription. When no other thread
+reads the socket (nor waits for a reply), the fetching thread takes the read
+role and reads and routes everything until its batch, or a status ending the
+pull, is queued (``Subscription.read_pending``): no hand-off from the reader
+thread. These tests check that the path is taken (``role.subscriber_reads``),
+that what it routes for others arrives whole and in order, and that the
+deadline, a lost connection and a signal behave as on the handed-off path.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import jetstream_sync as jss
+from jetstream_sync import AckPolicy
+from jetstream_sync._dispatch import Filling
+from tests.fixtures.polling import wait_for
+from tests.fixtures.server import NatsServer, stopped
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def other(shared_server: Any) -> Iterator[jss.Client]:
+    """A second client on the shared server: publishers and responders live there."""
+    with jss.connect(shared_server.url) as client:
+        yield client
+
+
+def _reads(client: jss.Client) -> int:
+    return client._connection.reader.role.subscriber_reads
+
+
+def _fetch_reads(client: jss.Client) -> bool:
+    return isinstance(client._connection.reader.role._holder, Filling)
+
+
+def _fill(js: jss.JetStreamContext, subject: str, n: int) -> None:
+    for i in range(n):
+        js.publish(subject, b"%d" % i)
+
+
+def test_a_lone_fetch_reads_its_batch_itself(js, stream):
+    """Batches of 1, 10 and 100 come whole and in order, read by the fetching thread."""
+    _fill(js, f"{stream.name}.a", 300)
+    cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
+    before = _reads(js.client)
+    got = []
+    for batch in (1, 10, 100, 189):
+        msgs = cons.fetch(batch, timeout=10)
+        assert len(msgs) == batch
+        got += msgs
+    assert [m.metadata.sequence.stream for m in got] == list(range(1, 301))
+    assert _reads(js.client) - before >= 4
+    assert cons.fetch(5, timeout=0.5) == []  # the 408 status ends the read, empty
+
+
+def test_what_a_fetch_reads_for_others_arrives_whole_and_in_order(js, stream, other):
+    """While the fetch waits for a message that is not there yet, it routes another
+    subscription's flood and other threads' requests; then its own message ends it."""
+    nc = js.client
+    flood = nc.subscribe("fetchreads.flood")
+    other.subscribe("fetchreads.echo", cb=lambda m: m.respond(m.data))
+    other.flush()
+    cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
+    result: dict[str, Any] = {}
+    fetching = threading.Thread(
+        target=lambda: result.setdefault("msgs", cons.fetch(1, timeout=30)), name="test-fetch"
+    )
+    fetching.start()
+    wait_for(lambda: _fetch_reads(nc), timeout=10)
+    for i in range(2000):
+        other.publish("fetchreads.flood", b"%d" % i)
+    replies = [nc.request("fetchreads.echo", b"r%d" % i, timeout=10).data for i in range(20)]
+    assert replies == [b"r%d" % i for i in range(20)]
+    other.flush()
+    assert fetching.is_alive()
+    other.jetstream().publish(f"{stream.name}.late", b"mine", timeout=10)
+    fetching.join(20)
+    assert [m.data for m in result["msgs"]] == [b"mine"]
+    seen = []
+    while len(seen) < 2000:
+        seen += [m.data for m in flood.next_msgs(2000, timeout=10)]
+    assert seen == [b"%d" % i for i in range(2000)]
+
+
+def test_sixteen_threads_fetching_share_the_stream_exactly_once(js, stream):
+    """16 threads fetch and ack from one consumer: every message once, whoever reads."""
+    _fill(js, f"{stream.name}.a", 1600)
+    cons = stream.create_consumer(durable_name="sixteen")
+    seqs: list[int] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            msgs = cons.fetch(7, timeout=1.5)
+            if not msgs:
+                return
+            jss.ack_batch(msgs)
+            with lock:
+                seqs.extend(m.metadata.sequence.stream for m in msgs)
+
+    threads = [threading.Thread(target=work, name=f"test-fetch-{i}") for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(seqs) == list(range(1, 1601))
+
+
+def test_the_deadline_holds_on_a_frozen_server(nats_server):
+    """A fetch reading for itself returns empty at its timeout when the server stops."""
+    with jss.connect(nats_server.url) as nc:
+        ctx = nc.jetstream()
+        stream = ctx.create_stream(name="FROZENFETCH", subjects=["frozenfetch.>"])
+        cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
+        ctx.publish("frozenfetch.a", b"1", timeout=5)
+        assert len(cons.fetch(1, timeout=5)) == 1
+        with stopped(nats_server):
+            start = time.monotonic()
+            assert cons.fetch(1, timeout=1.0) == []
+            took = time.monotonic() - start
+        assert 0.9 < took < 3.0, took
+        ctx.publish("frozenfetch.b", b"2", timeout=10)
+        assert [m.data for m in cons.fetch(5, timeout=10)] == [b"2"]
+
+
+def test_a_server_killed_mid_fetch_ends_it_and_the_client_reconnects(tmp_path):
+    """The fetching thread reading the socket sees it drop and hands it to the reader
+    thread, which reconnects; the fetch (its pull request gone with the connection) ends
+    empty at its timeout, as a handed-off one does, and the next fetch reads itself again."""
+    server = NatsServer(directory=tmp_path / "nats-server").start()
+    try:
+        nc = jss.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
+        try:
+            ctx = nc.jetstream()
+            stream = ctx.create_stream(name="KILLFETCH", subjects=["killfetch.>"])
+            cons = stream.create_consumer(durable_name="k", ack_policy=AckPolicy.NONE)
+            outcome: dict[str, Any] = {}
+
+            def fetch() -> None:
+                start = time.monotonic()
+                try:
+                    outcome["msgs"] = cons.fetch(1, timeout=4)
+                except BaseException as exc:  # noqa: BLE001 - checked below
+                    outcome["error"] = exc
+                outcome["took"] = time.monotonic() - start
+
+            thread = threading.Thread(target=fetch, name="test-fetcher")
+            thread.start()
+            wait_for(lambda: _fetch_reads(nc), timeout=10)
+            server.kill()
+            thread.join(20)
+            assert outcome == {"msgs": [], "took": outcome["took"]}, outcome
+            assert 3.5 < outcome["took"] < 8, outcome
+            server.restart()
+            wait_for(lambda: nc.is_connected, timeout=15)
+            ctx.publish("killfetch.a", b"back", timeout=10)
+            before = _reads(nc)
+            assert [m.data for m in cons.fetch(1, timeout=10)] == [b"back"]
+            assert _reads(nc) > before
+        finally:
+            nc.close()
+    finally:
+        server.stop()
+
+
+def test_a_signal_during_the_read_interrupts_the_fetch_not_the_connection(js, stream):
+    """A signal handler's exception (Ctrl-C) ends a fetch reading for itself; the role is
+    given back and the connection stays up: the next fetch gets the message."""
+    cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(Interrupted):
+            cons.fetch(1, timeout=20)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    js.publish(f"{stream.name}.after", b"after", timeout=10)
+    assert [m.data for m in cons.fetch(1, timeout=10)] == [b"after"]
+    assert js.client.stats.reconnects == 0 and js.client.is_connected
