@@ -10,7 +10,6 @@ the routed path, and that the path is taken (``role.round_trips``).
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from jetstream_sync import Msg, NoRespondersError, _deadline, _protocol
 from jetstream_sync._protocol import _py
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, stopped
+from tests.fixtures.signals import interrupted_after
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -248,21 +248,8 @@ def test_a_signal_during_the_wait_interrupts_the_caller_not_the_connection(nc, o
     silent = other.subscribe("lone.interrupted")
     _echo(other, "lone.after")
     nc.request("lone.after", b"warm", timeout=10)
-
-    class Interrupted(Exception):
-        pass
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise Interrupted
-
-    old = signal.signal(signal.SIGALRM, interrupt)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        with pytest.raises(Interrupted):
-            nc.request("lone.interrupted", b"x", timeout=20)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    with interrupted_after(0.2) as interrupted, pytest.raises(interrupted):
+        nc.request("lone.interrupted", b"x", timeout=20)
     assert silent.next_msg(timeout=5).data == b"x"
     before = _round_trips(nc)
     assert nc.request("lone.after", b"still", timeout=10).data == b"still"

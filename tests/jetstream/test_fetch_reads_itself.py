@@ -11,7 +11,6 @@ deadline, a lost connection and a signal behave as on the handed-off path.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from jetstream_sync import AckPolicy
 from jetstream_sync._dispatch import Filling
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, stopped
+from tests.fixtures.signals import interrupted_after
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -177,21 +177,8 @@ def test_a_signal_during_the_read_interrupts_the_fetch_not_the_connection(js, st
     """A signal handler's exception (Ctrl-C) ends a fetch reading for itself; the role is
     given back and the connection stays up: the next fetch gets the message."""
     cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
-
-    class Interrupted(Exception):
-        pass
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise Interrupted
-
-    old = signal.signal(signal.SIGALRM, interrupt)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        with pytest.raises(Interrupted):
-            cons.fetch(1, timeout=20)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    with interrupted_after(0.2) as interrupted, pytest.raises(interrupted):
+        cons.fetch(1, timeout=20)
     js.publish(f"{stream.name}.after", b"after", timeout=10)
     assert [m.data for m in cons.fetch(1, timeout=10)] == [b"after"]
     assert js.client.stats.reconnects == 0 and js.client.is_connected
