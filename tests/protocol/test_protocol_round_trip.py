@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _py
+from tests.fixtures.signals import alarm_after, interrupted_after
 
 REPLY = b"_INBOX.abc.7"
 REQUEST = b"PUB req 2\r\nhi\r\n"
@@ -249,13 +250,8 @@ def test_a_signal_ends_the_c_wait(pair):
     """EINTR: the C call returns INTERRUPTED, so the caller runs the signal handlers."""
     client, _ = pair
     seen: list[int] = []
-    old = signal.signal(signal.SIGALRM, lambda signum, frame: seen.append(signum))
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
+    with alarm_after(0.05, lambda signum, frame: seen.append(signum)):
         status, _, _ = call(_c, client, bytearray(64), frame=b"", timeout_ms=5000)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     assert status == _py.RT_INTERRUPTED
     assert seen == [signal.SIGALRM]
 
@@ -264,13 +260,8 @@ def test_the_twin_retries_after_a_signal_as_python_does(pair):
     """The twin's poll is retried after the handler ran (PEP 475): IDLE at the timeout."""
     client, _ = pair
     seen: list[int] = []
-    old = signal.signal(signal.SIGALRM, lambda signum, frame: seen.append(signum))
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
+    with alarm_after(0.05, lambda signum, frame: seen.append(signum)):
         status, _, _ = call(_py, client, bytearray(64), frame=b"", timeout_ms=300)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     assert status == _py.RT_IDLE and seen == [signal.SIGALRM]
 
 
@@ -379,21 +370,8 @@ def test_last_round_trip_tells_an_interrupted_caller_what_the_call_did(impl, pai
     """A signal handler's exception inside the call: the bytes sent (and received) are
     still known; once a call returns, nothing is pending."""
     client, server = pair
-
-    class Interrupted(Exception):
-        pass
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise Interrupted
-
-    old = signal.signal(signal.SIGALRM, interrupt)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-        with pytest.raises(Interrupted):
-            call(impl, client, bytearray(64), timeout_ms=5000)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    with interrupted_after(0.05) as interrupted, pytest.raises(interrupted):
+        call(impl, client, bytearray(64), timeout_ms=5000)
     assert impl.last_round_trip() == (len(REQUEST), 0)
     server.sendall(msg(REPLY, b"ok"))
     assert call(impl, client, bytearray(64), frame=b"")[0] == _py.RT_REPLY
