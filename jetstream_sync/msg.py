@@ -101,9 +101,7 @@ def pull_size(msg: Msg) -> int:
     without decoding a subject or reply that was not read yet.
     """
     subject = msg._raw_subject or msg.subject.encode("utf-8", "surrogateescape")
-    reply = msg._raw_reply or msg.reply.encode("utf-8", "surrogateescape")
-    headers = msg._raw_headers
-    return len(subject) + len(reply) + len(msg.data) + (0 if headers is None else len(headers))
+    return len(subject) + len(msg._reply_bytes()) + len(msg.data) + msg.header_size
 
 
 def first_status(msgs: Sequence[Msg], start: int = 0) -> int:
