@@ -313,7 +313,7 @@ class StreamInfo(Wire):
         domain: its JetStream domain.
         cluster: the servers behind it.
         mirror: the mirror link's state, for a mirror.
-        sources: the source links' states.
+        sources: the source links' states, in the order the server lists them (no fixed order).
         alternates: mirrors that can answer reads, nearest first.
         ts: when the server gathered this info.
         extra: wire keys this client does not know.
