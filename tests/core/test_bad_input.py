@@ -326,7 +326,10 @@ def test_bad_input_is_refused_before_sending(env: Env, spy: Any, row: Row) -> No
     seen = []
     while watched.pending_msgs:
         seen.append(watched.next_msg(timeout=1).subject)
-    assert not seen, f"the server received {seen}"
+    # the server's advisories about earlier setup can arrive late; what a call sends would
+    # show up under its own subject
+    sent = [subject for subject in seen if not subject.startswith("$JS.EVENT.ADVISORY.")]
+    assert not sent, f"the server received {sent}"
 
 
 def test_the_docs_table_has_exactly_these_rows() -> None:

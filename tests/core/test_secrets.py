@@ -252,6 +252,11 @@ def test_credentials_refused_on_reconnect_close_after_two_attempts(tmp_path: Pat
                 nc.publish("after.close", b"x")
         finally:
             nc.close()
+        # the server lists a closed connection a moment after closing it
+        wait_for(
+            lambda: len(auth_failures(server)) >= 2,
+            message="the server recorded fewer than two refused attempts",
+        )
         attempts = auth_failures(server)
         assert len(attempts) == 2
         assert (attempts[1] - attempts[0]).total_seconds() >= 0.45  # reconnect_time_wait

@@ -38,7 +38,7 @@ def _count_writes(monkeypatch, client) -> list[int]:
 def test_a_batch_is_acked_once_in_one_write(nc, js, stream, monkeypatch):
     """A fetched batch is acked with one write: nothing pending, nothing redelivered."""
     _fill(js, stream, 50)
-    consumer = stream.create_consumer(durable_name="whole", ack_wait=1)
+    consumer = stream.create_consumer(durable_name="whole", ack_wait=2)
     msgs = consumer.fetch(50, timeout=2)
     assert len(msgs) == 50 and _ack_pending(consumer) == 50
     writes = _count_writes(monkeypatch, nc)
@@ -49,7 +49,7 @@ def test_a_batch_is_acked_once_in_one_write(nc, js, stream, monkeypatch):
     wait_for(lambda: _ack_pending(consumer) == 0, message="acks not applied")
     info = consumer.info()
     assert info.num_pending == 0 and info.num_redelivered == 0
-    assert consumer.fetch(1, timeout=1.5) == []  # past ack_wait: nothing comes back
+    assert consumer.fetch(1, timeout=2.5) == []  # past ack_wait: nothing comes back
 
 
 def test_an_acked_message_refuses_the_batch_and_nothing_is_sent(nc, js, stream, monkeypatch):

@@ -20,6 +20,7 @@ def test_core_messages_both_ways(nats_server):
     """Core messages with headers cross between nats-py and jetstream_sync in both directions."""
     with js.connect(nats_server.url) as nc:
         sub = nc.subscribe("interop.to.ours")
+        nc.flush()  # the server has the SUB before nats-py publishes on its own connection
 
         async def natspy_side():
             anc = await nats.connect(nats_server.url)

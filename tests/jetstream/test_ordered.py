@@ -193,7 +193,7 @@ def test_ordered_iterator_stops_listening_when_it_ends(js, stream):
     assert len(js.client._listeners) == before
     it2 = oc.messages(max_messages=10)
     it2.drain()
-    assert [int(m.data) for m in it2] in ([], [1, 2])
+    assert [int(m.data) for m in it2] in ([], [1], [1, 2])  # what was delivered before it
     assert len(js.client._listeners) == before
     it3 = oc.messages(max_messages=10)
     with pytest.raises(ValueError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -59,13 +61,19 @@ def test_every_fires_repeatedly_and_stops_after_cancel(
     got: list[Msg] = []
     with nc.subscribe(_seen(stream, "tick")) as sub:
         js.schedule(sched, target, b"tick", every=1)
-        wait_for(lambda: _drain(sub, got) >= 3, timeout=3.5)
+        # the first run is at the next whole second after the store, up to 1.5 s away
+        wait_for(lambda: _drain(sub, got) >= 3, timeout=6)
         assert got[0].scheduled_by == sched
         assert isinstance(got[0].schedule_next, datetime)
         assert js.cancel_schedule(sched) is True
         _drain(sub, got)
-        with pytest.raises(jetstream_sync.TimeoutError):
-            sub.next_msg(timeout=1.5)
+        # a tick fired just before the cancel may still arrive; a live schedule sends 2-3 more
+        late: list[Msg] = []
+        with contextlib.suppress(jetstream_sync.TimeoutError):
+            deadline = time.monotonic() + 2.5
+            while (left := deadline - time.monotonic()) > 0:
+                late.append(sub.next_msg(timeout=left))
+        assert len(late) <= 1, [m.data for m in late]
     assert js.cancel_schedule(sched) is False
 
 

@@ -13,6 +13,7 @@ import pytest
 import jetstream_sync as nats_sync
 from tests.fixtures.in_flight import request_in_flight
 from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 
 
@@ -109,6 +110,9 @@ def test_foreign_keys_are_readable_and_deletable(shared_server, js, kv):
 
     asyncio.run(natspy_writes())
     _raw_publish(shared_server, b"PUB " + prefix.encode() + b"caf\xe9 3\r\nraw\r\n")
+    # PONG says the server read the PUB, not that the stream stored it yet
+    stream = js.stream(f"KV_{kv.bucket}")
+    wait_for(lambda: stream.info().state.messages == 3, message="the raw key was not stored")
     cafe = "caf\udce9"  # the byte 0xE9, as the client keeps non-UTF-8 subjects
     assert kv.keys() == ["a@b", "x#y", cafe]
     assert kv.get("a@b").value == b"from nats-py"

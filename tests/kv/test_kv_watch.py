@@ -191,6 +191,8 @@ def test_watch_survives_a_server_restart(restartable_server):
             _collect(w, seen, 5)
             restartable_server.restart()
             wait_for(lambda: nc.is_connected, timeout=20)
+            # write once the bucket's stream is back, so no put is retried after being stored
+            wait_for(lambda: kv.status(), timeout=20, ignore=(nats_sync.NatsError,))
             revs += [
                 wait_for(lambda i=i: kv.put(f"k{i % 3}", b"%d" % i), timeout=20,
                          ignore=(nats_sync.NatsError,))
