@@ -199,6 +199,11 @@ class Subscription:
         ``limit`` were already received, it ends now and keeps pending only
         what makes ``limit`` with those already taken.
 
+        A callback subscription's callback is never called once this returns:
+        called from another thread, it waits for a call in progress to return
+        (a callback that never returns blocks it, as it blocks :meth:`Client.close`).
+        Called from the callback itself, it returns at once.
+
         Raises:
             ValueError: ``limit`` is not a positive int.
             ForkedClientError: called in a process forked after the client connected.

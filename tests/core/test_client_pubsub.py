@@ -132,6 +132,48 @@ def test_unsubscribe_stops_delivery(nc):
         sub.next_msg(timeout=0.2)
 
 
+def test_unsubscribe_waits_for_a_callback_in_progress_and_never_calls_it_again(nc):
+    """From another thread, unsubscribe() returns after the running call; none comes after."""
+    entered, release, calls = threading.Event(), threading.Event(), []
+
+    def slow(msg: js.Msg) -> None:
+        calls.append(msg.data)
+        entered.set()
+        release.wait(10)
+
+    sub = nc.subscribe("unsub.busy", cb=slow)
+    for i in range(5):
+        nc.publish("unsub.busy", str(i))
+    assert entered.wait(5)
+    returned = threading.Event()
+    unsubscriber = threading.Thread(target=lambda: (sub.unsubscribe(), returned.set()))
+    unsubscriber.start()
+    assert not returned.wait(0.3)  # still inside the callback
+    release.set()
+    unsubscriber.join(10)
+    assert returned.is_set()
+    nc.publish("unsub.busy", b"late")
+    nc.flush()
+    assert calls == [b"0"]  # the pending four were discarded, nothing came after
+
+
+def test_unsubscribe_from_its_own_callback_returns_at_once(nc):
+    """unsubscribe() in the subscription's callback does not wait for that callback."""
+    calls, done = [], threading.Event()
+
+    def once(msg: js.Msg) -> None:
+        calls.append(msg.data)
+        sub.unsubscribe()
+        done.set()
+
+    sub = nc.subscribe("unsub.self", cb=once)
+    for i in range(3):
+        nc.publish("unsub.self", str(i))
+    assert done.wait(5)
+    nc.flush()
+    assert calls == [b"0"] and not sub.is_active
+
+
 def test_subscription_drain_delivers_pending_to_callback(nc):
     """drain() returns after the callback handled every message already sent."""
     got = []
