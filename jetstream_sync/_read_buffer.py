@@ -17,11 +17,15 @@ from :attr:`ReadBuffer.raw` and calls :meth:`ReadBuffer.consumed` instead of
 Nothing the server sends may raise out of here: bytes that are not protocol,
 and any exception raised while routing a parsed buffer, are *returned* as the
 :class:`~jetstream_sync.errors.ProtocolError` (chained to the original) that
-ends the connection.
+ends the connection. One exception to that: on the main thread (a requester
+reading for itself) an exception from routing is raised, because it may be a
+signal handler's, which belongs to the caller; the caller then hands the
+connection to the reader thread as failed.
 """
 
 from __future__ import annotations
 
+import threading
 import traceback
 from collections.abc import Callable
 
@@ -30,6 +34,7 @@ from .errors import ProtocolError
 
 Route = Callable[[list[int], memoryview, int], None]
 
+_MAIN_THREAD = threading.main_thread()  # the only thread signal handlers run on
 _INITIAL_BUFFER = 512 * 1024
 _MIN_FREE = 64 * 1024
 
@@ -144,6 +149,11 @@ class ReadBuffer:
         except ProtocolError as exc:
             return detached(exc)
         except Exception as exc:  # nothing the server sends may raise out of here
+            if threading.current_thread() is _MAIN_THREAD:
+                # It may be a signal handler's (an alarm's): the caller's. Raised,
+                # the reading caller gives up the connection (routed in part) and
+                # sees its exception, instead of the exception being swallowed.
+                raise
             return unroutable(exc)
         self._advance(consumed, need)
         return None

@@ -41,7 +41,8 @@ How the role moves (one holder at a time, under one lock):
   and routes until its subscription's queue holds the batch or a status
   message (which ends a pull request), or until its deadline. Otherwise it
   waits on its queue as before. Only subscriptions nothing else wakes use it:
-  the read notices its queue between waits, not at once.
+  the read notices its queue between waits, not at once. Never on the main
+  thread (see :meth:`ReadRole.lead_until`).
 * TLS connections stay with the reader thread (see
   :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
   over as before.
@@ -62,11 +63,15 @@ on in :meth:`ReadRole._lead` on the same buffer, its waiter registered.
 comes alone after other traffic is still read without routing. A signal
 handler's exception (Ctrl-C) during a wait gives the role back; only when the
 interrupted call had received bytes not yet parsed is the connection handed
-to the reader thread as failed (the buffer can no longer be trusted).
+to the reader thread as failed (the buffer can no longer be trusted). Such an
+exception can come between any two steps of taking or giving back the role
+too: each caller ends in :meth:`ReadRole._leave`, which frees a role still
+held (and a writer's claim), and the socket's watch heals a flag left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
@@ -111,7 +116,7 @@ class Ready(Protocol):
 
 
 _READER = object()  # the holder while the reader thread reads
-_REQUESTER = object()  # the holder during a round trip (a waiter only if it falls back)
+_MAIN_THREAD = threading.main_thread()  # the only thread signal handlers run on
 _POLL_EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 _WATCH = select.EPOLLIN | select.EPOLLONESHOT
 
@@ -139,19 +144,30 @@ class _Link:
             self.watch.register(kick_fd, select.EPOLLIN)
 
     def watch_socket(self) -> None:
-        """Let the reader thread wake for the socket (at once if bytes wait); under the lock."""
+        """Let the reader thread wake for the socket (at once if bytes wait); under the lock.
+
+        ``watching`` may be wrong when a signal handler's exception came
+        between the epoll call and the flag (a requester on the main thread):
+        the other call then does it.
+        """
         assert self.fd is not None  # only plain TCP links are watched
-        if self.watching:
-            self.watch.modify(self.fd, _WATCH)  # re-arm the one-shot
-        else:
+        try:
+            if self.watching:
+                self.watch.modify(self.fd, _WATCH)  # re-arm the one-shot
+            else:
+                self.watch.register(self.fd, _WATCH)
+        except FileExistsError:
+            self.watch.modify(self.fd, _WATCH)
+        except FileNotFoundError:
             self.watch.register(self.fd, _WATCH)
-            self.watching = True
+        self.watching = True
 
     def unwatch_socket(self) -> None:
         """Take the socket out of the reader thread's wait; under the lock."""
         if self.watching:
             assert self.fd is not None
-            self.watch.unregister(self.fd)
+            with contextlib.suppress(FileNotFoundError):  # see watch_socket
+                self.watch.unregister(self.fd)
             self.watching = False
 
 
@@ -315,17 +331,16 @@ class ReadRole:
         Returns:
             True when the waiter was delivered or failed; False at the deadline.
         """
-        with self._lock:
-            lead = self._take(waiter) is not None
+        try:
+            with self._lock:
+                lead = self._take(waiter) is not None
+                if not lead:
+                    self._waiters.add(waiter)
             if not lead:
-                self._waiters.add(waiter)
-        if not lead:
-            try:
                 return waiter.wait(deadline)
-            finally:
-                with self._lock:
-                    self._waiters.discard(waiter)
-        self._lead(waiter, deadline)
+            self._lead(waiter, deadline)
+        finally:
+            self._leave(waiter)
         if waiter.done:
             return True
         if deadline.expired():
@@ -341,7 +356,15 @@ class ReadRole:
         them, with no hand-off. When it cannot (the reader thread or another
         caller reads, a requester waits for its reply, TLS) it returns at once
         and the caller waits on its queue as before.
+
+        Never on the main thread: there a signal handler's exception (Ctrl-C,
+        an alarm) could land in the middle of routing a buffer, and a buffer
+        routed in part can only be given up with the connection. A fetch
+        routes far longer than a request waits for its reply, so on the main
+        thread it leaves the reading to the reader thread.
         """
+        if threading.current_thread() is _MAIN_THREAD:
+            return
         with self._lock:
             if self._take(ready) is None:
                 return
@@ -376,23 +399,27 @@ class ReadRole:
             TimeoutError: no room in the write buffer before the deadline
                 (nothing was sent).
         """
-        with self._lock:
-            link = self._take(_REQUESTER)
-        claim = writer.claim(frame) if link is not None else None
-        if claim is None:
+        try:
+            with self._lock:
+                link = self._take(token)  # the holder: this call's own token
+            claim = writer.claim(frame) if link is not None else None
+            if claim is not None:
+                assert link is not None  # a claim is only asked for with the role
+                return self._round_trip(
+                    link, writer, claim, frame, reply, mux, token, deadline, want_puback
+                )
             if link is not None:  # the writer is busy: never hold the role while a write may wait
                 self._release(link, None)
-            waiter = mux.register(token)
-            try:
-                writer.write(frame, urgent=True, msgs=1, deadline=deadline)
-                self.wait_reply(waiter, deadline)
-            finally:
-                mux.forget(token)
-            return waiter
-        assert link is not None  # a claim is only asked for with the role
-        return self._round_trip(
-            link, writer, claim, frame, reply, mux, token, deadline, want_puback
-        )
+        except BaseException:
+            self._leave(token, writer, frame)
+            raise
+        waiter = mux.register(token)
+        try:
+            writer.write(frame, urgent=True, msgs=1, deadline=deadline)
+            self.wait_reply(waiter, deadline)
+        finally:
+            mux.forget(token)
+        return waiter
 
     def _round_trip(
         self,
@@ -553,21 +580,46 @@ class ReadRole:
             return EndOfStreamError("connection closed by the server")
         return buffer.received(n)
 
+    def _leave(self, holder: object, writer: Writer | None = None, frame: bytes = b"") -> None:
+        """A caller is done: out of the waiters, and the role freed if it still holds it.
+
+        It still does only when a signal handler's exception (on the main
+        thread) came after it took the role and before the code that gives the
+        role back began; nothing was received then. With ``writer``, a claim
+        made for ``frame`` in that gap is ended too (the frame is sent later,
+        unanswered).
+        """
+        with self._lock:
+            self._waiters.discard(holder)
+            if self._holder is not holder:
+                return
+        if writer is not None and writer.claimed:  # only the role's holder claims: ours
+            writer.unclaim_unsent(frame)
+        with self._lock:
+            if self._holder is holder:
+                self._holder = None
+                link = self._link
+                if link is not None and not self._retired and self._error is None:
+                    link.watch_socket()
+
     def _release(self, link: _Link, error: BaseException | None) -> None:
         """Requester: free the role and give the socket back to the reader thread's watch.
 
         With ``error`` (the connection failed) the reader thread is kicked to
         take the role and handle it.
+
+        The role is freed last: a signal handler's exception before that
+        leaves it held, and the caller's :meth:`_leave` frees it.
         """
         with self._lock:
-            self._holder = None
             if error is not None:
                 self._error = error
                 if not self._kicked:
-                    self._kicked = True
                     os.write(self._kick_w, b"k")
+                    self._kicked = True
             elif not self._retired:
                 link.watch_socket()
+            self._holder = None
 
 
 def _os_error(code: int) -> OSError:

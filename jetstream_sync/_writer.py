@@ -276,6 +276,14 @@ class Writer:
         """Whether a round trip holds the sender role (from :meth:`claim` to :meth:`unclaim`)."""
         return self._claimed
 
+    def unclaim_unsent(self, frame: bytes) -> None:
+        """End a claim whose round trip was interrupted before it sent: ``frame`` is queued whole.
+
+        For a signal handler's exception between :meth:`claim` and the send;
+        the frame then goes out through the buffer, its reply unawaited.
+        """
+        self.unclaim(self._transport, frame, 0)  # type: ignore[arg-type]
+
     def unclaim(
         self, transport: Transport, frame: bytes, sent: int, error: BaseException | None = None
     ) -> None:

@@ -4,17 +4,19 @@
 reads the socket (nor waits for a reply), the fetching thread takes the read
 role and reads and routes everything until its batch, or a status ending the
 pull, is queued (``Subscription.read_pending``): no hand-off from the reader
-thread. These tests check that the path is taken (``role.subscriber_reads``),
-that what it routes for others arrives whole and in order, and that the
-deadline, a lost connection and a signal behave as on the handed-off path.
+thread. Never on the main thread, where a signal handler's exception could
+cut a buffer's routing in half. These tests check that the path is taken
+(``role.subscriber_reads``) off the main thread and not on it, that what it
+routes for others arrives whole and in order, and that the deadline and a lost
+connection behave as on the handed-off path, and a signal on the main thread.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
@@ -26,6 +28,8 @@ from tests.fixtures.server import NatsServer, stopped
 from tests.fixtures.signals import interrupted_after
 
 pytestmark = pytest.mark.timeout(120)
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -48,19 +52,54 @@ def _fill(js: jss.JetStreamContext, subject: str, n: int) -> None:
         js.publish(subject, b"%d" % i)
 
 
+def _on_a_thread(call: Callable[[], T]) -> T:
+    """``call()`` on a thread of its own (not the main thread); its result, or its exception."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call()
+        except BaseException as exc:  # noqa: BLE001 - raised again below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="test-fetching")
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the call did not return"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]  # type: ignore[no-any-return]
+
+
+def _fetch_batches(cons: Any, batches: tuple[int, ...]) -> list[jss.Msg]:
+    got = []
+    for batch in batches:
+        msgs = cons.fetch(batch, timeout=10)
+        assert len(msgs) == batch
+        got += msgs
+    return got
+
+
 def test_a_lone_fetch_reads_its_batch_itself(js, stream):
     """Batches of 1, 10 and 100 come whole and in order, read by the fetching thread."""
     _fill(js, f"{stream.name}.a", 300)
     cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
     before = _reads(js.client)
-    got = []
-    for batch in (1, 10, 100, 189):
-        msgs = cons.fetch(batch, timeout=10)
-        assert len(msgs) == batch
-        got += msgs
+    got = _on_a_thread(lambda: _fetch_batches(cons, (1, 10, 100, 189)))
     assert [m.metadata.sequence.stream for m in got] == list(range(1, 301))
     assert _reads(js.client) - before >= 4
-    assert cons.fetch(5, timeout=0.5) == []  # the 408 status ends the read, empty
+    assert _on_a_thread(lambda: cons.fetch(5, timeout=0.5)) == []  # the 408 ends the read
+
+
+def test_a_fetch_on_the_main_thread_leaves_the_reading_to_the_reader_thread(js, stream):
+    """On the main thread (where signal handlers run) the batches come handed off."""
+    assert threading.current_thread() is threading.main_thread()
+    _fill(js, f"{stream.name}.a", 111)
+    cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
+    before = _reads(js.client)
+    got = _fetch_batches(cons, (1, 10, 100))
+    assert [m.metadata.sequence.stream for m in got] == list(range(1, 112))
+    assert _reads(js.client) == before
 
 
 def test_what_a_fetch_reads_for_others_arrives_whole_and_in_order(js, stream, other):
@@ -124,13 +163,15 @@ def test_the_deadline_holds_on_a_frozen_server(nats_server):
         cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
         ctx.publish("frozenfetch.a", b"1", timeout=5)
         assert len(cons.fetch(1, timeout=5)) == 1
+        before = _reads(nc)
         with stopped(nats_server):
             start = time.monotonic()
-            assert cons.fetch(1, timeout=1.0) == []
+            assert _on_a_thread(lambda: cons.fetch(1, timeout=1.0)) == []
             took = time.monotonic() - start
         assert 0.9 < took < 3.0, took
+        assert _reads(nc) > before
         ctx.publish("frozenfetch.b", b"2", timeout=10)
-        assert [m.data for m in cons.fetch(5, timeout=10)] == [b"2"]
+        assert [m.data for m in _on_a_thread(lambda: cons.fetch(5, timeout=10))] == [b"2"]
 
 
 def test_a_server_killed_mid_fetch_ends_it_and_the_client_reconnects(tmp_path):
@@ -165,7 +206,7 @@ def test_a_server_killed_mid_fetch_ends_it_and_the_client_reconnects(tmp_path):
             wait_for(lambda: nc.is_connected, timeout=15)
             ctx.publish("killfetch.a", b"back", timeout=10)
             before = _reads(nc)
-            assert [m.data for m in cons.fetch(1, timeout=10)] == [b"back"]
+            assert [m.data for m in _on_a_thread(lambda: cons.fetch(1, timeout=10))] == [b"back"]
             assert _reads(nc) > before
         finally:
             nc.close()
@@ -173,9 +214,9 @@ def test_a_server_killed_mid_fetch_ends_it_and_the_client_reconnects(tmp_path):
         server.stop()
 
 
-def test_a_signal_during_the_read_interrupts_the_fetch_not_the_connection(js, stream):
-    """A signal handler's exception (Ctrl-C) ends a fetch reading for itself; the role is
-    given back and the connection stays up: the next fetch gets the message."""
+def test_a_signal_during_a_fetch_on_the_main_thread_interrupts_it_not_the_connection(js, stream):
+    """A signal handler's exception (Ctrl-C) ends a fetch on the main thread; the
+    connection stays up: the next fetch gets the message."""
     cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
     with interrupted_after(0.2) as interrupted, pytest.raises(interrupted):
         cons.fetch(1, timeout=20)

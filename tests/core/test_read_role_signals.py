@@ -1,0 +1,163 @@
+"""A signal handler's exception between the steps of taking and giving back the read role.
+
+Signal handlers run on the main thread, between any two steps of Python code:
+so a requester on the main thread (a lone request reads its reply itself) can
+be interrupted after it took the role and before it reads, half-way through
+giving the socket back to the reader thread, or between claiming the writer
+and sending. Each test raises, at one such point, the exception a handler
+would raise there, and checks that the caller sees it and that the client goes
+on as before: the role free, the reader thread alive and reading, the writer
+free, no reconnect, ``close()`` prompt.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import jetstream_sync as js
+from jetstream_sync import _read_role
+from jetstream_sync._read_buffer import ReadBuffer
+from jetstream_sync._writer import Writer
+from jetstream_sync.errors import ProtocolError
+from tests.fixtures.polling import wait_for
+from tests.fixtures.signals import Interrupted
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def other(shared_server: Any) -> Iterator[js.Client]:
+    """A second client on the shared server: the responder and the publisher."""
+    with js.connect(shared_server.url) as client:
+        yield client
+
+
+@pytest.fixture
+def echoed(other: js.Client) -> list[bytes]:
+    """Requests to ``signals.echo`` answered by ``other``; what it was asked, in order."""
+    asked: list[bytes] = []
+
+    def answer(msg: js.Msg) -> None:
+        asked.append(msg.data)
+        msg.respond(msg.data)
+
+    other.subscribe("signals.echo", cb=answer)
+    other.flush()
+    return asked
+
+
+def _interrupt_once(
+    monkeypatch: pytest.MonkeyPatch, owner: type, name: str, after: Callable[[Any], None]
+) -> list[str]:
+    """Make ``owner.name`` raise Interrupted once, on the main thread, after doing its work
+    and then ``after(self)``: as a signal handler's exception right after it. The calls hit."""
+    original = getattr(owner, name)
+    hits: list[str] = []
+
+    def interrupted(self: Any, *args: Any) -> Any:
+        result = original(self, *args)
+        if not hits and threading.current_thread() is threading.main_thread():
+            hits.append(name)
+            after(self)
+            raise Interrupted
+        return result
+
+    monkeypatch.setattr(owner, name, interrupted)
+    return hits
+
+
+def _carries_on(nc: js.Client, other: js.Client, echoed: list[bytes]) -> None:
+    """The client reads, requests and closes as if nothing had happened."""
+    role = nc._connection.reader.role
+    assert role._holder is None and role._link.watching
+    got: list[bytes] = []
+    nc.subscribe("signals.cb", cb=lambda m: got.append(m.data))
+    nc.flush()
+    for i in range(5):
+        other.publish("signals.cb", b"%d" % i)
+    other.flush()
+    wait_for(lambda: len(got) == 5, timeout=10, message=lambda: f"the reader routed {got}")
+    before = role.round_trips
+    assert [nc.request("signals.echo", b"r%d" % i, timeout=10).data for i in range(3)] == [
+        b"r0",
+        b"r1",
+        b"r2",
+    ]
+    assert role.round_trips > before  # the role can be taken again
+    assert nc._connection.reader._thread.is_alive()
+    assert nc.stats.reconnects == 0 and nc.is_connected
+    start = time.monotonic()
+    nc.close()
+    assert time.monotonic() - start < 5
+
+
+def test_a_signal_right_after_the_role_is_taken_gives_it_back(
+    shared_server, other, echoed, monkeypatch
+):
+    """Interrupted once the socket left the reader thread's watch, before the send."""
+    nc = js.connect(shared_server.url)
+    hits = _interrupt_once(monkeypatch, _read_role._Link, "unwatch_socket", lambda link: None)
+    with pytest.raises(Interrupted):
+        nc.request("signals.echo", b"first", timeout=10)
+    assert hits == ["unwatch_socket"]
+    assert not nc._connection.writer.claimed
+    _carries_on(nc, other, echoed)
+
+
+def test_a_signal_half_way_through_giving_the_socket_back_leaves_the_reader_reading(
+    shared_server, other, echoed, monkeypatch
+):
+    """Interrupted after the socket is back in the watch but before its flag is set:
+    the reader thread's next watch must not fail on the socket already there."""
+
+    def flag_not_set(link: Any) -> None:
+        link.watching = False
+
+    nc = js.connect(shared_server.url)
+    hits = _interrupt_once(monkeypatch, _read_role._Link, "watch_socket", flag_not_set)
+    with pytest.raises(Interrupted):  # the reply came; the caller was interrupted first
+        nc.request("signals.echo", b"first", timeout=10)
+    assert hits == ["watch_socket"]
+    _carries_on(nc, other, echoed)
+
+
+def test_a_signal_between_claiming_the_writer_and_sending_frees_the_writer(
+    shared_server, other, echoed, monkeypatch
+):
+    """Interrupted with the writer claimed and nothing sent: the claim is ended, the
+    request goes out later through the buffer (unanswered), the role is free."""
+    nc = js.connect(shared_server.url)
+    hits = _interrupt_once(monkeypatch, Writer, "claim", lambda writer: None)
+    with pytest.raises(Interrupted):
+        nc.request("signals.echo", b"first", timeout=10)
+    assert hits == ["claim"]
+    assert not nc._connection.writer.claimed
+    nc.flush()
+    wait_for(lambda: echoed == [b"first"], timeout=10, message=lambda: f"asked {echoed}")
+    _carries_on(nc, other, echoed)
+
+
+def _unroutable(ops: list[int], view: memoryview, consumed: int) -> None:
+    raise Interrupted
+
+
+def test_an_exception_while_routing_is_raised_on_the_main_thread_and_returned_elsewhere():
+    """On the main thread it may be a signal handler's: raised to the reading caller
+    (which then gives the connection up). On any other thread it is the server's doing:
+    returned as the ProtocolError that ends the connection, never raised."""
+    assert threading.current_thread() is threading.main_thread()
+    with pytest.raises(Interrupted):
+        ReadBuffer(b"PING\r\n", _unroutable).process()
+    returned: list[BaseException | None] = []
+    reader = threading.Thread(
+        target=lambda: returned.append(ReadBuffer(b"PING\r\n", _unroutable).process())
+    )
+    reader.start()
+    reader.join(10)
+    (error,) = returned
+    assert isinstance(error, ProtocolError) and isinstance(error.__cause__, Interrupted)
