@@ -38,12 +38,12 @@ class MsgQueue:
         or the queue closed or was interrupted (read without the lock: a hint for the
         thread that reads the connection meanwhile, see :class:`Filling`)."""
         items = self._items
-        return (
-            len(items) >= count
-            or (bool(items) and items[-1].is_status)
-            or self._closed
-            or self._interrupted
-        )
+        if len(items) >= count or self._closed or self._interrupted:
+            return True
+        try:
+            return items[-1].is_status
+        except IndexError:  # empty, or emptied by another thread since (no lock)
+            return False
 
     def put_batch(self, msgs: list[Msg]) -> int:
         """Queue ``msgs`` in order; return the number refused for lack of room."""

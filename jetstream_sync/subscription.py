@@ -144,8 +144,9 @@ class Subscription:
         no other thread reads the connection (nor waits for a reply), this one
         reads and routes everything that arrives until ``count`` messages (or a
         status message) are pending here, or until ``deadline``. Its messages
-        then need no hand-off from the reader thread. Otherwise it returns at
-        once. It raises nothing: what happened is for :meth:`next_msgs` to
+        then need no hand-off from the reader thread. Otherwise, and always on
+        the main thread (where signal handlers run), it returns at once. It
+        raises nothing: what happened is for :meth:`next_msgs` to
         tell. Not for a subscription that :meth:`interrupt` may wake (the
         read notices an interrupt only between its waits, half a second
         apart) nor for one with a callback.

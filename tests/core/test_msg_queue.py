@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
+from typing import Any
+
 import pytest
 
 from jetstream_sync._deadline import Deadline
@@ -43,3 +46,31 @@ def test_pending_bytes_follow_a_whole_batch():
     assert (len(queue), queue.pending_bytes) == (4, 10)
     assert [len(m.data) for m in queue.get_batch(2, None)] == [1, 2]
     assert queue.pending_bytes == 7
+
+
+def test_filled_counts_messages_and_stops_at_a_status():
+    """filled(): enough messages, or a status message last (it ends a pull), or closed."""
+    queue = MsgQueue(100, 1 << 20)
+    assert not queue.filled(1)
+    queue.put_batch(_msgs(1, 1))
+    assert queue.filled(2) and not queue.filled(3)
+    queue.put_batch([Msg("q.x", "", b"", b"NATS/1.0 408 Request Timeout\r\n\r\n")])
+    assert queue.filled(10)
+    woken = MsgQueue(100, 1 << 20)
+    woken.interrupt()
+    assert woken.filled(10)
+
+
+class _EmptiedAfterCounting(deque):  # type: ignore[type-arg]
+    """A deque that another thread empties between reading its length and its last item."""
+
+    def __getitem__(self, index: Any) -> Any:
+        self.clear()
+        return super().__getitem__(index)
+
+
+def test_filled_read_without_the_lock_survives_a_queue_emptied_meanwhile():
+    """The queue cleared between the length and the last item (a close): False, no error."""
+    queue = MsgQueue(100, 1 << 20)
+    queue._items = _EmptiedAfterCounting(_msgs(1))
+    assert queue.filled(2) is False
