@@ -92,7 +92,7 @@ from ._protocol._py import (
     RT_SEND_ERROR,
     RT_SENT,
 )
-from ._read_buffer import EndOfStreamError, ReadBuffer, Route, detached
+from ._read_buffer import MAIN_THREAD, EndOfStreamError, ReadBuffer, Route, detached
 from ._transport import Transport
 
 if TYPE_CHECKING:
@@ -116,7 +116,6 @@ class Ready(Protocol):
 
 
 _READER = object()  # the holder while the reader thread reads
-_MAIN_THREAD = threading.main_thread()  # the only thread signal handlers run on
 _POLL_EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 _WATCH = select.EPOLLIN | select.EPOLLONESHOT
 
@@ -363,7 +362,7 @@ class ReadRole:
         routes far longer than a request waits for its reply, so on the main
         thread it leaves the reading to the reader thread.
         """
-        if threading.current_thread() is _MAIN_THREAD:
+        if threading.current_thread() is MAIN_THREAD:
             return
         with self._lock:
             if self._take(ready) is None:
