@@ -92,6 +92,8 @@ def test_term_is_not_redelivered(js, stream):
     js.publish(f"{stream.name}.a", b"x")
     cons = stream.create_consumer(ack_wait=0.5)
     cons.fetch(1, timeout=2)[0].term(reason="bad payload")
+    # The server applies a term from its ack queue: wait for that, then ack_wait passes.
+    wait_for(lambda: cons.info().num_ack_pending == 0)
     assert cons.fetch(1, timeout=1.5) == []
     assert cons.info().num_ack_pending == 0
 

@@ -57,6 +57,9 @@ def test_fetch_no_wait_and_next(js, stream):
     cons = stream.create_consumer()
     assert cons.fetch_no_wait(5) == []
     publish_numbered(js, f"{stream.name}.x", 3)
+    # A no-wait pull is refused while the consumer counts nothing pending, and the
+    # server counts new messages into an existing consumer just after the PubAck.
+    wait_for(lambda: cons.info().num_pending == 3)
     assert len(cons.fetch_no_wait(5)) == 3
     with pytest.raises(TimeoutError):
         cons.next(timeout=0.5)

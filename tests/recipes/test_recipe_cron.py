@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jetstream_sync
 from tests.fixtures.examples import run_example
+from tests.fixtures.polling import wait_for
 
 ARGS = ["--stream", "CRONORDERS", "--durable", "export", "--out", "orders.jsonl"]
 
@@ -41,6 +42,8 @@ def test_two_runs_export_each_message_once_and_ack_it(nats_server, tmp_path: Pat
         assert len(_lines(tmp_path / "orders.jsonl")) == 6
 
         ctx.publish("cronorders.7", b'{"id": 7}')
+        # the job's no-wait pull sees it once the server counted it into the consumer
+        wait_for(lambda: ctx.consumer_info("CRONORDERS", "export").num_pending == 1)
         third = run_example("cron_export.py", ARGS, cwd=tmp_path, env=env)
         assert third.stdout == "exported 1 messages to orders.jsonl\n", third.stderr
         assert [line["seq"] for line in _lines(tmp_path / "orders.jsonl")] == list(range(1, 8))
