@@ -25,16 +25,15 @@ connection to the reader thread as failed.
 
 from __future__ import annotations
 
-import threading
 import traceback
 from collections.abc import Callable
 
 from . import _protocol
+from ._signals import on_signal_thread
 from .errors import ProtocolError
 
 Route = Callable[[list[int], memoryview, int], None]
 
-MAIN_THREAD = threading.main_thread()  # the only thread signal handlers run on
 _INITIAL_BUFFER = 512 * 1024
 _MIN_FREE = 64 * 1024
 
@@ -149,7 +148,7 @@ class ReadBuffer:
         except ProtocolError as exc:
             return detached(exc)
         except Exception as exc:  # nothing the server sends may raise out of here
-            if threading.current_thread() is MAIN_THREAD:
+            if on_signal_thread():
                 # It may be a signal handler's (an alarm's): the caller's. Raised,
                 # the reading caller gives up the connection (routed in part) and
                 # sees its exception, instead of the exception being swallowed.

@@ -92,7 +92,8 @@ from ._protocol._py import (
     RT_SEND_ERROR,
     RT_SENT,
 )
-from ._read_buffer import MAIN_THREAD, EndOfStreamError, ReadBuffer, Route, detached
+from ._read_buffer import EndOfStreamError, ReadBuffer, Route, detached
+from ._signals import on_signal_thread
 from ._transport import Transport
 
 if TYPE_CHECKING:
@@ -362,7 +363,7 @@ class ReadRole:
         routes far longer than a request waits for its reply, so on the main
         thread it leaves the reading to the reader thread.
         """
-        if threading.current_thread() is MAIN_THREAD:
+        if on_signal_thread():
             return
         with self._lock:
             if self._take(ready) is None:

@@ -41,6 +41,17 @@ goes out whole and after everything queued before it. Another thread that
 queues a frame meanwhile writes to the claim's wake-up descriptor (an
 ``eventfd``, once per claim): the requester's wait returns, and
 :meth:`Writer.unclaim` sends what was queued.
+
+On the main thread, where a signal handler's exception (Ctrl-C, an alarm) can
+land between any two calls (see :mod:`jetstream_sync._signals`), the writer
+never sends in Python: an urgent frame, and what others queued behind a claim,
+go to the flusher. A chunk taken from the buffer and then interrupted mid-send
+could be neither sent nor put back. The flusher is kicked in the same locked
+step that records the kick, and it also wakes every ``WAIT_SLICE`` to send a
+buffer that an interrupted caller left unkicked. A round trip's claim (made on
+the main thread too) is given back by stores with no call between them, so an
+interrupted :meth:`Writer.unclaim` leaves the claim held and the caller's
+cleanup repeats it.
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._deadline import WAIT_SLICE, Deadline
+from ._signals import on_signal_thread
 from .errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
 
 if TYPE_CHECKING:
@@ -136,6 +148,7 @@ class Writer:
             ConnectionClosedError: the writer is closed.
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
+        here = urgent and not on_signal_thread()
         with self._lock:
             buf = self._buf
             if self._transport is not None and len(buf) <= HIGH_WATER and not self._closed:
@@ -145,18 +158,16 @@ class Writer:
                 self._append(frame, msgs, deadline)
             if self._sending or self._transport is None:
                 if self._claimed and not self._woken:
-                    self._wake()
+                    self._woken = True
+                    os.eventfd_write(self._wake_fd, 1)
                 return
-            if not urgent:
-                if self._kicked:  # one wake-up per burst, not one per frame
-                    return
-                self._kicked = True
-            else:
-                self._sending = True
-        if urgent:
-            self._send_now()
-        else:
-            self._kick.release()
+            if not here:
+                if not self._kicked:  # one wake-up per burst, not one per frame
+                    self._kicked = True
+                    self._kick.release()
+                return
+            self._sending = True
+        self._send_now()
 
     def write_small(self, frame: bytes) -> None:
         """Queue a SUB or UNSUB in order; never waits for room.
@@ -176,8 +187,7 @@ class Writer:
                     f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
                 )
             self._buf += frame
-            send_now = self._claim(False)
-        self._go(send_now)
+            self._claim(False)
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
         """Queue a PONG (dropped while disconnected, or while one waits): never waits for room.
@@ -185,6 +195,7 @@ class Writer:
         Raises:
             ConnectionClosedError: the writer is closed.
         """
+        here = urgent and not on_signal_thread()
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("connection closed")
@@ -194,8 +205,9 @@ class Writer:
                 return
             self._buf += frame
             self._pong_end = self.bytes_out + len(self._buf)
-            send_now = self._claim(urgent)
-        self._go(send_now)
+            send_now = self._claim(here)
+        if send_now:
+            self._send_now()
 
     def write_ping(self, register: Callable[[bool], bool], urgent: bool = False) -> None:
         """Queue a PING if ``register(connected)`` says so; never waits for room.
@@ -207,6 +219,7 @@ class Writer:
         Raises:
             ConnectionClosedError: the writer is closed.
         """
+        here = urgent and not on_signal_thread()
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("connection closed")
@@ -217,34 +230,28 @@ class Writer:
             while ends and ends[0] <= self.bytes_out:
                 ends.popleft()
             ends.append(self.bytes_out + len(self._buf))
-            send_now = self._claim(urgent)
-        self._go(send_now)
-
-    def _claim(self, urgent: bool) -> bool | None:
-        """Under the lock, after appending: True to send now, False to kick the flusher."""
-        if self._sending or self._transport is None:
-            if self._claimed and not self._woken:
-                self._wake()
-            return None
-        if urgent:
-            self._sending = True
-            return True
-        if self._kicked:
-            return None
-        self._kicked = True
-        return False
-
-    def _go(self, send_now: bool | None) -> None:
-        """Outside the lock: act on what :meth:`_claim` decided."""
+            send_now = self._claim(here)
         if send_now:
             self._send_now()
-        elif send_now is not None:
-            self._kick.release()
 
-    def _wake(self) -> None:
-        """Under the lock: end a claiming round trip's wait (a frame was queued behind it)."""
-        self._woken = True
-        os.eventfd_write(self._wake_fd, 1)
+    def _claim(self, here: bool) -> bool:
+        """Under the lock, after appending: True to send on this thread now (only if ``here``).
+
+        Otherwise the frame is left to whoever sends: a round trip holding the
+        claim is woken, or the flusher is.
+        """
+        if self._sending or self._transport is None:
+            if self._claimed and not self._woken:
+                self._woken = True
+                os.eventfd_write(self._wake_fd, 1)
+            return False
+        if here:
+            self._sending = True
+            return True
+        if not self._kicked:
+            self._kicked = True
+            self._kick.release()
+        return False
 
     # -- a lone round trip --------------------------------------------------------
 
@@ -295,39 +302,49 @@ class Writer:
             sent: how many of its bytes the socket took.
             error: the send failed (the connection is lost, as for any send).
         """
+        # Everything that calls is done first, so that the stores that give the
+        # role back have no call between them (see jetstream_sync._signals): a
+        # signal handler's exception leaves the claim held, and a repeated
+        # unclaim finishes it.
+        rest = len(frame) - sent if error is None else 0
+        tail = memoryview(frame)[sent:] if rest else None
+        here = not on_signal_thread()
         with self._lock:
-            self._claimed = False
+            if not self._claimed:
+                return  # a repeated call: the first one finished
             if self._woken:
                 self._woken = False
                 os.eventfd_read(self._wake_fd)
             if self._closed and self._wake_fd >= 0:
-                os.close(self._wake_fd)
-                self._wake_fd = -1
-            rest = len(frame) - sent
-            kick = send_now = False
+                wake_fd, self._wake_fd = self._wake_fd, -1
+                os.close(wake_fd)
+            send_now = False
             if error is not None:
-                pass  # _send_failed frees the role
-            elif rest:
+                if self._transport is transport:
+                    self._transport = None
+                self._sending = False
+            elif tail is not None:
                 if self._transport is transport:  # else: lost with that connection
                     # As _send_now does: the rest goes first, for the flusher.
-                    self._buf[:0] = memoryview(frame)[sent:]
+                    self._buf[:0] = tail
                     self._partial = rest if sent else 0
                     self.bytes_out -= rest
-                    kick = not self._kicked
-                    self._kicked = True
                 self._sending = False
-            elif self._buf:
-                send_now = True
+            elif self._buf and here:
+                send_now = True  # what others queued meanwhile: sent below
             else:
                 self._sending = False
-                if self._idle_waiters:
-                    self._idle.notify_all()
+            self._claimed = False
+            # The claim is whole again; what follows may be interrupted.
+            if not send_now and self._buf and self._transport is not None and not self._kicked:
+                self._kicked = True
+                self._kick.release()
+            if self._idle_waiters or error is not None:
+                self._idle.notify_all()
         if error is not None:
-            self._send_failed(error, transport)
-        elif kick:
-            self._kick.release()
+            self._on_error(error, transport)
         elif send_now:
-            self._send_now()  # what others queued meanwhile
+            self._send_now()
 
     def _append(self, frame: bytes, msgs: int, deadline: Deadline | float | None) -> None:
         """Under the lock: wait for room (see :meth:`write`), then append ``frame``."""
@@ -387,7 +404,7 @@ class Writer:
                 return
 
     def _send_now(self) -> None:
-        """An urgent writer's thread: send what the socket takes without blocking.
+        """An urgent writer's thread (never the main thread): send what the socket takes, unblocked.
 
         The rest goes back to the head of the buffer for the flusher, so a
         stalled server never holds up the caller (nor its deadline).
@@ -411,10 +428,9 @@ class Writer:
                         self._partial = len(chunk) - sent if sent else partial
                         self.bytes_out -= len(chunk) - sent
                     self._sending = False
-                    kick = not self._kicked
-                    self._kicked = True
-                if kick:
-                    self._kick.release()
+                    if not self._kicked:
+                        self._kicked = True
+                        self._kick.release()
                 return
 
     def _send_failed(self, exc: BaseException, transport: Transport) -> None:
@@ -426,10 +442,14 @@ class Writer:
         self._on_error(exc, transport)
 
     def _run(self) -> None:
+        # Woken by a kick, or every WAIT_SLICE to send what a signal handler's
+        # exception left queued without a kick (on the main thread, between
+        # appending a frame and kicking).
         while True:
-            self._kick.acquire()
+            kicked = self._kick.acquire(timeout=WAIT_SLICE)
             with self._lock:
-                self._kicked = False
+                if kicked:
+                    self._kicked = False
                 if self._closed:
                     return
                 if self._sending or not self._buf or self._transport is None:
@@ -454,10 +474,9 @@ class Writer:
                 self._buf += _PING
                 self._ping_ends.append(self.bytes_out + len(self._buf))
             self._transport = transport
-            kick = not self._kicked
-            self._kicked = True
-        if kick:
-            self._kick.release()
+            if not self._kicked:
+                self._kicked = True
+                self._kick.release()
 
     def detach(self) -> None:
         """Stop sending (disconnected); writes keep buffering up to the limit.
@@ -505,9 +524,8 @@ class Writer:
                 os.close(self._wake_fd)
                 self._wake_fd = -1
             self._idle.notify_all()
-            kick = not self._kicked
-            self._kicked = True
-        if kick:
-            self._kick.release()
+            if not self._kicked:
+                self._kicked = True
+                self._kick.release()
         if self._thread is not threading.current_thread():
             self._thread.join()

@@ -24,6 +24,7 @@ from tests.fixtures.faults import Events, assert_works
 from tests.fixtures.polling import wait_for
 from tests.fixtures.reader import reader_failure
 from tests.fixtures.server import NatsServer
+from tests.fixtures.socket_transport import SocketTransport
 
 # Stale after two unanswered PINGs 0.1 s apart; reconnect 20 ms after a loss.
 QUICK = {
@@ -314,25 +315,6 @@ def test_a_hundred_megabytes_of_endless_lines_leave_memory_bounded(fake, client,
 
 # --------------------------------------------------------------------------
 # A server that sends PINGs and reads nothing
-
-
-class SocketTransport:
-    """The part of ``_transport.Transport`` the writer uses, over a plain socket."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        """Wrap ``sock``."""
-        self.sock = sock
-
-    def sendall(self, data) -> None:
-        """Write all of ``data`` (blocks while the peer reads nothing)."""
-        self.sock.sendall(data)
-
-    def send_nowait(self, data) -> int:
-        """Write what the kernel takes at once."""
-        try:
-            return self.sock.send(data, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return 0
 
 
 def test_pongs_to_a_server_that_reads_nothing_do_not_pile_up():

@@ -1,0 +1,209 @@
+"""A signal handler's exception on the main thread, in the middle of the writer's steps.
+
+Signal handlers run on the main thread after a call into C returns or on entry
+to a Python function (see ``jetstream_sync._signals``). The writer must never
+be left in a state no later call can leave: a buffer nobody sends, a claim
+nobody gives back. The first tests use a bare writer over a socket pair and
+raise, at one point each, the exception a handler would raise there; the last
+one fires real alarms at random while the main thread makes requests.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import jetstream_sync as js
+from jetstream_sync import _writer
+from jetstream_sync._writer import Writer
+from tests.fixtures.polling import wait_for
+from tests.fixtures.signals import Interrupted
+from tests.fixtures.socket_transport import SocketTransport
+
+pytestmark = pytest.mark.timeout(120)
+
+FRAME = b"PUB signals.w 1\r\nx\r\n"
+
+
+class Peer:
+    """The server's end of the writer's socket: what it received so far."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.received = bytearray()
+        sock.setblocking(False)
+
+    def got(self, expected: bytes) -> bool:
+        """Read what arrived; whether it is exactly ``expected`` by now."""
+        try:
+            self.received += self.sock.recv(1 << 16)
+        except BlockingIOError:
+            pass
+        return bytes(self.received) == expected
+
+
+@pytest.fixture
+def wired() -> Iterator[tuple[Writer, SocketTransport, Peer]]:
+    """A writer attached to one end of a socket pair, and the other end."""
+    client_end, server_end = socket.socketpair()
+    writer = Writer(lambda exc, transport: None, 1 << 20, "test-writer")
+    transport = SocketTransport(client_end)
+    writer.attach(transport)
+    try:
+        yield writer, transport, Peer(server_end)
+    finally:
+        client_end.shutdown(socket.SHUT_RDWR)
+        writer.close()
+        client_end.close()
+        server_end.close()
+
+
+def _on_a_thread(fn: Any, name: str = "other") -> None:
+    thread = threading.Thread(target=fn, name=name)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_an_urgent_write_on_the_main_thread_is_sent_by_the_flusher(wired, monkeypatch):
+    """On the main thread the frame goes to the flusher: a chunk taken from the buffer
+    and then interrupted mid-send could be neither sent nor put back. Elsewhere the
+    caller still sends it itself."""
+    writer, _, peer = wired
+    senders: list[str] = []
+    send_now = Writer._send_now
+
+    def recorded(self: Writer) -> None:
+        senders.append(threading.current_thread().name)
+        send_now(self)
+
+    monkeypatch.setattr(Writer, "_send_now", recorded)
+    writer.write(FRAME, urgent=True, msgs=1)
+    wait_for(lambda: peer.got(FRAME), message=lambda: f"received {peer.received!r}")
+    assert senders == []
+    _on_a_thread(lambda: writer.write(FRAME, urgent=True, msgs=1), name="publisher")
+    wait_for(lambda: peer.got(FRAME * 2))
+    assert senders == ["publisher"]
+
+
+def test_a_frame_queued_without_its_kick_is_sent_by_the_flusher_within_a_slice(wired, monkeypatch):
+    """Interrupted between appending a frame and kicking the flusher (on entry to the
+    step that kicks): the frame is in the buffer, and the flusher still sends it."""
+    writer, _, peer = wired
+    wait_for(lambda: not writer._kicked)  # the flusher took attach()'s kick
+
+    def interrupted(self: Writer, here: bool) -> bool:
+        raise Interrupted
+
+    monkeypatch.setattr(Writer, "_claim", interrupted)
+    with pytest.raises(Interrupted):
+        writer.write_small(b"SUB signals.w 1\r\n")
+    assert writer._buf == b"SUB signals.w 1\r\n" and not writer._kicked
+    wait_for(lambda: peer.got(b"SUB signals.w 1\r\n"), timeout=10)
+    assert not writer._sending and not writer._buf
+
+
+def test_an_interrupted_unclaim_leaves_the_claim_held_and_a_repeat_finishes_it(wired, monkeypatch):
+    """Interrupted right after the claim's wake-up was read: the claim is still held (so
+    the caller's cleanup repeats the unclaim), and the repeat gives the writer back and
+    sends what another thread queued behind the claim."""
+    writer, transport, peer = wired
+    claim = writer.claim(FRAME)
+    assert claim is not None
+    transport.sock.sendall(FRAME)  # what the round trip's C call sends
+    queued = b"PUB signals.q 1\r\nq\r\n"
+    _on_a_thread(lambda: writer.write(queued, msgs=1))  # wakes the claim
+    assert writer._woken
+    eventfd_read = os.eventfd_read
+    hits: list[int] = []
+
+    def read_then_interrupted(fd: int) -> int:
+        value = eventfd_read(fd)
+        if not hits:
+            hits.append(value)
+            raise Interrupted
+        return value
+
+    monkeypatch.setattr(_writer.os, "eventfd_read", read_then_interrupted)
+    with pytest.raises(Interrupted):
+        writer.unclaim(transport, FRAME, len(FRAME))
+    assert hits == [1] and writer.claimed and writer._sending
+    writer.unclaim(transport, FRAME, len(FRAME))  # the cleanup's repeat
+    assert not writer.claimed
+    wait_for(lambda: peer.got(FRAME + queued), message=lambda: f"received {peer.received!r}")
+    assert not writer._sending and not writer._buf
+    writer.unclaim(transport, FRAME, len(FRAME))  # one more is harmless
+    assert not writer._sending
+
+
+@pytest.mark.slow
+def test_requests_on_the_main_thread_under_random_alarms_leave_the_client_working(
+    shared_server,
+):
+    """Alarms every 10-500 us raise in a handler while the main thread makes requests
+    and another client floods one of its subscriptions: afterwards the client still
+    sends, answers, flushes and closes (reconnects on the way are allowed)."""
+    with js.connect(shared_server.url) as other:
+        other.subscribe("signals.storm.echo", cb=lambda m: m.respond(m.data))
+        other.flush()
+        nc = js.connect(shared_server.url, reconnect_time_wait=0.05, max_reconnect_attempts=-1)
+        flood = nc.subscribe("signals.storm.flood")
+        stop = threading.Event()
+
+        def flooding() -> None:
+            while not stop.is_set():
+                for i in range(200):
+                    other.publish("signals.storm.flood", b"%d" % i)
+                other.flush()
+
+        def draining() -> None:
+            while not stop.is_set():
+                try:
+                    flood.next_msgs(1000, timeout=0.2)
+                except js.TimeoutError:
+                    pass
+
+        def interrupt(signum: int, frame: Any) -> None:
+            raise Interrupted
+
+        threads = [threading.Thread(target=flooding), threading.Thread(target=draining)]
+        for thread in threads:
+            thread.start()
+        old = signal.signal(signal.SIGALRM, interrupt)
+        interrupted = 0
+        try:
+            end = time.monotonic() + 8
+            while time.monotonic() < end:
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, random.uniform(1e-5, 5e-4))
+                    try:
+                        nc.request("signals.storm.echo", b"x", timeout=5)
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                except Interrupted:
+                    interrupted += 1
+                except js.ConnectionLostError:
+                    pass  # Ctrl-C while routing others' traffic costs the connection
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            stop.set()
+            for thread in threads:
+                thread.join(10)
+        assert interrupted > 0
+        wait_for(lambda: nc.is_connected, timeout=10)
+        nc.flush(timeout=10)
+        assert nc.request("signals.storm.echo", b"after", timeout=10).data == b"after"
+        writer = nc._connection.writer
+        assert not writer.claimed
+        start = time.monotonic()
+        nc.close()
+        assert time.monotonic() - start < 10
