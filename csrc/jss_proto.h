@@ -4,8 +4,8 @@
  * Sans-IO: every function reads only the bytes it is given (never past the
  * stated length), writes only into caller-provided arrays, allocates nothing
  * and keeps no state between calls, so any number of threads may call it.
- * The one exception is jss_round_trip (at the end), which does a caller's
- * round trip on a socket it borrows.
+ * The exceptions are jss_round_trip and jss_send_nowait (at the end), which
+ * send (and receive) on a socket they borrow.
  *
  * This file is also read by cffi's cdef (jetstream_sync/_build_ffi.py drops
  * every line starting with '#'), so outside the include guard it holds only
@@ -337,5 +337,23 @@ enum {
 int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char *buf,
                        size_t have, size_t cap, const char *reply, size_t rlen,
                        int timeout_ms, int want_puback, int64_t *out);
+
+/*
+ * The writer's send (csrc/jss_round_trip.c): non-blocking sends of
+ * data[0..len) on fd (borrowed, as above) until all is sent or the socket
+ * takes no more (EAGAIN, EINTR: not failures). out holds JSS_SEND_FIELDS
+ * int64s: the bytes sent so far, updated after each send, and the errno of a
+ * send that failed (0 when none did). The report is in memory the caller
+ * owns, so a caller interrupted right after the call (a signal handler's
+ * exception) still knows how much went out.
+ * Returns the bytes sent.
+ */
+enum {
+    JSS_SEND_SENT = 0,
+    JSS_SEND_ERRNO = 1,
+    JSS_SEND_FIELDS = 2
+};
+
+int64_t jss_send_nowait(int fd, const char *data, size_t len, int64_t *out);
 
 #endif

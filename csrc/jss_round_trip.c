@@ -1,16 +1,18 @@
 /*
- * jss_round_trip.c - jss_round_trip: a lone caller's request and reply in one call.
+ * jss_round_trip.c - a lone caller's request and reply in one call, and a non-blocking send.
  *
- * The one file of the C core that does IO (see jss_proto.h): it sends a
- * request frame on a socket it borrows, waits for the socket with a timeout,
- * receives into the caller's read buffer and parses what arrived with
- * jss_parse. It decides nothing about the connection: whatever is not
+ * The one file of the C core that does IO (see jss_proto.h). jss_round_trip
+ * sends a request frame on a socket it borrows, waits for the socket with a
+ * timeout, receives into the caller's read buffer and parses what arrived
+ * with jss_parse. It decides nothing about the connection: whatever is not
  * exactly the one reply it waits for is reported back, untouched, for the
- * caller's ordinary routing. The fd is never closed here, and no state is
- * kept between calls.
+ * caller's ordinary routing. jss_send_nowait is the writer's send: it
+ * reports what went out in memory the caller owns, so a caller interrupted
+ * right after it (a signal handler's exception) still knows. The fd is never
+ * closed here, and no state is kept between calls.
  *
- * The pure-Python twin in jetstream_sync/_protocol/_py.py does the same
- * system calls in the same order and reports the same results.
+ * The pure-Python twins in jetstream_sync/_protocol/_py.py do the same
+ * system calls in the same order and report the same results.
  */
 #define _GNU_SOURCE /* MSG_DONTWAIT, MSG_NOSIGNAL under -std=c99 */
 #include <errno.h>
@@ -117,4 +119,24 @@ int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char
     }
     out[JSS_RT_RECEIVED] = (int64_t)got;
     return parse_reply(buf, have + (size_t)got, reply, rlen, want_puback, out);
+}
+
+int64_t jss_send_nowait(int fd, const char *data, size_t len, int64_t *out)
+{
+    size_t sent = 0;
+
+    out[JSS_SEND_SENT] = 0;
+    out[JSS_SEND_ERRNO] = 0;
+    while (sent < len) {
+        ssize_t n = send(fd, data + sent, len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                out[JSS_SEND_ERRNO] = errno;
+            }
+            break;
+        }
+        sent += (size_t)n;
+        out[JSS_SEND_SENT] = (int64_t)sent;
+    }
+    return (int64_t)sent;
 }

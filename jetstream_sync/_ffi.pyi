@@ -174,6 +174,9 @@ class Lib:
     JSS_RT_OP: int
     JSS_RT_PUBACK: int
     JSS_RT_FIELDS: int
+    JSS_SEND_SENT: int
+    JSS_SEND_ERRNO: int
+    JSS_SEND_FIELDS: int
 
     def jss_parse(
         self,
@@ -273,6 +276,9 @@ class Lib:
         want_puback: bool,
         out: Int64Array,
         /,
+    ) -> int: ...
+    def jss_send_nowait(
+        self, fd: int, data: BufferView, len: int, out: Int64Array, /
     ) -> int: ...
 
 ffi: FFI

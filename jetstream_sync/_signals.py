@@ -6,11 +6,11 @@ after a call into C returns, on entry to a Python function, and at the jump
 back of a loop. Between those points (stores to attributes and locals,
 arithmetic, ``bytearray`` appends and slice assignments) no handler runs.
 
-The client relies on that in two ways. On the main thread it never does work
+The client relies on that in two ways. On the main thread it avoids work
 that an exception would leave half done and that no later call could finish
-(the writer hands sends to its flusher thread, a fetch leaves the reading to
-the reader thread). And where a state change must be whole, it is written as
-plain stores with no call in between (see ``Writer.unclaim``).
+(a fetch leaves the reading to the reader thread). And where a state change
+must be whole, it is written as plain stores with no call in between, with
+what a call did reported in memory the caller owns (see ``jetstream_sync._writer``).
 
 After ``fork()`` the thread that forked is the child's main thread, so the
 thread recorded here follows it.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import ssl
 
+from . import _protocol
+
 _RECV_BUF = 4 << 20
 _SEND_BUF = 4 << 20
 
@@ -66,18 +68,19 @@ class Transport:
         """Write every byte of ``data`` (blocks while the kernel buffer is full)."""
         self.sock.sendall(data)
 
-    def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
-        """Write what the kernel takes at once; return how many bytes that was.
+    def send_nowait(self, data: bytearray, report: list[int]) -> None:
+        """Write what the kernel takes at once of ``data``; report it in ``report``.
 
-        Never blocks. A TLS socket cannot write part of a record this way: it
-        returns 0 and leaves the whole write to a thread that may block.
+        Never blocks. ``report`` (from ``_protocol.send_report()``) gets the
+        bytes sent and the errno of a failed send (0 if none), written by the
+        protocol core before this returns (see ``_protocol.send_nowait``). A
+        TLS socket cannot write part of a record this way: it reports 0 bytes
+        and leaves the whole write to a thread that may block.
         """
         if self.is_tls:
-            return 0
-        try:
-            return self.sock.send(data, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return 0
+            report[0] = report[1] = 0
+            return
+        _protocol.send_nowait(self.sock, data, report)
 
     def shutdown(self) -> None:
         """Stop both directions so a thread blocked in recv/send wakes up."""

@@ -42,16 +42,21 @@ queues a frame meanwhile writes to the claim's wake-up descriptor (an
 ``eventfd``, once per claim): the requester's wait returns, and
 :meth:`Writer.unclaim` sends what was queued.
 
-On the main thread, where a signal handler's exception (Ctrl-C, an alarm) can
-land between any two calls (see :mod:`jetstream_sync._signals`), the writer
-never sends in Python: an urgent frame, and what others queued behind a claim,
-go to the flusher. A chunk taken from the buffer and then interrupted mid-send
-could be neither sent nor put back. The flusher is kicked in the same locked
-step that records the kick, and it also wakes every ``WAIT_SLICE`` to send a
-buffer that an interrupted caller left unkicked. A round trip's claim (made on
-the main thread too) is given back by stores with no call between them, so an
-interrupted :meth:`Writer.unclaim` leaves the claim held and the caller's
-cleanup repeats it.
+On the main thread a signal handler's exception (Ctrl-C, an alarm) can land
+after any call into C or on entry to any Python function (see
+:mod:`jetstream_sync._signals`), so no state change here spans such a point
+unprotected:
+
+* the flusher is kicked in the same locked step that records the kick, and it
+  also wakes every ``WAIT_SLICE`` to send a buffer that an interrupted caller
+  left queued without a kick;
+* an urgent send takes the sender role and the chunk by plain stores, and the
+  protocol core reports the bytes a send took in memory the writer owns
+  (``_protocol.send_nowait``): an interrupted send puts back exactly what did
+  not go out and frees the role;
+* a round trip's claim is given back by stores with no call between them, so
+  an interrupted :meth:`Writer.unclaim` leaves the claim held and the caller's
+  cleanup repeats it.
 """
 
 from __future__ import annotations
@@ -62,8 +67,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import _protocol
 from ._deadline import WAIT_SLICE, Deadline
-from ._signals import on_signal_thread
 from .errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
 
 if TYPE_CHECKING:
@@ -120,6 +125,7 @@ class Writer:
         self._wake_fd = -1
         self._woken = False
         self._kicked = False  # the flusher was woken and has not run yet
+        self._report = _protocol.send_report()  # what _send_now's last send took
         self._closed = False
         self.bytes_out = 0
         self.msgs_out = 0
@@ -148,7 +154,6 @@ class Writer:
             ConnectionClosedError: the writer is closed.
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
-        here = urgent and not on_signal_thread()
         with self._lock:
             buf = self._buf
             if self._transport is not None and len(buf) <= HIGH_WATER and not self._closed:
@@ -161,12 +166,11 @@ class Writer:
                     self._woken = True
                     os.eventfd_write(self._wake_fd, 1)
                 return
-            if not here:
+            if not urgent:
                 if not self._kicked:  # one wake-up per burst, not one per frame
                     self._kicked = True
                     self._kick.release()
                 return
-            self._sending = True
         self._send_now()
 
     def write_small(self, frame: bytes) -> None:
@@ -195,7 +199,6 @@ class Writer:
         Raises:
             ConnectionClosedError: the writer is closed.
         """
-        here = urgent and not on_signal_thread()
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("connection closed")
@@ -205,7 +208,7 @@ class Writer:
                 return
             self._buf += frame
             self._pong_end = self.bytes_out + len(self._buf)
-            send_now = self._claim(here)
+            send_now = self._claim(urgent)
         if send_now:
             self._send_now()
 
@@ -219,7 +222,6 @@ class Writer:
         Raises:
             ConnectionClosedError: the writer is closed.
         """
-        here = urgent and not on_signal_thread()
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("connection closed")
@@ -230,12 +232,12 @@ class Writer:
             while ends and ends[0] <= self.bytes_out:
                 ends.popleft()
             ends.append(self.bytes_out + len(self._buf))
-            send_now = self._claim(here)
+            send_now = self._claim(urgent)
         if send_now:
             self._send_now()
 
-    def _claim(self, here: bool) -> bool:
-        """Under the lock, after appending: True to send on this thread now (only if ``here``).
+    def _claim(self, urgent: bool) -> bool:
+        """Under the lock, after appending: True to send on this thread now (urgent, socket idle).
 
         Otherwise the frame is left to whoever sends: a round trip holding the
         claim is woken, or the flusher is.
@@ -245,9 +247,8 @@ class Writer:
                 self._woken = True
                 os.eventfd_write(self._wake_fd, 1)
             return False
-        if here:
-            self._sending = True
-            return True
+        if urgent:
+            return True  # _send_now takes the sender role
         if not self._kicked:
             self._kicked = True
             self._kick.release()
@@ -308,7 +309,6 @@ class Writer:
         # unclaim finishes it.
         rest = len(frame) - sent if error is None else 0
         tail = memoryview(frame)[sent:] if rest else None
-        here = not on_signal_thread()
         with self._lock:
             if not self._claimed:
                 return  # a repeated call: the first one finished
@@ -330,9 +330,9 @@ class Writer:
                     self._partial = rest if sent else 0
                     self.bytes_out -= rest
                 self._sending = False
-            elif self._buf and here:
-                send_now = True  # what others queued meanwhile: sent below
             else:
+                if self._buf:
+                    send_now = True  # what others queued meanwhile: sent below
                 self._sending = False
             self._claimed = False
             # The claim is whole again; what follows may be interrupted.
@@ -404,34 +404,93 @@ class Writer:
                 return
 
     def _send_now(self) -> None:
-        """An urgent writer's thread (never the main thread): send what the socket takes, unblocked.
+        """An urgent writer's thread: send what the socket takes at once, if nobody sends.
 
         The rest goes back to the head of the buffer for the flusher, so a
         stalled server never holds up the caller (nor its deadline).
+
+        Safe against a signal handler's exception on the main thread: the
+        sender role, the chunk in hand and the bytes sent (which the protocol
+        core reports in ``self._report`` before the send returns) are recorded
+        by stores with no call between them, and the handler below gives back
+        what an interrupted send left in hand.
         """
-        while True:
-            with self._lock:
-                partial = self._partial
-                taken = self._take()
-            if taken is None:
-                return
-            chunk, transport = taken
-            try:
-                sent = transport.send_nowait(chunk)
-            except (OSError, ValueError) as exc:
-                self._send_failed(exc, transport)
-                return
-            if sent < len(chunk):
+        report = self._report
+        holding = False  # this call holds the sender role
+        chunk: bytearray | None = None  # taken from the buffer, not yet accounted for
+        partial = 0
+        transport: Transport | None = None
+        try:
+            while True:
                 with self._lock:
-                    if self._transport is transport:  # else: lost with that connection
-                        self._buf[:0] = memoryview(chunk)[sent:]
-                        self._partial = len(chunk) - sent if sent else partial
-                        self.bytes_out -= len(chunk) - sent
-                    self._sending = False
-                    if not self._kicked:
-                        self._kicked = True
-                        self._kick.release()
-                return
+                    transport = self._transport
+                    if not holding:
+                        if self._sending or transport is None:
+                            return  # whoever sends takes this frame too
+                        self._sending = holding = True
+                    if not self._buf or transport is None:
+                        self._sending = holding = False
+                        if self._idle_waiters:
+                            self._idle.notify_all()
+                        return
+                    size = len(self._buf)
+                    fresh = bytearray()
+                    report[0] = -1  # not sent yet
+                    report[1] = 0
+                    partial, self._partial = self._partial, 0
+                    chunk, self._buf = self._buf, fresh
+                    # Counted when handed to the socket: a reply can arrive before the send returns.
+                    self.bytes_out += size
+                    if self._idle_waiters:  # publishers waiting for room
+                        self._idle.notify_all()
+                transport.send_nowait(chunk, report)
+                sent, failed = report[0], report[1]
+                if failed:
+                    error = OSError(failed, os.strerror(failed))
+                    with self._lock:
+                        chunk = None  # lost with the connection
+                        self._sending = holding = False
+                        if self._transport is transport:
+                            self._transport = None
+                        self._idle.notify_all()
+                    self._on_error(error, transport)
+                    return
+                if sent < size:
+                    tail = memoryview(chunk)[sent:]
+                    with self._lock:
+                        if self._transport is transport:  # else: lost with that connection
+                            self._buf[:0] = tail
+                            self._partial = size - sent if sent else partial
+                            self.bytes_out -= size - sent
+                        chunk = None
+                        self._sending = holding = False
+                        if self._buf and self._transport is not None and not self._kicked:
+                            self._kicked = True
+                            self._kick.release()
+                    return
+                chunk = None
+        except BaseException:
+            if holding:  # interrupted (a signal handler's exception, on the main thread)
+                self._give_back(chunk, report[0], partial, transport)
+            raise
+
+    def _give_back(
+        self, chunk: bytearray | None, sent: int, partial: int, transport: Transport | None
+    ) -> None:
+        """After an interrupted :meth:`_send_now`: put back what was not sent, free the role."""
+        with self._lock:
+            if chunk is not None and self._transport is transport:
+                done = max(sent, 0)
+                if done < len(chunk):
+                    self._buf[:0] = memoryview(chunk)[done:]
+                    self._partial = len(chunk) - done if done else partial
+                    self.bytes_out -= len(chunk) - done
+            self._sending = False
+            if self._buf and self._transport is not None and not self._kicked:
+                self._kicked = True
+                self._kick.release()
+            if self._idle_waiters:
+                self._idle.notify_all()
 
     def _send_failed(self, exc: BaseException, transport: Transport) -> None:
         with self._lock:

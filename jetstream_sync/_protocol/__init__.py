@@ -50,6 +50,8 @@ __all__ = [
     "parse_puback",
     "puback_batch",
     "round_trip",
+    "send_nowait",
+    "send_report",
     "valid_subject",
 ]
 
@@ -127,6 +129,8 @@ if TYPE_CHECKING:  # both implementations have the Python twin's interface
         parse_puback,
         puback_batch,
         round_trip,
+        send_nowait,
+        send_report,
         valid_subject,
     )
 else:
@@ -151,6 +155,8 @@ else:
     ACK_OTHER = _impl.ACK_OTHER
     round_trip = _impl.round_trip
     last_round_trip = _impl.last_round_trip
+    send_nowait = _impl.send_nowait
+    send_report = _impl.send_report
     encode_headers = _impl.encode_headers
     encode_pub = _impl.encode_pub
     encode_hpub = _impl.encode_hpub

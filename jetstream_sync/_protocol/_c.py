@@ -61,6 +61,7 @@ from jetstream_sync._protocol._py import (
     RT_RECEIVED,
     RT_REPLY,
     RT_SENT,
+    SEND_FIELDS,
     AckBatch,
     BatchColumn,
     BytesLike,
@@ -106,6 +107,8 @@ __all__ = [
     "parse_puback",
     "puback_batch",
     "round_trip",
+    "send_nowait",
+    "send_report",
     "valid_subject",
 ]
 
@@ -397,6 +400,22 @@ def last_round_trip() -> tuple[int, int]:
     """
     out = _arrays().round_trip
     return out[RT_SENT], out[RT_RECEIVED]
+
+
+def send_report() -> Int64Array:
+    """Where :func:`send_nowait` reports: ``[bytes sent, errno]`` in C memory the caller owns."""
+    return ffi.new("int64_t[]", SEND_FIELDS)
+
+
+def send_nowait(sock: socket.socket, data: bytearray, report: Int64Array) -> None:
+    """Send what ``sock`` takes at once of ``data``, in one C call; report it in ``report``.
+
+    See :func:`jetstream_sync._protocol._py.send_nowait`. The report is written
+    by C before the call returns, so a caller interrupted right after the
+    call (a signal handler's exception) still reads how much went out.
+    """
+    with ffi.from_buffer(data) as cdata:
+        lib.jss_send_nowait(sock.fileno(), cdata, len(data), report)
 
 
 def parse_direct_meta(block: BytesLike) -> DirectMeta | None:

@@ -1022,7 +1022,7 @@ def parse_direct_meta(block: BytesLike) -> DirectMeta | None:
 
 
 # ---------------------------------------------------------------------------
-# round_trip: the one function that does IO (csrc/jss_round_trip.c)
+# round_trip and send_nowait: the functions that do IO (csrc/jss_round_trip.c)
 
 RT_REPLY = 1
 RT_OTHER = 2
@@ -1132,6 +1132,42 @@ def _round_trip(
     if got == 0:
         return RT_EOF, out, None
     return _parse_reply(buf, have + got, reply, want_puback, out)
+
+
+# Slots of send_nowait's report (see jss_proto.h).
+SEND_SENT = 0
+SEND_ERRNO = 1
+SEND_FIELDS = 2
+
+
+def send_report() -> list[int]:
+    """Where :func:`send_nowait` reports: ``[bytes sent, errno]``, owned by the caller."""
+    return [0] * SEND_FIELDS
+
+
+def send_nowait(sock: socket.socket, data: bytearray, report: list[int]) -> None:
+    """Send what ``sock`` takes at once of ``data``, without blocking; report it in ``report``.
+
+    Non-blocking sends until all of ``data`` is sent or the socket takes no
+    more (not a failure). ``report[SEND_SENT]`` is the bytes sent so far,
+    updated after each send, and ``report[SEND_ERRNO]`` the errno of a send
+    that failed (0 when none did). The C function writes the report in C
+    memory, so that a caller interrupted right after the call (a signal
+    handler's exception on the main thread) still knows what went out; this
+    twin is not interruptible that way (a handler may run between its steps).
+    """
+    report[SEND_SENT] = report[SEND_ERRNO] = 0
+    sent, size = 0, len(data)
+    with memoryview(data) as view:
+        while sent < size:
+            try:
+                sent += sock.send(view[sent:], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                report[SEND_ERRNO] = exc.errno or 0
+                return
+            report[SEND_SENT] = sent
 
 
 _last = threading.local()  # each thread's last round_trip out list

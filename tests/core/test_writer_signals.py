@@ -73,25 +73,53 @@ def _on_a_thread(fn: Any, name: str = "other") -> None:
     assert not thread.is_alive()
 
 
-def test_an_urgent_write_on_the_main_thread_is_sent_by_the_flusher(wired, monkeypatch):
-    """On the main thread the frame goes to the flusher: a chunk taken from the buffer
-    and then interrupted mid-send could be neither sent nor put back. Elsewhere the
-    caller still sends it itself."""
-    writer, _, peer = wired
-    senders: list[str] = []
-    send_now = Writer._send_now
+def _interrupt_send(transport: SocketTransport, monkeypatch, *, before: bool) -> list[int]:
+    """Make the transport's next send on the main thread raise Interrupted, before it sends
+    anything or right after the protocol core returned; the reports seen (one at most)."""
+    send = transport.send_nowait
+    hits: list[int] = []
 
-    def recorded(self: Writer) -> None:
-        senders.append(threading.current_thread().name)
-        send_now(self)
+    def interrupted(data: bytearray, report: Any) -> None:
+        if hits or threading.current_thread() is not threading.main_thread():
+            return send(data, report)
+        if not before:
+            send(data, report)
+        hits.append(report[0])
+        raise Interrupted
 
-    monkeypatch.setattr(Writer, "_send_now", recorded)
-    writer.write(FRAME, urgent=True, msgs=1)
+    monkeypatch.setattr(transport, "send_nowait", interrupted)
+    return hits
+
+
+def test_an_urgent_send_interrupted_before_it_sent_puts_the_whole_chunk_back(wired, monkeypatch):
+    """Interrupted with the chunk taken from the buffer and nothing sent: the chunk goes
+    back whole, the sender role is free, and the flusher sends it, once."""
+    writer, transport, peer = wired
+    hits = _interrupt_send(transport, monkeypatch, before=True)
+    with pytest.raises(Interrupted):
+        writer.write(FRAME, urgent=True, msgs=1)
+    assert hits == [-1]
     wait_for(lambda: peer.got(FRAME), message=lambda: f"received {peer.received!r}")
-    assert senders == []
-    _on_a_thread(lambda: writer.write(FRAME, urgent=True, msgs=1), name="publisher")
+    wait_for(lambda: not writer._sending)
+    writer.write(FRAME, urgent=True, msgs=1)  # the caller's thread sends again
     wait_for(lambda: peer.got(FRAME * 2))
-    assert senders == ["publisher"]
+    assert writer.bytes_out == 2 * len(FRAME)
+
+
+def test_an_urgent_send_interrupted_after_the_socket_took_part_puts_back_only_the_rest(
+    wired, monkeypatch
+):
+    """Interrupted right after a send the socket took only part of (the peer reads
+    nothing yet): exactly the rest goes back and out, nothing twice, nothing lost."""
+    writer, transport, peer = wired
+    big = bytes(range(256)) * (16 << 10)  # 4 MiB: more than the socket pair holds
+    hits = _interrupt_send(transport, monkeypatch, before=False)
+    with pytest.raises(Interrupted):
+        writer.write(big, urgent=True, msgs=1)
+    (sent,) = hits
+    assert 0 < sent < len(big)
+    wait_for(lambda: peer.got(big), timeout=20, message=lambda: f"{len(peer.received)} bytes")
+    assert writer.bytes_out == len(big)
 
 
 def test_a_frame_queued_without_its_kick_is_sent_by_the_flusher_within_a_slice(wired, monkeypatch):

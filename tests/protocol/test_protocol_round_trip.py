@@ -78,6 +78,11 @@ def test_constants_match_the_python_twin():
         assert getattr(lib, f"JSS_RT_{name}") == getattr(_py, f"RT_{name}"), name
     assert lib.JSS_RT_PUBACK - lib.JSS_RT_OP == lib.JSS_OP_FIELDS
     assert lib.JSS_RT_FIELDS - lib.JSS_RT_PUBACK == lib.JSS_PUBACK_FIELDS
+    assert (lib.JSS_SEND_SENT, lib.JSS_SEND_ERRNO, lib.JSS_SEND_FIELDS) == (
+        _py.SEND_SENT,
+        _py.SEND_ERRNO,
+        _py.SEND_FIELDS,
+    )
 
 
 def test_the_reply_alone_is_found_with_its_fields(impl, pair):
@@ -318,6 +323,48 @@ class TestRoundTrip:
         )  # fmt: skip
         assert status == lib.JSS_RT_SEND_ERROR
         assert out[lib.JSS_RT_ERRNO] == errno.EBADF
+
+    def test_jss_send_nowait_sends_everything_the_socket_takes(self, pair):
+        """All of an exactly-sized buffer goes out; the report says so, no errno."""
+        client, server = pair
+        out = ffi.new(f"int64_t[{lib.JSS_SEND_FIELDS}]", [-7, -7])
+        assert lib.jss_send_nowait(client.fileno(), exact(REQUEST), len(REQUEST), out) == len(
+            REQUEST
+        )
+        assert list(out) == [len(REQUEST), 0]
+        assert server.recv(64) == REQUEST
+
+    def test_jss_send_nowait_stops_where_the_socket_is_full(self, pair):
+        """A peer that reads nothing: part is sent, the rest is left, and that is no error."""
+        client, _ = pair
+        data = b"x" * (8 << 20)
+        out = ffi.new(f"int64_t[{lib.JSS_SEND_FIELDS}]")
+        sent = lib.jss_send_nowait(client.fileno(), exact(data), len(data), out)
+        assert 0 < sent < len(data) and list(out) == [sent, 0]
+        assert lib.jss_send_nowait(client.fileno(), exact(data), len(data), out) == 0
+        assert list(out) == [0, 0]
+
+    def test_jss_send_nowait_on_a_closed_descriptor_reports_its_errno(self):
+        """A bad fd: nothing sent, EBADF in the report."""
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.close(fd)
+        out = ffi.new(f"int64_t[{lib.JSS_SEND_FIELDS}]")
+        assert lib.jss_send_nowait(fd, exact(REQUEST), len(REQUEST), out) == 0
+        assert list(out) == [0, errno.EBADF]
+
+
+def test_send_nowait_reports_what_the_socket_took(impl, pair):
+    """Both twins: everything, then part of what a full socket takes, then a closed peer."""
+    client, server = pair
+    report = impl.send_report()
+    impl.send_nowait(client, bytearray(REQUEST), report)
+    assert list(report) == [len(REQUEST), 0] and server.recv(64) == REQUEST
+    big = bytearray(b"y" * (8 << 20))
+    impl.send_nowait(client, big, report)
+    assert 0 < report[0] < len(big) and report[1] == 0
+    server.close()
+    impl.send_nowait(client, bytearray(REQUEST), report)
+    assert report[1] in (errno.EPIPE, errno.ECONNRESET)
 
 
 PIECES = [
