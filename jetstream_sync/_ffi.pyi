@@ -277,9 +277,7 @@ class Lib:
         out: Int64Array,
         /,
     ) -> int: ...
-    def jss_send_nowait(
-        self, fd: int, data: BufferView, len: int, out: Int64Array, /
-    ) -> int: ...
+    def jss_send_nowait(self, fd: int, data: BufferView, len: int, out: Int64Array, /) -> int: ...
 
 ffi: FFI
 lib: Lib
