@@ -57,6 +57,7 @@ def wired() -> Iterator[tuple[Writer, SocketTransport, Peer]]:
     writer = Writer(lambda exc, transport: None, 1 << 20, "test-writer")
     transport = SocketTransport(client_end)
     writer.attach(transport)
+    wait_for(lambda: not writer._kicked)  # the flusher took attach()'s kick: it is idle
     try:
         yield writer, transport, Peer(server_end)
     finally:
@@ -126,7 +127,6 @@ def test_a_frame_queued_without_its_kick_is_sent_by_the_flusher_within_a_slice(w
     """Interrupted between appending a frame and kicking the flusher (on entry to the
     step that kicks): the frame is in the buffer, and the flusher still sends it."""
     writer, _, peer = wired
-    wait_for(lambda: not writer._kicked)  # the flusher took attach()'s kick
 
     def interrupted(self: Writer, here: bool) -> bool:
         raise Interrupted
