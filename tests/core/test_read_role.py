@@ -90,7 +90,7 @@ def test_a_lone_requester_parses_its_reply_on_its_own_thread(nc, other):
     routed (``role.round_trips`` counts those); any other is routed.
     """
     _echo(other, "role.echo")
-    nc.request("role.echo", b"first")  # subscribes the reply inbox
+    nc.request("role.echo", b"first", timeout=5)  # subscribes the reply inbox
     threads: list[threading.Thread] = []
     route = nc._connection.mux.route
     role = nc._connection.reader.role
@@ -266,7 +266,11 @@ def test_keepalives_are_read_when_nobody_calls(shared_server, other):
     _echo(other, "role.echo")
     events = Events()
     with jetstream_sync.connect(
-        shared_server.url, ping_interval=0.05, max_outstanding_pings=2, **events.callbacks()
+        # PINGs often, but a PONG late by a loaded machine's stall is not a stale connection
+        shared_server.url,
+        ping_interval=0.05,
+        max_outstanding_pings=20,
+        **events.callbacks(),
     ) as nc:
         for i in range(5):
             nc.request("role.echo", b"%d" % i, timeout=5)

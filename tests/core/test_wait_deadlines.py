@@ -183,7 +183,7 @@ def test_client_drain_keeps_its_whole_timeout_on_a_stalled_server(nats_server):
         nc.subscribe("dl.whole")
         with stopped(nats_server):
             fill_past_high_water(nc)
-            times_out(lambda: nc.drain(timeout=1.0), within=1.6)
+            times_out(lambda: nc.drain(timeout=1.0), within=1.9)
     finally:
         nc.close()
 

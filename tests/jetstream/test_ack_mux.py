@@ -64,7 +64,7 @@ def test_windows_and_ack_timeouts_are_per_context(nc, stream):
     hole = nc.subscribe("hole.>")  # receives the messages, never acks them
     nc.flush()
     patient = nc.jetstream(ack_timeout=60)
-    hasty = nc.jetstream(ack_timeout=0.3, max_ack_inflight=2, backpressure_on_inflight=False)
+    hasty = nc.jetstream(ack_timeout=2, max_ack_inflight=2, backpressure_on_inflight=False)
     busy = nc.jetstream(max_ack_inflight=10)
     waiting = patient.publish_async("hole.patient", b"x")  # first in, longest timeout
     lost = [hasty.publish_async("hole.hasty", b"x") for _ in range(2)]

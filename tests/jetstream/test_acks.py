@@ -72,9 +72,9 @@ def test_nak_with_delay_redelivers_after_the_delay(js, stream):
     js.publish(f"{stream.name}.a", b"x")
     cons = stream.create_consumer(durable_name="d", ack_wait=30)
     first = cons.fetch(1, timeout=2)[0]
-    first.nak(delay=0.5)
-    assert cons.fetch(1, timeout=0.3) == []  # not before the delay
-    again = cons.fetch(1, timeout=3)
+    first.nak(delay=2)
+    assert cons.fetch(1, timeout=0.5) == []  # not before the delay
+    again = cons.fetch(1, timeout=5)
     assert len(again) == 1 and again[0].metadata.num_delivered == 2
     assert again[0].data == b"x"
 

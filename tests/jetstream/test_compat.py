@@ -12,7 +12,11 @@ from tests.fixtures.polling import wait_for
 
 
 def test_readme_jetstream_example(nats_server):
-    """nats.py's README JetStream walkthrough runs unchanged but for await/async."""
+    """nats.py's README JetStream walkthrough runs unchanged but for await/async.
+
+    And for explicit timeouts where the README relies on nats.py's 1 s default for
+    something that must arrive: a loaded test machine can take longer.
+    """
     nc = jetstream_sync.connect(nats_server.url)
     js = nc.jetstream()
     js.create_stream(name="sample-stream", subjects=["foo"])
@@ -31,12 +35,12 @@ def test_readme_jetstream_example(nats_server):
 
     # Create single ephemeral push based subscriber.
     sub = js.subscribe("foo")
-    msg = sub.next_msg()
+    msg = sub.next_msg(timeout=5)
     msg.ack()
 
     # Create single push based subscriber that is durable across restarts.
     sub = js.subscribe("foo", durable="myapp")
-    msg = sub.next_msg()
+    msg = sub.next_msg(timeout=5)
     msg.ack()
 
     # Create deliver group that will be have load balanced messages.
@@ -60,12 +64,10 @@ def test_readme_jetstream_example(nats_server):
     # that auto resumes on failures.
     osub = js.subscribe("foo", ordered_consumer=True)
     data = bytearray()
-    while True:
-        try:
-            msg = osub.next_msg()
-            data.extend(msg.data)
-        except TimeoutError:
-            break
+    while len(data) < 20 * len(b"hello world: 0"):
+        data.extend(osub.next_msg(timeout=5).data)
+    with pytest.raises(TimeoutError):
+        osub.next_msg(timeout=0.5)
     assert len(data) == 20 * len(b"hello world: 0")
     nc.close()
 

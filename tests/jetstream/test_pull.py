@@ -70,7 +70,7 @@ def test_fetch_no_wait_and_next(js, stream):
 def test_fetch_with_heartbeat(js, stream):
     """fetch(heartbeat=) on an idle consumer gets heartbeats and returns [] at the timeout."""
     cons = stream.create_consumer()
-    assert cons.fetch(5, timeout=1.5, heartbeat=0.2) == []
+    assert cons.fetch(5, timeout=3, heartbeat=0.5) == []
     with pytest.raises(ValueError):
         cons.fetch(1, timeout=1.0, heartbeat=0.9)
 

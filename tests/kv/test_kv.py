@@ -153,7 +153,9 @@ def test_direct_replies_off_the_fast_path_decode_the_same(js, kv):
 
     kv.put("k", b"v")
     kv.delete("k")
-    reply = js.client.request(f"$JS.API.DIRECT.GET.{kv.stream_name}.$KV.{kv.bucket}.k", b"")
+    reply = js.client.request(
+        f"$JS.API.DIRECT.GET.{kv.stream_name}.$KV.{kv.bucket}.k", b"", timeout=5
+    )
     block = header_block(reply)
     assert block is not None
     stamp = reply.headers["Nats-Time-Stamp"]
