@@ -235,7 +235,9 @@ def test_frozen_server_times_out_at_the_deadline(nats_server):
                 with pytest.raises(jetstream_sync.TimeoutError):
                     batch.commit()
                 assert 0.4 < time.monotonic() - start < 1.5
-            ack = batch.commit()  # thawed: the batch holds exactly what add() sent
+            # thawed: the batch holds exactly what add() sent (a server catching up may
+            # take longer than the batch's 0.5 s: commit() again keeps waiting)
+            ack = wait_for(batch.commit, timeout=10, ignore=jetstream_sync.TimeoutError)
         assert ack.batch_size == sent
         assert ctx.stream(name).info().state.messages == ack.batch_size
 
