@@ -276,8 +276,7 @@ class Connection:
         A PING never waits for room in the write buffer: stale-connection
         detection and flush deadlines must hold however full it is.
         """
-        pings = self.pings
-        self.writer.write_ping(lambda connected: pings.register(waiter, connected), urgent=True)
+        self.writer.write_ping(self.pings, waiter, urgent=True)
 
     # ------------------------------------------------------------------ close
 

@@ -72,6 +72,8 @@ from ._deadline import WAIT_SLICE, Deadline
 from .errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
 
 if TYPE_CHECKING:
+    from ._pings import PingTracker
+    from ._request_mux import ReplyWaiter
     from ._transport import Transport
 
 # Above this many pending bytes, writers wait for the socket (bounded memory).
@@ -212,12 +214,17 @@ class Writer:
         if send_now:
             self._send_now()
 
-    def write_ping(self, register: Callable[[bool], bool], urgent: bool = False) -> None:
-        """Queue a PING if ``register(connected)`` says so; never waits for room.
+    def write_ping(
+        self, pings: PingTracker, waiter: ReplyWaiter | None, urgent: bool = False
+    ) -> None:
+        """Queue a PING for ``waiter`` (a flush, or None: a keep-alive) if ``pings`` takes it.
 
-        ``register`` runs under the writer's lock, so the order of registered
-        PINGs is their order in the stream, and no PING registered as sent on
-        a connection ends up on the next one.
+        Never waits for room. The PING is registered with ``pings`` and
+        appended under the writer's lock and the tracker's, so the order of
+        registered PINGs is their order in the stream, and no PING registered
+        as sent on a connection ends up on the next one. From the registration
+        to the PING's place in the buffer nothing is called, so a signal
+        handler's exception cannot leave one without the other.
 
         Raises:
             ConnectionClosedError: the writer is closed.
@@ -225,13 +232,16 @@ class Writer:
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("connection closed")
-            if not register(self._transport is not None):
-                return
-            self._buf += _PING
             ends = self._ping_ends
             while ends and ends[0] <= self.bytes_out:
                 ends.popleft()
-            ends.append(self.bytes_out + len(self._buf))
+            end = self.bytes_out + len(self._buf) + len(_PING)
+            connected = self._transport is not None
+            with pings.lock:
+                if not pings.register_locked(waiter, connected):
+                    return
+                self._buf += _PING
+                ends += (end,)
             send_now = self._claim(urgent)
         if send_now:
             self._send_now()

@@ -23,6 +23,8 @@ import pytest
 
 import jetstream_sync as js
 from jetstream_sync import _writer
+from jetstream_sync._pings import PingTracker
+from jetstream_sync._request_mux import ReplyWaiter
 from jetstream_sync._writer import Writer
 from tests.fixtures.polling import wait_for
 from tests.fixtures.signals import Interrupted
@@ -170,6 +172,41 @@ def test_an_interrupted_unclaim_leaves_the_claim_held_and_a_repeat_finishes_it(w
     assert not writer._sending and not writer._buf
     writer.unclaim(transport, FRAME, len(FRAME))  # one more is harmless
     assert not writer._sending
+
+
+class _LockInterruptedOnExit:
+    """A lock whose first release on the main thread is followed by Interrupted (as a
+    signal handler's exception right after the release call returns)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.hits = 0
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+        if not self.hits and threading.current_thread() is threading.main_thread():
+            self.hits += 1
+            raise Interrupted
+
+
+def test_a_ping_registered_is_a_ping_queued_even_when_interrupted(wired):
+    """Interrupted as the tracker's lock is released: the PING was registered and queued in
+    one step, so it still goes out and its PONG will answer the flush that registered it."""
+    writer, _, peer = wired
+    pings = PingTracker()
+    interrupted = _LockInterruptedOnExit()
+    pings.lock = interrupted  # type: ignore[assignment]
+    waiter = ReplyWaiter()
+    with pytest.raises(Interrupted):
+        writer.write_ping(pings, waiter, urgent=True)
+    assert interrupted.hits == 1
+    assert list(pings._in_flight) == [waiter] and list(writer._ping_ends) == [len(b"PING\r\n")]
+    wait_for(lambda: peer.got(b"PING\r\n"), timeout=10)
+    pings.pong()
+    assert waiter.done
 
 
 @pytest.mark.slow
