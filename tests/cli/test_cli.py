@@ -246,7 +246,16 @@ def test_a_reader_that_goes_away_ends_sub_quietly(cli):
 
 def test_ctrl_c_exits_130(cli):
     """SIGINT (Ctrl-C) stops a waiting sub cleanly: exit 130, no traceback."""
-    sub = cli.start("sub", subject())
+    # A suite started in the background (``nohup ... &``) ignores SIGINT and a child
+    # inherits that; a terminal's Ctrl-C reaches a command that does not ignore it.
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        sub = cli.start("sub", subject())
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     sub.stderr.readline(LISTEN_TIMEOUT)
     sub.signal(signal.SIGINT)
     done = sub.wait()
