@@ -81,19 +81,19 @@ class WatchFeed(Generic[T]):
         self,
         messages: OrderedMessageIterator,
         convert: Callable[[Msg], T | None],
-        end: int,
+        end: int | None,
         name: str,
     ) -> None:
         self._messages = messages
         self._convert = convert
-        self._end = end
         self._items: deque[T | _Marker] = deque()
         self._ready = threading.Condition(threading.Lock())
         self._error: BaseException | None = None
         self._stopped = False
         if end == 0:
             self._items.append(_MARKER)
-        self._marker_due = end > 0
+        self._end = end or 0
+        self._marker_due = bool(end)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
