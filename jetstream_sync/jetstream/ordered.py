@@ -344,7 +344,10 @@ class OrderedConsumer:
                 log.warning("ordered consumer on %s reset: %s", self.stream_name, exc)
                 self._retire_current()
                 continue
-            return self._in_order(got, current)
+            out = self._in_order(got, current)
+            if out or self._current is not None:
+                return out
+            # a gap before any message in order: the new link gets the time left
 
     def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
         """The next messages available now, in order, up to ``batch``."""
