@@ -3,10 +3,10 @@
 An ordered consumer over ``$O.<bucket>.M.>`` (the meta subjects): deliver
 last per subject for the current infos, every one with ``include_history``,
 new ones only with ``updates_only``. It runs on JetStream's watch feed (a
-thread of the watcher's own), so a lost consumer is replaced at once. ``None``
-marks the end of the initial values (not given with ``updates_only``): right after the meta at the newest
-meta sequence the stream leader reported at the start, or at once for an
-empty bucket.
+thread of the watcher's own), so a lost consumer is replaced at once.
+``None`` marks the end of the initial values (not given with
+``updates_only``): right after the meta at the newest meta sequence the
+stream leader reported at the start, or at once for an empty bucket.
 """
 
 from __future__ import annotations
