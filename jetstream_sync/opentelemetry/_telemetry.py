@@ -1,0 +1,218 @@
+"""Spans and instruments of the instrumentation: attributes, trace context in headers.
+
+Attribute names follow the OpenTelemetry semantic conventions for messaging;
+what only NATS has (the stream, its sequence) is ``messaging.nats.*``, as the
+conventions name a system's own attributes (``messaging.kafka.offset``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context, get_current
+from opentelemetry.metrics import Meter
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+
+from ..headers import Headers
+from ..msg import Msg
+
+HeadersIn = Mapping[str, str | Sequence[str]]
+
+SYSTEM = "nats"
+MSG_ID = "Nats-Msg-Id"
+# Attribute names (messaging semantic conventions, and NATS's own under messaging.nats).
+A_SYSTEM = "messaging.system"
+A_DESTINATION = "messaging.destination.name"
+A_OP_TYPE = "messaging.operation.type"
+A_OP_NAME = "messaging.operation.name"
+A_MSG_ID = "messaging.message.id"
+A_BODY_SIZE = "messaging.message.body.size"
+A_BATCH = "messaging.batch.message_count"
+A_CONSUMER = "messaging.consumer.group.name"
+A_STREAM = "messaging.nats.stream.name"
+A_SEQUENCE = "messaging.nats.stream.sequence"
+A_ERROR = "error.type"
+
+# Set while an instrumented call runs on this thread: the library calls it makes
+# (a JetStream publish's request, a fetch's pull requests) make no span of their own.
+_busy: contextvars.ContextVar[bool] = contextvars.ContextVar("jetstream_sync_otel", default=False)
+
+
+def busy() -> bool:
+    """Whether an instrumented call of this thread (or context) is running."""
+    return _busy.get()
+
+
+def enter() -> contextvars.Token[bool]:
+    """Mark an instrumented call as running; give the token to :func:`leave`."""
+    return _busy.set(True)
+
+
+def leave(token: contextvars.Token[bool]) -> None:
+    """End what :func:`enter` began."""
+    _busy.reset(token)
+
+
+def inject(headers: HeadersIn | None, context: Context | None = None) -> HeadersIn | None:
+    """``headers`` with the trace context of ``context`` (default: the current one) added.
+
+    The propagators configured globally decide the keys (W3C ``traceparent``
+    and ``tracestate`` by default); they replace keys of the same name.
+    The caller's mapping is never changed: a new one is returned.
+    """
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=context)
+    if not carrier:
+        return headers
+    if headers is None:
+        return carrier
+    if isinstance(headers, Headers):
+        kept = [(k, v) for k, v in headers.pairs() if k not in carrier]
+        return Headers.from_pairs([*kept, *carrier.items()])
+    merged: dict[str, str | Sequence[str]] = {k: v for k, v in headers.items() if k not in carrier}
+    merged.update(carrier)
+    return merged
+
+
+def producer_context(msg: Msg) -> Context:
+    """The current context with the trace context the message's headers carry, if any."""
+    if not msg.header_size:
+        return get_current()
+    return propagate.extract(msg.headers)
+
+
+def span_context_of(context: Context) -> trace.SpanContext:
+    """The span context a context holds (invalid when it holds none)."""
+    return trace.get_current_span(context).get_span_context()
+
+
+def message_attributes(msg: Msg) -> dict[str, Any]:
+    """What a received message tells about itself: subject, size, id, stream and sequence."""
+    attributes: dict[str, Any] = {
+        A_SYSTEM: SYSTEM,
+        A_DESTINATION: msg.subject,
+        A_BODY_SIZE: len(msg.data),
+    }
+    if msg.header_size:
+        msg_id = msg.headers.get(MSG_ID)
+        if msg_id is not None:
+            attributes[A_MSG_ID] = msg_id
+    if msg.reply.startswith("$JS.ACK."):
+        meta = msg.metadata
+        attributes[A_STREAM] = meta.stream
+        attributes[A_SEQUENCE] = meta.sequence.stream
+        attributes[A_CONSUMER] = meta.consumer
+    return attributes
+
+
+class Telemetry:
+    """The tracer and the instruments every wrapper records with.
+
+    Args:
+        tracer: spans come from it.
+        meter: the instruments are made on it.
+    """
+
+    def __init__(self, tracer: Tracer, meter: Meter) -> None:
+        self.tracer = tracer
+        self.sent = meter.create_counter(
+            "messaging.client.sent.messages",
+            unit="{message}",
+            description="Messages the instrumented calls published.",
+        )
+        self.consumed = meter.create_counter(
+            "messaging.client.consumed.messages",
+            unit="{message}",
+            description="Messages the instrumented calls received or handed to a callback.",
+        )
+        self.duration = meter.create_histogram(
+            "messaging.client.operation.duration",
+            unit="s",
+            description="Duration of a publish, request, receive or JetStream API call.",
+        )
+        self.process_duration = meter.create_histogram(
+            "messaging.process.duration",
+            unit="s",
+            description="Duration of a callback handling one message.",
+        )
+        self.pending = meter.create_up_down_counter(
+            "nats.jetstream.publish.pending",
+            unit="{message}",
+            description="Asynchronous JetStream publishes waiting for their acknowledgement.",
+        )
+
+    def metric_attributes(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
+        """The low-cardinality part of span attributes, for the instruments."""
+        keys = (A_SYSTEM, A_DESTINATION, A_OP_TYPE, A_OP_NAME, A_ERROR)
+        return {key: attributes[key] for key in keys if key in attributes}
+
+    def finish(
+        self,
+        span: Span,
+        attributes: dict[str, Any],
+        start_ns: int,
+        error: BaseException | None,
+        histogram: Any = None,
+    ) -> None:
+        """End ``span``: its status from ``error``, its duration into a histogram."""
+        if error is not None:
+            attributes[A_ERROR] = type(error).__qualname__
+            span.set_attribute(A_ERROR, type(error).__qualname__)
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, str(error)))
+        end_ns = time.time_ns()
+        span.end(end_time=end_ns)
+        (histogram or self.duration).record(
+            (end_ns - start_ns) / 1e9, self.metric_attributes(attributes)
+        )
+
+    def record_receive(
+        self,
+        name: str,
+        operation: str,
+        msgs: Sequence[Msg],
+        start_ns: int,
+        error: BaseException | None = None,
+        **extra: Any,
+    ) -> None:
+        """A CONSUMER span (``receive``) from ``start_ns`` to now, for messages received.
+
+        Made once the messages are in, so that it can belong to the producer's
+        trace: with one message and no span current, the producer's span is
+        its parent; otherwise the current span is, and it links to the
+        producer of each message.
+        """
+        attributes: dict[str, Any] = {
+            A_SYSTEM: SYSTEM,
+            A_OP_TYPE: "receive",
+            A_OP_NAME: operation,
+            **extra,
+        }
+        parent: Context | None = None
+        links: list[Link] = []
+        if len(msgs) == 1:
+            attributes.update(message_attributes(msgs[0]))
+        elif msgs:
+            attributes[A_BATCH] = len(msgs)
+        if msgs:
+            contexts = [producer_context(msg) for msg in msgs]
+            ambient = trace.get_current_span().get_span_context().is_valid
+            if len(msgs) == 1 and not ambient and span_context_of(contexts[0]).is_valid:
+                parent = contexts[0]
+            else:
+                links = [Link(sc) for sc in map(span_context_of, contexts) if sc.is_valid]
+        span = self.tracer.start_span(
+            name,
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            links=links,
+            start_time=start_ns,
+        )
+        self.finish(span, attributes, start_ns, error)
+        if msgs:
+            self.consumed.add(len(msgs), self.metric_attributes(attributes))
