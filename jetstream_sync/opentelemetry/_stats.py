@@ -36,7 +36,7 @@ class ClientStatsObserver:
             ("nats.client.sent.messages", "{message}", "out_msgs", "Messages written."),
             ("nats.client.received.messages", "{message}", "in_msgs", "Messages received."),
             ("nats.client.sent.bytes", "By", "out_bytes", "Protocol bytes written."),
-            ("nats.client.received.bytes", "By", "in_bytes", "Protocol bytes received."),
+            ("nats.client.received.bytes", "By", "in_bytes", "Message bytes received."),
             ("nats.client.reconnects", "{reconnect}", "reconnects", "Reconnections."),
         ):
             meter.create_observable_counter(
