@@ -7,8 +7,8 @@ a core ``publish`` (no subscriber), a blocking ``js.publish`` and a request
 meter), and not instrumented again, alternating rounds in one sitting so the
 host's load falls on every mode alike. It prints the best round of each mode
 and the ratio to the uninstrumented time, and beside them what the SDK itself
-takes to start and end one span with the same processor (most of the cost). Needs the ``otel`` extra and
-``opentelemetry-sdk``.
+takes to start and end one span with the same processor (most of the cost).
+Needs the ``otel`` extra and ``opentelemetry-sdk``.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def main() -> None:
         nc.close()
         responder.close()
     tracer_provider.shutdown()
-    print(f"{'µs per call (best of %d)' % ROUNDS:28} {'off':>8} {'on':>8} {'off again':>10} ratio")
+    title = f"µs per call (best of {ROUNDS})"
+    print(f"{title:28} {'off':>8} {'on':>8} {'off again':>10} ratio")
     for name in cases:
         off = min(best[name, "off"], best[name, "off again"])
         on = best[name, "on"]

@@ -239,3 +239,33 @@ def test_an_api_subject_gets_no_trace_context_and_a_named_span(otel, js, stream)
     span = otel.span("STREAM.INFO", SpanKind.CLIENT)
     assert "messaging.destination.name" not in span.attributes
     assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_fast_batch_has_a_create_span_per_add_and_a_send_span_for_the_commit(otel, js, stream_name):
+    """FastBatch: each added message carries its create span's context; commit is a send."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_batched=True)
+    subject = f"{stream_name}.fast"
+    with js.fast_batch() as batch:
+        for n in range(3):
+            batch.add(subject, b"%d" % n)
+        ack = batch.commit()
+    created = otel.spans(f"fast_batch {subject}", SpanKind.PRODUCER)
+    assert [s.attributes["messaging.operation.type"] for s in created] == ["create"] * 3
+    commit = otel.span("fast_batch.commit", SpanKind.PRODUCER)
+    assert commit.attributes["messaging.batch.message_count"] == ack.batch_size == 3
+    assert commit.attributes["messaging.nats.stream.sequence"] == 3
+    traceparent = stream.get_msg(2).headers["traceparent"]
+    assert format(created[1].context.span_id, "016x") in traceparent
+
+
+def test_ordered_consumer_fetch_and_next(otel, js, stream):
+    """The ordered consumer's fetch and next make receive spans in the producer's trace."""
+    subject = f"{stream.name}.ordered"
+    js.publish(subject, b"1")
+    js.publish(subject, b"2")
+    first, second = otel.spans(f"publish {subject}")
+    ordered = stream.ordered_consumer()
+    (msg,) = ordered.fetch(1, timeout=5)
+    assert otel.span(f"fetch {stream.name}").parent.span_id == first.context.span_id
+    assert ordered.next(timeout=5).data == b"2"
+    assert otel.span(f"next {subject}").parent.span_id == second.context.span_id
