@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context, get_current
 from opentelemetry.metrics import Meter
@@ -216,3 +218,76 @@ class Telemetry:
         self.finish(span, attributes, start_ns, error)
         if msgs:
             self.consumed.add(len(msgs), self.metric_attributes(attributes))
+
+
+# What Operation.__enter__ set: the attached context, and the busy mark (if quiet).
+_Tokens = tuple[contextvars.Token[Context], contextvars.Token[bool] | None]
+
+
+class Operation:
+    """One traced call: its span starts now; ``with`` it around the call.
+
+    Leaving the block ends the span (its status from the exception, if one
+    escaped) and records the duration. Inside it, the span is the current one
+    and the library's own calls make no span (see :func:`busy`), unless
+    ``quiet`` is False (a user callback runs inside: its calls are the user's).
+
+    Args:
+        telemetry: the tracer and instruments.
+        name: the span's name.
+        kind: the span's kind.
+        attributes: its attributes (kept: metrics read them at the end).
+        context: the parent's context (default: the current one).
+        links: links to other spans.
+        histogram: where the duration goes (default: the operation duration).
+        quiet: whether the library's calls inside are silenced.
+    """
+
+    __slots__ = ("telemetry", "span", "attributes", "start", "_histogram", "_quiet", "_tokens")
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        name: str,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+        *,
+        context: Context | None = None,
+        links: Sequence[Link] = (),
+        histogram: Any = None,
+        quiet: bool = True,
+    ) -> None:
+        self.telemetry = telemetry
+        self.attributes = attributes
+        self.start = time.time_ns()
+        self.span = telemetry.tracer.start_span(
+            name, context=context, kind=kind, attributes=attributes, links=links,
+            start_time=self.start,
+        )  # fmt: skip
+        self._histogram = histogram
+        self._quiet = quiet
+        self._tokens: tuple[contextvars.Token[Context], contextvars.Token[bool] | None] | None = (
+            None
+        )
+
+    def context(self) -> Context:
+        """A context holding the span (for the headers of the message it sends)."""
+        return trace.set_span_in_context(self.span)
+
+    def __enter__(self) -> Operation:
+        attached = otel_context.attach(self.context())
+        self._tokens = (attached, enter() if self._quiet else None)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._tokens is not None
+        attached, quiet = self._tokens
+        if quiet is not None:
+            leave(quiet)
+        otel_context.detach(attached)
+        self.telemetry.finish(self.span, self.attributes, self.start, error, self._histogram)

@@ -32,6 +32,7 @@ from ._telemetry import (
     A_SYSTEM,
     MSG_ID,
     SYSTEM,
+    Operation,
     Telemetry,
     busy,
     enter,
@@ -103,6 +104,22 @@ def api_operation(subject: str) -> str:
 # ------------------------------------------------------------------ publishing
 
 
+def _send_attributes(
+    operation: str, subject: str, data: Any, msg_id: Any = None, kind: str = "send"
+) -> dict[str, Any]:
+    """The attributes of a message sent (``kind``: ``send``, or ``create`` in a batch)."""
+    attributes: dict[str, Any] = {
+        A_SYSTEM: SYSTEM,
+        A_DESTINATION: subject,
+        A_OP_TYPE: kind,
+        A_OP_NAME: operation,
+        A_BODY_SIZE: len(data or b""),
+    }
+    if msg_id:
+        attributes[A_MSG_ID] = msg_id
+    return attributes
+
+
 def publish(tel: Telemetry, original: Fn, operation: str, headers_at: int) -> Fn:
     """A PRODUCER span around a publish; its trace context goes in the message headers.
 
@@ -117,52 +134,31 @@ def publish(tel: Telemetry, original: Fn, operation: str, headers_at: int) -> Fn
         subject = _arg(args, kwargs, 0, "subject")
         if busy() or not isinstance(subject, str) or is_internal(subject):
             return original(self, *args, **kwargs)
-        data = _value(_arg(args, kwargs, 1, "data")) or b""
-        attributes: dict[str, Any] = {
-            A_SYSTEM: SYSTEM,
-            A_DESTINATION: subject,
-            A_OP_TYPE: "send",
-            A_OP_NAME: operation,
-            A_BODY_SIZE: len(data),
-        }
-        msg_id = kwargs.get("msg_id")
-        if msg_id:
-            attributes[A_MSG_ID] = msg_id
-        start = time.time_ns()
-        span = tel.tracer.start_span(
-            f"{operation} {subject}", kind=SpanKind.PRODUCER, attributes=attributes,
-            start_time=start,
-        )  # fmt: skip
+        data = _value(_arg(args, kwargs, 1, "data"))
+        attributes = _send_attributes(operation, subject, data, kwargs.get("msg_id"))
+        op = Operation(tel, f"{operation} {subject}", SpanKind.PRODUCER, attributes)
         index = headers_at if headers_at >= 0 else len(args) + 1
-        context = trace.set_span_in_context(span)
-        headers = inject(_value(_arg(args, kwargs, index, "headers")), context)
+        headers = inject(_value(_arg(args, kwargs, index, "headers")), op.context())
         args, kwargs = _with(args, kwargs, index, "headers", headers)
-        error: BaseException | None = None
-        token = enter()
-        try:
+        with op:
             result = original(self, *args, **kwargs)
-            _describe_ack(span, attributes, result)
-            return result
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            leave(token)
-            tel.finish(span, attributes, start, error)
-            if error is None:
-                tel.sent.add(1, tel.metric_attributes(attributes))
+            _describe_ack(op, result)
+        tel.sent.add(1, tel.metric_attributes(attributes))
+        return result
 
     return wrapper
 
 
-def _describe_ack(span: trace.Span, attributes: dict[str, Any], ack: Any) -> None:
-    """Put a PubAck's stream and sequence on the span (the caller's attributes too)."""
+def _describe_ack(op: Operation, ack: Any) -> None:
+    """Put a PubAck's stream, sequence and batch size on the operation's span."""
     stream = getattr(ack, "stream", None)
     if stream is None:
         return
     found = {A_STREAM: stream, A_SEQUENCE: ack.seq}
-    span.set_attributes(found)
-    attributes.update(found)
+    if getattr(ack, "batch_size", None):
+        found[A_BATCH] = ack.batch_size
+    op.span.set_attributes(found)
+    op.attributes.update(found)
 
 
 def publish_async(tel: Telemetry, original: Fn) -> Fn:
@@ -173,27 +169,16 @@ def publish_async(tel: Telemetry, original: Fn) -> Fn:
         subject = _arg(args, kwargs, 0, "subject")
         if busy() or not isinstance(subject, str):
             return original(self, *args, **kwargs)
-        data = _value(_arg(args, kwargs, 1, "data")) or b""
-        attributes: dict[str, Any] = {
-            A_SYSTEM: SYSTEM,
-            A_DESTINATION: subject,
-            A_OP_TYPE: "send",
-            A_OP_NAME: "publish_async",
-            A_BODY_SIZE: len(data),
-        }
-        if kwargs.get("msg_id"):
-            attributes[A_MSG_ID] = kwargs["msg_id"]
-        start = time.time_ns()
-        span = tel.tracer.start_span(
-            f"publish_async {subject}", kind=SpanKind.PRODUCER, attributes=attributes,
-            start_time=start,
-        )  # fmt: skip
-        kwargs["headers"] = inject(kwargs.get("headers"), trace.set_span_in_context(span))
+        data = _value(_arg(args, kwargs, 1, "data"))
+        attributes = _send_attributes("publish_async", subject, data, kwargs.get("msg_id"))
+        # Not a with-block: the span ends when the future resolves, on another thread.
+        op = Operation(tel, f"publish_async {subject}", SpanKind.PRODUCER, attributes)
+        kwargs["headers"] = inject(kwargs.get("headers"), op.context())
         token = enter()
         try:
             future = original(self, *args, **kwargs)
         except BaseException as exc:
-            tel.finish(span, attributes, start, exc)
+            tel.finish(op.span, attributes, op.start, exc)
             raise
         finally:
             leave(token)
@@ -204,9 +189,9 @@ def publish_async(tel: Telemetry, original: Fn) -> Fn:
             tel.pending.add(-1, pending)
             error = done.exception()
             if error is None:
-                _describe_ack(span, attributes, done.result())
+                _describe_ack(op, done.result())
                 tel.sent.add(1, tel.metric_attributes(attributes))
-            tel.finish(span, attributes, start, error)
+            tel.finish(op.span, attributes, op.start, error)
 
         future.add_done_callback(settled)
         return future
@@ -214,19 +199,12 @@ def publish_async(tel: Telemetry, original: Fn) -> Fn:
     return wrapper
 
 
-def _create_span(
-    tel: Telemetry, subject: str, data: Any, headers: Any, operation: str
+def _create(
+    tel: Telemetry, operation: str, subject: str, data: Any, headers: Any
 ) -> tuple[trace.Span, Any]:
     """A ``create`` PRODUCER span for one message of a batch, and its headers with its context."""
-    attributes: dict[str, Any] = {
-        A_SYSTEM: SYSTEM,
-        A_DESTINATION: subject,
-        A_OP_TYPE: "create",
-        A_OP_NAME: operation,
-        A_BODY_SIZE: len(data or b""),
-    }
-    if headers and headers.get(MSG_ID):
-        attributes[A_MSG_ID] = headers.get(MSG_ID)
+    msg_id = headers.get(MSG_ID) if headers else None
+    attributes = _send_attributes(operation, subject, data, msg_id, "create")
     span = tel.tracer.start_span(
         f"{operation} {subject}", kind=SpanKind.PRODUCER, attributes=attributes
     )
@@ -248,54 +226,25 @@ def publish_batch(tel: Telemetry, original: Fn) -> Fn:
         traced = []
         for item in messages:
             subject, data = item[0], item[1]
-            span, headers = _create_span(
-                tel, subject, data, item[2] if len(item) > 2 else None, "publish_batch"
-            )
-            created.append(span)
+            headers = item[2] if len(item) > 2 else None
+            span, headers = _create(tel, "publish_batch", subject, data, headers)
+            created.append(Link(span.get_span_context()))
             traced.append((subject, data, headers))
         args, kwargs = _with(args, kwargs, 0, "messages", traced)
-        return _send_batch(tel, original, self, args, kwargs, created, traced[0][0])
+        destination = traced[0][0]
+        attributes: dict[str, Any] = {
+            **_send_attributes("publish_batch", destination, b""),
+            A_BATCH: len(created),
+        }
+        del attributes[A_BODY_SIZE]
+        name = f"publish_batch {destination}"
+        with Operation(tel, name, SpanKind.PRODUCER, attributes, links=created) as op:
+            result = original(self, *args, **kwargs)
+            _describe_ack(op, result)
+        tel.sent.add(len(created), tel.metric_attributes(attributes))
+        return result
 
     return wrapper
-
-
-def _send_batch(
-    tel: Telemetry,
-    original: Fn,
-    owner: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    created: list[trace.Span],
-    destination: str,
-) -> Any:
-    """The ``send`` span of a batch: the call, linked to each message's ``create`` span."""
-    attributes: dict[str, Any] = {
-        A_SYSTEM: SYSTEM,
-        A_DESTINATION: destination,
-        A_OP_TYPE: "send",
-        A_OP_NAME: "publish_batch",
-        A_BATCH: len(created),
-    }
-    start = time.time_ns()
-    span = tel.tracer.start_span(
-        f"publish_batch {destination}", kind=SpanKind.PRODUCER, attributes=attributes,
-        links=[Link(s.get_span_context()) for s in created], start_time=start,
-    )  # fmt: skip
-    error: BaseException | None = None
-    token = enter()
-    try:
-        with trace.use_span(span, end_on_exit=False, record_exception=False):
-            result = original(owner, *args, **kwargs)
-        _describe_ack(span, attributes, result)
-        return result
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        leave(token)
-        tel.finish(span, attributes, start, error)
-        if error is None:
-            tel.sent.add(len(created), tel.metric_attributes(attributes))
 
 
 def fast_batch_add(tel: Telemetry, original: Fn) -> Fn:
@@ -307,9 +256,8 @@ def fast_batch_add(tel: Telemetry, original: Fn) -> Fn:
         if busy() or not isinstance(subject, str):
             return original(self, *args, **kwargs)
         data = _value(_arg(args, kwargs, 1, "data"))
-        span, headers = _create_span(
-            tel, subject, data, _value(_arg(args, kwargs, 2, "headers")), "fast_batch"
-        )
+        headers = _value(_arg(args, kwargs, 2, "headers"))
+        span, headers = _create(tel, "fast_batch", subject, data, headers)
         args, kwargs = _with(args, kwargs, 2, "headers", headers)
         token = enter()
         try:
@@ -332,25 +280,10 @@ def fast_batch_commit(tel: Telemetry, original: Fn) -> Fn:
         attributes: dict[str, Any] = {
             A_SYSTEM: SYSTEM, A_OP_TYPE: "send", A_OP_NAME: "fast_batch.commit",
         }  # fmt: skip
-        start = time.time_ns()
-        span = tel.tracer.start_span(
-            "fast_batch.commit", kind=SpanKind.PRODUCER, attributes=attributes, start_time=start
-        )
-        error: BaseException | None = None
-        token = enter()
-        try:
+        with Operation(tel, "fast_batch.commit", SpanKind.PRODUCER, attributes) as op:
             ack = original(self, *args, **kwargs)
-            _describe_ack(span, attributes, ack)
-            size = getattr(ack, "batch_size", None)
-            if size:
-                span.set_attribute(A_BATCH, size)
-            return ack
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            leave(token)
-            tel.finish(span, attributes, start, error)
+            _describe_ack(op, ack)
+        return ack
 
     return wrapper
 
@@ -373,27 +306,15 @@ def request(tel: Telemetry, original: Fn) -> Fn:
         if not internal:  # an API subject names streams and consumers: not a destination
             attributes[A_DESTINATION] = subject
             attributes[A_OP_TYPE] = "send"
-        start = time.time_ns()
         name = operation if internal else f"request {subject}"
-        span = tel.tracer.start_span(
-            name, kind=SpanKind.CLIENT, attributes=attributes, start_time=start
-        )
+        op = Operation(tel, name, SpanKind.CLIENT, attributes)
         if not internal:
-            context = trace.set_span_in_context(span)
-            headers = inject(_value(_arg(args, kwargs, 3, "headers")), context)
+            headers = inject(_value(_arg(args, kwargs, 3, "headers")), op.context())
             args, kwargs = _with(args, kwargs, 3, "headers", headers)
-        error: BaseException | None = None
-        token = enter()
-        try:
+        with op:
             reply = original(self, *args, **kwargs)
-            _link_stored(span, reply)
-            return reply
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            leave(token)
-            tel.finish(span, attributes, start, error)
+            _link_stored(op.span, reply)
+        return reply
 
     return wrapper
 
@@ -520,21 +441,14 @@ def process(tel: Telemetry, callback: Callable[[Msg], object]) -> Callable[[Msg]
         attributes = message_attributes(msg)
         attributes[A_OP_TYPE] = "process"
         attributes[A_OP_NAME] = "process"
-        start = time.time_ns()
-        span = tel.tracer.start_span(
-            f"process {msg.subject}", context=producer_context(msg), kind=SpanKind.CONSUMER,
-            attributes=attributes, start_time=start,
-        )  # fmt: skip
-        error: BaseException | None = None
-        try:
-            with trace.use_span(span, end_on_exit=False, record_exception=False):
+        with Operation(
+            tel, f"process {msg.subject}", SpanKind.CONSUMER, attributes,
+            context=producer_context(msg), histogram=tel.process_duration, quiet=False,
+        ):  # fmt: skip
+            try:
                 return callback(msg)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            tel.finish(span, attributes, start, error, tel.process_duration)
-            tel.consumed.add(1, tel.metric_attributes(attributes))
+            finally:
+                tel.consumed.add(1, tel.metric_attributes(attributes))
 
     traced.__wrapped__ = callback  # type: ignore[attr-defined]
     return traced
@@ -566,23 +480,12 @@ def spark_write(tel: Telemetry, original: Fn) -> Fn:
             A_SYSTEM: SYSTEM, A_DESTINATION: destination, A_OP_TYPE: "send",
             A_OP_NAME: "spark.write",
         }  # fmt: skip
-        start = time.time_ns()
-        span = tel.tracer.start_span(
-            f"spark.write {destination}", kind=SpanKind.PRODUCER, attributes=attributes,
-            start_time=start,
-        )  # fmt: skip
-        error: BaseException | None = None
-        try:
-            with trace.use_span(span, end_on_exit=False, record_exception=False):
-                commit = original(self, *args, **kwargs)
-            rows = getattr(commit, "rows", 0)
-            span.set_attributes({A_BATCH: rows, "messaging.nats.duplicates": commit.duplicates})
-            tel.sent.add(rows, tel.metric_attributes(attributes))
-            return commit
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            tel.finish(span, attributes, start, error)
+        name = f"spark.write {destination}"
+        with Operation(tel, name, SpanKind.PRODUCER, attributes, quiet=False) as op:
+            commit = original(self, *args, **kwargs)
+            found = {A_BATCH: commit.rows, "messaging.nats.duplicates": commit.duplicates}
+            op.span.set_attributes(found)
+        tel.sent.add(commit.rows, tel.metric_attributes(attributes))
+        return commit
 
     return wrapper
