@@ -220,17 +220,14 @@ class Telemetry:
             self.consumed.add(len(msgs), self.metric_attributes(attributes))
 
 
-# What Operation.__enter__ set: the attached context, and the busy mark (if quiet).
-_Tokens = tuple[contextvars.Token[Context], contextvars.Token[bool] | None]
-
-
 class Operation:
     """One traced call: its span starts now; ``with`` it around the call.
 
     Leaving the block ends the span (its status from the exception, if one
-    escaped) and records the duration. Inside it, the span is the current one
-    and the library's own calls make no span (see :func:`busy`), unless
-    ``quiet`` is False (a user callback runs inside: its calls are the user's).
+    escaped) and records the duration. Inside it, the library's own calls make
+    no span (see :func:`busy`); with ``quiet`` False (a user callback runs
+    inside, or calls that should be traced), they do, and the span is the
+    current one so that theirs nest under it.
 
     Args:
         telemetry: the tracer and instruments.
@@ -243,7 +240,9 @@ class Operation:
         quiet: whether the library's calls inside are silenced.
     """
 
-    __slots__ = ("telemetry", "span", "attributes", "start", "_histogram", "_quiet", "_tokens")
+    __slots__ = (
+        "telemetry", "span", "attributes", "start", "_histogram", "_quiet", "_marked", "_attached",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -266,17 +265,18 @@ class Operation:
         )  # fmt: skip
         self._histogram = histogram
         self._quiet = quiet
-        self._tokens: tuple[contextvars.Token[Context], contextvars.Token[bool] | None] | None = (
-            None
-        )
+        self._marked: contextvars.Token[bool] | None = None
+        self._attached: contextvars.Token[Context] | None = None
 
     def context(self) -> Context:
         """A context holding the span (for the headers of the message it sends)."""
         return trace.set_span_in_context(self.span)
 
     def __enter__(self) -> Operation:
-        attached = otel_context.attach(self.context())
-        self._tokens = (attached, enter() if self._quiet else None)
+        if self._quiet:
+            self._marked = enter()
+        else:
+            self._attached = otel_context.attach(self.context())
         return self
 
     def __exit__(
@@ -285,9 +285,8 @@ class Operation:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        assert self._tokens is not None
-        attached, quiet = self._tokens
-        if quiet is not None:
-            leave(quiet)
-        otel_context.detach(attached)
+        if self._marked is not None:
+            leave(self._marked)
+        if self._attached is not None:
+            otel_context.detach(self._attached)
         self.telemetry.finish(self.span, self.attributes, self.start, error, self._histogram)
