@@ -350,7 +350,9 @@ def receive_one(tel: Telemetry, original: Fn, operation: str) -> Fn:
             raise
         finally:
             leave(token)
-        tel.record_receive(f"{operation} {msg.subject}", operation, [msg], start, **_about(self))
+        if not msg.is_status:  # a status (a batched get's end, 404...) is no message received
+            name = f"{operation} {msg.subject}"
+            tel.record_receive(name, operation, [msg], start, **_about(self))
         return msg
 
     return wrapper
@@ -398,7 +400,8 @@ def receive_iterator(tel: Telemetry, original: Fn, operation: str) -> Fn:
                 msg = next(messages)
             except StopIteration:
                 return
-            tel.record_receive(f"{operation} {msg.subject}", operation, [msg], start)
+            if not msg.is_status:
+                tel.record_receive(f"{operation} {msg.subject}", operation, [msg], start)
             yield msg
 
     return wrapper

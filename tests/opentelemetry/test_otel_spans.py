@@ -269,3 +269,12 @@ def test_ordered_consumer_fetch_and_next(otel, js, stream):
     assert otel.span(f"fetch {stream.name}").parent.span_id == first.context.span_id
     assert ordered.next(timeout=5).data == b"2"
     assert otel.span(f"next {subject}").parent.span_id == second.context.span_id
+
+
+def test_a_status_message_received_makes_no_span(otel, nc):
+    """A status (here the server's 503: nobody listens) taken with next_msg is no message."""
+    inbox = nc.new_inbox()
+    sub = nc.subscribe(inbox)
+    nc.publish("otel.nobody", b"", reply=inbox)
+    assert sub.next_msg(timeout=5).status == 503
+    assert otel.names() == ["publish otel.nobody"]
