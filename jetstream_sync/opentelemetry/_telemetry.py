@@ -19,6 +19,7 @@ from opentelemetry.context import Context, get_current
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
+from ..errors import NotJetStreamMsgError
 from ..headers import Headers
 from ..msg import Msg
 
@@ -82,9 +83,10 @@ def inject(headers: HeadersIn | None, context: Context | None = None) -> Headers
 
 def producer_context(msg: Msg) -> Context:
     """The current context with the trace context the message's headers carry, if any."""
+    current = get_current()
     if not msg.header_size:
-        return get_current()
-    return propagate.extract(msg.headers)
+        return current
+    return propagate.extract(msg.headers, context=current)
 
 
 def span_context_of(context: Context) -> trace.SpanContext:
@@ -104,7 +106,10 @@ def message_attributes(msg: Msg) -> dict[str, Any]:
         if msg_id is not None:
             attributes[A_MSG_ID] = msg_id
     if msg.reply.startswith("$JS.ACK."):
-        meta = msg.metadata
+        try:
+            meta = msg.metadata
+        except NotJetStreamMsgError:  # an ack subject of another shape: no stream attributes
+            return attributes
         attributes[A_STREAM] = meta.stream
         attributes[A_SEQUENCE] = meta.sequence.stream
         attributes[A_CONSUMER] = meta.consumer

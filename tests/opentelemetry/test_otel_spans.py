@@ -278,3 +278,15 @@ def test_a_status_message_received_makes_no_span(otel, nc):
     nc.publish("otel.nobody", b"", reply=inbox)
     assert sub.next_msg(timeout=5).status == 503
     assert otel.names() == ["publish otel.nobody"]
+
+
+def test_api_operation_names_leave_streams_and_consumers_out():
+    """A JetStream API span is named by its call, whatever the prefix, stream or consumer."""
+    from jetstream_sync.opentelemetry._wrappers import api_operation
+
+    assert api_operation("$JS.API.STREAM.INFO.ORDERS") == "STREAM.INFO"
+    assert api_operation("$JS.hub.API.CONSUMER.CREATE.S.c.f.>") == "CONSUMER.CREATE"
+    assert api_operation("$JS.API.DIRECT.GET.KV_b.$KV.b.k") == "DIRECT.GET"
+    assert api_operation("imported.js.CONSUMER.MSG.NEXT.S.c") == "CONSUMER.MSG.NEXT"
+    assert api_operation("$JS.ACK.S.c.1.2.3.4.5") == "ACK"
+    assert api_operation("$JS.API.INFO") == "INFO"
