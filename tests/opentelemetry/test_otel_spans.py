@@ -290,3 +290,12 @@ def test_api_operation_names_leave_streams_and_consumers_out():
     assert api_operation("imported.js.CONSUMER.MSG.NEXT.S.c") == "CONSUMER.MSG.NEXT"
     assert api_operation("$JS.ACK.S.c.1.2.3.4.5") == "ACK"
     assert api_operation("$JS.API.INFO") == "INFO"
+
+
+def test_the_reconnects_metric_counts_a_server_restart(otel, restartable_server):
+    """nats.client.reconnects reads Client.stats: one restart, one reconnect."""
+    with jetstream_sync.connect(restartable_server.url, reconnect_time_wait=0.1) as client:
+        restartable_server.restart()
+        wait_for(lambda: client.stats.reconnects == 1 and client.is_connected, timeout=15)
+        (reconnects,) = otel.points("nats.client.reconnects")
+        assert reconnects.value == 1
