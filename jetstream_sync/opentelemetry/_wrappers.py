@@ -135,11 +135,12 @@ def publish(tel: Telemetry, original: Fn, operation: str, headers_at: int) -> Fn
         if busy() or not isinstance(subject, str) or is_internal(subject):
             return original(self, *args, **kwargs)
         data = _value(_arg(args, kwargs, 1, "data"))
-        attributes = _send_attributes(operation, subject, data, kwargs.get("msg_id"))
-        op = Operation(tel, f"{operation} {subject}", SpanKind.PRODUCER, attributes)
         index = headers_at if headers_at >= 0 else len(args) + 1
-        headers = inject(_value(_arg(args, kwargs, index, "headers")), op.context())
-        args, kwargs = _with(args, kwargs, index, "headers", headers)
+        headers = _value(_arg(args, kwargs, index, "headers"))
+        msg_id = kwargs.get("msg_id") or (headers.get(MSG_ID) if headers else None)
+        attributes = _send_attributes(operation, subject, data, msg_id)
+        op = Operation(tel, f"{operation} {subject}", SpanKind.PRODUCER, attributes)
+        args, kwargs = _with(args, kwargs, index, "headers", inject(headers, op.context()))
         with op:
             result = original(self, *args, **kwargs)
             _describe_ack(op, result)

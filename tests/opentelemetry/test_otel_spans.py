@@ -21,7 +21,7 @@ def test_core_publish_is_a_producer_span_and_the_callback_a_child_process_span(o
     """publish: PRODUCER span, traceparent in the headers; the callback's span is its child."""
     got = []
     nc.subscribe("otel.core", cb=got.append)
-    nc.publish("otel.core", b"hello", headers={"k": "v"})
+    nc.publish("otel.core", b"hello", headers={"k": "v", "Nats-Msg-Id": "id-1"})
     wait_for(lambda: otel.spans("process otel.core"))
     publish = otel.span("publish otel.core", SpanKind.PRODUCER)
     assert publish.attributes == {
@@ -30,8 +30,10 @@ def test_core_publish_is_a_producer_span_and_the_callback_a_child_process_span(o
         "messaging.operation.type": "send",
         "messaging.operation.name": "publish",
         "messaging.message.body.size": 5,
+        "messaging.message.id": "id-1",
     }
     process = otel.span("process otel.core", SpanKind.CONSUMER)
+    assert process.attributes["messaging.message.id"] == "id-1"
     assert process.parent.span_id == publish.context.span_id and _same_trace(process, publish)
     assert process.attributes["messaging.operation.type"] == "process"
     assert got[0].headers["k"] == "v" and got[0].headers["traceparent"].startswith("00-")
