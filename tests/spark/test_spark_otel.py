@@ -13,7 +13,9 @@ pytest.importorskip("opentelemetry.sdk")
 
 from tests.fixtures.spark_otel import TracedJetStream  # noqa: E402
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+# 420 s, as a Spark block of the docs: the session may start here, and a worker daemon
+# with the new environment starts for the traced source.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
 # What the workers run first (Python's sitecustomize hook, as opentelemetry-instrument
 # does it): a tracer writing each span as a JSON line, and the instrumentor on.
