@@ -248,14 +248,12 @@ class ScheduleInfo:
 
 
 def list_schedules(stream: Stream, filter: str, timeout: float | None) -> list[ScheduleInfo]:
-    """The schedules stored in ``stream`` on subjects matching ``filter``."""
-    info = stream.info(subjects_filter=filter, timeout=timeout)
-    subjects = sorted(info.state.subjects or {})
-    if not subjects:
-        return []
-    if info.config.allow_direct:
-        msgs = stream.get_last_msgs_for(subjects, timeout=timeout)
+    """The schedules stored in ``stream`` on subjects matching ``filter``, any number of them."""
+    if stream.info(timeout=timeout).config.allow_direct:
+        msgs = stream.get_last_msgs_for([filter], timeout=timeout)
     else:
+        info = stream.info(subjects_filter=filter, timeout=timeout)
+        subjects = sorted(info.state.subjects or {})
         msgs = [stream.get_last_msg_for_subject(s, timeout=timeout) for s in subjects]
     found = (ScheduleInfo.from_msg(m) for m in msgs)
     return sorted((s for s in found if s is not None), key=lambda s: s.subject)

@@ -39,6 +39,16 @@ def test_counter_add_get_ls(cli, js, name):
     assert listed == [f"{name}.a: -2", f"{name}.b: 1", f"{name}.c: {2**70}"]
 
 
+def test_counter_ls_lists_past_the_servers_1024(cli, js, name):
+    """ls over 3,000 counters prints every one (the server answers 1,024 per request)."""
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_counter=True, allow_direct=True)
+    for i in range(3000):
+        js.publish_async(f"{name}.c.{i}", b"", headers={"Nats-Incr": "+1"})
+    js.publish_async_completed(timeout=60)
+    listed = ok(cli.run("counter", "ls", name)).stdout.splitlines()
+    assert sorted(listed) == sorted(f"{name}.c.{i}: 1" for i in range(3000))
+
+
 def test_counter_errors_exit_1(cli, js, name):
     """A stream without counters, a subject never counted and a bad increment are refused."""
     js.create_stream(name=name, subjects=[f"{name}.>"])
