@@ -655,6 +655,28 @@ class ScheduleTimeZoneInvalidError(APIError, err_code=10223):
     """The server refused the ``Nats-Schedule-Time-Zone`` value."""
 
 
+class NotAScheduleError(JetStreamError):
+    """``cancel_schedule`` found a subject whose last message is not a schedule.
+
+    Nothing was removed: the subject holds ordinary messages (a mistyped subject, or a
+    schedule that already fired or was replaced by an ordinary message).
+
+    Attributes:
+        subject: the subject given.
+        seq: the stream sequence of its last message.
+    """
+
+    def __init__(self, subject: str, seq: int = 0) -> None:
+        super().__init__(
+            f"the last message on {subject!r} (seq {seq}) is not a schedule; nothing was removed"
+        )
+        self.subject = subject
+        self.seq = seq
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
+        return (type(self), (self.subject, self.seq))
+
+
 class AtomicPublishDisabledError(APIError, err_code=10174):
     """The stream does not allow atomic batches (``allow_atomic``)."""
 

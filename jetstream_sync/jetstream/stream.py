@@ -176,17 +176,20 @@ class Stream(StreamConsumersMixin):
         """Remove messages; return how many were removed.
 
         Args:
-            subject: only messages on this subject (wildcards allowed).
+            subject: only messages on this subject (wildcards allowed); ``None``:
+                every subject.
             seq: only messages below this sequence (not with ``keep``).
             keep: keep this many of the newest messages (not with ``seq``).
 
         Raises:
             ValueError: both ``seq`` and ``keep`` were given.
+            BadSubjectError: ``subject`` is not a filter subject (``""`` included:
+                it never means the whole stream); nothing was sent.
         """
         if seq is not None and keep is not None:
             raise ValueError("purge takes seq or keep, not both")
         body: dict[str, Any] = {}
-        if subject:
+        if subject is not None:  # "" is a bad subject, never "the whole stream"
             body["filter"] = filter_subject(subject)
         if seq is not None:
             body["seq"] = ck.sequence(seq, "seq")

@@ -49,6 +49,16 @@ def test_counter_ls_lists_past_the_servers_1024(cli, js, name):
     assert sorted(listed) == sorted(f"{name}.c.{i}: 1" for i in range(3000))
 
 
+def test_schedule_rm_refuses_a_subject_without_a_schedule(cli, js, name):
+    """rm on a subject holding ordinary messages exits 1 and removes nothing."""
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_schedules=True)
+    for i in range(3):
+        js.publish(f"{name}.orders", b"order %d" % i)
+    result = cli.run("schedule", "rm", f"{name}.orders")
+    assert result.code == 1 and "not a schedule" in result.stderr, result.stderr
+    assert js.stream(name).info().state.messages == 3
+
+
 def test_counter_errors_exit_1(cli, js, name):
     """A stream without counters, a subject never counted and a bad increment are refused."""
     js.create_stream(name=name, subjects=[f"{name}.>"])
