@@ -59,6 +59,17 @@ def test_schedule_rm_refuses_a_subject_without_a_schedule(cli, js, name):
     assert js.stream(name).info().state.messages == 3
 
 
+def test_counter_totals_past_4300_digits(cli, js, name):
+    """add, get and ls print totals of any size (CPython's str() stops at 4,300 digits)."""
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_counter=True, allow_direct=True)
+    digits = "9" * 4300
+    ok(cli.run("counter", "add", name, f"{name}.h", digits))
+    total = "1" + "9" * 4299 + "8"  # 2 * (10**4300 - 1)
+    assert ok(cli.run("counter", "add", name, f"{name}.h", digits)).stdout == f"{name}.h: {total}\n"
+    assert ok(cli.run("--json", "counter", "get", name, f"{name}.h")).json()["value"] == total
+    assert ok(cli.run("counter", "ls", name)).stdout == f"{name}.h: {total}\n"
+
+
 def test_counter_errors_exit_1(cli, js, name):
     """A stream without counters, a subject never counted and a bad increment are refused."""
     js.create_stream(name=name, subjects=[f"{name}.>"])
