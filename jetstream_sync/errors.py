@@ -357,6 +357,18 @@ class RequiredApiLevelError(APIError, err_code=10185):
     """The server's JetStream API level is lower than the request needs."""
 
 
+class MessageTooLargeError(APIError, err_code=10054):
+    """The message is larger than the stream's ``max_msg_size``."""
+
+
+class MessageTTLInvalidError(APIError, err_code=10165):
+    """The ``Nats-TTL`` value is not a per-message TTL the server takes."""
+
+
+class MessageTTLDisabledError(APIError, err_code=10166):
+    """A message with a TTL (``ttl=``, ``Nats-TTL``) to a stream without ``allow_msg_ttl``."""
+
+
 class TooManyResultsError(APIError, status=413):
     """The server refused to answer one request with that many results (status 413).
 
@@ -601,8 +613,9 @@ class CounterBrokenError(APIError, err_code=10172):
     """The stored value on the subject is not a counter value the server can add to."""
 
 
-class MirrorWithCountersError(APIError, err_code=10173):
-    """A mirror cannot be a counter stream."""
+class MirrorWithCountersError(APIError, ValueError, err_code=10173):
+    """A mirror cannot be a counter stream (refused by the config check before sending,
+    or by the server)."""
 
 
 class CounterNotFoundError(JetStreamError, LookupError):

@@ -8,6 +8,7 @@ stream publishes its body. Deleting that message removes the schedule.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -111,8 +112,8 @@ def _every(every: float | timedelta) -> str:
         seconds = float(every)
     else:
         raise TypeError(f"every must be seconds or a timedelta, got {type(every).__name__}")
-    if not seconds >= 1:
-        raise ValueError(f"every must be at least 1 second, got {every!r}")
+    if not 1 <= seconds < math.inf:
+        raise ValueError(f"every must be at least 1 second and finite, got {every!r}")
     return f"@every {_duration(seconds)}"
 
 

@@ -319,9 +319,7 @@ class Stream(StreamConsumersMixin):
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
-        if batch < 1:
-            raise ValueError("batch must be at least 1")
-        body: dict[str, Any] = {"batch": int(batch)}
+        body: dict[str, Any] = {"batch": ck.sequence(batch, "batch")}
         if start_time is not None:
             body["start_time"] = format_rfc3339(start_time)
         else:
@@ -330,7 +328,7 @@ class Stream(StreamConsumersMixin):
             body["next_by_subj"] = filter_subject(subject)
         if max_bytes:
             body["max_bytes"] = int(max_bytes)
-        return self._batched_all(body, self._deadline(timeout), int(batch))
+        return self._batched_all(body, self._deadline(timeout), body["batch"])
 
     def get_last_msgs_for(
         self,
