@@ -107,8 +107,8 @@ def delete_object_store(ctx: JetStreamContext, bucket: str, timeout: float | Non
     """See :meth:`JetStreamContext.delete_object_store`."""
     check_bucket(bucket)
     try:
-        config = ctx.stream(_PREFIX + bucket, timeout=timeout).cached_info
-        if config is None or not _is_bucket(config, bucket):
+        info = ctx.stream(_PREFIX + bucket, timeout=timeout).cached_info
+        if info is None or not _is_bucket(info, bucket):
             raise ObjectStoreError(
                 f"stream {_PREFIX + bucket!r} is not an Object Store bucket; nothing was deleted"
             )
