@@ -987,7 +987,8 @@ class Client:
             if self._closed
             else ("reconnecting" if self._connection.reconnecting else "connected")
         )
-        return f"<Client {state} {self.connected_url or ''}>"
+        url = self.connected_url
+        return f"<Client {state} {url}>" if url else f"<Client {state}>"
 
 
 def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Client:
