@@ -82,6 +82,7 @@ class ConnectionOptions:
         connect_timeout: seconds for one connection attempt.
         allow_reconnect: reconnect when the link breaks (else the client closes).
         max_reconnect_attempts: per server, ``-1`` for no limit.
+        randomize: shuffle the server pool (see :class:`ServerPool`).
         reconnect_time_wait: seconds between attempts on one server.
         reconnect_jitter: random seconds added to that wait.
         reconnect_buf_size: bytes kept for sending while disconnected.
@@ -94,6 +95,7 @@ class ConnectionOptions:
     connect_timeout: float
     allow_reconnect: bool
     max_reconnect_attempts: int
+    randomize: bool
     reconnect_time_wait: float
     reconnect_jitter: float
     reconnect_buf_size: int
@@ -184,7 +186,7 @@ class Connection:
             AuthorizationError: a server refused the credentials.
         """
         options = self.options
-        self.pool = ServerPool(list(servers), options.max_reconnect_attempts)
+        self.pool = ServerPool(list(servers), options.max_reconnect_attempts, options.randomize)
         errors: list[BaseException] = []
         conn = None
         for address in self.pool.addresses():

@@ -239,7 +239,7 @@ def test_publish_loop_survives_leader_kill(cluster: NatsCluster, client_on: str)
     with r3_stream(cluster, "FOPUB") as stream:
         index, _ = stream_leader(cluster, stream)
         urls = servers_for(cluster, index, client_on)
-        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2, no_randomize=True) as nc:
             publisher = RetryingPublisher(nc.jetstream(), f"{stream.name}.x", 1500)
             worker = Worker("publisher", publisher.run)
             try:
@@ -324,7 +324,7 @@ def test_publish_async_survives_leader_kill(cluster: NatsCluster, client_on: str
             if future.exception() is None:
                 acked[0] += 1
 
-        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2, no_randomize=True) as nc:
             js = nc.jetstream(ack_timeout=3.0, max_ack_inflight=500)
             sent = {f"id-{i}": b"payload-%d" % i for i in range(6000)}
             result: dict[str, Any] = {}
@@ -373,7 +373,7 @@ def test_consumers_keep_consuming_through_leader_kill(cluster: NatsCluster, vict
             index = cluster.servers.index(cluster.server_named(consumer_leader))
         urls = servers_for(cluster, index, "leader")  # the kill also cuts the link
         stop = threading.Event()
-        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2, no_randomize=True) as nc:
             js = nc.jetstream(timeout=10)
             work = js.consumer(stream.name, "work")
             ordered = js.ordered_consumer(stream.name)
