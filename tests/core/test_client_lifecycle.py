@@ -292,6 +292,50 @@ def test_stale_connection_is_detected_by_keepalive_pings(restartable_server):
         nc.close()
 
 
+def test_a_stale_link_is_reported_as_closed_by_the_client(restartable_server, caplog):
+    """The log and a lost request say the client found the link stale and closed it."""
+    caplog.set_level("INFO", logger="jetstream_sync")
+    errors: list[BaseException] = []
+    disconnected = threading.Event()
+    nc = js.connect(
+        restartable_server.url,
+        ping_interval=0.2,
+        max_outstanding_pings=2,
+        connect_timeout=0.5,
+        reconnect_time_wait=0.1,
+        error_cb=errors.append,
+        disconnected_cb=disconnected.set,
+    )
+    pid = restartable_server.pid
+    lost: list[BaseException] = []
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            worker = threading.Thread(target=lambda: _record(lost, nc.request, "frozen", b"", 30))
+            worker.start()
+            assert disconnected.wait(10)
+            worker.join()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        nc.close()
+    stale = [e for e in errors if isinstance(e, js.StaleConnectionError)]
+    assert stale and "the client closed the connection" in str(stale[0])
+    assert len(lost) == 1 and isinstance(lost[0], js.ConnectionLostError), lost
+    assert "stale" in str(lost[0]) and "closed by the server" not in str(lost[0])
+    disconnects = [r.getMessage() for r in caplog.records if "disconnected from" in r.getMessage()]
+    assert disconnects and "stale" in disconnects[0], disconnects
+    assert "closed by the server" not in disconnects[0]
+
+
+def _record(into: list[BaseException], call, *args) -> None:
+    """Run ``call(*args)``; keep what it raised."""
+    try:
+        call(*args)
+    except BaseException as exc:  # noqa: BLE001 - the test inspects it
+        into.append(exc)
+
+
 def test_lame_duck_mode_is_reported(restartable_server):
     """A server entering lame duck mode calls lame_duck_cb and status listeners."""
     lame = threading.Event()
