@@ -338,6 +338,23 @@ class StreamWrongExpectedError(APIError, err_code=10060):
     """``expected_stream`` did not match the stream that stored the message."""
 
 
+class DuplicateMsgIdInProcessError(APIError, err_code=10158):
+    """A publish with this ``msg_id`` arrived while an earlier copy was still being stored.
+
+    In a cluster the first copy is still being replicated. Nothing new was
+    stored; republish with the same ``msg_id``: once the first copy is stored
+    the retry gets its PubAck with ``duplicate=True`` (or stores the message,
+    if the first copy failed after all).
+    """
+
+
+class StreamTooManyRequestsError(APIError, err_code=10167):
+    """The stream's queue of publishes waiting to be stored is full (status 429).
+
+    This message was not stored; republish it (with the same ``msg_id``) after a pause.
+    """
+
+
 class RequiredApiLevelError(APIError, err_code=10185):
     """The server's JetStream API level is lower than the request needs."""
 

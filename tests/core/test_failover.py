@@ -20,6 +20,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync.errors import (
     ConnectionLostError,
+    DuplicateMsgIdInProcessError,
     NoRespondersError,
     StreamNotFoundError,
 )
@@ -31,7 +32,7 @@ from tests.fixtures.server import NatsServer
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 # What a publisher retries with the same msg_id: the message may or may not be stored.
-RETRYABLE = (TimeoutError, ConnectionLostError, NoRespondersError)
+RETRYABLE = (TimeoutError, ConnectionLostError, NoRespondersError, DuplicateMsgIdInProcessError)
 RUN_DEADLINE = 90.0  # seconds a whole workload may take, failover included
 
 FAILOVER_COUNTS: dict[str, dict[str, Any]] = {}
@@ -348,6 +349,43 @@ def test_publish_async_survives_leader_kill(cluster: NatsCluster, client_on: str
             {**result, "stored": stored, "reconnects": reconnects},
         )
         assert result["errors"], "the kill should have failed at least one future"
+
+
+def test_retry_loop_rides_a_duplicate_in_process(cluster: NatsCluster) -> None:
+    """A copy sent while its twin is replicated gets the typed 10158; the documented loop
+    retries it into the twin's PubAck (duplicate=True), each message stored once."""
+    with r3_stream(cluster, "FODUP") as stream, jetstream_sync.connect(cluster.urls) as nc:
+        js = nc.jetstream(timeout=10)
+        subject = f"{stream.name}.x"
+        twins = [
+            (js.publish_async(subject, b"m%d" % i, msg_id=f"m{i}"),
+             js.publish_async(subject, b"m%d" % i, msg_id=f"m{i}"))
+            for i in range(200)
+        ]  # fmt: skip
+        in_process = []
+        for i, (first, second) in enumerate(twins):
+            assert first.result(timeout=10).duplicate is False
+            error = second.exception(timeout=10)
+            if error is not None:
+                assert isinstance(error, jetstream_sync.DuplicateMsgIdInProcessError), error
+                assert (error.code, error.err_code) == (409, 10158)
+                in_process.append(i)
+        assert in_process, "no copy arrived while its twin was still being stored"
+        retry = (
+            jetstream_sync.ConnectionLostError,
+            jetstream_sync.TimeoutError,
+            jetstream_sync.DuplicateMsgIdInProcessError,
+            jetstream_sync.StreamTooManyRequestsError,
+        )  # docs/reliability.md's loop
+        for i in in_process:
+            while True:
+                try:
+                    ack = js.publish(subject, b"m%d" % i, msg_id=f"m{i}")
+                    break
+                except retry:
+                    continue
+            assert ack.duplicate and ack.seq == twins[i][0].result().seq
+        assert stream.info().state.messages == 200
 
 
 # ---------------------------------------------------------------- consuming
