@@ -24,7 +24,15 @@ class NatsError(Exception):
 
 
 class ProtocolError(NatsError):
-    """The server sent bytes that are not valid NATS protocol."""
+    """The server sent bytes that are not valid NATS protocol.
+
+    Attributes:
+        offset: where the frame in error starts in the bytes parsed, when the
+            error is about one frame (else None). The whole frames before it
+            are delivered before the error ends the connection.
+    """
+
+    offset: int | None = None
 
 
 class ConnectionClosedError(NatsError):
