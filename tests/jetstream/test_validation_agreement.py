@@ -9,6 +9,7 @@ stricter than the server") lists with the reason.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -323,3 +324,68 @@ def test_headers_agree_with_the_server_or_say_why_not(shared_server, js, stream,
         assert server_takes and not client_takes, HEADER_STRICTER[(key, value)]
     else:
         assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+
+
+# --------------------------------------------------------------------------- batches
+
+
+@pytest.fixture(scope="module")
+def atomic_stream(shared_server):
+    """A stream with allow_atomic, on the suite's shared server."""
+    name = unique_stream_name("AGREEBATCH")
+    with jetstream_sync.connect(shared_server.url) as nc:
+        js = nc.jetstream(timeout=30)
+        js.create_stream(name=name, subjects=[f"{name}.>"], allow_atomic=True)
+        yield nc, js, name
+        js.delete_stream(name)
+
+
+def _raw_batch_verdict(nc: jetstream_sync.Client, subject: str, size: int) -> bool:
+    """Whether the server commits an atomic batch of ``size`` messages sent raw."""
+    batch_id = uuid.uuid4().hex
+    for seq in range(1, size):
+        headers = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)}
+        nc.publish(subject, b"m", headers=headers)
+    commit = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(size),
+              "Nats-Batch-Commit": "1"}  # fmt: skip
+    reply = nc.request(subject, b"m", timeout=30, headers=commit)
+    return "error" not in json.loads(reply.data)
+
+
+@pytest.mark.parametrize("size", [1, 999, 1000, 1001, 1500])
+def test_atomic_batch_sizes_agree_with_the_server(atomic_stream, size):
+    """publish_batch takes what the server commits (its default limit, 1,000) and no more."""
+    nc, js, name = atomic_stream
+    server_takes = _raw_batch_verdict(nc, f"{name}.raw", size)
+    try:
+        js.publish_batch([(f"{name}.b", b"m")] * size)
+        client_takes = True
+    except ValueError:
+        client_takes = False
+    assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+
+
+# --------------------------------------------------------------------------- stream subjects
+
+# (">" alone is left out: on a shared server it overlaps every other stream's subjects.)
+
+STREAM_SUBJECTS = [
+    "a", "a.b", "a.*", "a.>", "a.*.c", "*", "a.>.b", "a*", "a.b*", "a>", "a..b", ".a",
+    "a.", "a b", "a\tb", "é.x", "a/b", "$KV.x.>", "a.\x7f", "a.*x",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("subject", STREAM_SUBJECTS, ids=[repr(s) for s in STREAM_SUBJECTS])
+def test_stream_subjects_agree_with_the_server(schedule_stream, subject):
+    """A stream's subjects: the client's config check takes what the server creates a stream
+    with, and refuses the rest."""
+    nc, _ = schedule_stream
+    name = unique_stream_name("SUBJ")
+    body = {"name": name, "subjects": [subject], "storage": "memory"}
+    server_takes = _api_verdict(nc, f"$JS.API.STREAM.CREATE.{name}", body)
+    if server_takes:
+        nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
+    client_takes = _client_verdict(
+        lambda s: jetstream_sync.StreamConfig(name=name, subjects=[s]), subject
+    )
+    assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
