@@ -8,8 +8,10 @@ stricter than the server") lists with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +27,27 @@ from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.raw_client import RawClient
 
 
+def _agree(client_takes: bool, server_takes: bool, why_stricter: str | None = None) -> None:
+    """The client's verdict is the server's, or (with a reason) it refuses what the server takes."""
+    if why_stricter is not None:
+        assert server_takes and not client_takes, why_stricter
+    else:
+        assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+
+
+@contextlib.contextmanager
+def _module_stream(server: Any, prefix: str, **config: Any) -> Iterator[tuple[Any, Any, str]]:
+    """A connection, its JetStream context and a fresh stream ``<prefix>...`` with ``config``."""
+    name = unique_stream_name(prefix)
+    with jetstream_sync.connect(server.url) as nc:
+        js = nc.jetstream(timeout=30)
+        js.create_stream(name=name, subjects=[f"{name}.>"], **config)
+        try:
+            yield nc, js, name
+        finally:
+            js.delete_stream(name)
+
+
 def _server_verdict(
     nc: jetstream_sync.Client, subject: str, headers: dict[str, str], data: bytes = b"x"
 ) -> bool:
@@ -37,12 +60,8 @@ def _server_verdict(
 @pytest.fixture(scope="module")
 def schedule_stream(shared_server):
     """A stream that takes schedules, on the suite's shared server."""
-    name = unique_stream_name("AGREE")
-    with jetstream_sync.connect(shared_server.url) as nc:
-        js = nc.jetstream(timeout=10)
-        js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_schedules=True)
+    with _module_stream(shared_server, "AGREE", allow_msg_schedules=True) as (nc, _, name):
         yield nc, name
-        js.delete_stream(name)
 
 
 # (pattern, time zone or None): what users type as cron= (and time_zone=).
@@ -106,10 +125,7 @@ def test_schedule_patterns_and_zones_agree_with_the_server(schedule_stream, patt
     if zone is not None:
         raw["Nats-Schedule-Time-Zone"] = zone
     server_takes = _server_verdict(nc, subject, raw)
-    if (pattern, zone) in CRON_STRICTER:
-        assert server_takes and not client_takes, CRON_STRICTER[(pattern, zone)]
-    else:
-        assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes, CRON_STRICTER.get((pattern, zone)))
 
 
 def _every_cases() -> list[Any]:
@@ -172,10 +188,7 @@ def test_stream_names_agree_with_the_server(schedule_stream, name):
     if server_takes:
         nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
     client_takes = _client_verdict(check_stream_name, name)
-    if name in NAME_STRICTER:
-        assert server_takes and not client_takes, NAME_STRICTER[name]
-    else:
-        assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes, NAME_STRICTER.get(name))
 
 
 @pytest.mark.parametrize("name", NAMES, ids=[repr(n)[:24] for n in NAMES])
@@ -188,10 +201,7 @@ def test_consumer_names_agree_with_the_server(schedule_stream, name):
     if server_takes:
         nc.request(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b"", timeout=10)
     client_takes = _client_verdict(check_consumer_name, name)
-    if name in NAME_STRICTER:
-        assert server_takes and not client_takes, NAME_STRICTER[name]
-    else:
-        assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes, NAME_STRICTER.get(name))
 
 
 # --------------------------------------------------------------------------- counters
@@ -202,12 +212,8 @@ INCREMENTS = [0, 1, -1, 42, -(10**18), 10**30, -(10**30), 2**63, True, 1.5, "5",
 @pytest.fixture(scope="module")
 def counter_stream(shared_server):
     """A stream with allow_msg_counter, on the suite's shared server."""
-    name = unique_stream_name("AGREECNT")
-    with jetstream_sync.connect(shared_server.url) as nc:
-        js = nc.jetstream(timeout=10)
-        js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_counter=True)
+    with _module_stream(shared_server, "AGREECNT", allow_msg_counter=True) as (nc, _, name):
         yield nc, name
-        js.delete_stream(name)
 
 
 @pytest.mark.parametrize("delta", INCREMENTS, ids=[repr(d)[:24] for d in INCREMENTS])
@@ -247,10 +253,7 @@ def test_bucket_names_agree_with_the_server_or_follow_adr_8(schedule_stream, buc
     if server_takes:
         nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
     client_takes = _client_verdict(check_bucket, bucket)
-    if bucket in BUCKET_STRICTER:
-        assert server_takes and not client_takes, BUCKET_STRICTER[bucket]
-    else:
-        assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes, BUCKET_STRICTER.get(bucket))
 
 
 KEYS = ["a", "a.b.c", "a/b=c_d-e", "a@b", "x#y", "a b", "a..b", ".a", "a.", "a*", "a.>", "é"]
@@ -275,10 +278,7 @@ def test_written_keys_agree_with_the_server_or_follow_adr_8(bucket_stream, key):
     subject = f"$KV.{bucket}.{key}"
     server_takes = is_publish_subject(subject) and _server_verdict(nc, subject, {})
     client_takes = _client_verdict(check_key, key)
-    if key in KEY_STRICTER:
-        assert server_takes and not client_takes, KEY_STRICTER[key]
-    else:
-        assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes, KEY_STRICTER.get(key))
 
 
 # --------------------------------------------------------------------------- headers
@@ -320,10 +320,7 @@ def test_headers_agree_with_the_server_or_say_why_not(shared_server, js, stream,
     the pairs it refuses beyond that are listed with the reason."""
     server_takes = _raw_header_verdict(shared_server.port, stream, f"{stream.name}.h", key, value)
     client_takes = _client_verdict(lambda pair: encode_headers([pair]), (key, value))
-    if (key, value) in HEADER_STRICTER:
-        assert server_takes and not client_takes, HEADER_STRICTER[(key, value)]
-    else:
-        assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes, HEADER_STRICTER.get((key, value)))
 
 
 # --------------------------------------------------------------------------- batches
@@ -332,12 +329,8 @@ def test_headers_agree_with_the_server_or_say_why_not(shared_server, js, stream,
 @pytest.fixture(scope="module")
 def atomic_stream(shared_server):
     """A stream with allow_atomic, on the suite's shared server."""
-    name = unique_stream_name("AGREEBATCH")
-    with jetstream_sync.connect(shared_server.url) as nc:
-        js = nc.jetstream(timeout=30)
-        js.create_stream(name=name, subjects=[f"{name}.>"], allow_atomic=True)
-        yield nc, js, name
-        js.delete_stream(name)
+    with _module_stream(shared_server, "AGREEBATCH", allow_atomic=True) as handles:
+        yield handles
 
 
 def _raw_batch_verdict(nc: jetstream_sync.Client, subject: str, size: int) -> bool:
@@ -362,7 +355,7 @@ def test_atomic_batch_sizes_agree_with_the_server(atomic_stream, size):
         client_takes = True
     except ValueError:
         client_takes = False
-    assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes)
 
 
 # --------------------------------------------------------------------------- stream subjects
@@ -388,4 +381,4 @@ def test_stream_subjects_agree_with_the_server(schedule_stream, subject):
     client_takes = _client_verdict(
         lambda s: jetstream_sync.StreamConfig(name=name, subjects=[s]), subject
     )
-    assert client_takes == server_takes, f"client {client_takes}, server {server_takes}"
+    _agree(client_takes, server_takes)
