@@ -170,6 +170,15 @@ def _api_verdict(nc: jetstream_sync.Client, subject: str, body: dict[str, Any]) 
     return "error" not in json.loads(reply.data)
 
 
+def _stream_verdict(nc: jetstream_sync.Client, name: str, subject: str) -> bool:
+    """Whether the server creates a (memory) stream ``name`` on ``subject``; it is deleted again."""
+    body = {"name": name, "subjects": [subject], "storage": "memory"}
+    created = _api_verdict(nc, f"$JS.API.STREAM.CREATE.{name}", body)
+    if created:
+        nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
+    return created
+
+
 def _client_verdict(check: Any, value: Any) -> bool:
     try:
         check(value)
@@ -182,11 +191,7 @@ def _client_verdict(check: Any, value: Any) -> bool:
 def test_stream_names_agree_with_the_server(schedule_stream, name):
     """A stream name the client takes is one the server creates a stream with, and back."""
     nc, _ = schedule_stream
-    prefix = unique_stream_name("N")
-    body = {"name": name, "subjects": [f"{prefix}.>"], "storage": "memory"}
-    server_takes = _api_verdict(nc, f"$JS.API.STREAM.CREATE.{name}", body)
-    if server_takes:
-        nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
+    server_takes = _stream_verdict(nc, name, f"{unique_stream_name('N')}.>")
     client_takes = _client_verdict(check_stream_name, name)
     _agree(client_takes, server_takes, NAME_STRICTER.get(name))
 
@@ -247,11 +252,7 @@ def test_bucket_names_agree_with_the_server_or_follow_adr_8(schedule_stream, buc
     """A bucket name the client takes makes a KV_ stream the server creates; the names it
     refuses beyond the server's are ADR-8's."""
     nc, _ = schedule_stream
-    name = f"KV_{bucket}"
-    body = {"name": name, "subjects": [f"$KV.{bucket}.>"], "storage": "memory"}
-    server_takes = _api_verdict(nc, f"$JS.API.STREAM.CREATE.{name}", body)
-    if server_takes:
-        nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
+    server_takes = _stream_verdict(nc, f"KV_{bucket}", f"$KV.{bucket}.>")
     client_takes = _client_verdict(check_bucket, bucket)
     _agree(client_takes, server_takes, BUCKET_STRICTER.get(bucket))
 
@@ -374,10 +375,7 @@ def test_stream_subjects_agree_with_the_server(schedule_stream, subject):
     with, and refuses the rest."""
     nc, _ = schedule_stream
     name = unique_stream_name("SUBJ")
-    body = {"name": name, "subjects": [subject], "storage": "memory"}
-    server_takes = _api_verdict(nc, f"$JS.API.STREAM.CREATE.{name}", body)
-    if server_takes:
-        nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=10)
+    server_takes = _stream_verdict(nc, name, subject)
     client_takes = _client_verdict(
         lambda s: jetstream_sync.StreamConfig(name=name, subjects=[s]), subject
     )
