@@ -100,7 +100,13 @@ def create_app(url: str | None = None, *, connect_now: bool = False) -> Flask:
             return jsonify(error='a JSON body with a non-empty "order_id" string'), 400
         try:
             ack = nats.jetstream().publish(SUBJECT, request.get_data(), msg_id=f"order-{order_id}")
-        except (js.TimeoutError, js.ConnectionLostError, js.NoRespondersError) as exc:
+        except (
+            js.TimeoutError,
+            js.ConnectionLostError,
+            js.NoRespondersError,
+            js.DuplicateMsgIdInProcessError,
+            js.StreamTooManyRequestsError,
+        ) as exc:
             # not known to be stored: the client retries with the same order_id
             return jsonify(error=f"not stored, retry: {exc}"), 503
         body = {

@@ -82,6 +82,7 @@ class ConnectionOptions:
         connect_timeout: seconds for one connection attempt.
         allow_reconnect: reconnect when the link breaks (else the client closes).
         max_reconnect_attempts: per server, ``-1`` for no limit.
+        randomize: shuffle the server pool (see :class:`ServerPool`).
         reconnect_time_wait: seconds between attempts on one server.
         reconnect_jitter: random seconds added to that wait.
         reconnect_buf_size: bytes kept for sending while disconnected.
@@ -94,6 +95,7 @@ class ConnectionOptions:
     connect_timeout: float
     allow_reconnect: bool
     max_reconnect_attempts: int
+    randomize: bool
     reconnect_time_wait: float
     reconnect_jitter: float
     reconnect_buf_size: int
@@ -173,6 +175,9 @@ class Connection:
         # Reply routes: sid -> (inbox prefix length, handler, subject, buffer handler or
         # None); copied on write.
         self._routes: dict[int, _ReplyRoute] = {}
+        # Why the client itself shut a link down (stale, a failed write): the
+        # reader then sees an end of stream that the server did not cause.
+        self._dropped: tuple[Transport, BaseException] | None = None
 
     # ------------------------------------------------------------------ open
 
@@ -184,7 +189,7 @@ class Connection:
             AuthorizationError: a server refused the credentials.
         """
         options = self.options
-        self.pool = ServerPool(list(servers), options.max_reconnect_attempts)
+        self.pool = ServerPool(list(servers), options.max_reconnect_attempts, options.randomize)
         errors: list[BaseException] = []
         conn = None
         for address in self.pool.addresses():
@@ -330,13 +335,16 @@ class Connection:
         while not self.closing.wait(self.options.ping_interval):
             if self.reconnecting:
                 continue
-            if self.pings.keepalives_unanswered >= self.options.max_outstanding_pings:
+            unanswered = self.pings.keepalives_unanswered
+            if unanswered >= self.options.max_outstanding_pings:
                 conn = self.current
                 if conn is not None:
-                    self._report_error(
-                        StaleConnectionError("stale connection: PINGs went unanswered")
+                    stale = StaleConnectionError(
+                        f"stale connection: {unanswered} PINGs went unanswered; "
+                        "the client closed the connection"
                     )
-                    conn.transport.shutdown()
+                    self._report_error(stale)
+                    self._drop(conn.transport, stale)
                 continue
             try:
                 self.send_ping(None)
@@ -478,6 +486,15 @@ class Connection:
 
         Only that transport is shut down: by now the client may be on a new one.
         """
+        self._drop(
+            transport,
+            ConnectionLostError(f"a write failed ({exc}); the client closed the connection"),
+        )
+
+    def _drop(self, transport: Transport, reason: BaseException) -> None:
+        """Shut ``transport`` down, the client's own decision: ``reason`` is why it was lost."""
+        if self._dropped is None or self._dropped[0] is not transport:  # the first reason wins
+            self._dropped = (transport, reason)
         transport.shutdown()
 
     def _connection_lost(self, exc: BaseException) -> Connected | None:
@@ -486,6 +503,9 @@ class Connection:
             self.reconnecting = True  # before the writer detaches: is_connected must say False
         self.writer.detach()  # drops the PINGs still buffered: failed just below
         old = self.current
+        dropped, self._dropped = self._dropped, None
+        if dropped is not None and old is not None and dropped[0] is old.transport:
+            exc = dropped[1]  # not "closed by the server": the client closed it
         if old is not None and os.getpid() == self._pid:  # a forked child never shuts it
             old.transport.shutdown()
             old.transport.close()

@@ -142,7 +142,11 @@ class ReadBuffer:
             return None
         buf, view = self._buf, self._view
         try:
-            ops, consumed, need = _protocol.parse(buf, 0, have)
+            try:
+                ops, consumed, need = _protocol.parse(buf, 0, have)
+            except ProtocolError as exc:
+                self._route_before(exc)
+                return detached(exc)
             if ops:
                 self._route(ops, view, consumed)
         except ProtocolError as exc:
@@ -156,6 +160,18 @@ class ReadBuffer:
             return unroutable(exc)
         self._advance(consumed, need)
         return None
+
+    def _route_before(self, error: ProtocolError) -> None:
+        """Route the whole ops received before the frame ``error`` is about.
+
+        They were whole and valid: a bad frame after them (in the same read)
+        must not cost them. Parsing stops right before the bad frame, so this
+        parse cannot fail.
+        """
+        if error.offset:
+            ops, consumed, _ = _protocol.parse(self._buf, 0, error.offset)
+            if ops:
+                self._route(ops, self._view, consumed)
 
     def _advance(self, consumed: int, need: int) -> None:
         """Drop the first ``consumed`` bytes; grow or shrink for what comes next."""

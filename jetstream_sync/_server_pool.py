@@ -81,17 +81,27 @@ class _Entry:
 class ServerPool:
     """The servers to try, in order, with per-server attempt counts.
 
+    Shuffled by default, as ADR-40 asks of every client: clients given the
+    same list then spread over the servers instead of all landing on the
+    first, and one server's fault does not hit all of them at once.
+
     Args:
         urls: the configured servers.
         max_attempts: attempts per server before it is dropped during
             reconnects (negative: never dropped).
+        randomize: shuffle the configured servers once, and the servers each
+            INFO announces among themselves; False keeps the given order.
+            Announced servers are tried after the known ones either way.
     """
 
-    def __init__(self, urls: Iterable[str], max_attempts: int) -> None:
+    def __init__(self, urls: Iterable[str], max_attempts: int, randomize: bool = True) -> None:
         self._entries = [_Entry(ServerAddress(u)) for u in urls]
         if not self._entries:
             raise ValueError("servers must name at least one server URL")
         self._max_attempts = max_attempts
+        self._randomize = randomize
+        if randomize:
+            random.shuffle(self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -108,6 +118,7 @@ class ServerPool:
         """
         known = {e.address.key for e in self._entries}
         bad = []
+        added = []
         for hostport in urls:
             try:
                 addr = ServerAddress(("tls://" if template.tls else "nats://") + hostport, True)
@@ -116,7 +127,10 @@ class ServerPool:
                 continue
             if addr.key not in known:
                 known.add(addr.key)
-                self._entries.append(_Entry(addr))
+                added.append(_Entry(addr))
+        if self._randomize:
+            random.shuffle(added)
+        self._entries.extend(added)
         return bad
 
     def connected(self, address: ServerAddress) -> None:

@@ -115,6 +115,7 @@ class Client:
         connect_timeout: float = D.CONNECT_TIMEOUT,
         allow_reconnect: bool = True,
         max_reconnect_attempts: int = D.MAX_RECONNECT_ATTEMPTS,
+        no_randomize: bool = False,
         reconnect_time_wait: float = D.RECONNECT_TIME_WAIT,
         reconnect_jitter: float = D.RECONNECT_JITTER,
         reconnect_buf_size: int = D.RECONNECT_BUF_SIZE,
@@ -142,6 +143,7 @@ class Client:
             connect_timeout=check_timeout("connect_timeout", connect_timeout),
             allow_reconnect=allow_reconnect,
             max_reconnect_attempts=check_count("max_reconnect_attempts", max_reconnect_attempts),
+            randomize=not no_randomize,
             reconnect_time_wait=check_seconds("reconnect_time_wait", reconnect_time_wait),
             reconnect_jitter=check_seconds("reconnect_jitter", reconnect_jitter),
             reconnect_buf_size=check_count("reconnect_buf_size", reconnect_buf_size, 0),
@@ -987,7 +989,8 @@ class Client:
             if self._closed
             else ("reconnecting" if self._connection.reconnecting else "connected")
         )
-        return f"<Client {state} {self.connected_url or ''}>"
+        url = self.connected_url
+        return f"<Client {state} {url}>" if url else f"<Client {state}>"
 
 
 def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Client:
@@ -995,7 +998,8 @@ def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Clie
 
     Args:
         servers: a URL or a list of URLs (``nats://``, ``tls://``; ``user:pass@``
-            and ``token@`` work). Servers the cluster announces join the pool.
+            and ``token@`` work), tried in a random order unless
+            ``no_randomize=True``. Servers the cluster announces join the pool.
         **options: see :class:`Client` and ``docs/connecting.md``.
 
     Raises:

@@ -24,7 +24,15 @@ class NatsError(Exception):
 
 
 class ProtocolError(NatsError):
-    """The server sent bytes that are not valid NATS protocol."""
+    """The server sent bytes that are not valid NATS protocol.
+
+    Attributes:
+        offset: where the frame in error starts in the bytes parsed, when the
+            error is about one frame (else None). The whole frames before it
+            are delivered before the error ends the connection.
+    """
+
+    offset: int | None = None
 
 
 class ConnectionClosedError(NatsError):
@@ -351,6 +359,23 @@ class WrongLastMsgIdError(APIError, err_code=10070):
 
 class StreamWrongExpectedError(APIError, err_code=10060):
     """``expected_stream`` did not match the stream that stored the message."""
+
+
+class DuplicateMsgIdInProcessError(APIError, err_code=10158):
+    """A publish with this ``msg_id`` arrived while an earlier copy was still being stored.
+
+    In a cluster the first copy is still being replicated. Nothing new was
+    stored; republish with the same ``msg_id``: once the first copy is stored
+    the retry gets its PubAck with ``duplicate=True`` (or stores the message,
+    if the first copy failed after all).
+    """
+
+
+class StreamTooManyRequestsError(APIError, err_code=10167):
+    """The stream's queue of publishes waiting to be stored is full (status 429).
+
+    This message was not stored; republish it (with the same ``msg_id``) after a pause.
+    """
 
 
 class RequiredApiLevelError(APIError, err_code=10185):

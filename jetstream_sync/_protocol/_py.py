@@ -134,11 +134,18 @@ def protocol_error(code: int, data: Sliceable, pos: int, end: int) -> ProtocolEr
             which the message must never quote.
 
     Returns:
-        The exception, with the reason, the offset and up to 32 bytes of
-        ``data[pos:end]``.
+        The exception, with the reason, the offset (also its ``offset``) and up
+        to 32 bytes of ``data[pos:end]``, cut after the first line end: the
+        control line (or header line) in error, never the payload after it,
+        which is a message's content.
     """
     excerpt = bytes(data[pos : min(pos + 32, end)])
-    return ProtocolError(f"{ERROR_MESSAGES[code]} at offset {pos}: {excerpt!r}")
+    line_end = excerpt.find(b"\n")
+    if line_end >= 0:
+        excerpt = excerpt[: line_end + 1]
+    error = ProtocolError(f"{ERROR_MESSAGES[code]} at offset {pos}: {excerpt!r}")
+    error.offset = pos
+    return error
 
 
 def check_range(size: int, start: int, end: int) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -16,14 +18,16 @@ from ..errors import (
     APIError,
     ConnectionClosedError,
     IteratorClosedError,
+    LeadershipChangedError,
     NatsError,
+    NoRespondersError,
     PriorityGroupError,
     TimeoutError,
 )
 from ..msg import Msg
 from . import _api
 from ._pull import Pin, Priority, fetch
-from ._pull_stream import MessageIterator, consumer_exists
+from ._pull_stream import RETRY_WAIT, MessageIterator, consumer_exists
 from .enums import PriorityPolicy
 from .info import ConsumerInfo
 
@@ -299,14 +303,48 @@ class Consumer:
             PullStatusError: the server refused the request (its subclasses:
                 ``PullRequestLimitError`` for max_waiting/max_batch/...,
                 ``PullBadRequestError``, ``ConsumerPushBasedError``...).
-            NoRespondersError: nothing serves the consumer (does it exist?).
+            NoRespondersError: nothing serves the consumer and the server says
+                it does not exist (a 503 while it exists, such as during the
+                election of its leader, is pulled again: see below).
             ValueError: ``batch`` or ``timeout`` is not valid.
+
+        A consumer leader election (after a fault or a step-down) is not an
+        error either: a pull the old leader dropped (409 Leadership Change)
+        or nobody answered (503, no responders, while the consumer exists) is
+        sent again every half second for the rest of ``timeout``, and ``[]``
+        is returned if nothing came by then.
         """
-        return fetch(
-            self._client, self._next_subject, _check_batch(batch),
-            check_timeout("timeout", timeout), heartbeat=heartbeat,
-            priority=self._group(group, min_pending, min_ack_pending, priority),
+        size = _check_batch(batch)
+        group_options = self._group(group, min_pending, min_ack_pending, priority)
+        return self._pull(
+            check_timeout("timeout", timeout),
+            lambda left: fetch(
+                self._client, self._next_subject, size, left,
+                heartbeat=heartbeat, priority=group_options,
+            ),
         )  # fmt: skip
+
+    def _pull(self, timeout: float, pull: Callable[[float], list[Msg]]) -> list[Msg]:
+        """``pull(seconds left)``, sent again after a 409 Leadership Change, or a 503 while
+        the consumer still exists, for the rest of ``timeout``.
+
+        Raises:
+            NoRespondersError: the 503, when an info request says the consumer
+                does not exist.
+        """
+        deadline = Deadline(timeout)
+        while True:
+            try:
+                return pull(deadline.remaining())
+            except LeadershipChangedError:
+                pass  # the old leader dropped the request: ask the new one
+            except NoRespondersError:
+                ask = min(2.0, max(deadline.remaining(), 0.1))
+                if consumer_exists(functools.partial(self.info, timeout=ask))() is False:
+                    raise
+            if deadline.remaining() <= RETRY_WAIT:
+                return []
+            time.sleep(RETRY_WAIT)  # back-off: the election takes a moment
 
     def fetch_bytes(
         self,
@@ -326,10 +364,13 @@ class Consumer:
         """
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
-        return fetch(
-            self._client, self._next_subject, 1_000_000, check_timeout("timeout", timeout),
-            max_bytes=max_bytes, heartbeat=heartbeat,
-            priority=self._group(group, min_pending, min_ack_pending, priority),
+        group_options = self._group(group, min_pending, min_ack_pending, priority)
+        return self._pull(
+            check_timeout("timeout", timeout),
+            lambda left: fetch(
+                self._client, self._next_subject, 1_000_000, left,
+                max_bytes=max_bytes, heartbeat=heartbeat, priority=group_options,
+            ),
         )  # fmt: skip
 
     def fetch_no_wait(
@@ -350,10 +391,14 @@ class Consumer:
             group, min_pending, min_ack_pending, priority: priority-group
                 options, as :meth:`fetch`.
         """
-        return fetch(
-            self._client, self._next_subject, _check_batch(batch),
-            check_timeout("timeout", timeout, self._timeout), no_wait=True,
-            priority=self._group(group, min_pending, min_ack_pending, priority),
+        size = _check_batch(batch)
+        group_options = self._group(group, min_pending, min_ack_pending, priority)
+        return self._pull(
+            check_timeout("timeout", timeout, self._timeout),
+            lambda left: fetch(
+                self._client, self._next_subject, size, left,
+                no_wait=True, priority=group_options,
+            ),
         )  # fmt: skip
 
     def next(

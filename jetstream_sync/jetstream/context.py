@@ -662,7 +662,9 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             data: the body to publish.
             at: once, at this timezone-aware time (nats-server 2.12+).
             every: repeatedly, every this many seconds (>= 1; 2.14+).
-            cron: a 6-field cron spec, seconds first, or ``@hourly``... (2.14+).
+            cron: a 6-field cron spec, seconds first, ``@hourly``..., or an
+                ``@every``/``@at`` pattern as text (2.14+); checked by the
+                server's rules (docs/schedules.md).
             time_zone: the IANA zone a ``cron`` runs in (default UTC; 2.14+).
             ttl: seconds the produced messages live (stream needs ``allow_msg_ttl``).
             headers: extra headers, copied onto produced messages.

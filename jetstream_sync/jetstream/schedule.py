@@ -9,7 +9,6 @@ stream publishes its body. Deleting that message removes the schedule.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from .._subjects import publish_subject
 from .._timefmt import format_rfc3339, parse_rfc3339
 from ..errors import MessageNotFoundError, NotAScheduleError
 from . import _api
+from ._cron import AT, EVERY, check_pattern
 from .info import RawStreamMsg
 from .publish import ttl_header_value
 
@@ -40,63 +40,19 @@ NEXT = "Nats-Schedule-Next"
 # JetStream API levels: "@at" came with 2.12, cron, "@every" and time zones with 2.14.
 AT_LEVEL = 2
 CRON_LEVEL = 4
-PREDEFINED = frozenset(
-    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
-)
-_NAMES = {
-    4: "jan feb mar apr may jun jul aug sep oct nov dec".split(),
-    5: "sun mon tue wed thu fri sat".split(),
-}
-_RANGES = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
-_FIELD_NAMES = ("seconds", "minutes", "hours", "day of month", "month", "day of week")
-_ITEM = re.compile(r"^(\*|[0-9a-z]+(?:-[0-9a-z]+)?)(?:/([0-9]+))?$")
-
-
-def _cron_number(text: str, index: int) -> int:
-    names = _NAMES.get(index, [])
-    if text in names:
-        return names.index(text) + (1 if index == 4 else 0)
-    if not text.isdigit():
-        raise ValueError(f"cron {_FIELD_NAMES[index]}: {text!r} is not a number")
-    low, high = _RANGES[index]
-    value = int(text)
-    if not low <= value <= high:
-        raise ValueError(f"cron {_FIELD_NAMES[index]}: {value} is outside {low}-{high}")
-    return value
 
 
 def check_cron(expr: str) -> str:
-    """Check a cron spec as the server reads it: 6 fields (seconds first) or a predefined.
+    """Check a ``cron=`` pattern as the server reads it (see :mod:`._cron`).
 
     Returns:
-        The expression with surrounding whitespace removed.
+        The pattern to send (whitespace normalised, a predefined name lower-cased).
 
     Raises:
-        ValueError: not 6 fields, an unknown ``@`` name, a value out of range, a bad step.
+        ValueError: the server would refuse it.
+        TypeError: not a ``str``.
     """
-    if not isinstance(expr, str):
-        raise TypeError(f"cron must be a str, got {type(expr).__name__}")
-    text = " ".join(expr.split())
-    if text.startswith("@"):
-        if text.lower() not in PREDEFINED:
-            raise ValueError(f"cron: unknown predefined schedule {text!r}")
-        return text.lower()
-    fields = text.split(" ")
-    if len(fields) != 6:
-        raise ValueError(
-            f"cron needs 6 fields (seconds minutes hours day-of-month month day-of-week), "
-            f"got {len(fields)}: {expr!r}"
-        )
-    for index, field in enumerate(fields):
-        for item in field.lower().split(","):
-            m = _ITEM.match(item)
-            if m is None or (m.group(2) is not None and int(m.group(2)) == 0):
-                raise ValueError(f"cron {_FIELD_NAMES[index]}: bad item {item!r}")
-            if m.group(1) != "*":
-                bounds = [_cron_number(p, index) for p in m.group(1).split("-")]
-                if bounds[0] > bounds[-1]:
-                    raise ValueError(f"cron {_FIELD_NAMES[index]}: range {item!r} is reversed")
-    return text
+    return check_pattern(expr)
 
 
 def _duration(seconds: float) -> str:
@@ -173,12 +129,13 @@ def schedule_headers(
     elif every is not None:
         spec, level = _every(every), CRON_LEVEL
     else:
-        spec, level = check_cron(str(cron) if cron is not None else ""), CRON_LEVEL
+        spec = check_cron(cron or "")
+        level = AT_LEVEL if spec.startswith(AT) else CRON_LEVEL
     out[SCHEDULE] = spec
     out[TARGET] = target
     if time_zone is not None:
-        if cron is None:
-            raise ValueError("time_zone applies to cron schedules only")
+        if cron is None or spec.startswith((AT, EVERY)):
+            raise ValueError("time_zone applies to cron schedules only (not @at or @every)")
         out[TIME_ZONE] = check_time_zone(time_zone)
     if ttl is not None:
         out[TTL] = ttl_header_value(ttl)

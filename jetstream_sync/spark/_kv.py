@@ -119,13 +119,25 @@ class KVReader(DataSourceReader):
         types = [f.type for f in schema]
         arrays = [
             pa.array([e.bucket for e in entries], type=types[0]),
-            pa.array([e.key for e in entries], type=types[1]),
+            pa.array([_shown(e.key) for e in entries], type=types[1]),
             pa.array([e.value for e in entries], type=types[2]),
             pa.array([e.revision for e in entries], type=types[3]),
             pa.array([e.created_ns // 1000 for e in entries], type=types[4]),
             pa.array([str(e.operation) for e in entries], type=types[5]),
         ]
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _shown(key: str) -> str:
+    """``key`` as every Spark reader shows text: each byte that is not UTF-8 as U+FFFD.
+
+    A key another client wrote in such bytes reaches Python with surrogate
+    escapes, which Arrow cannot encode; the stream read and the change feed
+    show these bytes as U+FFFD, and so does this read.
+    """
+    if key.isascii():
+        return key
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def check_kv_schema(schema: StructType) -> None:

@@ -539,7 +539,8 @@ class NatsServer:
     def __repr__(self) -> str:
         """Name, address and pid, for messages."""
         where = f"{LOOPBACK}:{self._port}" if self._monitor_port is not None else "not running"
-        return f"<NatsServer {self.server_name or ''} {where} pid={self.pid}>"
+        parts = [self.server_name, where, f"pid={self.pid}"]
+        return f"<NatsServer {' '.join(part for part in parts if part)}>"
 
     # -- observation -----------------------------------------------------------
 

@@ -264,9 +264,12 @@ def test_cluster_failover_uses_discovered_servers(cluster):
         cluster.restart(0)
 
 
-def test_stale_connection_is_detected_by_keepalive_pings(restartable_server):
-    """A server that stops answering PINGs is declared stale; the client reconnects after."""
-    errors = []
+def test_stale_connection_is_detected_by_keepalive_pings(restartable_server, caplog):
+    """A server that stops answering PINGs is declared stale; the log and a request lost with
+    the link say the client found it stale and closed it; the client reconnects after."""
+    caplog.set_level("INFO", logger="jetstream_sync")
+    errors: list[BaseException] = []
+    lost: list[BaseException] = []
     disconnected, reconnected = threading.Event(), threading.Event()
     nc = js.connect(
         restartable_server.url,
@@ -282,14 +285,30 @@ def test_stale_connection_is_detected_by_keepalive_pings(restartable_server):
     try:
         os.kill(pid, signal.SIGSTOP)  # the server freezes: PINGs go unanswered
         try:
+            worker = threading.Thread(target=lambda: _record(lost, nc.request, "frozen", b"", 30))
+            worker.start()
             assert disconnected.wait(10)
+            worker.join()
         finally:
             os.kill(pid, signal.SIGCONT)
-        assert any("stale" in str(e) for e in errors)
+        stale = [e for e in errors if isinstance(e, js.StaleConnectionError)]
+        assert stale and "the client closed the connection" in str(stale[0])
+        assert len(lost) == 1 and isinstance(lost[0], js.ConnectionLostError), lost
+        assert "stale" in str(lost[0]) and "closed by the server" not in str(lost[0])
+        logged = [r.getMessage() for r in caplog.records if "disconnected from" in r.getMessage()]
+        assert logged and "stale" in logged[0] and "closed by the server" not in logged[0]
         assert reconnected.wait(15)
         nc.flush()
     finally:
         nc.close()
+
+
+def _record(into: list[BaseException], call, *args) -> None:
+    """Run ``call(*args)``; keep what it raised."""
+    try:
+        call(*args)
+    except BaseException as exc:  # noqa: BLE001 - the test inspects it
+        into.append(exc)
 
 
 def test_lame_duck_mode_is_reported(restartable_server):

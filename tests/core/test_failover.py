@@ -20,6 +20,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync.errors import (
     ConnectionLostError,
+    DuplicateMsgIdInProcessError,
     NoRespondersError,
     StreamNotFoundError,
 )
@@ -31,7 +32,7 @@ from tests.fixtures.server import NatsServer
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 # What a publisher retries with the same msg_id: the message may or may not be stored.
-RETRYABLE = (TimeoutError, ConnectionLostError, NoRespondersError)
+RETRYABLE = (TimeoutError, ConnectionLostError, NoRespondersError, DuplicateMsgIdInProcessError)
 RUN_DEADLINE = 90.0  # seconds a whole workload may take, failover included
 
 FAILOVER_COUNTS: dict[str, dict[str, Any]] = {}
@@ -239,7 +240,7 @@ def test_publish_loop_survives_leader_kill(cluster: NatsCluster, client_on: str)
     with r3_stream(cluster, "FOPUB") as stream:
         index, _ = stream_leader(cluster, stream)
         urls = servers_for(cluster, index, client_on)
-        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2, no_randomize=True) as nc:
             publisher = RetryingPublisher(nc.jetstream(), f"{stream.name}.x", 1500)
             worker = Worker("publisher", publisher.run)
             try:
@@ -324,7 +325,7 @@ def test_publish_async_survives_leader_kill(cluster: NatsCluster, client_on: str
             if future.exception() is None:
                 acked[0] += 1
 
-        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2, no_randomize=True) as nc:
             js = nc.jetstream(ack_timeout=3.0, max_ack_inflight=500)
             sent = {f"id-{i}": b"payload-%d" % i for i in range(6000)}
             result: dict[str, Any] = {}
@@ -350,6 +351,43 @@ def test_publish_async_survives_leader_kill(cluster: NatsCluster, client_on: str
         assert result["errors"], "the kill should have failed at least one future"
 
 
+def test_retry_loop_rides_a_duplicate_in_process(cluster: NatsCluster) -> None:
+    """A copy sent while its twin is replicated gets the typed 10158; the documented loop
+    retries it into the twin's PubAck (duplicate=True), each message stored once."""
+    with r3_stream(cluster, "FODUP") as stream, jetstream_sync.connect(cluster.urls) as nc:
+        js = nc.jetstream(timeout=10)
+        subject = f"{stream.name}.x"
+        twins = [
+            (js.publish_async(subject, b"m%d" % i, msg_id=f"m{i}"),
+             js.publish_async(subject, b"m%d" % i, msg_id=f"m{i}"))
+            for i in range(200)
+        ]  # fmt: skip
+        in_process = []
+        for i, (first, second) in enumerate(twins):
+            assert first.result(timeout=10).duplicate is False
+            error = second.exception(timeout=10)
+            if error is not None:
+                assert isinstance(error, jetstream_sync.DuplicateMsgIdInProcessError), error
+                assert (error.code, error.err_code) == (409, 10158)
+                in_process.append(i)
+        assert in_process, "no copy arrived while its twin was still being stored"
+        retry = (
+            jetstream_sync.ConnectionLostError,
+            jetstream_sync.TimeoutError,
+            jetstream_sync.DuplicateMsgIdInProcessError,
+            jetstream_sync.StreamTooManyRequestsError,
+        )  # docs/reliability.md's loop
+        for i in in_process:
+            while True:
+                try:
+                    ack = js.publish(subject, b"m%d" % i, msg_id=f"m{i}")
+                    break
+                except retry:
+                    continue
+            assert ack.duplicate and ack.seq == twins[i][0].result().seq
+        assert stream.info().state.messages == 200
+
+
 # ---------------------------------------------------------------- consuming
 
 
@@ -373,7 +411,7 @@ def test_consumers_keep_consuming_through_leader_kill(cluster: NatsCluster, vict
             index = cluster.servers.index(cluster.server_named(consumer_leader))
         urls = servers_for(cluster, index, "leader")  # the kill also cuts the link
         stop = threading.Event()
-        with jetstream_sync.connect(urls, reconnect_time_wait=0.2) as nc:
+        with jetstream_sync.connect(urls, reconnect_time_wait=0.2, no_randomize=True) as nc:
             js = nc.jetstream(timeout=10)
             work = js.consumer(stream.name, "work")
             ordered = js.ordered_consumer(stream.name)

@@ -211,6 +211,34 @@ def test_a_protocol_error_quotes_no_earlier_message(fake, client, events, caplog
     reconnected(fake, client, 1)
 
 
+def test_whole_frames_before_garbage_in_the_same_read_are_delivered(fake, client, events):
+    """Messages parsed before a bad frame of the same write reach their subscription,
+    in order, before the ProtocolError ends the connection."""
+    sub = client.subscribe("s.x")
+    first = fake.connection(0)
+    sid = first.sid_of(b"s.x")
+    frames = b"".join(b"MSG s.x %d 5\r\nhell%d\r\n" % (sid, i) for i in range(3))
+    first.send(frames + b"GARBAGE\r\n")  # one write: the client reads it at once
+    assert [sub.next_msg(timeout=5).data for _ in range(3)] == [b"hell0", b"hell1", b"hell2"]
+    wait_error(events, js.ProtocolError, "unknown protocol operation", "GARBAGE")
+    reconnected(fake, client, 1)
+
+
+def test_a_malformed_frame_quotes_its_control_line_not_its_payload(fake, client, events, caplog):
+    """A MSG whose payload is not followed by CRLF: the error and the log quote its control
+    line only, never the payload bytes that came with it."""
+    caplog.set_level(logging.DEBUG, logger="jetstream_sync")
+    client.subscribe("s.x")
+    first = fake.connection(0)
+    sid = first.sid_of(b"s.x")
+    first.send(b"MSG s.x %d 5\r\nSECRET-PAYLOAD-BYTES\r\n" % sid)
+    error = wait_error(events, js.ProtocolError, "payload not followed by CRLF")
+    assert str(error).endswith(repr(b"MSG s.x %d 5\r\n" % sid)), str(error)
+    for text in [str(error), *(r.getMessage() for r in caplog.records)]:
+        assert "SECRET" not in text and "SECRE" not in text, text
+    reconnected(fake, client, 1)
+
+
 def test_msg_that_claims_more_bytes_than_come_then_silence(fake, client, events):
     """A MSG whose size promises bytes that never come: the client waits, notices the
     silence (stale), reconnects, and the subscription works again."""

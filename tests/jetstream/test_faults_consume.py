@@ -19,7 +19,11 @@ from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
 from tests.fixtures.proxy import TO_CLIENT
 
-RETRYABLE = (jetstream_sync.ConnectionLostError, jetstream_sync.TimeoutError)
+RETRYABLE = (
+    jetstream_sync.ConnectionLostError,
+    jetstream_sync.TimeoutError,
+    jetstream_sync.DuplicateMsgIdInProcessError,
+)
 ACK_WAIT = 1.0
 
 

@@ -13,7 +13,7 @@ import jetstream_sync as js
 from tests.fixtures.faults import assert_works, stored_payloads
 from tests.fixtures.proxy import TO_CLIENT, TO_SERVER
 
-RETRYABLE = (js.ConnectionLostError, js.TimeoutError)
+RETRYABLE = (js.ConnectionLostError, js.TimeoutError, js.DuplicateMsgIdInProcessError)
 # (message index, bytes to let through, direction) of each fault of a run
 FAULTS = [(20, 30, TO_CLIENT), (50, 5, TO_SERVER), (90, 200, TO_CLIENT), (130, 0, TO_CLIENT)]
 

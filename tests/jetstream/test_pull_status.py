@@ -206,7 +206,8 @@ def test_missed_heartbeats_raise_no_heartbeat_error(restartable_server):
 
 
 def test_409_leadership_change(cluster):
-    """A consumer leader step-down answers waiting pulls with 409 Leadership Change."""
+    """A consumer leader step-down answers waiting pulls with 409 Leadership Change: fetch()
+    pulls again from the new leader, messages() reports it as a warning."""
     from jetstream_sync.errors import LeadershipChangedError
 
     with jetstream_sync.connect(cluster.urls) as nc:
@@ -216,11 +217,16 @@ def test_409_leadership_change(cluster):
         try:
             cons = st.create_consumer(durable_name="lc", num_replicas=3)
             wait_for(lambda: cons.info().cluster.leader, ignore=Exception)
-            t, result = _in_thread(lambda: cons.fetch(1, timeout=10))
+            t, result = _in_thread(lambda: cons.fetch(1, timeout=20))
             wait_for(lambda: cons.info().num_waiting == 1)
+            leader = cons.info().cluster.leader
             nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{name}.lc", b"", timeout=5)
-            t.join(15)
-            assert isinstance(result[0], LeadershipChangedError)
+            wait_for(lambda: cons.info().cluster.leader not in (None, leader), ignore=Exception)
+            wait_for(lambda: cons.info().num_waiting == 1, ignore=Exception)  # pulled again
+            js.publish(f"{name}.x", b"during")
+            t.join(25)
+            assert [m.data for m in result[0]] == [b"during"], result
+            result[0][0].ack_sync()
             # messages() treats it as a warning and keeps delivering
             errors = []
             ctx = cons.consume(lambda m: m.ack(), error_handler=errors.append, expires=5)
@@ -228,7 +234,7 @@ def test_409_leadership_change(cluster):
             nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{name}.lc", b"", timeout=5)
             wait_for(lambda: any(isinstance(e, LeadershipChangedError) for e in errors), 15)
             js.publish(f"{name}.x", b"after")
-            wait_for(lambda: cons.info().ack_floor.stream_seq == 1, 15, ignore=Exception)
+            wait_for(lambda: cons.info().ack_floor.stream_seq == 2, 15, ignore=Exception)
             ctx.stop()
         finally:
             js.delete_stream(name)

@@ -112,7 +112,7 @@ def test_schedules_lists_the_stored_schedules(js: JetStreamContext, stream: Stre
         ({"cron": "* * * * *"}, "6 fields"),
         ({"cron": "61 * * * * *"}, "outside"),
         ({"cron": "@fortnightly"}, "unknown predefined"),
-        ({"cron": "*/0 * * * * *"}, "bad item"),
+        ({"cron": "*/0 * * * * *"}, "step"),
         ({"cron": "@hourly", "time_zone": "Mars/Olympus"}, "unknown time zone"),
         ({"every": 2, "time_zone": "UTC"}, "cron schedules only"),
         ({"every": 0.5}, "at least 1 second"),

@@ -533,6 +533,35 @@ def test_error_excerpt_starts_at_the_op_in_error(proto):
     assert str(caught.value).endswith(f"at offset {len(SECRET_MSG)}: b'BOGUS\\r\\n'")
 
 
+@pytest.mark.parametrize(
+    ("frame", "line"),
+    [
+        (b"MSG s.x 1 5\r\nhelloSECRETSECRET\r\n", b"MSG s.x 1 5\r\n"),  # payload unframed
+        (b"HMSG s.x 1 12 14\r\nNATS/1.0\r\n\r\nSECRET\r\n", b"HMSG s.x 1 12 14\r\n"),
+        (b"HMSG s.x 1 16 18\r\nXATS/1.0\r\n\r\nSECRET\r\n", b"HMSG s.x 1 16 18\r\n"),
+    ],
+    ids=["payload-end", "header-block", "header-prefix"],
+)
+def test_a_malformed_frame_quotes_its_control_line_only(proto, frame, line):
+    """The excerpt of a frame in error stops at its control line: no payload or header bytes."""
+    data = b"PING\r\n" + frame
+    with pytest.raises(ProtocolError) as caught:
+        proto.parse(data, 0, len(data))
+    assert str(caught.value).endswith(f"at offset 6: {line!r}"), str(caught.value)
+    assert caught.value.offset == 6
+
+
+def test_the_error_offset_is_where_the_whole_frames_before_it_end(proto):
+    """``offset``: parsing up to it gives every whole frame before the bad one, and no error."""
+    frames_before = b"MSG s.x 1 5\r\nhello\r\n" * 3 + b"PING\r\n"
+    data = frames_before + b"GARBAGE\r\n"
+    with pytest.raises(ProtocolError) as caught:
+        proto.parse(data, 0, len(data))
+    assert caught.value.offset == len(frames_before)
+    ops, consumed, need = proto.parse(data, 0, caught.value.offset)
+    assert (len(ops) // proto.OP_FIELDS, consumed, need) == (4, len(frames_before), 0)
+
+
 # --------------------------------------------------------------------------
 # parse_headers
 

@@ -117,3 +117,29 @@ def test_key_value_write_then_read(connect_spark, shared_server, js):
         assert kv.get("us").value == b"2"
     finally:
         js.delete_key_value(name)
+
+
+def test_workers_python_and_the_data_sources_own_error_line(connect_spark, shared_server):
+    """Workers run PYSPARK_PYTHON; the data source's error is the line before SQLSTATE."""
+    connect_spark.run(
+        """
+        import os
+        from pyspark.sql.functions import udf
+
+        where = udf(lambda _: __import__("sys").executable, "string")
+        worker = spark.range(1).select(where("id").alias("python")).collect()[0].python
+        assert worker == os.environ["PYSPARK_PYTHON"], worker
+        try:
+            spark.read.format("jetstream").option("servers", v["servers"]).option(
+                "stream", "NO_SUCH_STREAM"
+            ).load().collect()
+        except Exception as error:
+            text = str(error)
+        else:
+            raise AssertionError("a read of a missing stream succeeded")
+        assert text.startswith("[PYTHON_DATA_SOURCE_ERROR]"), text[:300]
+        own = text.partition("\\n SQLSTATE:")[0].splitlines()[-1]
+        assert own.startswith("jetstream_sync.errors.StreamNotFoundError: stream not found"), own
+        """,
+        servers=shared_server.url,
+    )

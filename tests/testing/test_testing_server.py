@@ -64,6 +64,19 @@ def test_serves_jetstream_and_cleans_up_on_exit():
         server.url  # noqa: B018
 
 
+def test_repr_has_single_spaces_before_during_and_after_a_run():
+    """repr() names what is known, one space apart, with or without a server_name."""
+    for server in (NatsServer(), NatsServer(server_name="n1")):
+        assert "  " not in repr(server) and " >" not in repr(server)
+        with server:
+            shown = repr(server)
+            assert "  " not in shown and f"127.0.0.1:{server.port}" in shown
+            with jetstream_sync.connect(server.url) as nc:
+                assert "  " not in repr(nc)
+            assert repr(nc) == "<Client closed>"
+        assert "  " not in repr(server)
+
+
 def test_without_jetstream():
     """jetstream=False starts a core-NATS-only server."""
     with NatsServer(jetstream=False) as server, jetstream_sync.connect(server.url) as nc:

@@ -40,6 +40,8 @@ def create_order(request: HttpRequest) -> JsonResponse:
         js.NoRespondersError,  # no stream stores the subject (run setup_orders)
         js.TimeoutError,  # no PubAck in time: retry with the same Idempotency-Key
         js.ConnectionLostError,  # the connection broke before the PubAck came
+        js.DuplicateMsgIdInProcessError,  # a retry arrived while the first copy was stored
+        js.StreamTooManyRequestsError,  # the stream is busy: not stored
         js.ConnectionClosedError,  # the client gave up reconnecting: the next request reconnects
     ) as exc:
         return JsonResponse({"error": f"orders unavailable: {type(exc).__name__}"}, status=503)
