@@ -97,6 +97,7 @@ from .errors import (
     TimeoutError,
     TooManyPendingAcksError,
     UnknownOptionError,
+    WaitModeError,
     WrongLastMsgIdError,
     WrongLastSequenceError,
 )
@@ -263,6 +264,7 @@ __all__ = [
     "TimeoutError",
     "TooManyPendingAcksError",
     "UnknownOptionError",
+    "WaitModeError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
     "__impl__",
