@@ -1,7 +1,8 @@
-"""tests/fixtures/wsgi_app.py under real WSGI servers: gunicorn's sync, gthread and gevent
-workers (with and without --preload) and uWSGI with gevent and its monkey-patch. 200 requests,
-50 at a time, over 2 worker processes; each request publishes to JetStream, makes a
-request/reply to a responder of its own worker and reads a Key-Value entry: all succeed."""
+"""examples/wsgi_app.py under real WSGI servers: gunicorn's sync, gthread and gevent
+workers (with and without --preload), uWSGI with gevent and its monkey-patch or with
+threads. 200 requests, 50 at a time, over 2 worker processes; each request publishes to
+JetStream, makes a request/reply to a responder of its own worker and reads a Key-Value
+entry: all succeed."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import jetstream_sync
+from tests.fixtures.examples import EXAMPLES
 from tests.fixtures.polling import wait_for
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 REQUESTS = 200
 AT_ONCE = 50
 HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -39,49 +40,36 @@ def _gunicorn(worker: str, *extra: str) -> list[str]:
             "--bind", "127.0.0.1:{port}", "wsgi_app:app"]  # fmt: skip
 
 
+def _uwsgi(*extra: str) -> list[str]:
+    # Its workers fork from C: no os.register_at_fork handler runs in them.
+    return [str(Path(sys.executable).with_name("uwsgi")), "--master", "--processes", "2", *extra,
+            "--die-on-term", "--need-app", "--virtualenv", sys.prefix, "--listen", "128",
+            "--http-socket", "127.0.0.1:{port}", "--wsgi-file", str(EXAMPLES / "wsgi_app.py"),
+            "--callable", "app", "--disable-logging"]  # fmt: skip
+
+
 SERVERS = {
     "gunicorn-sync": ("threads", _gunicorn("sync")),
     "gunicorn-gthread": ("threads", _gunicorn("gthread", "--threads", "8")),
     "gunicorn-gevent": ("cooperative", _gunicorn("gevent", "--worker-connections", "100")),
     "gunicorn-gevent-preload": ("cooperative", _gunicorn("gevent", "--preload")),
-    "uwsgi-gevent": (
-        "cooperative",
-        [
-            str(Path(sys.executable).with_name("uwsgi")),
-            "--master",
-            "--processes",
-            "2",
-            "--gevent",
-            "100",
-            "--gevent-early-monkey-patch",
-            "--die-on-term",
-            "--need-app",
-            "--virtualenv",
-            sys.prefix,
-            "--http-socket",
-            "127.0.0.1:{port}",
-            "--wsgi-file",
-            str(FIXTURES / "wsgi_app.py"),
-            "--callable",
-            "app",
-            "--disable-logging",
-        ],
-    ),  # fmt: skip
+    "uwsgi-gevent": ("cooperative", _uwsgi("--gevent", "100", "--gevent-early-monkey-patch")),
+    "uwsgi-threads": ("threads", _uwsgi("--threads", "8", "--enable-threads")),
 }
 
 
 class Server:
-    """A WSGI server process serving tests/fixtures/wsgi_app.py on a free port."""
+    """A WSGI server process serving examples/wsgi_app.py on a free port."""
 
     def __init__(self, command: list[str], nats_url: str, tmp_path: Path) -> None:
         self.port = _free_port()
         self.log = tmp_path / "server.log"
-        repo = str(FIXTURES.parent.parent)
-        env = {**os.environ, "NATS_URL": nats_url, "PYTHONPATH": f"{FIXTURES}:{repo}"}
+        repo = str(EXAMPLES.parent)
+        env = {**os.environ, "NATS_URL": nats_url, "PYTHONPATH": f"{EXAMPLES}:{repo}"}
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [part.format(port=self.port) for part in command],
-                cwd=FIXTURES, env=env, stdout=log, stderr=subprocess.STDOUT,
+                cwd=EXAMPLES, env=env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
 
     def post(self, body: str) -> dict:
@@ -131,6 +119,8 @@ def test_every_request_succeeds(name, nats_server, web_state, tmp_path):
         )  # fmt: skip
         with ThreadPoolExecutor(AT_ONCE) as pool:
             answers = list(pool.map(server.post, [f"order-{i}" for i in range(REQUESTS)]))
+    except OSError as exc:
+        raise AssertionError(f"{name}: {exc!r}; its log:\n{server.log.read_text()}") from exc
     finally:
         server.stop()
     assert all(a["echo"] and a["greeting"] == "hello" for a in answers)
