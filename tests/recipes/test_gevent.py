@@ -56,13 +56,17 @@ def test_monkey_patched_client(library, nats_server, record_property):
     ("patch", "expected"),
     [
         ("from gevent import monkey; monkey.patch_socket()", "patched socket but not select"),
-        ("from gevent import monkey; monkey.patch_all(); WAIT='threads'", "wait mode 'threads'"),
+        (
+            "import eventlet; eventlet.monkey_patch(socket=True, select=False, thread=False)",
+            "patched socket but not select, thread",
+        ),
     ],
-    ids=["partial-patch", "threads-under-gevent"],
+    ids=["gevent-partial", "eventlet-partial"],
 )
 def test_a_wait_mode_that_cannot_work_is_refused(patch, expected, shared_server):
-    """connect() refuses, naming the mode and the fix, instead of a dead reader and timeouts."""
-    pytest.importorskip("gevent")
+    """A partial monkey-patch is refused at connect, naming the mode and the fix, instead of a
+    dead reader and timeouts (wait="threads" under a patch: test_monkey_patched_client)."""
+    pytest.importorskip(patch.split()[1].split(".")[0].rstrip(";"))
     script = (
         f"WAIT=None\n{patch}\nimport jetstream_sync\n"
         "try:\n"

@@ -7,7 +7,6 @@ import json
 import multiprocessing
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -21,6 +20,7 @@ import pytest
 import jetstream_sync
 from tests.fixtures.examples import EXAMPLES, run_example
 from tests.fixtures.polling import wait_for
+from tests.fixtures.sockets import free_port
 
 PROJECT = EXAMPLES / "django_orders"
 
@@ -182,9 +182,7 @@ def test_runserver_serves_concurrent_requests(nats_server, tmp_path: Path):
     """manage.py runserver (a thread per request): 40 POSTs, 10 at a time, share one client."""
     with jetstream_sync.connect(nats_server.url) as nc:
         nc.jetstream().create_stream(name="ORDERS", subjects=["orders.>"])
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "NATS_URL": nats_server.url, "PYTHONPATH": str(EXAMPLES.parent)}
     log = tmp_path / "runserver.log"
     with open(log, "wb") as out:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -23,16 +22,11 @@ import pytest
 import jetstream_sync
 from tests.fixtures.examples import EXAMPLES
 from tests.fixtures.polling import wait_for
+from tests.fixtures.sockets import free_port
 
 REQUESTS = 200
 AT_ONCE = 50
 HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _gunicorn(worker: str, *extra: str) -> list[str]:
@@ -62,7 +56,7 @@ class Server:
     """A WSGI server process serving examples/wsgi_app.py on a free port."""
 
     def __init__(self, command: list[str], nats_url: str, tmp_path: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.log = tmp_path / "server.log"
         repo = str(EXAMPLES.parent)
         env = {**os.environ, "NATS_URL": nats_url, "PYTHONPATH": f"{EXAMPLES}:{repo}"}
