@@ -62,7 +62,7 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(VPY) -m benchmarks --quick
 
-## bench-spark: the Spark data source against nats-py in mapPartitions (docs/spark.md)
+## bench-spark: the Spark data source against nats-py in mapPartitions (docs/spark/performance.md)
 bench-spark: $(STAMP)
 	$(VPY) -m benchmarks spark
 

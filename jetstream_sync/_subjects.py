@@ -66,6 +66,17 @@ def is_filter_subject(subject: str) -> bool:
     return _valid(subject, True)
 
 
+def subject_matches(subject: str, pattern: str) -> bool:
+    """Whether the literal ``subject`` is one the filter ``pattern`` matches (both checked)."""
+    tokens, wanted = subject.split("."), pattern.split(".")
+    for i, token in enumerate(wanted):
+        if token == ">":
+            return len(tokens) > i
+        if i >= len(tokens) or (token != "*" and token != tokens[i]):
+            return False
+    return len(tokens) == len(wanted)
+
+
 def is_name_token(name: str) -> bool:
     """Whether ``name`` is one valid subject token without wildcards (no ``.``)."""
     return is_publish_subject(name) and "." not in name

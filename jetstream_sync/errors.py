@@ -240,9 +240,16 @@ class APIError(JetStreamError):
     """
 
     _registry: ClassVar[dict[int, type[APIError]]] = {}
+    # status code -> class, for replies that carry a status and no err_code (direct gets)
+    _status_registry: ClassVar[dict[int, type[APIError]]] = {}
     err_code_default: ClassVar[int | None] = None
 
-    def __init_subclass__(cls, err_code: int | tuple[int, ...] | None = None, **kw: Any) -> None:
+    def __init_subclass__(
+        cls,
+        err_code: int | tuple[int, ...] | None = None,
+        status: int | None = None,
+        **kw: Any,
+    ) -> None:
         super().__init_subclass__(**kw)
         codes = err_code if isinstance(err_code, tuple) else (err_code,)
         for code in codes:
@@ -250,6 +257,8 @@ class APIError(JetStreamError):
                 APIError._registry[code] = cls
         if err_code is not None:
             cls.err_code_default = codes[0]
+        if status is not None:
+            APIError._status_registry[status] = cls
 
     def __init__(
         self,
@@ -301,6 +310,9 @@ def api_error(
 ) -> APIError:
     """Build the most specific :class:`APIError` subclass for ``err_code``.
 
+    A reply without an ``err_code`` (a direct get's status) is typed by its ``code``
+    when a class is registered for it (``class X(APIError, status=413)``).
+
     Args:
         code: the HTTP-like status code.
         err_code: the server's JetStream error code; picks the class.
@@ -310,7 +322,10 @@ def api_error(
         seq: the stream sequence the request was about.
         subject: the subject the request was about.
     """
-    cls = APIError._registry.get(err_code, APIError)
+    if err_code:
+        cls = APIError._registry.get(err_code, APIError)
+    else:
+        cls = APIError._status_registry.get(code, APIError)
     return cls(
         code, err_code, description, stream=stream, consumer=consumer, seq=seq, subject=subject
     )
@@ -350,6 +365,27 @@ class StreamWrongExpectedError(APIError, err_code=10060):
 
 class RequiredApiLevelError(APIError, err_code=10185):
     """The server's JetStream API level is lower than the request needs."""
+
+
+class MessageTooLargeError(APIError, err_code=10054):
+    """The message is larger than the stream's ``max_msg_size``."""
+
+
+class MessageTTLInvalidError(APIError, err_code=10165):
+    """The ``Nats-TTL`` value is not a per-message TTL the server takes."""
+
+
+class MessageTTLDisabledError(APIError, err_code=10166):
+    """A message with a TTL (``ttl=``, ``Nats-TTL``) to a stream without ``allow_msg_ttl``."""
+
+
+class TooManyResultsError(APIError, status=413):
+    """The server refused to answer one request with that many results (status 413).
+
+    A batched direct get of the last messages of more than 1,024 subjects gets it;
+    the client's own listings page under the limit, so it reaches a caller only from
+    a request the client cannot split.
+    """
 
 
 class NotJetStreamMsgError(JetStreamError):
@@ -587,8 +623,9 @@ class CounterBrokenError(APIError, err_code=10172):
     """The stored value on the subject is not a counter value the server can add to."""
 
 
-class MirrorWithCountersError(APIError, err_code=10173):
-    """A mirror cannot be a counter stream."""
+class MirrorWithCountersError(APIError, ValueError, err_code=10173):
+    """A mirror cannot be a counter stream (refused by the config check before sending,
+    or by the server)."""
 
 
 class CounterNotFoundError(JetStreamError, LookupError):
@@ -639,6 +676,28 @@ class ScheduleSchedulerInvalidError(APIError, err_code=10212):
 
 class ScheduleTimeZoneInvalidError(APIError, err_code=10223):
     """The server refused the ``Nats-Schedule-Time-Zone`` value."""
+
+
+class NotAScheduleError(JetStreamError):
+    """``cancel_schedule`` found a subject whose last message is not a schedule.
+
+    Nothing was removed: the subject holds ordinary messages (a mistyped subject, or a
+    schedule that already fired or was replaced by an ordinary message).
+
+    Attributes:
+        subject: the subject given.
+        seq: the stream sequence of its last message.
+    """
+
+    def __init__(self, subject: str, seq: int = 0) -> None:
+        super().__init__(
+            f"the last message on {subject!r} (seq {seq}) is not a schedule; nothing was removed"
+        )
+        self.subject = subject
+        self.seq = seq
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
+        return (type(self), (self.subject, self.seq))
 
 
 class AtomicPublishDisabledError(APIError, err_code=10174):

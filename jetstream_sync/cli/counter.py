@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..jetstream.counter import CounterEntry
+from ..jetstream.counter import CounterEntry, format_value, parse_value
 from ._connect import session
 from ._output import Output, escaped, text_fields
 
 
 def _delta(text: str) -> int:
     try:
-        return int(text)
+        return parse_value(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"an increment is an integer, got {text!r}") from None
 
@@ -47,15 +47,17 @@ def entry_doc(entry: CounterEntry) -> dict[str, Any]:
     """A counter as a JSON document (numbers as strings of digits)."""
     return {
         **text_fields("subject", entry.subject),
-        "value": str(entry.value),
-        "increment": None if entry.increment is None else str(entry.increment),
-        "sources": {s: {k: str(v) for k, v in m.items()} for s, m in entry.sources.items()},
+        "value": format_value(entry.value),
+        "increment": None if entry.increment is None else format_value(entry.increment),
+        "sources": {
+            s: {k: format_value(v) for k, v in m.items()} for s, m in entry.sources.items()
+        },
     }
 
 
 def entry_text(entry: CounterEntry) -> str:
     """A counter for people: ``subject: total``."""
-    return f"{escaped(entry.subject)}: {entry.value}"
+    return f"{escaped(entry.subject)}: {format_value(entry.value)}"
 
 
 def add(args: argparse.Namespace, out: Output) -> int:
@@ -64,8 +66,8 @@ def add(args: argparse.Namespace, out: Output) -> int:
         counter = nc.jetstream(timeout=args.timeout).counter(args.stream)
         total = counter.add(args.subject, args.delta)
     out.result(
-        {**text_fields("subject", args.subject), "value": str(total)},
-        f"{escaped(args.subject)}: {total}",
+        {**text_fields("subject", args.subject), "value": format_value(total)},
+        f"{escaped(args.subject)}: {format_value(total)}",
     )
     return 0
 

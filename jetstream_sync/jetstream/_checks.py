@@ -22,6 +22,7 @@ MAX_NAME_LEN = 255  # JSMaxNameLen
 MAX_DESCRIPTION_LEN = 4 * 1024  # JSMaxDescriptionLen (bytes)
 MAX_METADATA_LEN = 128 * 1024  # JSMaxMetadataLen (bytes of keys + values)
 MAX_REPLICAS = 5  # StreamMaxReplicas
+MAX_SEQUENCE = 2**64 - 1  # the server's sequences and counts are uint64
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
 MAX_UINT64 = 2**64 - 1
@@ -71,7 +72,8 @@ def sequence(value: int, field: str, minimum: int = 1) -> int:
     """A stream sequence (or count) given to a call: an int of at least ``minimum``.
 
     Returns it as a plain int. Raises ``TypeError`` for what is no int (a bool,
-    a float, a str) and ``ValueError`` below ``minimum``, before anything is sent.
+    a float, a str) and ``ValueError`` below ``minimum`` or past 64 bits, before
+    anything is sent.
     """
     if isinstance(value, bool):
         raise TypeError(f"{field} must be an int, not bool")
@@ -81,6 +83,8 @@ def sequence(value: int, field: str, minimum: int = 1) -> int:
         raise TypeError(f"{field} must be an int, not {type(value).__name__}") from None
     if number < minimum:
         raise ValueError(f"{field} must be at least {minimum}, not {number}")
+    if number > MAX_SEQUENCE:
+        raise ValueError(f"{field} must be at most {MAX_SEQUENCE} (64 bits), not {number}")
     return number
 
 

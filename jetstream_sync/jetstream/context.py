@@ -32,7 +32,7 @@ from .publish import (
     publish_headers,
     request_pub_ack,
 )
-from .schedule import SCHEDULE, ScheduleInfo, list_schedules, schedule_headers
+from .schedule import SCHEDULE, ScheduleInfo, cancel_schedule, list_schedules, schedule_headers
 from .schedule import check_api_level as check_schedule_level
 from .stream import Stream
 from .stream_config import StreamConfig
@@ -531,6 +531,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
 
         Raises:
             BucketNotFoundError: no such bucket.
+            KeyValueError: the stream ``KV_<bucket>`` is not a bucket; nothing was deleted.
         """
         from ..kv import manager
 
@@ -606,6 +607,8 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
 
         Raises:
             ObjectStoreNotFoundError: no such bucket.
+            ObjectStoreError: the stream ``OBJ_<bucket>`` is not an Object Store bucket;
+                nothing was deleted.
         """
         from ..object_store import admin
 
@@ -678,15 +681,24 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         return self.publish(subject, data, headers=hdrs, timeout=timeout)
 
     def cancel_schedule(self, subject: str, timeout: float | None = None) -> bool:
-        """Remove the schedule on ``subject`` (purges the subject); True if one was there.
+        """Remove the schedule on ``subject``; True if one was there.
+
+        Only a message that carries a schedule is deleted, by its sequence: the
+        subject's last message must be one (the server keeps no other message on a
+        schedule's subject), and a message stored after the check stays.
+
+        Returns:
+            True when a schedule was removed; False when the subject holds no message.
 
         Raises:
+            NotAScheduleError: the subject's last message is not a schedule (a mistyped
+                subject, a schedule already fired); nothing was removed.
             StreamNotFoundError: no stream captures ``subject``.
             BadSubjectError: ``subject`` is not a publish subject; nothing was sent.
         """
         publish_subject(subject)
         stream = self.stream_no_info(self.stream_name_by_subject(subject, timeout))
-        return stream.purge(subject=subject, timeout=timeout) > 0
+        return cancel_schedule(stream, subject, timeout)
 
     def schedules(
         self, stream: str, filter: str = ">", timeout: float | None = None

@@ -2,7 +2,8 @@
 
 The server keeps, as the last message of each subject, a JSON body ``{"val": "<digits>"}``
 holding the running total; each publish carries only the increment. Totals are arbitrary
-precision on the server, and Python ints are too.
+precision on the server, and Python ints are too: they are read and written in pieces, so
+``sys.set_int_max_str_digits`` (4,300 digits by default) does not bound them.
 """
 
 from __future__ import annotations
@@ -13,21 +14,48 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._subjects import publish_subject
-from ..errors import CounterNotFoundError, CountersNotEnabledError, MessageNotFoundError
+from .._bigint import format_int, parse_int
+from .._subjects import publish_subject, subject_matches
+from ..errors import (
+    CounterNotFoundError,
+    CountersNotEnabledError,
+    MessageNotFoundError,
+    StreamWrongExpectedError,
+)
 from .info import RawStreamMsg
 
 if TYPE_CHECKING:
     from .context import HeadersIn, JetStreamContext
     from .stream import Stream
 
-__all__ = ["Counter", "CounterEntry", "increment_header", "open_counter"]
+__all__ = [
+    "Counter",
+    "CounterEntry",
+    "format_value",
+    "increment_header",
+    "open_counter",
+    "parse_value",
+]
 
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"
 # Headers that would change what an increment means (or make the server refuse it).
 _REFUSED_PREFIXES = ("nats-expected-",)
 _REFUSED = {"nats-rollup", "nats-incr", "nats-ttl", "nats-msg-id"}
+
+
+def format_value(value: int) -> str:
+    """The decimal text of a counter value of any size (``str`` stops at 4,300 digits)."""
+    return format_int(value)
+
+
+def parse_value(text: str) -> int:
+    """The counter value a decimal text (optional sign, ASCII digits) stands for, any size.
+
+    Raises:
+        ValueError: ``text`` is not such a text.
+    """
+    return parse_int(text)
 
 
 def increment_header(delta: int) -> str:
@@ -38,13 +66,17 @@ def increment_header(delta: int) -> str:
     """
     if isinstance(delta, bool) or not isinstance(delta, int):
         raise TypeError(f"delta must be an int, got {type(delta).__name__}")
-    return f"+{delta}" if delta >= 0 else str(delta)
+    return f"+{format_int(delta)}" if delta >= 0 else format_int(delta)
 
 
 def _value(text: object, what: str) -> int:
-    if not isinstance(text, str) or not text.lstrip("+-").isdigit():
-        raise ValueError(f"{what} is not a decimal integer: {text!r}")
-    return int(text)
+    """A total or increment the server sent, of any size (not bound by int_max_str_digits)."""
+    if not isinstance(text, str):
+        raise ValueError(f"{what} is not a decimal integer: {text!r:.60}")
+    try:
+        return parse_int(text)
+    except ValueError:
+        raise ValueError(f"{what} is not a decimal integer: {text!r:.60}") from None
 
 
 @attrs.frozen
@@ -148,14 +180,37 @@ class Counter:
         Raises:
             TypeError: ``delta`` is not an ``int``.
             BadSubjectError, ValueError: bad input; nothing was sent.
+            StreamWrongExpectedError: ``subject`` is not a subject of this stream (another
+                stream may capture it); nothing was sent.
             CountersNotEnabledError: the stream stopped being a counter stream.
             CounterIncrementInvalidError, CounterBrokenError: the server refused it.
         """
         publish_subject(subject)
         hdrs = _check_headers(headers)
         hdrs[INCR] = increment_header(delta)
+        self._check_own(subject, timeout)
         ack = self._ctx.publish(subject, b"", headers=hdrs, timeout=timeout)
         return _value(ack.val, "PubAck val")
+
+    def _captures(self, subject: str) -> bool:
+        info = self.stream.cached_info
+        subjects = info.config.subjects if info is not None else None
+        return any(subject_matches(subject, pattern) for pattern in subjects or ())
+
+    def _check_own(self, subject: str, timeout: float | None) -> None:
+        """Refuse a subject this stream does not capture, before anything is published.
+
+        The server refuses ``Nats-Expected-Stream`` on increments, so the handle checks
+        its stream's subjects itself (asking for them again once: they may have changed).
+        """
+        if self._captures(subject):
+            return
+        self.stream.info(timeout=timeout)
+        if not self._captures(subject):
+            raise StreamWrongExpectedError(
+                400, 10060, "the subject is not one of the counter stream's subjects; "
+                "nothing was sent", stream=self.name, subject=subject,
+            )  # fmt: skip
 
     def load(self, subject: str, timeout: float | None = None) -> int:
         """The counter's total on ``subject``.

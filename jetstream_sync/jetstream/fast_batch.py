@@ -342,6 +342,15 @@ class FastBatch:
             self._finish()
             raise self._failure
 
+    def _refused(self, seq: int, error: APIError) -> FastBatchMessageError | None:
+        """Message ``seq`` was refused: listed with ``"continue"``, else the batch ends."""
+        if self.on_gap == "continue":
+            self.errors.append((seq, error))
+            return None
+        return FastBatchMessageError(
+            f"fast batch {self.batch_id}: message {seq} was refused: {error}", seq, error
+        )
+
     def _read_reply(self, msg: Msg) -> PubAck | BaseException | None:
         if msg.status == 503:
             # The reply subject names the message: <prefix><seq>.<op>.$FI
@@ -377,15 +386,17 @@ class FastBatch:
             error = api_error(
                 int(raw.get("code", 0)), int(raw.get("err_code", 0)), raw.get("description", "")
             )
-            if self.on_gap == "continue":
-                self.errors.append((seq, error))
-                return None
-            return FastBatchMessageError(
-                f"fast batch {self.batch_id}: message {seq} was refused: {error}", seq, error
-            )
+            return self._refused(seq, error)
         try:
             pub_ack = parse_pub_ack(msg)
         except APIError as exc:
+            # An error PubAck on a later message's own reply subject refuses that message
+            # only (over max_msg_size: 10054; captured by a stream that does not know the
+            # batch: 10208); the stream goes on storing. On message 1, the end marker or a
+            # ping it is about the whole batch.
+            _, seq_text, op, _ = msg.subject.rsplit(".", 3)
+            if int(op) == _OP_APPEND:
+                return self._refused(int(seq_text), exc)
             return exc
         if pub_ack.batch_id is None:
             return FastBatchUnsupportedError(

@@ -43,8 +43,8 @@ def ttl_header_value(ttl: float | str) -> str:
     """
     if ttl == "never":
         return "never"
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or math.isnan(ttl):
-        raise ValueError(f"ttl must be a number of seconds or 'never', got {ttl!r}")
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+        raise ValueError(f"ttl must be a finite number of seconds or 'never', got {ttl!r}")
     if ttl < 1:
         raise ValueError(f"ttl must be at least 1 second, got {ttl!r}")
     if float(ttl).is_integer():

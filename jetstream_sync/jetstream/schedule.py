@@ -3,11 +3,12 @@
 The last message on a schedule subject is that subject's schedule; its headers say when
 (``Nats-Schedule``), where (``Nats-Schedule-Target``, a subject of the same stream), in
 which zone (``Nats-Schedule-Time-Zone``) and with which TTL (``Nats-Schedule-TTL``) the
-stream publishes its body. Removing the subject's messages removes the schedule.
+stream publishes its body. Deleting that message removes the schedule.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ import attrs
 
 from .._subjects import publish_subject
 from .._timefmt import format_rfc3339, parse_rfc3339
+from ..errors import MessageNotFoundError, NotAScheduleError
 from . import _api
 from .info import RawStreamMsg
 from .publish import ttl_header_value
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from .context import HeadersIn
     from .stream import Stream
 
-__all__ = ["ScheduleInfo", "list_schedules", "schedule_headers"]
+__all__ = ["ScheduleInfo", "cancel_schedule", "list_schedules", "schedule_headers"]
 
 SCHEDULE = "Nats-Schedule"
 TARGET = "Nats-Schedule-Target"
@@ -110,8 +112,8 @@ def _every(every: float | timedelta) -> str:
         seconds = float(every)
     else:
         raise TypeError(f"every must be seconds or a timedelta, got {type(every).__name__}")
-    if not seconds >= 1:
-        raise ValueError(f"every must be at least 1 second, got {every!r}")
+    if not 1 <= seconds < math.inf:
+        raise ValueError(f"every must be at least 1 second and finite, got {every!r}")
     return f"@every {_duration(seconds)}"
 
 
@@ -247,15 +249,38 @@ class ScheduleInfo:
         )
 
 
+def cancel_schedule(stream: Stream, subject: str, timeout: float | None) -> bool:
+    """Remove the schedule on ``subject`` from ``stream``: only a message that carries one.
+
+    The subject's last message must be a schedule (the server keeps no other message on
+    a schedule's subject); it is deleted by its sequence, so a message stored on the
+    subject after the check stays.
+
+    Returns:
+        True when a schedule was removed, False when the subject holds no message.
+
+    Raises:
+        NotAScheduleError: the subject's last message is not a schedule.
+    """
+    try:
+        last = stream.get_last_msg_for_subject(subject, timeout=timeout)
+    except MessageNotFoundError:
+        return False
+    if ScheduleInfo.from_msg(last) is None:
+        raise NotAScheduleError(subject, last.seq)
+    try:
+        return stream.delete_msg(last.seq, timeout=timeout)
+    except MessageNotFoundError:  # removed meanwhile by someone else
+        return False
+
+
 def list_schedules(stream: Stream, filter: str, timeout: float | None) -> list[ScheduleInfo]:
-    """The schedules stored in ``stream`` on subjects matching ``filter``."""
-    info = stream.info(subjects_filter=filter, timeout=timeout)
-    subjects = sorted(info.state.subjects or {})
-    if not subjects:
-        return []
-    if info.config.allow_direct:
-        msgs = stream.get_last_msgs_for(subjects, timeout=timeout)
+    """The schedules stored in ``stream`` on subjects matching ``filter``, any number of them."""
+    if stream.info(timeout=timeout).config.allow_direct:
+        msgs = stream.get_last_msgs_for([filter], timeout=timeout)
     else:
+        info = stream.info(subjects_filter=filter, timeout=timeout)
+        subjects = sorted(info.state.subjects or {})
         msgs = [stream.get_last_msg_for_subject(s, timeout=timeout) for s in subjects]
     found = (ScheduleInfo.from_msg(m) for m in msgs)
     return sorted((s for s in found if s is not None), key=lambda s: s.subject)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
-from .._subjects import filter_subject, filter_subjects
+from .._subjects import filter_subject, filter_subjects, is_publish_subject
 from .._timefmt import format_rfc3339, parse_rfc3339
 from ..errors import (
     DirectGetNotAllowedError,
@@ -19,6 +19,7 @@ from ..errors import (
     NoRespondersError,
     RequiredApiLevelError,
     TimeoutError,
+    TooManyResultsError,
     api_error,
 )
 from ..headers import Headers
@@ -45,6 +46,35 @@ _DIRECT_GET_HEADERS = frozenset(
      "Nats-UpTo-Sequence")
 )  # fmt: skip
 _BATCHED_GET_LEVEL = 1
+_PENDING = "Nats-Num-Pending"
+# nats-server answers "413 Too Many Results" to a multi_last matching more subjects.
+_MULTI_LAST_MAX = 1024
+
+
+def _seq_of(msg: RawStreamMsg) -> int:
+    return msg.seq
+
+
+def _multi_last(subjects: list[str], up_to_seq: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"multi_last": subjects}
+    if up_to_seq is not None:
+        body["up_to_seq"] = up_to_seq
+    return body
+
+
+def _chunks(subjects: list[str], count: int, size: int) -> Iterator[list[str]]:
+    """``subjects`` in runs of at most ``count`` whose JSON stays under ``size`` bytes."""
+    run: list[str] = []
+    used = 0
+    for subject in subjects:
+        cost = len(subject.encode()) + 4  # quotes, comma, space
+        if run and (len(run) >= count or used + cost > size):
+            yield run
+            run, used = [], 0
+        run.append(subject)
+        used += cost
+    if run:
+        yield run
 
 
 def _raw_from_direct(msg: Msg, **about: Any) -> RawStreamMsg:
@@ -146,17 +176,20 @@ class Stream(StreamConsumersMixin):
         """Remove messages; return how many were removed.
 
         Args:
-            subject: only messages on this subject (wildcards allowed).
+            subject: only messages on this subject (wildcards allowed); ``None``:
+                every subject.
             seq: only messages below this sequence (not with ``keep``).
             keep: keep this many of the newest messages (not with ``seq``).
 
         Raises:
             ValueError: both ``seq`` and ``keep`` were given.
+            BadSubjectError: ``subject`` is not a filter subject (``""`` included:
+                it never means the whole stream); nothing was sent.
         """
         if seq is not None and keep is not None:
             raise ValueError("purge takes seq or keep, not both")
         body: dict[str, Any] = {}
-        if subject:
+        if subject is not None:  # "" is a bad subject, never "the whole stream"
             body["filter"] = filter_subject(subject)
         if seq is not None:
             body["seq"] = ck.sequence(seq, "seq")
@@ -286,9 +319,7 @@ class Stream(StreamConsumersMixin):
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
-        if batch < 1:
-            raise ValueError("batch must be at least 1")
-        body: dict[str, Any] = {"batch": int(batch)}
+        body: dict[str, Any] = {"batch": ck.sequence(batch, "batch")}
         if start_time is not None:
             body["start_time"] = format_rfc3339(start_time)
         else:
@@ -297,7 +328,7 @@ class Stream(StreamConsumersMixin):
             body["next_by_subj"] = filter_subject(subject)
         if max_bytes:
             body["max_bytes"] = int(max_bytes)
-        return self._batched_direct(body, timeout)
+        return self._batched_all(body, self._deadline(timeout), body["batch"])
 
     def get_last_msgs_for(
         self,
@@ -306,17 +337,87 @@ class Stream(StreamConsumersMixin):
         timeout: float | None = None,
     ) -> list[RawStreamMsg]:
         """The newest message of each subject in ``subjects`` (wildcards allowed), as of
-        ``up_to_seq`` when given — a consistent snapshot (server 2.11+)."""
-        body: dict[str, Any] = {"multi_last": filter_subjects(subjects)}
-        if not body["multi_last"]:
-            raise ValueError("subjects must name at least one subject")
-        if up_to_seq is not None:
-            body["up_to_seq"] = int(up_to_seq)
-        return self._batched_direct(body, timeout)
+        ``up_to_seq`` when given — a consistent snapshot (server 2.11+).
 
-    def _batched_direct(self, body: dict[str, Any], timeout: float | None) -> list[RawStreamMsg]:
-        """Send one batched direct get; collect replies until the ``204 EOB`` status."""
+        Any number of subjects may match: the server answers at most 1,024 per
+        request, so when more match, the client lists them (``info`` with a
+        subjects filter) and asks for them 1,024 at a time, every request pinned
+        to the same ``up_to_seq`` (the stream's last sequence when not given).
+
+        Returns:
+            The messages in sequence order; an empty list when none match.
+
+        Raises:
+            ValueError: ``subjects`` is empty; nothing was sent.
+            BadSubjectError: one of them is not a filter subject.
+            RequiredApiLevelError: the server is older than 2.11.
+            TimeoutError: the requests got no complete answer in ``timeout``.
+        """
+        filters = filter_subjects(subjects)
+        if not filters:
+            raise ValueError("subjects must name at least one subject")
+        upto = None if up_to_seq is None else ck.sequence(up_to_seq, "up_to_seq")
         deadline = self._deadline(timeout)
+        try:
+            return self._batched_all(_multi_last(filters, upto), deadline)
+        except TooManyResultsError:
+            pass  # more than the server's 1,024 subjects match: split them
+        return self._last_msgs_in_chunks(filters, upto, deadline)
+
+    def _last_msgs_in_chunks(
+        self, filters: list[str], up_to_seq: int | None, deadline: Deadline
+    ) -> list[RawStreamMsg]:
+        """The newest message of every subject ``filters`` match, at most 1,024 per request.
+
+        Wildcard filters are expanded to the subjects they match (``info`` with a
+        subjects filter, paged); every request is pinned to one ``up_to_seq``, so
+        what is written meanwhile does not mix in.
+        """
+        subjects = {f for f in filters if is_publish_subject(f)}
+        wildcards = [f for f in filters if f not in subjects]
+        if up_to_seq is None:  # pin every request to one snapshot, taken before listing
+            up_to_seq = self.info(timeout=max(deadline.remaining(), 0.001)).state.last_seq
+        for f in wildcards:
+            info = self.info(subjects_filter=f, timeout=max(deadline.remaining(), 0.001))
+            subjects.update(info.state.subjects or {})
+        out: list[RawStreamMsg] = []
+        limit = self._api.client.max_payload // 2
+        for chunk in _chunks(sorted(subjects), _MULTI_LAST_MAX, limit):
+            out += self._batched_all(_multi_last(chunk, up_to_seq), deadline)
+        out.sort(key=_seq_of)
+        return out
+
+    def _batched_all(
+        self, body: dict[str, Any], deadline: Deadline, wanted: int | None = None
+    ) -> list[RawStreamMsg]:
+        """Batched direct gets from ``body`` until the server has nothing more pending.
+
+        The server ends a batch early when its replies pass its ``max_pending`` bytes
+        (64 MiB): the end-of-batch status then says how many are pending, and the
+        next request starts after the last sequence received. ``wanted`` caps the
+        messages of a ``batch`` request; with ``max_bytes`` given, one request is all.
+        """
+        out: list[RawStreamMsg] = []
+        while True:
+            got, pending = self._batched_direct(body, deadline)
+            out += got
+            if not got or not pending or "max_bytes" in body:
+                return out
+            if wanted is not None:
+                if len(out) >= wanted:
+                    return out
+                body = {**body, "batch": wanted - len(out)}
+            body = {k: v for k, v in body.items() if k != "start_time"}
+            body["seq"] = got[-1].seq + 1
+
+    def _batched_direct(
+        self, body: dict[str, Any], deadline: Deadline
+    ) -> tuple[list[RawStreamMsg], int]:
+        """Send one batched direct get; collect replies until the ``204 EOB`` status.
+
+        Returns:
+            The messages, and how many more the server says are pending.
+        """
         client = self._api.client
         level = int(client.server_info.get("api_lvl", 0))
         if level < _BATCHED_GET_LEVEL:
@@ -338,9 +439,9 @@ class Stream(StreamConsumersMixin):
                 msg = sub.next_msg(timeout=left)
                 status = msg.status
                 if status == 204:
-                    return out
+                    return out, int(msg.headers.get(_PENDING) or 0)
                 if status == 404 and not out:
-                    return out
+                    return out, 0
                 if status == 503:
                     raise self._direct_unavailable(deadline)
                 out.append(_raw_from_direct(msg, stream=self.name))

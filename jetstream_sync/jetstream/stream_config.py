@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ..errors import MirrorWithCountersError
 from . import _checks as ck
 from ._codec import (
     DUR,
@@ -322,7 +323,11 @@ def _check_stream(c: StreamConfig) -> None:
             ck.fail("first_seq", "a mirror cannot set first_seq")
         if c.subject_delete_marker_ttl:
             ck.fail("subject_delete_marker_ttl", "a mirror cannot have delete markers")
-        for name in ("allow_msg_counter", "allow_atomic", "allow_batched", "allow_msg_schedules"):
+        if c.allow_msg_counter:  # the class docs/counters.md names, also a ValueError
+            raise MirrorWithCountersError(
+                400, 10173, "allow_msg_counter: a mirror cannot be a counter stream"
+            )
+        for name in ("allow_atomic", "allow_batched", "allow_msg_schedules"):
             if getattr(c, name):
                 ck.fail(name, "a mirror cannot set it")
     if c.sources and c.allow_msg_schedules:

@@ -451,6 +451,9 @@ class KeyValue:
             older_than: seconds; markers younger than this keep their own
                 revision (older data still goes). ``None``: 30 minutes; a
                 negative value removes every marker.
+
+        Each key is purged below its marker's revision (or up to it): a value put on
+        the key after the markers were listed stays.
         """
         if isinstance(older_than, timedelta):
             older_than = older_than.total_seconds()
@@ -459,8 +462,10 @@ class KeyValue:
         markers = [e for e in self._initial(">", timeout) if e.operation is not KeyValueOp.PUT]
         limit = datetime.now(UTC) - timedelta(seconds=max(older_than, 0))
         for entry in markers:
-            keep = 1 if older_than > 0 and entry.created > limit else None
-            self._stream.purge(subject=self._read_pre + entry.key, keep=keep, timeout=timeout)
+            # By sequence, not by count: a value put after the listing is never purged.
+            young = older_than > 0 and entry.created > limit
+            below = entry.revision if young else entry.revision + 1
+            self._stream.purge(subject=self._read_pre + entry.key, seq=below, timeout=timeout)
         return len(markers)
 
     def status(self, timeout: float | None = None) -> KeyValueStatus:

@@ -110,6 +110,7 @@ def key_value(ctx: JetStreamContext, bucket: str, timeout: float | None) -> KeyV
 
 def delete_key_value(ctx: JetStreamContext, bucket: str, timeout: float | None) -> bool:
     """See :meth:`JetStreamContext.delete_key_value`."""
+    key_value(ctx, bucket, timeout)  # a stream that is not a bucket is refused, not deleted
     try:
         return bool(ctx.delete_stream(stream_name(check_bucket(bucket)), timeout=timeout))
     except StreamNotFoundError as exc:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
+    ObjectStoreError,
     ObjectStoreExistsError,
     ObjectStoreNotFoundError,
     StreamNameInUseError,
@@ -106,9 +107,19 @@ def delete_object_store(ctx: JetStreamContext, bucket: str, timeout: float | Non
     """See :meth:`JetStreamContext.delete_object_store`."""
     check_bucket(bucket)
     try:
+        info = ctx.stream(_PREFIX + bucket, timeout=timeout).cached_info
+        if info is None or not _is_bucket(info, bucket):
+            raise ObjectStoreError(
+                f"stream {_PREFIX + bucket!r} is not an Object Store bucket; nothing was deleted"
+            )
         return ctx.delete_stream(_PREFIX + bucket, timeout=timeout)
     except StreamNotFoundError as exc:
         raise _not_found(bucket) from exc
+
+
+def _is_bucket(info: StreamInfo, bucket: str) -> bool:
+    """Whether a stream named ``OBJ_<bucket>`` holds that bucket (its meta subjects)."""
+    return info.config.mirror is not None or f"$O.{bucket}.M.>" in (info.config.subjects or ())
 
 
 def object_store_names(ctx: JetStreamContext, timeout: float | None) -> Iterator[str]:

@@ -256,6 +256,12 @@ class ObjectStore:
             BadObjectMetaError: the stored meta is not an object's info.
             InvalidObjectNameError: ``name`` is empty or not a ``str``.
         """
+        return self._info_and_seq(name, show_deleted, timeout)[0]
+
+    def _info_and_seq(
+        self, name: str, show_deleted: bool, timeout: float | None
+    ) -> tuple[ObjectInfo, int]:
+        """``get_info``, with the stream sequence of the meta read."""
         self._check_name(name)
         try:
             raw = self._last_meta(self._meta_subject(name), timeout)
@@ -267,7 +273,7 @@ class ObjectStore:
             raise BadObjectMetaError(f"the meta of object {name!r} is not valid: {exc}") from exc
         if info.deleted and not show_deleted:
             raise ObjectNotFoundError(f"object {name!r} in {self.bucket!r} was deleted")
-        return info
+        return info, raw.seq
 
     def _find(self, name: str, timeout: float | None) -> ObjectInfo | None:
         """The info of ``name``, deleted ones included; ``None`` when there is none."""
@@ -276,10 +282,18 @@ class ObjectStore:
         except ObjectNotFoundError:
             return None
 
-    def _publish_meta(self, info: ObjectInfo, timeout: float | None) -> ObjectInfo:
+    def _publish_meta(
+        self,
+        info: ObjectInfo,
+        timeout: float | None,
+        expected_last_subject_seq: int | None = None,
+    ) -> ObjectInfo:
         """Store ``info`` as the (rolled up) meta of its name; return it with ``mtime`` now."""
         body = json.dumps(info.stored_json(), separators=(",", ":")).encode()
-        self._ctx.publish(self._meta_subject(info.name), body, headers=_ROLLUP, timeout=timeout)
+        self._ctx.publish(
+            self._meta_subject(info.name), body, headers=_ROLLUP, timeout=timeout,
+            expected_last_subject_seq=expected_last_subject_seq,
+        )  # fmt: skip
         return attrs.evolve(info, mtime=datetime.now(UTC))
 
     def _purge_chunks(self, nuid: str, timeout: float | None) -> None:
@@ -486,19 +500,22 @@ class ObjectStore:
     def delete(self, name: str, timeout: float | None = None) -> None:
         """Delete object ``name``: its meta is marked deleted, its chunks purged.
 
-        Deleting a deleted object does nothing.
+        Deleting a deleted object does nothing. Only the version read is deleted: when
+        the name is put again between the read and the delete, nothing is deleted.
 
         Raises:
             ObjectNotFoundError: no object of that name ever existed.
+            WrongLastSequenceError: the object was replaced meanwhile; nothing was deleted.
             BadObjectMetaError: its meta has no ``nuid``.
         """
-        info = self.get_info(name, show_deleted=True, timeout=timeout)
+        info, seq = self._info_and_seq(name, True, timeout)
         if info.deleted:
             return
         if not info.nuid:
             raise BadObjectMetaError(f"the meta of object {name!r} has no nuid")
         gone = attrs.evolve(info, deleted=True, size=0, chunks=0, digest=None, mtime=None)
-        self._publish_meta(gone, timeout)
+        # Only the version read: a put of the name meanwhile makes this refuse.
+        self._publish_meta(gone, timeout, expected_last_subject_seq=seq)
         self._purge_chunks(info.nuid, timeout)
 
     def update_meta(self, name: str, meta: ObjectMeta, timeout: float | None = None) -> ObjectInfo:

@@ -41,11 +41,16 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ..errors import CountersNotEnabledError, RowPublishError, StreamNotFoundError
+from ..errors import (
+    CountersNotEnabledError,
+    RowPublishError,
+    StreamNotFoundError,
+    StreamWrongExpectedError,
+)
 from ._batch import BatchPublisher
 from ._common import connection, context
 from ._options import COUNTER_STREAM_WRITE, COUNTER_WRITE, Options
-from ._subjects import is_literal
+from ._subjects import intersect, is_literal
 from ._write import WriteCommit, check_duplicate_window
 
 if TYPE_CHECKING:
@@ -100,8 +105,11 @@ def check_counter_schema(
         raise ValueError(f"option 'subject': {default_subject!r} is not a subject to publish to")
 
 
-def check_counter_stream(ctx: Any, stream: str | None) -> None:
+def check_counter_stream(ctx: Any, stream: str | None) -> list[str]:
     """Check, on the driver, that ``stream`` exists and counts.
+
+    Returns:
+        The stream's subjects (rows may only add to counters it captures).
 
     Raises:
         ValueError: no stream to check (neither the ``stream`` nor the ``subject`` option).
@@ -126,6 +134,15 @@ def check_counter_stream(ctx: Any, stream: str | None) -> None:
             f"stream {stream!r} is not a counter stream (allow_msg_counter is off): "
             "the jetstream-counter sink adds to counters (nats-server 2.12+)",
         )
+    return list(config.subjects or ())
+
+
+def foreign_subjects(subjects: pa.Array, own: list[str]) -> list[str]:
+    """The valid subjects of a column that no subject filter of ``own`` matches."""
+    return [
+        s for s in pc.unique(subjects).to_pylist()
+        if s is not None and is_literal(s) and not any(intersect(s, f)[0] for f in own)
+    ]  # fmt: skip
 
 
 def increments(values: pa.Array) -> pa.Array:
@@ -178,9 +195,35 @@ class _CounterWriter:
         stream = opts.get("stream")
         if not stream and self.subject:
             stream = ctx.stream_name_by_subject(self.subject)
-        check_counter_stream(ctx, stream)
+        self.own_subjects = check_counter_stream(ctx, stream)
+        if self.subject and foreign_subjects(pa.array([self.subject]), self.own_subjects):
+            raise StreamWrongExpectedError(
+                400, 10060, "option 'subject' is not one of the counter stream's subjects",
+                stream=stream, subject=self.subject,
+            )  # fmt: skip
         if self.dedupe:
             check_duplicate_window(ctx, str(stream))
+
+    def _first_bad_row(self, batch: pa.RecordBatch) -> tuple[int, str]:
+        """The first row not to send (a null value, a subject of another stream), or -1."""
+        names = batch.schema.names
+        values = batch.column(names.index(self.value_column))
+        bad = [-1, -1]
+        if values.null_count:
+            bad[0] = pc.index(pc.is_null(values), True).as_py()
+        if "subject" in names:
+            subjects = batch.column(names.index("subject"))
+            foreign = foreign_subjects(subjects, self.own_subjects)
+            if foreign:
+                bad[1] = pc.index(pc.is_in(subjects, value_set=pa.array(foreign)), True).as_py()
+        found = [i for i in bad if i >= 0]
+        if not found:
+            return -1, ""
+        stop = min(found)
+        if stop == bad[0]:
+            return stop, f"its {self.value_column!r} is null (no increment to add)"
+        subject = batch.column(names.index("subject"))[stop].as_py()
+        return stop, f"its subject {subject!r} is not one of the counter stream's subjects"
 
     def _add_all(self, batches: Iterator[pa.RecordBatch], id_prefix: str) -> WriteCommit:
         """Send every row of the task as an increment; wait for every ack.
@@ -198,16 +241,13 @@ class _CounterWriter:
         )
         try:
             for batch in batches:
-                values = batch.column(batch.schema.names.index(self.value_column))
-                nulls = values.null_count
-                first_null = pc.index(pc.is_null(values), True).as_py() if nulls else -1
-                good = batch.slice(0, first_null) if nulls else batch
+                stop, why = self._first_bad_row(batch)
+                good = batch.slice(0, stop) if stop >= 0 else batch
                 publisher.publish(increment_batch(good, self.value_column, self.dedupe))
-                if nulls:
+                if stop >= 0:
                     publisher.wait_all()
                     raise RowPublishError(
-                        f"row {publisher.sent} of partition {partition} was not sent: "
-                        f"its {self.value_column!r} is null (no increment to add)"
+                        f"row {publisher.sent} of partition {partition} was not sent: {why}"
                     )
             publisher.wait_all()
         finally:

@@ -39,6 +39,37 @@ def test_counter_add_get_ls(cli, js, name):
     assert listed == [f"{name}.a: -2", f"{name}.b: 1", f"{name}.c: {2**70}"]
 
 
+def test_counter_ls_lists_past_the_servers_1024(cli, js, name):
+    """ls over 3,000 counters prints every one (the server answers 1,024 per request)."""
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_counter=True, allow_direct=True)
+    for i in range(3000):
+        js.publish_async(f"{name}.c.{i}", b"", headers={"Nats-Incr": "+1"})
+    js.publish_async_completed(timeout=60)
+    listed = ok(cli.run("counter", "ls", name)).stdout.splitlines()
+    assert sorted(listed) == sorted(f"{name}.c.{i}: 1" for i in range(3000))
+
+
+def test_schedule_rm_refuses_a_subject_without_a_schedule(cli, js, name):
+    """rm on a subject holding ordinary messages exits 1 and removes nothing."""
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_schedules=True)
+    for i in range(3):
+        js.publish(f"{name}.orders", b"order %d" % i)
+    result = cli.run("schedule", "rm", f"{name}.orders")
+    assert result.code == 1 and "not a schedule" in result.stderr, result.stderr
+    assert js.stream(name).info().state.messages == 3
+
+
+def test_counter_totals_past_4300_digits(cli, js, name):
+    """add, get and ls print totals of any size (CPython's str() stops at 4,300 digits)."""
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_counter=True, allow_direct=True)
+    digits = "9" * 4300
+    ok(cli.run("counter", "add", name, f"{name}.h", digits))
+    total = "1" + "9" * 4299 + "8"  # 2 * (10**4300 - 1)
+    assert ok(cli.run("counter", "add", name, f"{name}.h", digits)).stdout == f"{name}.h: {total}\n"
+    assert ok(cli.run("--json", "counter", "get", name, f"{name}.h")).json()["value"] == total
+    assert ok(cli.run("counter", "ls", name)).stdout == f"{name}.h: {total}\n"
+
+
 def test_counter_errors_exit_1(cli, js, name):
     """A stream without counters, a subject never counted and a bad increment are refused."""
     js.create_stream(name=name, subjects=[f"{name}.>"])

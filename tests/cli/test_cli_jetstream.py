@@ -104,6 +104,8 @@ def test_stream_get_view_purge(cli, name):
     assert [m["seq"] for m in some.json_lines()] == [2, 3]
     only_b = ok(cli.run("--json", "stream", "view", name, "--subject", f"{name}.b"))
     assert [m["data"] for m in only_b.json_lines()] == ["b1"]
+    refused = cli.run("stream", "purge", name, "--subject", "")  # never "the whole stream"
+    assert refused.code == 1 and "subject" in refused.stderr
     purged = ok(cli.run("--json", "stream", "purge", name, "--subject", f"{name}.a")).json()
     assert purged == {"stream": name, "purged": 3}
     assert ok(cli.run("--json", "stream", "purge", name)).json()["purged"] == 1

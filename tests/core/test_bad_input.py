@@ -175,6 +175,12 @@ ROWS = [
     ),
     Row("kv-history-over-64", lambda e: e.ctx.create_key_value(bucket="H", history=65), ValueError),
     Row("ttl-under-1s", lambda e: e.ctx.publish("a", b"x", ttl=0.5), ValueError),
+    Row("ttl-infinite", lambda e: e.ctx.publish("a", b"x", ttl=math.inf), ValueError),
+    Row(
+        "schedule-every-infinite",
+        lambda e: e.ctx.schedule("a.s", "a.t", every=math.inf),
+        ValueError,
+    ),
     Row("fetch-batch-zero", lambda e: e.consumer.fetch(0), ValueError),
     Row("messages-expires-short", lambda e: e.consumer.messages(expires=0.5), ValueError),
     Row("get-msgs-batch-zero", lambda e: e.stream.get_msgs(batch=0), ValueError),
@@ -189,6 +195,7 @@ ROWS = [
     ),
     Row("ack-wait-negative", lambda e: e.stream.create_consumer(ack_wait=-1), ValueError),
     Row("kv-create-ttl-under-1s", lambda e: e.kv.create("k2", b"v", ttl=0.1), ValueError),
+    Row("kv-create-ttl-infinite", lambda e: e.kv.create("k2", b"v", ttl=math.inf), ValueError),
     Row("kv-update-last-negative", lambda e: e.kv.update("k", b"v", last=-1), ValueError),
     # -- sequences
     Row("get-msg-seq-zero", lambda e: e.stream.get_msg(0), ValueError),
@@ -196,6 +203,8 @@ ROWS = [
     Row("delete-msg-seq-float", lambda e: e.stream.delete_msg(1.5), TypeError),
     Row("get-msgs-start-seq-zero", lambda e: e.stream.get_msgs(start_seq=0), ValueError),
     Row("purge-keep-negative", lambda e: e.stream.purge(keep=-1), ValueError),
+    Row("get-msg-seq-past-64-bits", lambda e: e.stream.get_msg(2**64), ValueError),
+    Row("purge-keep-past-64-bits", lambda e: e.stream.purge(keep=2**64), ValueError),
     Row("purge-seq-and-keep", lambda e: e.stream.purge(seq=2, keep=1), ValueError),
     Row(
         "expected-last-seq-negative",

@@ -1,6 +1,9 @@
-"""Every ```python block in docs/*.md runs, as a complete program, against a real server.
+"""Every ```python block in docs/*.md and docs/spark/*.md runs, as a complete program, against
+a real server.
 
-One test per block, id ``file.md:LINE`` (the line of the opening fence). Each
+One test per block, id ``file.md:LINE`` (``spark/file.md:LINE`` for a page of a folder; the
+line of the opening fence). The recipes' blocks are excerpts of tested examples, checked by
+test_recipe_pages.py instead. Each
 block runs in a fresh interpreter (``sys.executable``) in a temp directory with
 ``NATS_URL`` set to a fresh JetStream server, the repo root on ``PYTHONPATH``,
 and a 60 s limit. A block opened with ```python no-run is not collected. A block
@@ -27,6 +30,7 @@ from tests.fixtures.server import NatsServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS_DIR = REPO_ROOT / "docs"
+PAGE_FOLDERS = ("spark",)  # folders of docs/ whose pages hold whole programs, like docs/*.md
 BLOCK_TIMEOUT = 60.0
 SPARK_BLOCK_TIMEOUT = 420.0
 PYTHON_LANGUAGES = {"python", "py", "python3"}
@@ -45,8 +49,10 @@ class DocBlock:
 
     @property
     def id(self) -> str:
-        """``file.md:LINE``."""
-        return f"{self.path.name}:{self.line}"
+        """``file.md:LINE``, or ``folder/file.md:LINE`` for a page of a folder of docs/."""
+        folder = self.path.parent.name
+        name = f"{folder}/{self.path.name}" if folder in PAGE_FOLDERS else self.path.name
+        return f"{name}:{self.line}"
 
 
 def find_python_blocks(path: Path) -> list[DocBlock]:
@@ -85,10 +91,14 @@ def find_python_blocks(path: Path) -> list[DocBlock]:
 
 
 def collect_doc_blocks(docs_dir: Path = DOCS_DIR) -> list[DocBlock]:
-    """Return the runnable blocks of every ``docs_dir/*.md``, in file then line order."""
+    """Return the runnable blocks of every ``docs_dir/*.md`` and ``docs_dir/FOLDER/*.md`` (each
+    of PAGE_FOLDERS), in file then line order."""
     if not docs_dir.is_dir():
         return []
-    return [block for md in sorted(docs_dir.glob("*.md")) for block in find_python_blocks(md)]
+    pages = sorted(docs_dir.glob("*.md"))
+    for folder in PAGE_FOLDERS:
+        pages += sorted((docs_dir / folder).glob("*.md"))
+    return [block for md in pages for block in find_python_blocks(md)]
 
 
 def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.CompletedProcess[str]:

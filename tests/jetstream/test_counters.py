@@ -57,6 +57,65 @@ def test_values_past_64_bits(counter: Counter, stream: Stream) -> None:
     assert entry == CounterEntry(subject, 2**65 + 1, 2**64 + 1, {}, entry.seq)
 
 
+@pytest.fixture
+def low_int_digit_limit() -> Iterator[None]:
+    """CPython's int/str conversion limit at its lowest (640 digits) for one test."""
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    yield
+    sys.set_int_max_str_digits(before)
+
+
+def test_a_total_past_4300_digits(counter: Counter, stream: Stream) -> None:
+    """Increments under CPython's 4,300-digit limit whose total passes it: add and load work."""
+    subject, big = f"{stream.name}.huge", 9 * 10**4299
+    assert counter.add(subject, big) == big
+    assert counter.add(subject, big) == 2 * big  # stored by the server: the answer is read
+    assert counter.load(subject) == 2 * big
+    assert [e.value for e in counter.get_many([subject])] == [2 * big]
+    assert counter.get(subject).increment == big
+
+
+def test_increments_of_any_size(counter: Counter, stream: Stream) -> None:
+    """A 20,000-digit increment is sent and its total read back."""
+    subject, big = f"{stream.name}.vast", 10**19_999
+    assert counter.add(subject, big) == big
+    assert counter.add(subject, -1) == big - 1
+    assert counter.load(subject) == big - 1
+
+
+def test_totals_ignore_the_int_digit_limit(
+    counter: Counter, stream: Stream, low_int_digit_limit: None
+) -> None:
+    """With sys.set_int_max_str_digits(640), 700-digit totals still add and load."""
+    subject, big = f"{stream.name}.wide", 7 * 10**699
+    assert counter.add(subject, big) == big
+    assert counter.add(subject, big) == 2 * big
+    assert counter.load(subject) == 2 * big
+
+
+def test_a_handle_writes_only_into_its_own_stream(
+    js: JetStreamContext, counter: Counter, stream: Stream
+) -> None:
+    """add() on a subject another counter stream captures is refused before sending."""
+    other = js.create_stream(
+        name=f"{stream.name}B", subjects=[f"{stream.name}b.>"], allow_msg_counter=True
+    )
+    try:
+        with pytest.raises(jetstream_sync.StreamWrongExpectedError) as info:
+            counter.add(f"{stream.name}b.x", 5)
+        assert (info.value.stream, info.value.subject) == (stream.name, f"{stream.name}b.x")
+        assert other.info().state.messages == 0
+        # subjects added to the stream later are its own: the handle asks again
+        js.update_stream(
+            name=stream.name, subjects=[f"{stream.name}.>", f"{stream.name}c.*"],
+            allow_msg_counter=True, allow_direct=True,
+        )  # fmt: skip
+        assert counter.add(f"{stream.name}c.x", 2) == 2
+    finally:
+        js.delete_stream(other.name)
+
+
 def test_concurrent_adds_from_16_threads_sum_exactly(counter: Counter, stream: Stream) -> None:
     subject = f"{stream.name}.shared"
     errors: list[BaseException] = []

@@ -198,6 +198,54 @@ def test_lost_message_stops_a_failing_batch(js, stream):
     assert stored(stream) == [b"1"]
 
 
+@pytest.mark.parametrize("on_gap", ["continue", "fail"])
+def test_a_message_over_max_msg_size_is_refused_with_its_sequence(js, stream_name, on_gap):
+    """10054 for one message mid-batch goes to the handler with its sequence: listed in
+    .errors with "continue" (the batch commits), FastBatchMessageError with "fail"."""
+    big = js.create_stream(
+        name=stream_name, subjects=[f"{stream_name}.>"], allow_batched=True, allow_direct=True,
+        max_msg_size=100,
+    )  # fmt: skip
+    with js.fast_batch(on_gap=on_gap) as batch:
+        batch.add(f"{stream_name}.a", b"1")
+        batch.add(f"{stream_name}.a", b"x" * 200)
+        if on_gap == "continue":
+            batch.add(f"{stream_name}.a", b"3")
+            assert batch.commit().batch_size == 3
+            [(seq, error)] = batch.errors
+            assert (seq, type(error)) == (2, jetstream_sync.MessageTooLargeError)
+            assert stored(big) == [b"1", b"3"]
+            return
+        with pytest.raises(jetstream_sync.FastBatchMessageError) as info:
+            batch.add(f"{stream_name}.a", b"3")
+            batch.commit()
+    assert info.value.sequence == 2
+    assert type(info.value.error) is jetstream_sync.MessageTooLargeError
+    assert stored(big)[0] == b"1"
+
+
+def test_a_message_another_stream_captures_is_refused_with_its_sequence(js, nc, stream):
+    """A message of the batch captured by another batching stream (10208 from it) is
+    listed with its sequence; the batch commits."""
+    other = js.create_stream(
+        name=stream.name + "B", subjects=[f"{stream.name}b.>"], allow_batched=True
+    )
+    try:
+        with js.fast_batch(on_gap="continue") as batch:
+            batch.add(f"{stream.name}.a", b"1")
+            # the other stream's answer to message 2, seen by a second subscription first
+            with nc.subscribe(f"_INBOX.{batch.batch_id}.*.*.2.1.$FI") as spy:
+                batch.add(f"{stream.name}b.x", b"2")
+                assert b"10208" in spy.next_msg(timeout=5).data
+            batch.add(f"{stream.name}.a", b"3")
+            batch.commit()
+        [(seq, error)] = batch.errors
+        assert (seq, type(error)) == (2, jetstream_sync.BatchPublishUnknownBatchIdError)
+        assert other.info().state.messages == 0
+    finally:
+        js.delete_stream(other.name)
+
+
 def test_bad_input_is_refused_before_sending(js, stream):
     """Bad arguments and bad messages raise before anything is sent."""
 

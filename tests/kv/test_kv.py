@@ -112,6 +112,9 @@ def test_key_value_refuses_a_stream_that_is_no_bucket(js, bucket):
     js.create_stream(name=f"KV_{bucket}", subjects=[f"$KV.{bucket}.>"])
     with pytest.raises(nats_sync.KeyValueError, match="not a Key-Value bucket"):
         js.key_value(bucket)
+    with pytest.raises(nats_sync.KeyValueError, match="not a Key-Value bucket"):
+        js.delete_key_value(bucket)  # nor is it deleted as one
+    js.delete_stream(f"KV_{bucket}")
 
 
 # ---------------------------------------------------------------- operations

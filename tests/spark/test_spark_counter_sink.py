@@ -127,6 +127,24 @@ def test_a_null_value_fails_the_task_naming_its_row(spark, shared_server, js, st
     assert js.counter(stream.name).load(f"{stream.name}.n") == 5
 
 
+def test_rows_add_only_to_counters_of_the_sinks_stream(spark, shared_server, js, stream):
+    """A subject another counter stream captures fails the task at its row; nothing goes there."""
+    name = stream.name
+    other = js.create_stream(name=name + "B", subjects=[f"{name}b.>"], allow_msg_counter=True)
+    try:
+        rows = [(f"{name}.a", 1)] * 4 + [(f"{name}b.x", 5)] + [(f"{name}.a", 1)] * 2
+        df = spark.createDataFrame(rows, "subject STRING, value INT").coalesce(1)
+        with pytest.raises(Exception, match="row 4 of partition 0.*not one of the counter"):
+            _write(df, shared_server, stream=name)
+        assert js.counter(name).load(f"{name}.a") == 4
+        with pytest.raises(Exception, match="StreamWrongExpectedError"):
+            _write(spark.createDataFrame([(1,)], "value INT"), shared_server, stream=name,
+                   subject=f"{name}b.y")  # fmt: skip
+        assert other.info().state.messages == 0
+    finally:
+        js.delete_stream(other.name)
+
+
 def test_a_streaming_counter_write_rerun_from_its_checkpoint_counts_once(
     spark, shared_server, js, stream, tmp_path
 ):

@@ -1,4 +1,4 @@
-"""Gaps and data loss on the ``jetstream`` reads, as docs/spark.md defines them.
+"""Gaps and data loss on the ``jetstream`` reads, as docs/spark/reading.md defines them.
 
 A gap (a message deleted or expired on its own) is never an error; loss (the
 stream's first sequence moved past sequences a task had not read yet, or the
