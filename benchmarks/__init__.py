@@ -29,7 +29,8 @@ OBJ_BUCKET = "BENCH"
 OBJ_SIZE = 100 * 1024 * 1024  # OBJput/OBJget: one "message" is one 100 MiB object
 
 CLIENTS = ("raw", "ours", "nats-py")  # a run's clients unless --clients says otherwise
-ALL_CLIENTS = (*CLIENTS, "nats.js")  # nats.js runs FASTB only (it needs node): when asked
+# nats.js runs FASTB only (it needs node), ours-gevent is ours under gevent: when asked
+ALL_CLIENTS = (*CLIENTS, "nats.js", "ours-gevent")
 S8_THREADS = 16  # S8: threads sharing one client (a web server's workers)
 
 
@@ -140,6 +141,7 @@ QUICK_N: dict[str, dict[str, int]] = {
 def count_for(label: str, client: str, quick: bool, scale: float = 1.0) -> int:
     """How many messages ``client`` handles in scenario ``label`` (S8: how many seconds)."""
     table = (QUICK_N if quick else FULL_N)[label]
+    client = client.removesuffix("-gevent")  # ours under gevent handles what ours handles
     return max(1, int(table.get(client, table.get("*", 0)) * scale))
 
 

@@ -35,6 +35,7 @@ from .server import BenchServer, server_binary, server_version
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = {"raw": "benchmarks.driver_raw", "ours": "benchmarks.driver_ours",
+           "ours-gevent": "benchmarks.driver_ours_gevent",
            "nats-py": "benchmarks.driver_natspy",
            "nats.js": "benchmarks.driver_natsjs"}  # fmt: skip
 CLIENT_ALIASES = {"natspy": "nats-py", "nats_py": "nats-py", "nats": "nats-py",
@@ -51,7 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=None, help="repetitions (3 full, 1 quick)")
     ap.add_argument("--only", default="", help="scenarios, e.g. S1,S3 (S6 = all of S6_*)")
     ap.add_argument("--clients", default=",".join(CLIENTS),
-                    help="ours,nats-py,raw (default), nats.js (FASTB)")  # fmt: skip
+                    help="ours,nats-py,raw (default), nats.js (FASTB), "
+                         "ours-gevent (ours under gevent's monkey-patch)")  # fmt: skip
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     ap.add_argument(
         "--json",

@@ -104,6 +104,7 @@ from .errors import (
     TooManyPendingAcksError,
     TooManyResultsError,
     UnknownOptionError,
+    WaitModeError,
     WrongLastMsgIdError,
     WrongLastSequenceError,
 )
@@ -277,6 +278,7 @@ __all__ = [
     "TooManyPendingAcksError",
     "TooManyResultsError",
     "UnknownOptionError",
+    "WaitModeError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
     "__impl__",

@@ -31,7 +31,8 @@ from ._request_mux import ReplyWaiter, RequestMux
 from ._server_errors import server_error
 from ._server_pool import ServerPool
 from ._sub_table import SubscriptionTable
-from ._writer import Writer
+from ._wait import THREADS, WaitMode, choose
+from ._writer import CooperativeWriter, Writer
 from .errors import (
     AuthorizationError,
     ConnectionClosedError,
@@ -89,6 +90,8 @@ class ConnectionOptions:
         ping_interval: seconds between keep-alive PINGs.
         max_outstanding_pings: unanswered keep-alives that declare the link stale.
         tag: the prefix of the threads' names (``jetstream_sync-<client id>``).
+        wait: the ``wait`` option (``"auto"``, ``"threads"``, ``"cooperative"``),
+            or None for ``JETSTREAM_SYNC_WAIT``; see :mod:`jetstream_sync._wait`.
     """
 
     handshake: HandshakeOptions
@@ -102,6 +105,7 @@ class ConnectionOptions:
     ping_interval: float
     max_outstanding_pings: int
     tag: str
+    wait: str | None = None
 
 
 class Connection:
@@ -129,6 +133,7 @@ class Connection:
         server_info: the server's INFO, merged over the connection's life.
         writer: the one write path (set by :meth:`open`).
         reader: the reader thread and its read role (set by :meth:`open`).
+        wait_mode: how the threads wait, chosen by :meth:`open` (threads until then).
         reconnecting: True while the link is down and being re-established.
         mux: the request multiplexer, once :meth:`request_mux` made it.
         closing: set once the client started closing.
@@ -163,6 +168,7 @@ class Connection:
         self.pool: ServerPool = None  # type: ignore[assignment]
         self.writer: Writer = None  # type: ignore[assignment]
         self.reader: Reader = None  # type: ignore[assignment]
+        self.wait_mode = WaitMode(THREADS)
         self.current: Connected | None = None
         self.server_info: dict[str, Any] = {}
         self.in_msgs = 0
@@ -187,8 +193,11 @@ class Connection:
         Raises:
             NoServersError: no server could be reached.
             AuthorizationError: a server refused the credentials.
+            WaitModeError: the wait mode asked for cannot work in this process
+                (nothing was sent).
         """
         options = self.options
+        self.wait_mode = choose(options.wait)  # before anything is sent
         self.pool = ServerPool(list(servers), options.max_reconnect_attempts, options.randomize)
         errors: list[BaseException] = []
         conn = None
@@ -208,11 +217,13 @@ class Connection:
         self._pid = os.getpid()
         self._adopt(conn)
         tag = options.tag
-        self.writer = Writer(self._write_failed, options.reconnect_buf_size, f"{tag}-writer")
+        writer = CooperativeWriter if self.wait_mode.cooperative else Writer
+        self.writer = writer(self._write_failed, options.reconnect_buf_size, f"{tag}-writer")
         self.writer.attach(conn.transport)
         self.reader = Reader(
-            conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed
-        )
+            conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed,
+            self.wait_mode.cooperative,
+        )  # fmt: skip
         self._pinger = threading.Thread(target=self._ping_loop, name=f"{tag}-pinger", daemon=True)
         self._pinger.start()
 
@@ -586,7 +597,12 @@ class Connection:
         return b"".join(frames)
 
     def _reader_crashed(self, exc: BaseException) -> None:
-        """Reader thread: reconnecting failed on a bug; close (reporting it) rather than go deaf."""
+        """Reader thread: reading or reconnecting failed on a bug; close rather than go deaf.
+
+        Logged at ERROR here (the thread ends), reported to ``error_cb`` by the
+        close, which fails every waiting call at once.
+        """
+        log.error("the reader thread failed; closing the client", exc_info=exc)
         self._close_in_background(exc)
 
     def _close_in_background(self, reason: BaseException) -> None:

@@ -27,6 +27,14 @@ def check_timeout(name: str, value: float | None, default: float | None = None) 
     return value
 
 
+def seconds_text(value: float) -> str:
+    """``value`` seconds as an error text shows them: to the millisecond, no float noise.
+
+    ``2.9999965410002005`` reads ``3``, ``0.25`` reads ``0.25``.
+    """
+    return f"{round(value, 3) or value:g}"
+
+
 class Deadline:
     """A point in monotonic time by which a call must finish."""
 

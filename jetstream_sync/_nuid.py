@@ -21,13 +21,21 @@ def _base62(value: int, width: int) -> str:
 
 
 class Nuid:
-    """A thread-safe generator of 22-character base62 identifiers."""
+    """A thread-safe generator of 22-character base62 identifiers, unique per process.
+
+    A forked child starts a new random prefix. Not only through
+    ``os.register_at_fork``: servers that fork from C (uWSGI's workers, unless
+    ``--py-call-osafterfork``) run no at-fork handler, so :meth:`next` also
+    compares the pid. Two workers sharing a prefix would share their request
+    inboxes, and each would read the other's replies.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reset()
 
     def _reset(self) -> None:
+        self._pid = os.getpid()
         self._prefix = "".join(secrets.choice(_DIGITS) for _ in range(_PREFIX_LEN))
         self._seq = secrets.randbelow(_MAX_SEQ // 2)
         self._inc = 33 + secrets.randbelow(300)
@@ -36,7 +44,7 @@ class Nuid:
         """Return a new identifier, unique for this process."""
         with self._lock:
             self._seq += self._inc
-            if self._seq >= _MAX_SEQ:
+            if self._seq >= _MAX_SEQ or self._pid != os.getpid():
                 self._reset()
             return self._prefix + _base62(self._seq, _SEQ_LEN)
 

@@ -45,7 +45,10 @@ How the role moves (one holder at a time, under one lock):
   thread (see :meth:`ReadRole.lead_until`).
 * TLS connections stay with the reader thread (see
   :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
-  over as before.
+  over as before. So do all connections in the cooperative wait mode
+  (gevent, eventlet; see :mod:`jetstream_sync._wait`): no ``epoll``, no C
+  call that waits; the reader reads in the patched socket's blocking reads
+  and requesters wait on their waiters, both through the hub.
 
 The round trip in one C call (:meth:`ReadRole.round_trip`): a requester that
 can take the role, and finds the writer idle (:meth:`Writer.claim
@@ -76,6 +79,7 @@ import math
 import os
 import select
 import threading
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _protocol
@@ -95,6 +99,7 @@ from ._protocol._py import (
 from ._read_buffer import EndOfStreamError, ReadBuffer, Route, detached
 from ._signals import on_signal_thread
 from ._transport import Transport
+from ._wait import COOPERATIVE_SLICE, pause
 
 if TYPE_CHECKING:
     from ._deadline import Deadline
@@ -117,6 +122,9 @@ class Ready(Protocol):
 
 
 _READER = object()  # the holder while the reader thread reads
+# Cooperative mode: the most one read takes, so that routing one buffer keeps
+# the other greenlets waiting for a millisecond or so, not for a whole buffer.
+COOPERATIVE_READ = 64 * 1024
 _POLL_EVENTS = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 _WATCH = select.EPOLLIN | select.EPOLLONESHOT
 
@@ -126,22 +134,33 @@ class _Link:
 
     ``poll`` is the holder's wait for bytes; ``watch`` is the reader thread's
     wait, on the kick pipe and, while nobody holds the role, on the socket.
+    Neither exists when the link is never lent (``fd`` is None): TLS, a
+    test's bare socket, and the cooperative wait mode, where no ``epoll`` nor
+    ``poll`` is made and the reader waits in the socket's ``recv_into``.
     """
 
     __slots__ = ("transport", "buffer", "fd", "poll", "watch", "watching")
 
-    def __init__(self, transport: Any, leftover: bytes, route: Route, kick_fd: int) -> None:
+    def __init__(
+        self, transport: Any, leftover: bytes, route: Route, kick_fd: int, cooperative: bool
+    ) -> None:
         self.transport = transport
         self.buffer = ReadBuffer(leftover, route)
         # Plain TCP only: a TLS transport (or a test's bare socket) is read by the
         # reader thread alone, in blocking reads.
-        self.fd = transport.poll_fd() if isinstance(transport, Transport) else None
-        self.poll = select.poll()
-        self.watch = select.epoll()
+        lent = isinstance(transport, Transport) and not cooperative
+        self.fd = transport.poll_fd() if lent else None
         self.watching = False
         if self.fd is not None:
+            self.poll = select.poll()
+            self.watch = select.epoll()
             self.poll.register(self.fd, _POLL_EVENTS)
             self.watch.register(kick_fd, select.EPOLLIN)
+
+    def close(self) -> None:
+        """Release the reader thread's wait set (the socket is the transport's)."""
+        if self.fd is not None:
+            self.watch.close()
 
     def watch_socket(self) -> None:
         """Let the reader thread wake for the socket (at once if bytes wait); under the lock.
@@ -176,10 +195,14 @@ class ReadRole:
 
     Args:
         route: called with ``(ops, view, consumed)`` for every buffer holding whole ops.
+        cooperative: the cooperative wait mode (see :mod:`jetstream_sync._wait`):
+            the role is never lent, and the reader thread reads in blocking
+            reads, yielding to the other greenlets after each buffer it routes.
     """
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: Route, cooperative: bool = False) -> None:
         self._route = route
+        self._cooperative = cooperative
         self._lock = threading.Lock()
         self._holder: object | None = _READER
         # Requesters waiting for a reply someone else reads. A delivered waiter
@@ -208,16 +231,16 @@ class ReadRole:
         Returns:
             The error that ended the connection; the reader thread holds the role again.
         """
-        link = _Link(transport, leftover, self._route, self._kick_r)
+        link = _Link(transport, leftover, self._route, self._kick_r, self._cooperative)
         with self._lock:
             old, self._link = self._link, link
         if old is not None:
-            old.watch.close()
+            old.close()
         error = link.buffer.process()
         if error is not None:
             return error
         if link.fd is None:
-            return self._read_blocking(link)
+            return self._read_blocking(link, self._cooperative)
         return self._watch(link)
 
     def retire(self) -> None:
@@ -226,7 +249,7 @@ class ReadRole:
             self._retired = True
             self._holder = None
             if self._link is not None:
-                self._link.watch.close()
+                self._link.close()
             os.close(self._kick_r)
             os.close(self._kick_w)
 
@@ -235,17 +258,26 @@ class ReadRole:
         if not self._retired:
             self._retired = True
             if self._link is not None:
-                self._link.watch.close()
+                self._link.close()
             os.close(self._kick_r)
             os.close(self._kick_w)
 
     @staticmethod
-    def _read_blocking(link: _Link) -> BaseException:
-        """Read and route in blocking reads until an error (TLS: never lent)."""
+    def _read_blocking(link: _Link, cooperative: bool) -> BaseException:
+        """Read and route in blocking reads until an error (TLS, cooperative: never lent).
+
+        Cooperative: a read takes at most :data:`COOPERATIVE_READ` bytes, and
+        the hub runs the other greenlets every ``COOPERATIVE_SLICE`` seconds (a
+        patched ``recv_into`` only switches when nothing has arrived).
+        """
         transport, buffer = link.transport, link.buffer
+        yield_at = 0.0
         while True:
+            free = buffer.free()
+            if cooperative:
+                free = free[:COOPERATIVE_READ]
             try:
-                n = transport.recv_into(buffer.free())
+                n = transport.recv_into(free)
             except (OSError, ValueError) as exc:
                 return detached(exc)
             if n == 0:
@@ -253,6 +285,9 @@ class ReadRole:
             error = buffer.received(n)
             if error is not None:
                 return error
+            if cooperative and monotonic() >= yield_at:
+                pause()
+                yield_at = monotonic() + COOPERATIVE_SLICE
 
     def _watch(self, link: _Link) -> BaseException:
         """Read whenever bytes arrive while the role is free, until the connection fails.

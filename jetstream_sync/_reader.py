@@ -11,7 +11,10 @@ never runs user code.
 Nothing the server sends may end the thread: bytes that are not protocol, and
 any exception raised while routing a parsed buffer, end the *connection* with a
 :class:`~jetstream_sync.errors.ProtocolError` (chained to the original
-exception) that ``connection_lost`` receives like any other disconnect.
+exception) that ``connection_lost`` receives like any other disconnect. An
+exception from the reading itself or from ``connection_lost`` is a bug: it
+goes to ``crashed``, which closes the client (failing every waiting call at
+once) rather than leaving the calls to wait out their timeouts.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ class Reader:
         route: called with ``(ops, view, consumed)`` for every buffer holding whole ops.
         connection_lost: called with the error; returns the next connection or None.
         name: the thread's name.
-        crashed: called with the exception if ``connection_lost`` itself raised
-            (a bug): the thread then ends, and the client must close rather
-            than stay connected to nothing.
+        crashed: called with the exception if reading or ``connection_lost``
+            raised (a bug): the thread then ends, and the client must close
+            rather than stay connected to nothing.
+        cooperative: the cooperative wait mode (see :mod:`jetstream_sync._wait`).
 
     Attributes:
         role: the read role, which requesters borrow to read their own replies.
@@ -53,9 +57,10 @@ class Reader:
         connection_lost: Callable[[BaseException], Connected | None],
         name: str,
         crashed: Callable[[BaseException], None] | None = None,
+        cooperative: bool = False,
     ) -> None:
         self._first: Connected | None = first
-        self.role = ReadRole(route)
+        self.role = ReadRole(route, cooperative)
         self._connection_lost = connection_lost
         self._crashed = crashed
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -66,8 +71,8 @@ class Reader:
         self._first = None
         try:
             while conn is not None:
-                error = self.role.serve(conn.transport, conn.leftover)
                 try:
+                    error = self.role.serve(conn.transport, conn.leftover)
                     conn = self._connection_lost(error)
                 except Exception as exc:
                     if self._crashed is None:

@@ -65,10 +65,12 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from . import _protocol
 from ._deadline import WAIT_SLICE, Deadline
+from ._wait import COOPERATIVE_SLICE, pause
 from .errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ if TYPE_CHECKING:
 HIGH_WATER = 32 << 20
 _PING = b"PING\r\n"
 
-__all__ = ["HIGH_WATER", "Writer"]
+__all__ = ["HIGH_WATER", "CooperativeWriter", "Writer"]
 
 
 class Writer:
@@ -598,3 +600,29 @@ class Writer:
                 self._kick.release()
         if self._thread is not threading.current_thread():
             self._thread.join()
+
+
+class CooperativeWriter(Writer):
+    """The writer of the cooperative wait mode (gevent, eventlet; see :mod:`jetstream_sync._wait`).
+
+    A loop of publishes never waits (the buffer takes them all), so under a
+    hub it would keep every other greenlet (the flusher and the reader
+    included) waiting until it ends. Here :meth:`write` yields to the hub once
+    it has been :data:`~jetstream_sync._wait.COOPERATIVE_SLICE` since the last
+    time it did. The OS-thread mode uses :class:`Writer`, untouched.
+    """
+
+    _yield_at = 0.0
+
+    def write(
+        self,
+        frame: bytes,
+        urgent: bool = False,
+        msgs: int = 0,
+        deadline: Deadline | float | None = None,
+    ) -> None:
+        """As :meth:`Writer.write`, then a yield to the hub when its time has come."""
+        super().write(frame, urgent, msgs, deadline)
+        if monotonic() >= self._yield_at:
+            pause()
+            self._yield_at = monotonic() + COOPERATIVE_SLICE

@@ -16,7 +16,7 @@ import attrs
 from . import _defaults as D
 from . import _protocol, _subjects
 from ._connection import Connection, ConnectionOptions, sub_frame
-from ._deadline import Deadline, check_count, check_seconds, check_timeout
+from ._deadline import Deadline, check_count, check_seconds, check_timeout, seconds_text
 from ._events import EventRunner, log
 from ._handshake import HandshakeOptions
 from ._nuid import NUID
@@ -24,6 +24,7 @@ from ._protocol._py import JOIN_ABOVE
 from ._reply import Reply
 from ._request_mux import ReplyWaiter
 from ._subjects import ApiSubject
+from ._wait import check_choice
 from ._writer import Writer
 from .errors import (
     AuthorizationError,
@@ -130,6 +131,7 @@ class Client:
         error_cb: Callable[[BaseException], object] | None = None,
         closed_cb: Callable[[], object] | None = None,
         lame_duck_cb: Callable[[], object] | None = None,
+        wait: str | None = None,
     ) -> None:
         self._id = next(Client._ids)
         handshake_options = HandshakeOptions(
@@ -150,6 +152,7 @@ class Client:
             ping_interval=check_timeout("ping_interval", ping_interval),
             max_outstanding_pings=check_count("max_outstanding_pings", max_outstanding_pings, 1),
             tag=f"jetstream_sync-{self._id}",
+            wait=check_choice(wait),
         )
         _subjects.publish_subject(inbox_prefix, "inbox_prefix")
         self._inbox_prefix = inbox_prefix
@@ -260,6 +263,14 @@ class Client:
         if not self.is_connected or conn is None:
             return None
         return conn.address.url()
+
+    @property
+    def wait_mode(self) -> str:
+        """How this client waits: ``"threads"`` or ``"cooperative"`` (gevent, eventlet).
+
+        Chosen when it connected (see the ``wait`` option in ``docs/connecting.md``).
+        """
+        return self._connection.wait_mode.name
 
     @property
     def servers(self) -> list[str]:
@@ -827,7 +838,7 @@ class Client:
         else:
             waiter = cast("ReplyWaiter", got)
             if not waiter.done:
-                raise TimeoutError(f"no reply on {subject!r} within {timeout} s")
+                raise TimeoutError(f"no reply on {subject!r} within {seconds_text(timeout)} s")
             if waiter.error is not None:
                 raise waiter.error
             msg = waiter.msg  # type: ignore[assignment]
@@ -859,7 +870,7 @@ class Client:
         connection.send_ping(waiter)
         if not connection.reader.role.wait_reply(waiter, deadline):
             connection.pings.forget(waiter)
-            raise TimeoutError(f"flush did not complete within {timeout} s")
+            raise TimeoutError(f"flush did not complete within {seconds_text(timeout)} s")
         if waiter.error is not None:
             raise waiter.error
 

@@ -215,6 +215,16 @@ class ForkedClientError(NatsError):
     """A client created in a parent process was used in a forked child."""
 
 
+class WaitModeError(NatsError, RuntimeError):
+    """``connect()`` refused a wait mode that cannot work in this process.
+
+    For example ``wait="threads"`` after gevent or eventlet patched the
+    standard library, or a monkey-patch that left ``socket``, ``select`` or
+    ``threading`` unpatched; the message names the mode and the fix (see
+    ``docs/threads-and-fork.md``).
+    """
+
+
 class JetStreamError(NatsError):
     """Base class of JetStream errors."""
 

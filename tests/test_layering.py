@@ -348,3 +348,17 @@ def test_the_test_import_check_sees_an_import():
     assert _TEST_MODULE_IMPORT.search("from tests.core.test_x import Helper\n")
     assert _TEST_MODULE_IMPORT.search("    import tests.kv.test_y\n")
     assert not _TEST_MODULE_IMPORT.search("from tests.fixtures.stall import CHUNK\n")
+
+
+def test_the_wait_mode_is_chosen_in_one_place():
+    """_wait.py is a leaf, used only by the socket owner's parts and the client's option check;
+    the package never imports gevent or eventlet (it only asks what they patched)."""
+    wait = "jetstream_sync._wait"
+    assert _imports(wait, MODULES[wait]) <= {"jetstream_sync.errors"}
+    users = {module for module, path in MODULES.items() if wait in _imports(module, path)}
+    assert users <= {
+        "jetstream_sync._connection", "jetstream_sync._read_role",
+        "jetstream_sync._writer", "jetstream_sync.client",
+    }  # fmt: skip
+    greenlet_import = re.compile(r"^\s*(?:import|from)\s+(?:gevent|eventlet)\b", re.MULTILINE)
+    assert [m for m, p in MODULES.items() if greenlet_import.search(p.read_text())] == []

@@ -48,7 +48,7 @@ from time import monotonic
 from typing import TYPE_CHECKING
 
 from .. import _protocol
-from .._deadline import Deadline, check_timeout
+from .._deadline import Deadline, check_timeout, seconds_text
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
@@ -275,7 +275,9 @@ class AckMux:
                     continue
             for future, ack_timeout in expired:
                 future._resolve(
-                    error=TimeoutError(f"no PubAck for {future.subject!r} within {ack_timeout} s")
+                    error=TimeoutError(
+                        f"no PubAck for {future.subject!r} within {seconds_text(ack_timeout)} s"
+                    )
                 )
 
     # ------------------------------------------------------------------ failing everything

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
+from .._deadline import seconds_text
 from .._subjects import filter_subject
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
@@ -57,7 +58,9 @@ class PullSubscription:
         """
         msgs = self.consumer.fetch(batch, timeout, heartbeat)
         if not msgs:
-            raise TimeoutError(f"no messages from {self.consumer.name!r} within {timeout} s")
+            raise TimeoutError(
+                f"no messages from {self.consumer.name!r} within {seconds_text(timeout)} s"
+            )
         return msgs
 
     def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import _defaults as D
-from .._deadline import Deadline, check_timeout
+from .._deadline import Deadline, check_timeout, seconds_text
 from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from ..errors import (
     APIError,
@@ -423,7 +423,9 @@ class Consumer:
             priority=priority,
         )  # fmt: skip
         if not msgs:
-            raise TimeoutError(f"no message from consumer {self.name!r} within {timeout} s")
+            raise TimeoutError(
+                f"no message from consumer {self.name!r} within {seconds_text(timeout)} s"
+            )
         return msgs[0]
 
     def messages(

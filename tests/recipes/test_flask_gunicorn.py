@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import pytest
 import jetstream_sync
 from tests.fixtures.examples import EXAMPLES
 from tests.fixtures.polling import wait_for
+from tests.fixtures.sockets import free_port
 
 pytest.importorskip("flask")
 pytest.importorskip("gunicorn")
@@ -28,12 +28,6 @@ ORDERS = 1000
 CLIENT_THREADS = 4
 # No HTTP proxy from the environment between the test and the loopback server.
 HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Gunicorn:
@@ -45,7 +39,7 @@ class Gunicorn:
         (site / "jetstream_sync").symlink_to(Path(jetstream_sync.__file__).resolve().parent)
         env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "PYTHONPATH")}
         env.update(PYTHONPATH=str(site), NATS_URL=nats_url)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = "flask_app:create_app(connect_now=True)" if preload else "flask_app:app"
         self.log = tmp_path / "gunicorn.log"

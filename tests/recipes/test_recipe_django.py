@@ -5,7 +5,13 @@ from __future__ import annotations
 import io
 import json
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import django
@@ -13,6 +19,8 @@ import pytest
 
 import jetstream_sync
 from tests.fixtures.examples import EXAMPLES, run_example
+from tests.fixtures.polling import wait_for
+from tests.fixtures.sockets import free_port
 
 PROJECT = EXAMPLES / "django_orders"
 
@@ -166,3 +174,39 @@ def test_manage_py_runs_from_elsewhere_and_connects_only_when_needed(nats_server
     assert consumed.returncode == 0, consumed.stderr
     assert json.loads(consumed.stdout) == {"seq": 1, "order": {"item": "kiwi"}}
     assert consumed.stderr == "consumed 1 orders\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_runserver_serves_concurrent_requests(nats_server, tmp_path: Path):
+    """manage.py runserver (a thread per request): 40 POSTs, 10 at a time, share one client."""
+    with jetstream_sync.connect(nats_server.url) as nc:
+        nc.jetstream().create_stream(name="ORDERS", subjects=["orders.>"])
+    port = free_port()
+    env = {**os.environ, "NATS_URL": nats_server.url, "PYTHONPATH": str(EXAMPLES.parent)}
+    log = tmp_path / "runserver.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, str(PROJECT / "manage.py"), "runserver", "--noreload",
+             f"127.0.0.1:{port}"],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def post(i: int) -> int:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/orders/", data=json.dumps({"item": str(i)}).encode(),
+            method="POST", headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with http.open(req, timeout=30) as response:
+            return json.loads(response.read())["seq"]
+
+    try:
+        wait_for(lambda: post(-1), timeout=60, interval=0.1, ignore=OSError,
+                 message=lambda: log.read_text())  # fmt: skip
+        with ThreadPoolExecutor(10) as pool:
+            seqs = sorted(pool.map(post, range(40)))
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+    assert seqs == list(range(2, 42))  # after the warm-up's 1

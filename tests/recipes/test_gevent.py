@@ -1,0 +1,79 @@
+"""The client under gevent and eventlet monkey-patching, in real processes
+(tests/fixtures/greenlet_checks.py): it chooses the cooperative wait, never blocks the hub,
+keeps its timeouts, and close()/drain() from a greenlet fail the calls blocked in others."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+ROOT = FIXTURES.parent.parent
+
+
+def _python(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter in a fresh process on the worktree's package."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("library", ["gevent", "eventlet"])
+def test_monkey_patched_client(library, nats_server, record_property):
+    """Requests, JetStream publishes and KV gets from greenlets; no greenlet starves the hub."""
+    pytest.importorskip(library)
+    run = _python(str(FIXTURES / "greenlet_checks.py"), library, nats_server.url)
+    assert run.returncode == 0, run.stderr[-4000:]
+    seen = json.loads(run.stdout.splitlines()[-1])
+    assert seen["mode"] == "cooperative"
+    assert "wait mode 'threads'" in seen["threads_refused"]
+    assert "wait='cooperative'" in seen["threads_refused"]
+    assert seen["calls"] == {"ok": 20, "of": 20}
+    hub = seen["hub"]
+    record_property("max_gap_ms", hub["max_gap_ms"])
+    print(f"{library}: largest gap between 1 ms ticks {hub['max_gap_ms']} ms")
+    # The ticker ran all along both loops (a hub blocked by either would see only their ends);
+    # the gap itself is reported, not asserted: it measures the machine's load as well.
+    assert hub["inside_requests"] >= 50, hub
+    assert hub["inside_publishes"] >= 3, hub
+    assert hub["stored"] == 20 + 10_000
+    timeout = seen["timeout"]
+    assert timeout["took"] is not None and timeout["took"] >= timeout["asked"]
+    assert timeout["text"].endswith("within 0.5 s")
+    for how in ("close", "drain"):
+        assert seen[how]["errors"] == ["ConnectionClosedError"], seen[how]
+        assert seen[how]["closed"]
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ("from gevent import monkey; monkey.patch_socket()", "patched socket but not select"),
+        (
+            "import eventlet; eventlet.monkey_patch(socket=True, select=False, thread=False)",
+            "patched socket but not select, thread",
+        ),
+    ],
+    ids=["gevent-partial", "eventlet-partial"],
+)
+def test_a_wait_mode_that_cannot_work_is_refused(patch, expected, shared_server):
+    """A partial monkey-patch is refused at connect, naming the mode and the fix, instead of a
+    dead reader and timeouts (wait="threads" under a patch: test_monkey_patched_client)."""
+    pytest.importorskip(patch.split()[1].split(".")[0].rstrip(";"))
+    script = (
+        f"WAIT=None\n{patch}\nimport jetstream_sync\n"
+        "try:\n"
+        f"    jetstream_sync.connect({shared_server.url!r}, wait=WAIT)\n"
+        "except jetstream_sync.WaitModeError as exc:\n"
+        "    print(exc)\n"
+    )
+    run = _python("-c", script, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert expected in run.stdout, run.stdout
