@@ -281,16 +281,25 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    """A server of this module only (its ``>`` subscriber sees nobody else's traffic)."""
+    """A server of this module only (its ``>`` subscriber sees nobody else's traffic).
+
+    It never pings its clients during the module: the client's PONG would count in
+    the bytes a row must not send.
+    """
     directory: Path = tmp_path_factory.mktemp("bad-input")
-    with NatsServer(directory=directory, max_payload=MAX_PAYLOAD) as running:
+    with NatsServer(
+        directory=directory, max_payload=MAX_PAYLOAD, extra_config="ping_interval: 1h"
+    ) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def env(server: NatsServer) -> Iterator[Env]:
-    """A client with a stream, a consumer, a KV bucket and an object store ready."""
-    with js.connect(server.url) as nc:
+    """A client with a stream, a consumer, a KV bucket and an object store ready.
+
+    It sends no keep-alive PING of its own during the module (see ``server``).
+    """
+    with js.connect(server.url, ping_interval=3600) as nc:
         ctx = nc.jetstream()
         stream = ctx.create_stream(name="BAD", subjects=["bad.>"])
         consumer = stream.create_consumer(durable_name="reader")
