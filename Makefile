@@ -33,8 +33,22 @@ demo: pipeline
 demo-orders: $(PIPELINE_STAMP)
 	$(VPY) examples/demo.py
 
-## test: mypy --strict, the strict docs build, the whole test suite, then the parser tests under ASan/UBSan
-test: typecheck docs suite asan
+## test: mypy --strict, the strict docs build, the whole test suite, then the parser tests under
+## ASan/UBSan. Every stage runs even when an earlier one failed; a summary names each stage's
+## result and time, and the exit status is non-zero if any stage failed.
+TEST_STAGES := typecheck docs suite asan
+
+test: $(STAMP)
+	@summary=""; failed=""; \
+	for stage in $(TEST_STAGES); do \
+		echo "== make $$stage"; start=$$(date +%s); \
+		if $(MAKE) --no-print-directory $$stage; then result=passed; \
+		else result=FAILED; failed="$$failed $$stage"; fi; \
+		summary="$$summary$$(printf '%-10s %s in %s s' $$stage "$$result" $$(( $$(date +%s) - start )))\n"; \
+	done; \
+	printf '\n== make test: stages\n%b' "$$summary"; \
+	if [ -n "$$failed" ]; then echo "make test FAILED:$$failed" >&2; exit 1; fi; \
+	echo "make test passed"
 
 suite: $(STAMP)
 	$(VPY) -m pytest; rc=$$?; \
