@@ -50,8 +50,14 @@ test: $(STAMP)
 	if [ -n "$$failed" ]; then echo "make test FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test passed"
 
+## suite: the whole test suite on TEST_WORKERS pytest-xdist workers; tests that share a Spark
+## session, the cluster or a module's fixture run on one worker (tests/conftest.py). Python
+## may cache bytecode (in __pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says,
+## so that the workers and the suite's many child interpreters do not each compile it again.
+TEST_WORKERS ?= 4
+
 suite: $(STAMP)
-	$(VPY) -m pytest; rc=$$?; \
+	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 ## typecheck: mypy --strict over the package (settings in pyproject.toml)

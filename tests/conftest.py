@@ -5,6 +5,12 @@ Server fixtures yield ``fixtures.server.NatsServer`` objects (``.url``,
 ``.lame_duck()``...). Tests using ``cluster`` or ``tls_server`` get the
 ``cluster`` / ``tls`` marker automatically, so ``-m "not cluster"`` works.
 
+Under pytest-xdist (``make suite``: ``-n 4 --dist loadgroup``) every worker has its
+own ``shared_server`` and its own temp dirs, and kills only its own servers at the end.
+Tests sharing an expensive fixture run on one worker (see ``_worker_group``): every
+test of the ``spark`` session, every test of the session's ``cluster``, and the tests
+of a module-scoped fixture.
+
 JetStream fixtures work on ``shared_server``: ``nc`` (a client), ``js`` (its
 context) and ``stream`` (a fresh stream capturing ``<name>.>``); a module that
 needs other stream fields overrides ``stream_options``.
@@ -37,13 +43,41 @@ pytest_plugins = ["pytester"]
 _FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}
 
 
+# fixture name -> the one pytest-xdist worker group of every test that uses it: one Spark
+# session (a driver and two executor JVMs) and one cluster serve all their tests
+_SHARED_GROUPS = {"spark": "spark", "cluster": "cluster"}
+
+
+def _worker_group(item: pytest.Item) -> str | None:
+    """The ``xdist_group`` of a test: tests sharing an expensive fixture run on one worker.
+
+    A test using a fixture of ``_SHARED_GROUPS`` joins that group; a test using
+    another module-scoped fixture of the suite joins its module's group, so the
+    fixture is set up once, not once per worker.
+    """
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for fixture, group in _SHARED_GROUPS.items():
+        if fixture in info.name2fixturedefs:
+            return group
+    for definitions in info.name2fixturedefs.values():
+        if definitions[-1].scope == "module":
+            return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark tests by the server fixtures they use (``cluster``, ``tls``)."""
+    """Mark tests by the server fixtures they use (``cluster``, ``tls``) and by worker group."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         for fixture, marker in _FIXTURE_MARKERS.items():
             if fixture in names:
                 item.add_marker(marker)
+        group = _worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 # --------------------------------------------------------------------------
@@ -162,9 +196,10 @@ def restartable_server(tmp_path: Path) -> Iterator[NatsServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
-    """A formed 3-node JetStream cluster shared by one module; restart what you kill."""
+    """A formed 3-node JetStream cluster shared by the session (by the one pytest-xdist worker
+    that runs every ``cluster`` test); use unique stream names, restart what you kill."""
     nodes = NatsCluster(3, directory=tmp_path_factory.mktemp("cluster")).start()
     yield nodes
     nodes.stop()
