@@ -7,9 +7,9 @@ Server fixtures yield ``fixtures.server.NatsServer`` objects (``.url``,
 
 Under pytest-xdist (``make suite``: ``-n 4 --dist loadgroup``) every worker has its
 own ``shared_server`` and its own temp dirs, and kills only its own servers at the end.
-Tests sharing an expensive fixture run on one worker (see ``_worker_group``): every
-test of the ``spark`` session, every test of the session's ``cluster``, and the tests
-of a module-scoped fixture.
+Tests sharing an expensive fixture run on one worker (``tests/fixtures/workers.py``):
+every test of the ``spark`` session, every test of the session's ``cluster``, and the
+tests of a module-scoped fixture.
 
 JetStream fixtures work on ``shared_server``: ``nc`` (a client), ``js`` (its
 context) and ``stream`` (a fresh stream capturing ``<name>.>``); a module that
@@ -43,41 +43,21 @@ pytest_plugins = ["pytester"]
 _FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}
 
 
-# fixture name -> the one pytest-xdist worker group of every test that uses it: one Spark
-# session (a driver and two executor JVMs) and one cluster serve all their tests
-_SHARED_GROUPS = {"spark": "spark", "cluster": "cluster"}
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, schedule tests that share a fixture onto one worker."""
+    if config.pluginmanager.hasplugin("xdist"):
+        from tests.fixtures.workers import WorkerPlan
+
+        config.pluginmanager.register(WorkerPlan(), "jetstream_sync-worker-plan")
 
 
-def _worker_group(item: pytest.Item) -> str | None:
-    """The ``xdist_group`` of a test: tests sharing an expensive fixture run on one worker.
-
-    A test using a fixture of ``_SHARED_GROUPS`` joins that group; a test using
-    another module-scoped fixture of the suite joins its module's group, so the
-    fixture is set up once, not once per worker.
-    """
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    for fixture, group in _SHARED_GROUPS.items():
-        if fixture in info.name2fixturedefs:
-            return group
-    for definitions in info.name2fixturedefs.values():
-        if definitions[-1].scope == "module":
-            return item.nodeid.split("::", 1)[0]
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark tests by the server fixtures they use (``cluster``, ``tls``) and by worker group."""
+    """Mark tests by the server fixtures they use (``cluster``, ``tls``)."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         for fixture, marker in _FIXTURE_MARKERS.items():
             if fixture in names:
                 item.add_marker(marker)
-        group = _worker_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 # --------------------------------------------------------------------------
