@@ -215,11 +215,13 @@ def test_409_leadership_change(cluster):
         st = js.create_stream(name=name, subjects=[f"{name}.>"], num_replicas=3)
         try:
             cons = st.create_consumer(durable_name="lc", num_replicas=3)
-            wait_for(lambda: cons.info().cluster.leader, ignore=Exception)
+            wait_for(lambda: cons.info().cluster.leader, 30, ignore=Exception,
+                     message="the R3 consumer elected no leader")  # fmt: skip
             t, result = _in_thread(lambda: cons.fetch(1, timeout=10))
-            wait_for(lambda: cons.info().num_waiting == 1)
+            wait_for(lambda: cons.info().num_waiting == 1, 15, message="the pull never waited")
             nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{name}.lc", b"", timeout=5)
             t.join(15)
+            assert not t.is_alive(), "fetch() still waiting 15 s after the step-down"
             assert isinstance(result[0], LeadershipChangedError)
             # messages() treats it as a warning and keeps delivering
             errors = []
