@@ -536,7 +536,9 @@ def run_session(
                 [sys.executable, "-m", "benchmarks.spark_bench", "--session", json.dumps(spec)],
                 cwd=ROOT, capture_output=True, text=True, timeout=SESSION_TIMEOUT,
             )  # fmt: skip
-            failure = "" if out.exists() else f"exit {done.returncode}: {done.stderr[-300:]}"
+            # the session's last traceback says why, not the Spark log lines after it
+            why = done.stderr[max(done.stderr.rfind("Traceback"), 0) :][-1500:]
+            failure = "" if out.exists() else f"exit {done.returncode}: {why}"
         except subprocess.TimeoutExpired:
             failure = f"the session ran over {SESSION_TIMEOUT:.0f} s"
         if failure:
