@@ -29,7 +29,9 @@ way a user writes it.
 Each (session, client, stream kind) runs in a Spark session of its own, in a
 child process: the session's first query is timed **cold** (Python workers
 start, import, connect), then every scenario ``--reps`` times **warm** (the
-best is reported). The ``connect`` session runs ours through
+best is reported). ``--one-session`` runs every classic cell in one session
+instead (one cold row for them all): a check that each runner runs and
+reports, at the cost of one JVM instead of seven. The ``connect`` session runs ours through
 ``SparkSession.builder.remote`` against a Spark Connect server from the
 pyspark wheel (a process holds a classic session or a remote one, never both).
 Every result is checked (rows counted, messages stored) before its time counts.
@@ -96,6 +98,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--only", default="", help="scenarios, e.g. read-count,write")
     ap.add_argument("--kinds", default=",".join(STREAMS), help="read streams: default,direct")
     ap.add_argument("--sessions", default="classic,connect", help="classic,connect")
+    ap.add_argument(
+        "--one-session",
+        action="store_true",
+        help="every classic cell in one session (one cold row): a smoke run, not a measurement",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     args.scenarios = [s for s in TARGETS if not args.only or s in args.only.split(",")]
@@ -495,7 +502,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, list[tuple[str, str, 
     """The sessions to run: ``(session, label, cells)``.
 
     A classic session per client and stream kind (each has its cold first
-    query); one Connect session for all the Connect cells.
+    query), or one for every classic cell with ``--one-session``; one Connect
+    session for all the Connect cells.
     """
     groups: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
     for session in args.session_list:
@@ -507,9 +515,10 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, list[tuple[str, str, 
                 for kind in KINDS.get(scenario, (NO_KIND,)):
                     if kind == NO_KIND or kind in args.kind_list:
                         # one Connect server (a JVM of its own) serves all its cells
-                        key = (session, client, kind) if session == "classic" else (session, "", "")
+                        shared = session == "connect" or args.one_session
+                        key = (session, "", "") if shared else (session, client, kind)
                         groups.setdefault(key, []).append((scenario, kind, client))
-    return [(s, f"{s} {c} {k}", cells) for (s, c, k), cells in groups.items()]
+    return [(key[0], " ".join(filter(None, key)), cells) for key, cells in groups.items()]
 
 
 def run_session(
@@ -527,7 +536,9 @@ def run_session(
                 [sys.executable, "-m", "benchmarks.spark_bench", "--session", json.dumps(spec)],
                 cwd=ROOT, capture_output=True, text=True, timeout=SESSION_TIMEOUT,
             )  # fmt: skip
-            failure = "" if out.exists() else f"exit {done.returncode}: {done.stderr[-300:]}"
+            # the session's last traceback says why, not the Spark log lines after it
+            why = done.stderr[max(done.stderr.rfind("Traceback"), 0) :][-1500:]
+            failure = "" if out.exists() else f"exit {done.returncode}: {why}"
         except subprocess.TimeoutExpired:
             failure = f"the session ran over {SESSION_TIMEOUT:.0f} s"
         if failure:

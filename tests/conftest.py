@@ -5,6 +5,12 @@ Server fixtures yield ``fixtures.server.NatsServer`` objects (``.url``,
 ``.lame_duck()``...). Tests using ``cluster`` or ``tls_server`` get the
 ``cluster`` / ``tls`` marker automatically, so ``-m "not cluster"`` works.
 
+Under pytest-xdist (``make suite``: ``-n 4 --dist loadgroup``) every worker has its
+own ``shared_server`` and its own temp dirs, and kills only its own servers at the end.
+Tests sharing an expensive fixture run on one worker (``tests/fixtures/workers.py``):
+every test of the ``spark`` session, every test of the session's ``cluster``, and the
+tests of a module-scoped fixture.
+
 JetStream fixtures work on ``shared_server``: ``nc`` (a client), ``js`` (its
 context) and ``stream`` (a fresh stream capturing ``<name>.>``); a module that
 needs other stream fields overrides ``stream_options``.
@@ -35,6 +41,14 @@ pytest_plugins = ["pytester"]
 
 # fixture name -> marker given to every test that uses it
 _FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, schedule tests that share a fixture onto one worker."""
+    if config.pluginmanager.hasplugin("xdist"):
+        from tests.fixtures.workers import WorkerPlan
+
+        config.pluginmanager.register(WorkerPlan(), "jetstream_sync-worker-plan")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -162,9 +176,10 @@ def restartable_server(tmp_path: Path) -> Iterator[NatsServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
-    """A formed 3-node JetStream cluster shared by one module; restart what you kill."""
+    """A formed 3-node JetStream cluster shared by the session (by the one pytest-xdist worker
+    that runs every ``cluster`` test); use unique stream names, restart what you kill."""
     nodes = NatsCluster(3, directory=tmp_path_factory.mktemp("cluster")).start()
     yield nodes
     nodes.stop()

@@ -24,36 +24,67 @@ def test_split_covers_the_range_once():
         assert len(ranges) == min(parts, last - first + 1)
 
 
+READS = {(s, k, c, "classic") for s in ("read-count", "read-agg")
+         for k in ("default", "direct") for c in ("ours", "nats-py")}  # fmt: skip
+WRITES = (
+    {("write", "-", c, "classic") for c in ("ours", "nats-py", "nats-py-window")}
+    | {("write-fast", "-", c, "classic") for c in ("ours", "nats-py-window")}
+    | {(s, "-", "ours", "classic") for s in ("batch-step", "batch-step-read")}
+)
+CONNECT = {("read-count", k, "ours", "connect") for k in ("default", "direct")} | {
+    ("write", "-", "ours", "connect")
+}
+EVERY_CELL = READS | WRITES | CONNECT  # (scenario, stream, client, session)
+
+
+def _plan(*options: str) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
+    from benchmarks.spark_bench import parse_args, plan
+
+    return plan(parse_args(list(options)))
+
+
+def test_plan_gives_each_client_and_stream_kind_a_classic_session_of_its_own():
+    """Every cell is planned once: a classic session (a cold first query) per client and
+    stream kind, one Connect session; ``--one-session`` puts every classic cell in one."""
+    sessions = _plan()
+    cells = [(s, k, c, session) for session, _, group in sessions for s, k, c in group]
+    assert sorted(cells) == sorted(EVERY_CELL)
+    classic = [{(c, k) for _, k, c in group} for session, _, group in sessions
+               if session == "classic"]  # fmt: skip
+    assert all(len(pairs) == 1 for pairs in classic)
+    assert len(classic) == 4 + 3 and [s for s, _, _ in sessions].count("connect") == 1
+    smoke = _plan("--one-session")
+    assert [(session, len(group)) for session, _, group in smoke] == [
+        ("classic", len(READS | WRITES)), ("connect", len(CONNECT))
+    ]  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.timeout(1800)
 def test_small_spark_benchmark_reports_every_cell(tmp_path: Path):
-    """`python -m benchmarks spark --n 3000` exits 0 with a checked row per cell, cold and warm.
+    """`python -m benchmarks spark --n 3000 --one-session` exits 0 with a checked row per
+    cell, the first query of each session cold and the rest warm.
 
     A cell is a scenario on a kind of stream, by a client, in a classic or a Connect session.
+    One classic session runs them all (the smoke run: each runner runs and reports); the
+    session per client and stream kind of a measuring run is checked by the test above.
     """
     pytest.importorskip("pyspark")
     out = tmp_path / "spark.json"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "spark", "--n", "3000", "--json", str(out)],
+        [sys.executable, "-m", "benchmarks", "spark", "--n", "3000", "--one-session",
+         "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=1700,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "| scenario | stream | session | client |" in done.stdout
     rows = json.loads(out.read_text())["rows"]
-    reads = {(s, k, c, "classic") for s in ("read-count", "read-agg")
-             for k in ("default", "direct") for c in ("ours", "nats-py")}  # fmt: skip
-    writes = {("write", "-", c, "classic") for c in ("ours", "nats-py", "nats-py-window")}
-    writes |= {("write-fast", "-", c, "classic") for c in ("ours", "nats-py-window")}
-    writes |= {(s, "-", "ours", "classic") for s in ("batch-step", "batch-step-read")}
-    connect = {("read-count", k, "ours", "connect") for k in ("default", "direct")}
-    connect.add(("write", "-", "ours", "connect"))
-    assert {(r["scenario"], r["stream"], r["client"], r["session"]) for r in rows} == (
-        reads | writes | connect
-    )
+    assert {(r["scenario"], r["stream"], r["client"], r["session"]) for r in rows} == EVERY_CELL
     assert all(isinstance(r["msgs_per_s"], int) for r in rows)
     firsts = [r for r in rows if "cold_secs" in r]  # the first query of each session
-    assert len(firsts) == 4 + 3 + 1 and all(r["cold_msgs_per_s"] > 0 for r in firsts)
+    assert [r["session"] for r in firsts] == ["classic", "connect"]
+    assert all(r["cold_msgs_per_s"] > 0 for r in firsts)
 
 
 @pytest.mark.slow

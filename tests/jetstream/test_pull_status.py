@@ -216,13 +216,16 @@ def test_409_leadership_change(cluster):
         st = js.create_stream(name=name, subjects=[f"{name}.>"], num_replicas=3)
         try:
             cons = st.create_consumer(durable_name="lc", num_replicas=3)
-            wait_for(lambda: cons.info().cluster.leader, ignore=Exception)
+            wait_for(lambda: cons.info().cluster.leader, 30, ignore=Exception,
+                     message="the R3 consumer elected no leader")  # fmt: skip
             t, result = _in_thread(lambda: cons.fetch(1, timeout=20))
-            wait_for(lambda: cons.info().num_waiting == 1)
+            wait_for(lambda: cons.info().num_waiting == 1, 15, message="the pull never waited")
             leader = cons.info().cluster.leader
             nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{name}.lc", b"", timeout=5)
-            wait_for(lambda: cons.info().cluster.leader not in (None, leader), ignore=Exception)
-            wait_for(lambda: cons.info().num_waiting == 1, ignore=Exception)  # pulled again
+            wait_for(lambda: cons.info().cluster.leader not in (None, leader), 30,
+                     ignore=Exception, message="no new consumer leader")  # fmt: skip
+            wait_for(lambda: cons.info().num_waiting == 1, 15, ignore=Exception,
+                     message="fetch() did not pull again after the election")  # fmt: skip
             js.publish(f"{name}.x", b"during")
             t.join(25)
             assert [m.data for m in result[0]] == [b"during"], result

@@ -496,6 +496,19 @@ def test_wait_for_raises_with_the_message() -> None:
         wait_for(lambda: False, timeout=0.05, message="never happened")
 
 
+def test_wait_for_names_what_it_waited_for() -> None:
+    """Without a message, the failure quotes the lambda's source or names the function."""
+    with pytest.raises(AssertionError, match=r"condition not met: .*lambda: 1 == 2.*0\.05 s"):
+        wait_for(lambda: 1 == 2, timeout=0.05)
+    with pytest.raises(AssertionError, match="condition not met: _never"):
+        wait_for(_never, timeout=0.05)
+
+
+def _never() -> bool:
+    """Never true."""
+    return False
+
+
 def test_wait_for_can_ignore_exceptions() -> None:
     """Ignored exceptions count as not yet and are named in the failure."""
     with pytest.raises(AssertionError, match="ConnectionRefusedError"):
