@@ -1,6 +1,6 @@
 """Run the test suite on each tested Python version, each in its own venv (``make test-pythons``).
 
-usage: python -m tools.test_pythons [--full] [VERSION ...]
+usage: python -m tools.test_pythons [--full] [--not-default] [VERSION ...]
 
 The versions default to setup.cfg's ``Programming Language :: Python :: 3.X``
 classifiers. For each, the interpreter is found (``tools.pythons``), a venv
@@ -10,8 +10,11 @@ while setup.cfg, setup.py, pyproject.toml and the C sources are unchanged),
 then pytest runs there. Without ``--full`` it runs the suite minus
 ``QUICK_SKIPS`` (see there why); ``--full`` runs all of it. A version with no
 interpreter is reported as skipped, by name; the exit status is 1 if any
-found version failed to install or to pass. A summary with each version's
-install and test time ends the output.
+found version failed to install or to pass. ``--not-default`` leaves out the
+version of the interpreter running this script (the one ``make test`` builds
+``.venv`` with, which has run the whole suite there). A summary with each
+version's install and test time (wall clock, and the CPU time the tests
+used, which a loaded machine does not inflate) ends the output.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -28,11 +32,14 @@ from pathlib import Path
 from tools.pythons import ROOT, classified_versions, find_python
 
 # What the quick run leaves out, and why: the benchmarks measure speed, not
-# behaviour, and take minutes; the Spark tests that start a standalone cluster
-# or run the whole pipeline exercise the JVM and process plumbing, which is the
-# same on every Python (the other Spark tests, the data sources' behaviour, run).
+# behaviour, and take minutes; the packaging tests already install the wheel
+# into every tested version from the default run; the Spark tests that start a
+# standalone cluster or run the whole pipeline exercise the JVM and process
+# plumbing, which is the same on every Python (the other Spark tests, the data
+# sources' behaviour, run).
 QUICK_SKIPS = (
     "--ignore=tests/bench",
+    "--ignore=tests/packaging",
     "--ignore=tests/spark/test_spark_standalone.py",
     "--ignore=tests/spark/test_pipeline.py",
 )
@@ -49,6 +56,7 @@ class Outcome:
     status: str = "skipped"
     install_s: float = 0.0
     test_s: float = 0.0
+    test_cpu_s: float = 0.0
 
     def line(self) -> str:
         """One summary line."""
@@ -56,7 +64,7 @@ class Outcome:
             return f"  {self.version}  skipped: no python{self.version} found (pyenv, PATH)"
         return (
             f"  {self.version}  {self.status:<24} install {self.install_s:6.0f} s"
-            f"  tests {self.test_s:6.0f} s  ({self.python})"
+            f"  tests {self.test_s:6.0f} s (CPU {self.test_cpu_s:6.0f} s)  ({self.python})"
         )
 
 
@@ -135,11 +143,18 @@ def check_version(version: str, full: bool) -> Outcome:
         return outcome
     finally:
         outcome.install_s = time.monotonic() - started
-    started = time.monotonic()
+    started, cpu = time.monotonic(), _children_cpu()
     status = run_suite(ROOT / f".venv-{version}", full)
     outcome.test_s = time.monotonic() - started
+    outcome.test_cpu_s = _children_cpu() - cpu
     outcome.status = "passed" if status == 0 else f"failed (pytest exit {status})"
     return outcome
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _run(argv: list[str]) -> None:
@@ -152,10 +167,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="*", help="X.Y versions (default: the classifiers)")
     parser.add_argument("--full", action="store_true", help="run the whole suite on each")
+    parser.add_argument(
+        "--not-default", action="store_true", help="leave out this interpreter's version"
+    )
     args = parser.parse_args(argv)
-    outcomes = [check_version(v, args.full) for v in args.versions or classified_versions()]
+    versions = args.versions or classified_versions()
+    default = "{}.{}".format(*sys.version_info[:2])
+    left_out = args.not_default and default in versions
+    outcomes = [check_version(v, args.full) for v in versions if not (left_out and v == default)]
     selection = "the whole suite" if args.full else "the suite minus " + " ".join(QUICK_SKIPS)
     print(f"\ntest-pythons ({selection}):")
+    if left_out:
+        print(f"  {default}  left out: the default interpreter's version (make test runs it)")
     for outcome in outcomes:
         print(outcome.line())
     failed = [o for o in outcomes if o.python is not None and o.status != "passed"]
