@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from tests.docs.test_docs import DOCS_DIR, find_python_blocks
+from tests.fixtures.doc_blocks import find_python_blocks
 from tests.fixtures.packaging import Dists, built_dists, make_venv, venv_env
 from tests.fixtures.server import NatsServer
 from tools.pythons import ROOT, classified_versions, find_python
@@ -26,7 +26,7 @@ from tools.pythons import ROOT, classified_versions, find_python
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 THIS_VERSION = "{}.{}".format(*sys.version_info[:2])
-QUICKSTART = find_python_blocks(DOCS_DIR / "quickstart.md")
+QUICKSTART = find_python_blocks(ROOT / "docs" / "quickstart.md")
 
 # Run in a venv: no compiler is reachable there.
 CHECK_NO_COMPILER = """
