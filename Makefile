@@ -77,8 +77,9 @@ TEST_PYTHONS_ARGS ?=
 
 ## test-pythons: the suite on each Python of setup.cfg's classifiers found here (pyenv, PATH),
 ## each in its own .venv-X.Y; a version not found is reported as skipped. By default the
-## suite minus the benchmarks and the Spark cluster/pipeline runs (tools/test_pythons.py says
-## why); PYTHONS="3.12 3.13" picks versions, TEST_PYTHONS_ARGS=--full runs the whole suite.
+## suite minus the benchmarks, the packaging tests and the Spark cluster/pipeline runs
+## (tools/test_pythons.py says why); PYTHONS="3.12 3.13" picks versions,
+## TEST_PYTHONS_ARGS=--full runs the whole suite, --not-default leaves out make test's.
 test-pythons:
 	$(PYTHON) -m tools.test_pythons $(TEST_PYTHONS_ARGS) $(PYTHONS)
 
