@@ -14,7 +14,10 @@ from ._deadline import Deadline, check_timeout  # every room: one deadline per c
 from ._log import logger  # Object Store: its watcher's warnings
 from ._nuid import NUID  # Object Store: chunk subjects
 from ._server_pool import redact_url  # Spark: no option error quotes a password
-from ._subjects import check_control_line  # Key-Value: keys against max_control_line
+from ._subjects import (
+    ApiSubject,  # OpenTelemetry: tells JetStream's API calls from publishes
+    check_control_line,  # Key-Value: keys against max_control_line
+)
 from ._timefmt import (  # Key-Value, Object Store, Spark: the server's timestamps
     datetime_from_ns,
     datetime_to_ns,
@@ -24,6 +27,7 @@ from ._timefmt import (  # Key-Value, Object Store, Spark: the server's timestam
 
 __all__ = [
     "NUID",
+    "ApiSubject",
     "Deadline",
     "ack_tokens",
     "check_control_line",

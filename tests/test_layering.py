@@ -149,7 +149,7 @@ def test_ordered_policy_is_not_in_the_generic_iterator():
 
 # ---------------------------------------------------------------------------- rooms (issue 17)
 
-UPPER_ROOMS = {"jetstream", "kv", "spark", "cli", "testing", "object_store"}
+UPPER_ROOMS = {"jetstream", "kv", "spark", "cli", "testing", "object_store", "opentelemetry"}
 
 
 def _room(module: str) -> str:
@@ -261,7 +261,7 @@ def test_no_class_inherits_a_mixin_from_another_room():
 
 # The rooms on top: each imports the package's public modules and, of each lower room, at
 # most one internal seam, named in its package docstring as ``jetstream_sync.<module>``.
-APPLICATION_ROOMS = ("kv", "object_store", "spark", "cli", "testing")
+APPLICATION_ROOMS = ("kv", "object_store", "spark", "cli", "testing", "opentelemetry")
 # The one way down from JetStream into the rooms on top: the context's Key-Value and
 # Object Store delegators import their room when called (and name its types for the
 # checker), as Client.jetstream() does for JetStream.

@@ -3,7 +3,8 @@
 Key-Value and Object Store wrap a :class:`JetStreamContext` through its public
 methods; what they share of JetStream's internals besides (the wire-config
 machinery their configs are built with, the config checks) comes from this
-module alone, so the rest of ``jetstream/`` can change freely.
+module alone (with :mod:`._watch_feed`'s feed, which their watchers run on),
+so the rest of ``jetstream/`` can change freely.
 ``tests/test_layering.py`` checks that no upper room imports another private
 module of ``jetstream/``.
 """
@@ -22,6 +23,7 @@ from ._codec import (  # configs built from and to the server's JSON
     merge_config,
     strip_nats,
 )
+from ._watch_feed import WatchFeed, initial_end  # the watchers' eager feed
 
 __all__ = [
     "DUR",
@@ -29,9 +31,11 @@ __all__ = [
     "MAP",
     "OBJ",
     "Wire",
+    "WatchFeed",
     "checks",
     "extra_field",
     "field",
+    "initial_end",
     "merge_config",
     "strip_nats",
 ]

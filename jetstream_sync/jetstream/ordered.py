@@ -11,16 +11,20 @@ sequence plus one; messages from an old link are dropped.
 Before anything is delivered, a new link starts where the first one did
 (the stream sequence the server placed it at), not at its deliver policy
 again: a "new", "last" or "last per subject" policy re-applied after
-writes landed would skip them. The one exception is "last per subject"
-with values pending: the initial values are taken afresh (nothing of them
-was handed out yet), as a replay from the first link's start would hand
-out superseded revisions.
+writes landed would skip them. (For "last per subject" the replay may hand
+out a revision that a later one superseded before the first link started:
+repeated history, never a lost update.)
+
+A replaced link is deleted on the server when the next one is made (and on
+:meth:`OrderedConsumer.close`), so however many resets happen, one link
+exists at a time and none after ``close()``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +60,6 @@ from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator
 from .consumer import ConsumeContext, Consumer
 from .consumer_admin import CREATE, create_consumer
 from .consumer_config import OrderedConsumerConfig
-from .enums import DeliverPolicy
 from .info import ConsumerInfo
 
 # "consumer inactive threshold exceeds system limit" (the stream's consumer_limits).
@@ -132,6 +135,7 @@ class OrderedConsumer:
         self._resume_seq: int | None = None
         self._consumer_seq = 0  # the last consumer sequence of the current link
         self._current: Consumer | None = None
+        self._retired: deque[str] = deque()  # replaced links still to delete on the server
         self._lock = threading.Lock()
         self._closed = False
         self._abort = threading.Event()  # cuts a reset's back-off short
@@ -161,21 +165,32 @@ class OrderedConsumer:
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self._timeout))
 
-    def _drop_current(self, deadline: Deadline) -> None:
-        """Delete the current link without waiting for the answer (best effort).
-
-        The delete request waits for room in the write buffer until ``deadline`` at most.
-        """
+    def _retire_current(self) -> None:
+        """Take the current link out of use; the next reset (or close) deletes it."""
         current, self._current = self._current, None
-        if current is None or self._client.is_closed:
-            return
-        subject = self._api.subject(
-            _api.CONSUMER_DELETE, stream=self.stream_name, consumer=current.name
-        )
-        try:
-            self._client.publish(subject, b"", timeout=max(deadline.remaining(), 0.001))
-        except NatsError:
-            pass
+        if current is not None:
+            self._retired.append(current.name)
+
+    def _drop_links(self, deadline: Deadline) -> None:
+        """Delete the current and the retired links without waiting for answers (best effort).
+
+        Each delete request waits for room in the write buffer until ``deadline`` at most.
+        """
+        self._retire_current()
+        while self._retired:
+            try:
+                name = self._retired.popleft()
+            except IndexError:  # taken by another thread's close() just now
+                return
+            if self._client.is_closed:
+                continue
+            subject = self._api.subject(
+                _api.CONSUMER_DELETE, stream=self.stream_name, consumer=name
+            )
+            try:
+                self._client.publish(subject, b"", timeout=max(deadline.remaining(), 0.001))
+            except NatsError:
+                pass
 
     def _reset(self, deadline: Deadline | None) -> Consumer:
         """Replace the current link; retries what can heal, with back-off, until ``deadline``.
@@ -200,7 +215,7 @@ class OrderedConsumer:
             self._lock.release()
 
     def _reset_locked(self, deadline: Deadline | None) -> Consumer:
-        self._drop_current(deadline or Deadline(self._timeout))
+        self._drop_links(deadline or Deadline(self._timeout))
         attempts = 0
         wait = RETRY_WAIT
         while True:
@@ -254,8 +269,6 @@ class OrderedConsumer:
         """
         if info is None or info.delivered is None:
             return None
-        if self._config.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT and info.num_pending:
-            return None
         return max(info.delivered.stream_seq + 1, 1)
 
     def _fit_inactive_threshold(self, deadline: Deadline) -> bool:
@@ -298,7 +311,7 @@ class OrderedConsumer:
                 out.append(msg)
             elif ok is False:
                 log.warning("ordered consumer on %s reset: sequence gap", self.stream_name)
-                self._current = None
+                self._retire_current()
                 break
         return out
 
@@ -329,9 +342,12 @@ class OrderedConsumer:
                 got = fetch(self._client, current._next_subject, batch, left, heartbeat=heartbeat)
             except (ConsumerDeletedError, NoRespondersError, NoHeartbeatError) as exc:
                 log.warning("ordered consumer on %s reset: %s", self.stream_name, exc)
-                self._current = None
+                self._retire_current()
                 continue
-            return self._in_order(got, current)
+            out = self._in_order(got, current)
+            if out or self._current is not None:
+                return out
+            # a gap before any message in order: the new link gets the time left
 
     def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
         """The next messages available now, in order, up to ``batch``."""
@@ -343,7 +359,7 @@ class OrderedConsumer:
                 max(deadline.remaining(), 0.001), no_wait=True,
             )  # fmt: skip
         except (ConsumerDeletedError, NoRespondersError):
-            self._current = None
+            self._retire_current()
             return []
         return self._in_order(got, current)
 
@@ -396,7 +412,7 @@ class OrderedConsumer:
         """Delete the current server-side consumer (without waiting)."""
         self._closed = True
         self._abort.set()
-        self._drop_current(Deadline(self._timeout))
+        self._drop_links(Deadline(self._timeout))
 
     def __enter__(self) -> OrderedConsumer:
         return self
@@ -484,7 +500,7 @@ class OrderedMessageIterator(IterationMixin):
         self._inner = None
         if self._stopped:
             raise IteratorClosedError("the message iterator was stopped")
-        self._oc._current = None
+        self._oc._retire_current()
         self._start(deadline)
 
     # -- taking messages ----------------------------------------------------------

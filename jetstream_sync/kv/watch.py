@@ -4,23 +4,28 @@ The ordered consumer delivers each stream message once, in order, and
 recreates its server-side consumer after a reconnect, a server restart,
 missed heartbeats or a deletion, starting at the last delivered stream
 sequence plus one: the watcher resumes right after the last revision it
-handed out, losing and repeating nothing (ADR-8 "Watch").
+handed out, losing and repeating nothing (ADR-8 "Watch"). It runs on the
+watcher's own thread (JetStream's watch feed), so a reset is made as soon
+as the server drops the consumer, not at the next call.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
 from .._seam import Deadline, check_timeout
 from ..errors import BucketNotFoundError, IteratorClosedError, StreamNotFoundError, TimeoutError
+from ..jetstream._seam import WatchFeed, initial_end
 from ..jetstream.consumer_config import OrderedConsumerConfig
 from ..jetstream.enums import DeliverPolicy
 from .entry import KeyValueEntry, KeyValueOp, entry_from_delivered
 
 if TYPE_CHECKING:
     from ..jetstream.context import JetStreamContext
+    from ..msg import Msg
 
 __all__ = ["KeyWatcher"]
 
@@ -30,16 +35,22 @@ _MAX_MESSAGES = 1000
 _EXPIRES = 30.0
 _HEARTBEAT = 5.0
 
+_serial = itertools.count(1)
+
 
 class KeyWatcher:
     """The entries of watched keys: first the current ones, then ``None``, then updates.
 
     Made by :meth:`KeyValue.watch`. Iterate it (blocks; ends after
-    :meth:`stop`) or call :meth:`next`. ``None`` comes exactly once, when the
-    entries present at the start have all been delivered (at once when there
-    are none, or with ``updates_only``). Use it in a ``with`` block, or call
-    :meth:`stop`: it holds a server-side consumer and a subscription. One
-    reader at a time; :meth:`stop` is safe from any thread.
+    :meth:`stop`) or call :meth:`next`. ``None`` comes exactly once, right
+    after the last entry present at the start (at once when there are none,
+    or with ``updates_only``). Every revision written after the last one
+    handed out is handed out once, in order, even when the server-side
+    consumer is lost meanwhile: the watcher follows the bucket on a thread
+    of its own (``jetstream_sync-watch-N``) and holds up to 10,000 entries
+    its reader has not taken yet. Use it in a ``with`` block, or call
+    :meth:`stop`: it holds a server-side consumer, a subscription and that
+    thread. One reader at a time; :meth:`stop` is safe from any thread.
     """
 
     def __init__(
@@ -60,26 +71,29 @@ class KeyWatcher:
         self._prefix_len = prefix_len
         self._ignore_deletes = ignore_deletes
         self._timeout = check_timeout("timeout", timeout, ctx.timeout)
-        fields: dict[str, Any] = {"filter_subjects": subjects, "headers_only": meta_only or None}
-        if updates_only:
-            # Start after the last stored message, not at "new": a consumer
-            # recreated before the first update must not miss one.
-            try:
-                info = ctx.stream_no_info(stream).info(timeout=self._timeout)
-            except StreamNotFoundError as exc:
-                raise self._gone(exc) from None
-            last = info.state.last_seq
-            fields.update(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=last + 1)
-        elif include_history:
-            fields["deliver_policy"] = DeliverPolicy.ALL
-        else:
-            fields["deliver_policy"] = DeliverPolicy.LAST_PER_SUBJECT
-        self._consumer = ctx.ordered_consumer(stream, OrderedConsumerConfig(**fields))
         self._lock = threading.Lock()
         self._stopped = False
-        self._received = 0
+        fields: dict[str, Any] = {"filter_subjects": subjects, "headers_only": meta_only or None}
         try:
-            self._messages = self._consumer.messages(
+            if updates_only:
+                # Start after the last stored message, not at "new": a consumer
+                # recreated before the first update must not miss one.
+                info = ctx.stream_no_info(stream).info(timeout=self._timeout)
+                fields.update(
+                    deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                    opt_start_seq=info.state.last_seq + 1,
+                )
+                end = 0
+            else:
+                end = initial_end(ctx.stream_no_info(stream), subjects, self._timeout)
+                fields["deliver_policy"] = (
+                    DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
+                )
+        except StreamNotFoundError as exc:
+            raise self._gone(exc) from None
+        self._consumer = ctx.ordered_consumer(stream, OrderedConsumerConfig(**fields))
+        try:
+            messages = self._consumer.messages(
                 max_messages=_MAX_MESSAGES, expires=_EXPIRES, heartbeat=_HEARTBEAT
             )
         except StreamNotFoundError as exc:
@@ -88,17 +102,23 @@ class KeyWatcher:
         except BaseException:
             self._consumer.close()
             raise
-        cinfo = self._consumer.cached_info
-        self._initial_pending = cinfo.num_pending if cinfo is not None else 0
-        self._initial_done = updates_only or self._initial_pending == 0
-        self._marker_due = self._initial_done
+        self._feed: WatchFeed[KeyValueEntry] = WatchFeed(
+            messages, self._entry, end, f"jetstream_sync-watch-{next(_serial)}"
+        )
+
+    def _entry(self, msg: Msg) -> KeyValueEntry | None:
+        """The entry a message holds; ``None`` for a marker left out by ``ignore_deletes``."""
+        entry = entry_from_delivered(self.bucket, self._prefix_len, msg)
+        if self._ignore_deletes and entry.operation is not KeyValueOp.PUT:
+            return None
+        return entry
 
     def next(self, timeout: float | None = None) -> KeyValueEntry | None:
         """The next entry, or ``None`` once when the initial entries are all delivered.
 
         Args:
             timeout: seconds to wait; ``None`` waits until an entry comes or
-                the watcher is stopped.
+                the watcher is stopped; ``0`` takes only what is already here.
 
         Raises:
             TimeoutError: nothing came within ``timeout``.
@@ -106,29 +126,14 @@ class KeyWatcher:
             IteratorClosedError: the watcher was stopped.
             ConnectionClosedError: the client was closed.
         """
-        # Checked first: a bad timeout is refused whatever is ready.
-        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
-        if self._marker_due:
-            self._marker_due = False
-            return None
-        while True:
-            left = None if deadline is None else max(deadline.remaining(), 1e-6)
-            try:
-                msg = self._messages.next(left)
-            except StreamNotFoundError as exc:
-                raise self._gone(exc) from None
-            entry = entry_from_delivered(self.bucket, self._prefix_len, msg)
-            if not self._initial_done:
-                self._received += 1
-                if entry.delta == 0 or self._received >= self._initial_pending:
-                    self._initial_done = True
-                    self._marker_due = True
-            if self._ignore_deletes and entry.operation is not KeyValueOp.PUT:
-                if self._marker_due:
-                    self._marker_due = False
-                    return None
-                continue
-            return entry
+        if timeout == 0 and not isinstance(timeout, bool):
+            deadline: Deadline | None = Deadline(0.0)
+        else:
+            deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        try:
+            return self._feed.take(deadline)
+        except StreamNotFoundError as exc:
+            raise self._gone(exc) from None
 
     def _gone(self, exc: StreamNotFoundError) -> BucketNotFoundError:
         return BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found")
@@ -155,7 +160,7 @@ class KeyWatcher:
             if self._stopped:
                 return
             self._stopped = True
-        self._messages.stop()
+        self._feed.stop()
         self._consumer.close()
 
     def __iter__(self) -> Iterator[KeyValueEntry | None]:

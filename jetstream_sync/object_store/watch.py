@@ -2,22 +2,28 @@
 
 An ordered consumer over ``$O.<bucket>.M.>`` (the meta subjects): deliver
 last per subject for the current infos, every one with ``include_history``,
-new ones only with ``updates_only``. ``None`` marks the end of the initial
-values: after the message with no more pending, or at once for an empty bucket.
+new ones only with ``updates_only``. It runs on JetStream's watch feed (a
+thread of the watcher's own), so a lost consumer is replaced at once.
+``None`` marks the end of the initial values (not given with
+``updates_only``): right after the meta at the newest meta sequence the
+stream leader reported at the start, or at once for an empty bucket.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import TYPE_CHECKING
 
 from .._seam import Deadline, check_timeout, logger
-from ..errors import IteratorClosedError, MessageNotFoundError
+from ..errors import IteratorClosedError
+from ..jetstream._seam import WatchFeed, initial_end
 from ..jetstream.enums import DeliverPolicy
 from .config import ObjectInfo
 
 if TYPE_CHECKING:
     from ..jetstream.context import JetStreamContext
+    from ..msg import Msg
     from .store import ObjectStore
 
 __all__ = ["ObjectWatcher"]
@@ -25,6 +31,7 @@ __all__ = ["ObjectWatcher"]
 log = logger("object_store")
 
 _PREFETCH = 256
+_serial = itertools.count(1)
 
 
 class ObjectWatcher:
@@ -32,8 +39,9 @@ class ObjectWatcher:
 
     Made by :meth:`ObjectStore.watch`. Iterate it (ends when stopped) or call
     :meth:`next`; :meth:`stop` (or leaving a ``with`` block) ends it and
-    deletes its server-side consumer. Survives reconnects and server
-    restarts (it rides on the ordered consumer). One reader at a time.
+    deletes its server-side consumer. Survives reconnects, server restarts
+    and the deletion of its consumer (it rides on the ordered consumer, on a
+    thread of its own: ``jetstream_sync-object-watch-N``). One reader at a time.
     """
 
     def __init__(
@@ -47,31 +55,36 @@ class ObjectWatcher:
     ) -> None:
         timeout = check_timeout("timeout", timeout, ctx.timeout)
         self._ignore_deletes = ignore_deletes
-        self._stopped = False
-        self._marker_due = False
-        self._init_done = updates_only
         all_meta = f"$O.{store.bucket}.M.>"
-        if not updates_only:
-            try:
-                ctx.stream_no_info(store.stream_name).get_last_msg_for_subject(
-                    all_meta, timeout=timeout
-                )
-            except MessageNotFoundError:
-                self._init_done = self._marker_due = True
+        end = None  # no marker
         if updates_only:
             policy = DeliverPolicy.NEW
-        elif include_history:
-            policy = DeliverPolicy.ALL
         else:
-            policy = DeliverPolicy.LAST_PER_SUBJECT
+            end = initial_end(ctx.stream_no_info(store.stream_name), [all_meta], timeout)
+            policy = DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
         self._oc = ctx.ordered_consumer(
             store.stream_name, filter_subjects=[all_meta], deliver_policy=policy
         )
         try:
-            self._msgs = self._oc.messages(max_messages=_PREFETCH)
+            messages = self._oc.messages(max_messages=_PREFETCH)
         except BaseException:
             self._oc.close()
             raise
+        self._feed: WatchFeed[ObjectInfo] = WatchFeed(
+            messages, self._info, end, f"jetstream_sync-object-watch-{next(_serial)}"
+        )
+
+    def _info(self, msg: Msg) -> ObjectInfo | None:
+        """The info a meta message holds; ``None`` for one left out (deleted, or not a meta)."""
+        try:
+            info = ObjectInfo.from_api(json.loads(msg.data), mtime=msg.metadata.timestamp)
+        except (ValueError, TypeError) as exc:
+            log.warning("jetstream_sync: object watcher skips bad meta on %s: %s",
+                        msg.subject, exc)  # fmt: skip
+            return None
+        if info.deleted and self._ignore_deletes:
+            return None
+        return info
 
     def next(self, timeout: float | None = None) -> ObjectInfo | None:
         """The next object info, or ``None`` right after the initial ones.
@@ -83,32 +96,12 @@ class ObjectWatcher:
             TimeoutError: nothing within ``timeout``.
             IteratorClosedError: the watcher was stopped.
         """
-        # Checked first: a bad timeout is refused whatever is ready. One
-        # deadline for the call, however many bad metas are skipped.
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
-        while True:
-            if self._stopped:
-                raise IteratorClosedError("the object watcher was stopped")
-            if self._marker_due:
-                self._marker_due = False
-                return None
-            msg = self._msgs.next(None if deadline is None else max(deadline.remaining(), 1e-6))
-            if not self._init_done and msg.metadata.num_pending == 0:
-                self._init_done = self._marker_due = True
-            try:
-                info = ObjectInfo.from_api(json.loads(msg.data), mtime=msg.metadata.timestamp)
-            except (ValueError, TypeError) as exc:
-                log.warning("jetstream_sync: object watcher skips bad meta on %s: %s",
-                            msg.subject, exc)  # fmt: skip
-                continue
-            if info.deleted and self._ignore_deletes:
-                continue
-            return info
+        return self._feed.take(deadline)
 
     def stop(self) -> None:
         """Stop watching and delete the server-side consumer. Safe from any thread."""
-        self._stopped = True
-        self._msgs.stop()
+        self._feed.stop()
         self._oc.close()
 
     def __iter__(self) -> ObjectWatcher:

@@ -45,3 +45,26 @@ def test_r3_bucket_conditional_writes_and_watch(cluster):
                 cluster.restart(index)
         finally:
             ctx.delete_key_value("R3KV")
+
+
+def test_r3_watch_marker_follows_every_initial_entry(cluster):
+    """R3: watches started right after a write list every key before None, each time.
+
+    The watcher's R1 consumer may sit on a replica that has not stored the newest
+    write yet; the marker must still come after it.
+    """
+    with nats_sync.connect(cluster.urls) as nc:
+        ctx = nc.jetstream()
+        kv = ctx.create_key_value(bucket="R3MARK", replicas=3)
+        try:
+            keys = []
+            for i in range(30):
+                keys.append(f"k{i}")
+                kv.put(keys[-1], b"%d" % i)
+                with kv.watch() as w:
+                    seen = []
+                    while (entry := w.next(timeout=10)) is not None:
+                        seen.append(entry.key)
+                assert seen == keys, f"watch {i}: {seen} before the marker"
+        finally:
+            ctx.delete_key_value("R3MARK")

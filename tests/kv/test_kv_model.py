@@ -1,11 +1,16 @@
 """Key-Value against a model: random writes, reads, watches, restarts and lost consumers.
 
-A Hypothesis state machine drives one fresh bucket per example on a server
-this module owns (it restarts it) and compares every answer with
-``tests.fixtures.models.BucketModel``: values, revisions, history depth,
-delete and purge markers, and which error each call must raise. A watcher
-started at any point must deliver exactly the model's entries, in order,
-whatever happened to its server-side consumer meanwhile.
+A Hypothesis state machine drives one fresh bucket per example, on a server
+this module owns (it restarts it) and on an R3 bucket of a 3-node cluster,
+and compares every answer with ``tests.fixtures.models.BucketModel``:
+values, revisions, history depth, delete and purge markers, and which error
+each call must raise. A watcher started at any point must deliver exactly
+the model's initial entries before its ``None`` marker, then every update,
+in order, whatever happened to its server-side consumer meanwhile. Updates
+written while the watcher is connected must all arrive, even those the
+bucket's history dropped before the next read; only those written while it
+was cut off (right after a fault, before its new link) may be missing when
+the bucket no longer holds them.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from jetstream_sync import (
     KeyValueEntry,
     KeyWrongLastSequenceError,
 )
+from tests.fixtures.cluster import NatsCluster
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.models import BucketModel, Op, Revision, run_settings
 from tests.fixtures.polling import wait_for
@@ -51,6 +57,9 @@ values = st.binary(max_size=6)
 #: Writes right after a fault, to few keys: a key written twice while the watcher
 #: recovers is what tells a resumed watch from one that restarted at the latest values.
 bursts = st.lists(st.tuples(st.sampled_from(KEYS[:2]), values), max_size=4)
+#: Updates written before the watcher's next read: more than ``HISTORY`` of a key,
+#: so that a watcher which only catches up when read would miss some.
+batches = st.lists(st.tuples(st.sampled_from(KEYS[:2]), values), min_size=1, max_size=10)
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +76,13 @@ def client(server: NatsServer) -> Iterator[jetstream_sync.Client]:
     with jetstream_sync.connect(
         server.url, reconnect_time_wait=0.1, max_reconnect_attempts=600
     ) as nc:
+        yield nc
+
+
+@pytest.fixture(scope="module")
+def cluster_client(cluster: NatsCluster) -> Iterator[jetstream_sync.Client]:
+    """A client of the 3-node cluster."""
+    with jetstream_sync.connect(cluster.urls, reconnect_time_wait=0.1) as nc:
         yield nc
 
 
@@ -89,19 +105,22 @@ def _want(expected: Revision) -> tuple[str, int, str, bytes]:
 class BucketMachine(RuleBasedStateMachine):
     """One bucket, its model, at most one watcher and the faults that hit it."""
 
-    def __init__(self, server: NatsServer, nc: jetstream_sync.Client, restarts: int) -> None:
+    def __init__(
+        self, server: NatsServer | None, nc: jetstream_sync.Client, restarts: int, replicas: int
+    ) -> None:
         super().__init__()
         self.server = server
         self.nc = nc
         self.js = nc.jetstream(timeout=10.0)
         self.name = unique_stream_name("KVMODEL")
-        self.kv = self.js.create_key_value(bucket=self.name, history=HISTORY)
+        self.kv = self.js.create_key_value(bucket=self.name, history=HISTORY, replicas=replicas)
         self.model = BucketModel(history=HISTORY)
         self.restarts_left = restarts
         self.watcher: jetstream_sync.KeyWatcher | None = None
         self.ignore_deletes = False
         self.expected: list[Revision] = []  # what the watcher still owes, in order
         self.given_up: set[int] = set()  # dropped revisions it did not deliver
+        self.cut_off: set[int] = set()  # revisions written while the watcher had no link
         self.checking = False  # a watcher check is under way (or failed)
 
     # ----------------------------------------------------------- writes
@@ -225,11 +244,12 @@ class BucketMachine(RuleBasedStateMachine):
         while (entry := self.watcher.next(timeout=WATCH_WAIT)) is not None:
             got.append(entry)
         assert [_seen(e) for e in got] == [_want(e) for e in initial]
-        self.expected, self.given_up = [], set()
+        self.expected, self.given_up, self.cut_off = [], set(), set()
 
     def _dropped(self, entry: Revision) -> bool:
-        """Whether the bucket no longer holds ``entry`` (pushed out by history, or purged)."""
-        return self.model.at(entry.revision) is None
+        """Whether ``entry`` may be missing: written while the watcher had no link, and
+        no longer held by the bucket (pushed out by history, or purged)."""
+        return entry.revision in self.cut_off and self.model.at(entry.revision) is None
 
     def _next(self, timeout: float) -> KeyValueEntry | None:
         """The watcher's next entry, past late ones the model already gave up on."""
@@ -244,9 +264,10 @@ class BucketMachine(RuleBasedStateMachine):
     def catch_up(self) -> None:
         """Every update since the watch started arrives, once and in order.
 
-        An update that the bucket dropped before the watcher read it may be
-        missing, as docs/key-value.md says: a watcher cut off from the server
-        cannot deliver what the bucket no longer holds.
+        An update written while the watcher was cut off, and dropped by the
+        bucket before the watcher's new link, may be missing, as
+        docs/key-value.md says: a watcher cannot deliver what the bucket no
+        longer holds.
         """
         self.checking = True  # stays set if a check fails: teardown then leaves it be
         while self.expected:
@@ -288,28 +309,67 @@ class BucketMachine(RuleBasedStateMachine):
 
     # ----------------------------------------------------------- faults
 
-    def _burst(self, writes: list[tuple[str, bytes]]) -> None:
-        """Writes right after a fault: they land while the watcher has not recovered yet."""
+    def _burst(self, writes: list[tuple[str, bytes]], cut_off: bool) -> None:
+        """Writes; ``cut_off``: they land while the watcher may have no link."""
         for key, value in writes:
-            self._wrote(key, Op.PUT, value, self.kv.put(key, value))
+            revision = self.kv.put(key, value)
+            self._wrote(key, Op.PUT, value, revision)
+            if cut_off:
+                self.cut_off.add(revision)
+
+    def _links(self) -> set[str]:
+        return set(self.js.consumer_names(self.kv.stream_name))
+
+    def _wait_for_link(self, old: set[str]) -> None:
+        """Until the watcher has a new link with a pull waiting on it."""
+
+        def linked() -> bool:
+            now = self._links() - old
+            return (
+                len(now) == 1 and self.js.consumer_info(self.kv.stream_name, *now).num_waiting > 0
+            )
+
+        wait_for(
+            linked,
+            timeout=WATCH_WAIT,
+            ignore=jetstream_sync.ConsumerNotFoundError,
+            message=lambda: f"the watcher to replace its consumer {sorted(old)} on its own",
+        )
 
     @precondition(lambda self: self.watcher is not None)
-    @rule(writes=bursts)
-    def delete_watch_consumer(self, writes: list[tuple[str, bytes]]) -> None:
-        """An operator (or a limit) deletes the watcher's consumer under it."""
-        for name in self.js.consumer_names(self.kv.stream_name):
+    @rule(writes=bursts, wait=st.booleans())
+    def delete_watch_consumer(self, writes: list[tuple[str, bytes]], wait: bool) -> None:
+        """An operator (or a limit) deletes the watcher's consumer under it.
+
+        ``wait``: the writes come once the watcher has replaced it (all must
+        arrive); otherwise they land during the replacement.
+        """
+        old = self._links()
+        for name in old:
             with contextlib.suppress(jetstream_sync.ConsumerNotFoundError):
                 self.js.delete_consumer(self.kv.stream_name, name)
-        self._burst(writes)
+        if wait:
+            self._wait_for_link(old)
+        self._burst(writes, cut_off=not wait)
+        self._wait_for_link(old)
+
+    @precondition(lambda self: self.watcher is not None)
+    @rule(writes=batches)
+    def write_before_next_read(self, writes: list[tuple[str, bytes]]) -> None:
+        """Several updates, nothing read meanwhile: all arrive, even those history drops."""
+        self._burst(writes, cut_off=False)
 
     @precondition(lambda self: self.restarts_left > 0)
     @rule(writes=bursts)
     def restart_server(self, writes: list[tuple[str, bytes]]) -> None:
         """The server restarts; the bucket's store survives, the client reconnects."""
+        assert self.server is not None
         self.restarts_left -= 1
         self.server.restart()
         wait_for(lambda: self.nc.is_connected, timeout=20, message="no reconnect")
-        self._burst(writes)
+        self._burst(writes, cut_off=True)
+        if self.watcher is not None:
+            self._wait_for_link(set())
 
     # ----------------------------------------------------------- the end
 
@@ -324,17 +384,32 @@ class BucketMachine(RuleBasedStateMachine):
                 self.js.delete_key_value(self.name)
 
 
-def _run(server: NatsServer, nc: jetstream_sync.Client, config: pytest.Config, long: bool) -> None:
-    restarts = 3 if long else 1
-    # Examples are cheap here (about 0.3 s): the suite runs more than the default 15.
-    options = run_settings(config, long=long, examples=50)
-    run_state_machine_as_test(lambda: BucketMachine(server, nc, restarts), settings=options)
+def _run(
+    server: NatsServer | None,
+    nc: jetstream_sync.Client,
+    config: pytest.Config,
+    long: bool,
+    replicas: int = 1,
+) -> None:
+    restarts = 0 if server is None else 3 if long else 1
+    # Examples are cheap on one server (about 0.3 s): the suite runs more than the
+    # default 15 there, and fewer on the cluster, where each bucket is an R3 stream.
+    options = run_settings(config, long=long, examples=50 if replicas == 1 else 10)
+    run_state_machine_as_test(
+        lambda: BucketMachine(server, nc, restarts, replicas), settings=options
+    )
 
 
 @pytest.mark.timeout(600)  # a failure's shrinking replays many examples
 def test_kv_matches_the_model(server, client, pytestconfig):
     """Random KV calls, watches, restarts and consumer deletions agree with the model."""
     _run(server, client, pytestconfig, long=False)
+
+
+@pytest.mark.timeout(600)
+def test_r3_kv_matches_the_model(cluster_client, pytestconfig):
+    """The same on an R3 bucket of a 3-node cluster (deletions and batches, no restarts)."""
+    _run(None, cluster_client, pytestconfig, long=False, replicas=3)
 
 
 @pytest.mark.model_long
