@@ -16,78 +16,21 @@ collects no tests.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.doc_blocks import PAGE_FOLDERS, DocBlock, find_python_blocks
 from tests.fixtures.server import NatsServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS_DIR = REPO_ROOT / "docs"
-PAGE_FOLDERS = ("spark",)  # folders of docs/ whose pages hold whole programs, like docs/*.md
 BLOCK_TIMEOUT = 60.0
 SPARK_BLOCK_TIMEOUT = 420.0
-PYTHON_LANGUAGES = {"python", "py", "python3"}
-
-_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-
-
-@dataclass(frozen=True)
-class DocBlock:
-    """One runnable code block: where it is and its source."""
-
-    path: Path
-    line: int
-    code: str
-    spark: bool = False
-
-    @property
-    def id(self) -> str:
-        """``file.md:LINE``, or ``folder/file.md:LINE`` for a page of a folder of docs/."""
-        folder = self.path.parent.name
-        name = f"{folder}/{self.path.name}" if folder in PAGE_FOLDERS else self.path.name
-        return f"{name}:{self.line}"
-
-
-def find_python_blocks(path: Path) -> list[DocBlock]:
-    """Return the runnable ```python blocks of one Markdown file (CommonMark fences)."""
-    blocks = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    i = 0
-    while i < len(lines):
-        opening = _FENCE.match(lines[i])
-        if opening is None or (opening["fence"][0] == "`" and "`" in opening["info"]):
-            i += 1
-            continue
-        fence, indent = opening["fence"], len(opening["indent"])
-        words = opening["info"].split()
-        start, body = i + 1, []
-        i += 1
-        while i < len(lines):
-            closing = _FENCE.match(lines[i])
-            if (
-                closing is not None
-                and closing["fence"][0] == fence[0]
-                and len(closing["fence"]) >= len(fence)
-                and not closing["info"].strip()
-            ):
-                break
-            text = lines[i]
-            strip = len(text) - len(text.lstrip(" "))
-            body.append(text[min(strip, indent) :])
-            i += 1
-        i += 1  # past the closing fence (or the end of the file)
-        runnable = words and words[0].lower() in PYTHON_LANGUAGES and "no-run" not in words[1:]
-        if runnable:
-            code = "\n".join(body) + "\n"
-            blocks.append(DocBlock(path, start, code, spark="spark" in words[1:]))
-    return blocks
 
 
 def collect_doc_blocks(docs_dir: Path = DOCS_DIR) -> list[DocBlock]:

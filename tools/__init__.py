@@ -1,0 +1,1 @@
+"""Build and test helpers that the Makefile (``make test-pythons``, ``make wheel``) runs."""
