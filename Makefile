@@ -73,7 +73,7 @@ asan: $(STAMP)
 	PYTHON=$(VPY) bash csrc/asan.sh
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check jetstream_sync tests examples benchmarks tools
+	$(VENV)/bin/ruff check jetstream_sync tests examples benchmarks
 
 ## bench: S1-S7 and MEM for jetstream_sync, nats-py and the raw limit (docs/performance.md)
 bench: $(STAMP)
@@ -98,14 +98,14 @@ TEST_PYTHONS_ARGS ?=
 ## test-pythons: the suite on each Python of setup.cfg's classifiers found here (pyenv, PATH),
 ## each in its own .venv-X.Y; a version not found is reported as skipped. By default the
 ## suite minus the benchmarks, the packaging tests and the Spark cluster/pipeline runs
-## (tools/test_pythons.py says why); PYTHONS="3.12 3.13" picks versions,
+## (tests/support/run_pythons.py says why); PYTHONS="3.12 3.13" picks versions,
 ## TEST_PYTHONS_ARGS=--full runs the whole suite, --not-default leaves out make test's.
 test-pythons:
-	$(PYTHON) -m tools.test_pythons $(TEST_PYTHONS_ARGS) $(PYTHONS)
+	$(PYTHON) -m tests.support.run_pythons $(TEST_PYTHONS_ARGS) $(PYTHONS)
 
 ## wheel: dist/ gets the sdist and a manylinux abi3 wheel (python -m build, auditwheel repair)
 wheel: $(STAMP)
-	$(VPY) -m tools.wheel dist
+	$(VPY) -m tests.support.wheel dist
 
 clean: clean-pythons
 clean-pythons:

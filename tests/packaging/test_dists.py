@@ -20,7 +20,7 @@ from packaging.utils import parse_wheel_filename
 from tests.fixtures.doc_blocks import find_python_blocks
 from tests.fixtures.packaging import Dists, built_dists, make_venv, venv_env
 from tests.fixtures.server import NatsServer
-from tools.pythons import ROOT, classified_versions, find_python
+from tests.support.pythons import ROOT, classified_versions, find_python
 
 # the first test builds the wheel (a minute or two on a loaded machine)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

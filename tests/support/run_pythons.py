@@ -1,9 +1,9 @@
 """Run the test suite on each tested Python version, each in its own venv (``make test-pythons``).
 
-usage: python -m tools.test_pythons [--full] [--not-default] [VERSION ...]
+usage: python -m tests.support.run_pythons [--full] [--not-default] [VERSION ...]
 
 The versions default to setup.cfg's ``Programming Language :: Python :: 3.X``
-classifiers. For each, the interpreter is found (``tools.pythons``), a venv
+classifiers. For each, the interpreter is found (``tests.support.pythons``), a venv
 ``.venv-X.Y`` is created at the repository root and the package installed in
 it with the ``test`` extra, exactly as the Makefile installs ``.venv`` (kept
 while setup.cfg, setup.py, pyproject.toml and the C sources are unchanged),
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.pythons import ROOT, classified_versions, find_python
+from tests.support.pythons import ROOT, classified_versions, find_python
 
 # What the quick run leaves out, and why: the benchmarks measure speed, not
 # behaviour, and take minutes; the packaging tests already install the wheel

@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)$")
 _PROBE = "import ensurepip, sys, venv; print('%d.%d' % sys.version_info[:2])"
 

@@ -1,6 +1,6 @@
 """Build the sdist and a manylinux abi3 wheel (``make wheel``; the packaging tests too).
 
-usage: python -m tools.wheel OUTDIR
+usage: python -m tests.support.wheel OUTDIR
 
 ``python -m build`` makes the sdist, then the wheel from the unpacked sdist
 (so the wheel also proves the sdist builds), each in an isolated environment
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.pythons import ROOT
+from tests.support.pythons import ROOT
 
 
 def build_dists(outdir: Path) -> tuple[Path, Path]:
