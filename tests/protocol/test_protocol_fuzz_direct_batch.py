@@ -27,6 +27,8 @@ from jetstream_sync._timefmt import datetime_to_ns
 from jetstream_sync.errors import ProtocolError
 
 INPUTS: Counter[str] = Counter()
+# the last test sums what every test of this file generated: one pytest-xdist worker runs them all
+pytestmark = pytest.mark.xdist_group("protocol-fuzz-direct-batch")
 REQUIRED_INPUTS = 20_000
 UNITS = _direct_batch.TIME_UNITS
 PIECES = [
