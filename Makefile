@@ -54,7 +54,7 @@ test: $(STAMP)
 ## session, the cluster or a module's fixture run on one worker (tests/conftest.py). Python
 ## may cache bytecode (in __pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says,
 ## so that the workers and the suite's many child interpreters do not each compile it again.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 suite: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup; rc=$$?; \
