@@ -43,6 +43,15 @@ def _links(js: nats_sync.JetStreamContext, stream: str) -> list[str]:
     return sorted(js.consumer_names(stream))
 
 
+def _until_links(js: nats_sync.JetStreamContext, stream: str, count: int, when: str) -> None:
+    """Wait until ``stream`` lists ``count`` consumers (deletes are not answered at once)."""
+    wait_for(
+        lambda: len(_links(js, stream)) == count,
+        timeout=10,
+        message=lambda: f"{count} link(s) {when}, not {_links(js, stream)}",
+    )
+
+
 def _replace_links(js: nats_sync.JetStreamContext, stream: str) -> None:
     """Delete every consumer of ``stream``; wait until a new one has a pull waiting."""
     old = set(_links(js, stream))
@@ -153,17 +162,9 @@ def test_watch_resets_leave_one_link_and_stop_leaves_none(js, kv1):
         w._consumer._consumer_seq += 5  # the next message looks like a gap: a reset
         kv1.put("k", b"g%d" % i)
         assert w.next(timeout=10).value == b"g%d" % i
-    wait_for(
-        lambda: len(_links(js, kv1.stream_name)) == 1,
-        timeout=10,
-        message=lambda: f"one link, not {_links(js, kv1.stream_name)}",
-    )
+    _until_links(js, kv1.stream_name, 1, "after the resets")
     w.stop()
-    wait_for(
-        lambda: _links(js, kv1.stream_name) == [],
-        timeout=10,
-        message=lambda: f"no link after stop(), not {_links(js, kv1.stream_name)}",
-    )
+    _until_links(js, kv1.stream_name, 0, "after stop()")
 
 
 @pytest.mark.parametrize("way", ["fetch", "next", "messages", "consume"])
@@ -199,21 +200,13 @@ def test_ordered_consumer_gaps_leave_one_link(js, stream_name, way):
     total += 2
     take(total)
     assert got == list(range(total))
-    wait_for(
-        lambda: len(_links(js, stream_name)) == 1,
-        timeout=10,
-        message=lambda: f"one link, not {_links(js, stream_name)}",
-    )
+    _until_links(js, stream_name, 1, "after the resets")
     if ctx is not None:
         ctx.stop()
     if iterator is not None:
         iterator.stop()
     oc.close()
-    wait_for(
-        lambda: _links(js, stream_name) == [],
-        timeout=10,
-        message=lambda: f"no link after close(), not {_links(js, stream_name)}",
-    )
+    _until_links(js, stream_name, 0, "after close()")
 
 
 def test_reconnects_leave_one_link(fault_client, fault_proxy, events):
@@ -230,16 +223,8 @@ def test_reconnects_leave_one_link(fault_client, fault_proxy, events):
             events.wait(lambda e, n=reconnects: e.reconnects > n, timeout=20)
             wait_for(lambda i=i: kv.put("k", b"%d" % i), timeout=20, ignore=nats_sync.NatsError)
             assert w.next(timeout=20).value == b"%d" % i
-        wait_for(
-            lambda: len(_links(js, kv.stream_name)) == 1,
-            timeout=10,
-            message=lambda: f"one link, not {_links(js, kv.stream_name)}",
-        )
+        _until_links(js, kv.stream_name, 1, "after the resets")
         w.stop()
-        wait_for(
-            lambda: _links(js, kv.stream_name) == [],
-            timeout=10,
-            message=lambda: f"no link after stop(), not {_links(js, kv.stream_name)}",
-        )
+        _until_links(js, kv.stream_name, 0, "after stop()")
     finally:
         js.delete_key_value(name)
