@@ -23,7 +23,9 @@ from tests.fixtures.server import NatsServer
 from tests.support.pythons import ROOT, classified_versions, find_python
 
 # the first test builds the wheel (a minute or two on a loaded machine)
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+# In the Spark-jobs lane (tests/fixtures/workers.py): never beside the standalone cluster's
+# packed environment build, whose executors once missed jetstream_sync when the two ran at once.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.xdist_group("spark-jobs")]
 
 THIS_VERSION = "{}.{}".format(*sys.version_info[:2])
 QUICKSTART = find_python_blocks(ROOT / "docs" / "quickstart.md")
