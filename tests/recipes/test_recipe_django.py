@@ -176,14 +176,29 @@ def test_manage_py_runs_from_elsewhere_and_connects_only_when_needed(nats_server
     assert consumed.stderr == "consumed 1 orders\n"
 
 
+def _stop_runserver(server: subprocess.Popen[bytes], log: Path) -> None:
+    """Ctrl-C, as a developer stops it; a server still running after 60 s dumps its threads
+    (SIGABRT under PYTHONFAULTHANDLER) into ``log`` and fails the test with it."""
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(60)
+    except subprocess.TimeoutExpired:
+        server.send_signal(signal.SIGABRT)
+        server.wait(30)
+        pytest.fail(f"runserver did not stop on SIGINT in 60 s:\n{log.read_text()[-8000:]}")
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_runserver_serves_concurrent_requests(nats_server, tmp_path: Path):
     """manage.py runserver (a thread per request): 40 POSTs, 10 at a time, share one client."""
     with jetstream_sync.connect(nats_server.url) as nc:
         nc.jetstream().create_stream(name="ORDERS", subjects=["orders.>"])
     port = free_port()
-    env = {**os.environ, "NATS_URL": nats_server.url, "PYTHONPATH": str(EXAMPLES.parent)}
+    # NATS_TIMEOUT: a loaded CI machine must not turn a slow PubAck into a 503 here;
+    # PYTHONFAULTHANDLER: a server that does not stop dumps its threads on SIGABRT.
+    env = {**os.environ, "NATS_URL": nats_server.url, "PYTHONPATH": str(EXAMPLES.parent),
+           "NATS_TIMEOUT": "30", "PYTHONFAULTHANDLER": "1"}  # fmt: skip
     log = tmp_path / "runserver.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(
@@ -207,6 +222,5 @@ def test_runserver_serves_concurrent_requests(nats_server, tmp_path: Path):
         with ThreadPoolExecutor(10) as pool:
             seqs = sorted(pool.map(post, range(40)))
     finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(30)
+        _stop_runserver(server, log)
     assert seqs == list(range(2, 42))  # after the warm-up's 1
