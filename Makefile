@@ -33,8 +33,8 @@ demo: pipeline
 demo-orders: $(PIPELINE_STAMP)
 	$(VPY) examples/demo.py
 
-## test: mypy --strict, the strict docs build, the whole test suite, then the parser tests under
-## ASan/UBSan. Every stage runs even when an earlier one failed; a summary names each stage's
+## test: mypy --strict, the strict docs build, the test suite, then the parser tests (the fuzz
+## tests among them) under ASan/UBSan. Every stage runs even when an earlier one failed; a summary names each stage's
 ## result and time, and the exit status is non-zero if any stage failed.
 TEST_STAGES := typecheck docs suite asan
 
@@ -50,14 +50,16 @@ test: $(STAMP)
 	if [ -n "$$failed" ]; then echo "make test FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test passed"
 
-## suite: the whole test suite on TEST_WORKERS pytest-xdist workers; tests that share a Spark
-## session, the cluster or a module's fixture run on one worker (tests/conftest.py). Python
+## suite: the whole test suite on TEST_WORKERS pytest-xdist workers, but for the parser fuzz
+## tests (marked fuzz), which make asan runs against the sanitized build of the same C code;
+## tests that share a Spark session, the cluster or a module's fixture run on one worker
+## (tests/conftest.py). Python
 ## may cache bytecode (in __pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says,
 ## so that the workers and the suite's many child interpreters do not each compile it again.
 TEST_WORKERS ?= 3
 
 suite: $(STAMP)
-	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup; rc=$$?; \
+	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not fuzz"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 ## typecheck: mypy --strict over the package (settings in pyproject.toml)

@@ -19,6 +19,7 @@ needs other stream fields overrides ``stream_options``.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import traceback
 from collections.abc import Iterator
@@ -38,6 +39,14 @@ from tests.fixtures.server import NatsServer, kill_leftovers
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
 pytest_plugins = ["pytester"]
+
+# Every JVM the tests start (Spark sessions and their executors, Connect servers, the
+# standalone daemons, spark-pipelines) inherits this: C1 compilation only and the serial
+# collector. A test's JVM lives seconds to a minute, too short for C2's optimised code to
+# repay compiling it, and on two cores the compiler and GC threads halved what is left for
+# the tests (a Spark test module took twice the CPU without these).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
 
 # fixture name -> marker given to every test that uses it
 _FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}

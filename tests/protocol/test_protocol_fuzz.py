@@ -27,7 +27,7 @@ from jetstream_sync.errors import BadHeaderError, ProtocolError
 IMPLS = (_c, _py)
 INPUTS: Counter[str] = Counter()  # inputs generated per test, summed by test_zz_enough_inputs
 # the last test sums what every test of this file generated: one pytest-xdist worker runs them all
-pytestmark = pytest.mark.xdist_group("protocol-fuzz")
+pytestmark = [pytest.mark.fuzz, pytest.mark.xdist_group("protocol-fuzz")]
 REQUIRED_INPUTS = 100_000
 
 

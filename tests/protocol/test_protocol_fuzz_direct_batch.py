@@ -28,7 +28,7 @@ from jetstream_sync.errors import ProtocolError
 
 INPUTS: Counter[str] = Counter()
 # the last test sums what every test of this file generated: one pytest-xdist worker runs them all
-pytestmark = pytest.mark.xdist_group("protocol-fuzz-direct-batch")
+pytestmark = [pytest.mark.fuzz, pytest.mark.xdist_group("protocol-fuzz-direct-batch")]
 REQUIRED_INPUTS = 20_000
 UNITS = _direct_batch.TIME_UNITS
 PIECES = [
