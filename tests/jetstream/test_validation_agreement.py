@@ -12,7 +12,9 @@ import contextlib
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -142,6 +144,37 @@ def test_every_agrees_with_the_server(schedule_stream, every):
     except (ValueError, TypeError):
         spec = f"@every {int(every * 1e9)}ns"  # what was asked, to the nanosecond
         raw = {"Nats-Schedule": spec, "Nats-Schedule-Target": target}
+        assert not _server_verdict(nc, subject, raw)
+        return
+    assert _server_verdict(nc, subject, {k: str(v) for k, v in headers.items()})
+
+
+_UTC = UTC
+# at=: zones and offsets, the past, the calendar's ends, sub-second times, and naive times.
+AT_CASES = [
+    datetime(2030, 1, 1, tzinfo=_UTC),
+    datetime(2030, 1, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    datetime(2030, 1, 1, tzinfo=timezone(-timedelta(hours=8))),
+    datetime(2030, 6, 1, 12, tzinfo=ZoneInfo("Europe/Paris")),
+    datetime(2000, 1, 1, tzinfo=_UTC),  # in the past: the server fires it at once
+    datetime(1, 1, 1, tzinfo=_UTC),
+    datetime(9999, 12, 31, 23, 59, 59, tzinfo=_UTC),
+    datetime(2030, 1, 1, 0, 0, 0, 123456, tzinfo=_UTC),
+    datetime(2030, 1, 1),  # naive
+    datetime(2000, 1, 1, 0, 0, 0, 5),  # naive
+]
+
+
+@pytest.mark.parametrize("at", AT_CASES, ids=lambda at: at.isoformat())
+def test_at_agrees_with_the_server(schedule_stream, at):
+    """at= (a datetime): what the client sends is taken; what it refuses (a naive time) the
+    server refuses too, sent as the same wall-clock time without an offset."""
+    nc, name = schedule_stream
+    subject, target = f"{name}.s", f"{name}.t"
+    try:
+        headers, _ = schedule_headers(subject, target, at=at)
+    except ValueError:
+        raw = {"Nats-Schedule": f"@at {at.isoformat()}", "Nats-Schedule-Target": target}
         assert not _server_verdict(nc, subject, raw)
         return
     assert _server_verdict(nc, subject, {k: str(v) for k, v in headers.items()})
@@ -357,6 +390,55 @@ def test_atomic_batch_sizes_agree_with_the_server(atomic_stream, size):
     except ValueError:
         client_takes = False
     _agree(client_takes, server_takes)
+
+
+@pytest.fixture(scope="module")
+def fast_batch_stream(shared_server):
+    """A stream with allow_batched (fast batches), on the suite's shared server."""
+    with _module_stream(shared_server, "AGREEFAST", allow_batched=True) as handles:
+        yield handles
+
+
+def _raw_flow_window(nc: jetstream_sync.Client, subject: str, flow: object) -> int:
+    """The first window (``msgs``) the server grants a one-message fast batch whose reply
+    subjects carry ``flow`` as sent (raw, unchecked); the batch is committed."""
+    inbox = nc.new_inbox()
+    with nc.subscribe(f"{inbox}.>") as sub:
+        nc.publish(subject, b"m", reply=f"{inbox}.{flow}.ok.1.0.$FI")
+        first = json.loads(sub.next_msg(timeout=10).data)
+        nc.publish(subject, b"", reply=f"{inbox}.{flow}.ok.2.3.$FI")  # commit, no message
+        while "batch" not in json.loads(sub.next_msg(timeout=10).data):
+            pass  # flow acks, then the PubAck naming the batch
+    assert first["type"] == "ack", first
+    window: int = first["msgs"]
+    return window
+
+
+SERVER_MAX_FLOW = 500  # nats-server 2.14 and 2.15 never grant a larger window
+FLOWS: list[object] = [1, 10, 500, 501, 65535, 0, -1, 65536, "x", 1.5, True]
+FLOW_STRICTER = (
+    "the server reads no error into a flow: one it cannot read as a count (0, -1, x, True) "
+    "starts the batch at its smallest window, a larger one at its largest, and 1.5 (two "
+    "words of the subject) at another, so a mistyped flow would go unnoticed"
+)
+
+
+@pytest.mark.parametrize("flow", FLOWS, ids=repr)
+def test_fast_batch_flow_agrees_with_the_server(fast_batch_stream, flow):
+    """fast_batch(flow=): a flow the client takes is granted as asked (up to the server's
+    cap); what it refuses the server takes only by putting another window in its place."""
+    nc, js, name = fast_batch_stream
+    window = _raw_flow_window(nc, f"{name}.raw", flow)
+    try:
+        batch = js.fast_batch(flow=flow)  # type: ignore[arg-type]
+    except ValueError:
+        _agree(False, True, FLOW_STRICTER)
+        assert window > 0, window  # a window of the server's choosing
+        return
+    with batch:
+        batch.add(f"{name}.f", b"m")
+        assert batch.commit().seq > 0
+    assert window == min(flow, SERVER_MAX_FLOW)  # type: ignore[call-overload]
 
 
 # --------------------------------------------------------------------------- stream subjects
