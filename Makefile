@@ -33,29 +33,20 @@ demo: pipeline
 demo-orders: $(PIPELINE_STAMP)
 	$(VPY) examples/demo.py
 
-## test: mypy --strict, the strict docs build, the test suite, then the parser tests (the fuzz
-## tests among them) under ASan/UBSan. Every stage runs even when an earlier one failed; a summary names each stage's
-## result and time, and the exit status is non-zero if any stage failed.
-TEST_STAGES := typecheck docs suite asan
-
+## test: mypy --strict, the strict docs build, the test suite, and the parser tests (the fuzz
+## tests among them) under ASan/UBSan. The suite runs in the foreground; the other stages run
+## beside it, their output printed after it (tests/support/stages.py). Every stage runs
+## whatever another's result; a summary names each stage's result and when it ended, and
+## the exit status is non-zero if any stage failed.
 test: $(STAMP)
-	@summary=""; failed=""; \
-	for stage in $(TEST_STAGES); do \
-		echo "== make $$stage"; start=$$(date +%s); \
-		if $(MAKE) --no-print-directory $$stage; then result=passed; \
-		else result=FAILED; failed="$$failed $$stage"; fi; \
-		summary="$$summary$$(printf '%-10s %s in %s s' $$stage "$$result" $$(( $$(date +%s) - start )))\n"; \
-	done; \
-	printf '\n== make test: stages\n%b' "$$summary"; \
-	if [ -n "$$failed" ]; then echo "make test FAILED:$$failed" >&2; exit 1; fi; \
-	echo "make test passed"
+	$(VPY) -m tests.support.stages
 
 ## suite: the whole test suite on TEST_WORKERS pytest-xdist workers, but for the parser fuzz
 ## tests (marked fuzz), which make asan runs against the sanitized build of the same C code;
 ## tests that share a Spark session, the cluster or a module's fixture run on one worker
-## (tests/conftest.py). Python
-## may cache bytecode (in __pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says,
-## so that the workers and the suite's many child interpreters do not each compile it again.
+## (tests/conftest.py). Python may cache bytecode (in __pycache__, ignored by git) whatever
+## PYTHONDONTWRITEBYTECODE says, so that the workers and the suite's many child interpreters
+## do not each compile it again.
 TEST_WORKERS ?= 3
 
 suite: $(STAMP)
