@@ -22,10 +22,9 @@ from tests.fixtures.packaging import Dists, built_dists, make_venv, venv_env
 from tests.fixtures.server import NatsServer
 from tests.support.pythons import ROOT, classified_versions, find_python
 
-# the first test builds the wheel (a minute or two on a loaded machine)
-# In the Spark-jobs lane (tests/fixtures/workers.py): never beside the standalone cluster's
-# packed environment build, whose executors once missed jetstream_sync when the two ran at once.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.xdist_group("spark-jobs")]
+# The first test builds the wheel (a minute or two on a loaded machine); the group keeps every
+# test of the module on the worker that built it (tests/fixtures/workers.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.xdist_group("packaging")]
 
 THIS_VERSION = "{}.{}".format(*sys.version_info[:2])
 QUICKSTART = find_python_blocks(ROOT / "docs" / "quickstart.md")
