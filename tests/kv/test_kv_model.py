@@ -120,7 +120,6 @@ class BucketMachine(RuleBasedStateMachine):
         self.ignore_deletes = False
         self.expected: list[Revision] = []  # what the watcher still owes, in order
         self.given_up: set[int] = set()  # dropped revisions it did not deliver
-        self.cut_off: set[int] = set()  # revisions written while the watcher had no link
         self.checking = False  # a watcher check is under way (or failed)
 
     # ----------------------------------------------------------- writes
@@ -244,12 +243,14 @@ class BucketMachine(RuleBasedStateMachine):
         while (entry := self.watcher.next(timeout=WATCH_WAIT)) is not None:
             got.append(entry)
         assert [_seen(e) for e in got] == [_want(e) for e in initial]
-        self.expected, self.given_up, self.cut_off = [], set(), set()
+        self.expected, self.given_up = [], set()
 
     def _dropped(self, entry: Revision) -> bool:
-        """Whether ``entry`` may be missing: written while the watcher had no link, and
-        no longer held by the bucket (pushed out by history, or purged)."""
-        return entry.revision in self.cut_off and self.model.at(entry.revision) is None
+        """Whether ``entry`` may be missing: the bucket no longer holds it (pushed out by
+        history, or purged). The server's consumer skips a message removed before it was
+        delivered, whether the watcher's link was cut off then (a new link starts past it)
+        or only behind (a loaded server stores the next write before it delivers this one)."""
+        return self.model.at(entry.revision) is None
 
     def _next(self, timeout: float) -> KeyValueEntry | None:
         """The watcher's next entry, past late ones the model already gave up on."""
@@ -264,10 +265,9 @@ class BucketMachine(RuleBasedStateMachine):
     def catch_up(self) -> None:
         """Every update since the watch started arrives, once and in order.
 
-        An update written while the watcher was cut off, and dropped by the
-        bucket before the watcher's new link, may be missing, as
-        docs/key-value.md says: a watcher cannot deliver what the bucket no
-        longer holds.
+        An update the bucket dropped before the server delivered it may be
+        missing, as docs/key-value.md says: a watcher cannot deliver what the
+        bucket no longer holds.
         """
         self.checking = True  # stays set if a check fails: teardown then leaves it be
         while self.expected:
@@ -309,13 +309,11 @@ class BucketMachine(RuleBasedStateMachine):
 
     # ----------------------------------------------------------- faults
 
-    def _burst(self, writes: list[tuple[str, bytes]], cut_off: bool) -> None:
-        """Writes; ``cut_off``: they land while the watcher may have no link."""
+    def _burst(self, writes: list[tuple[str, bytes]]) -> None:
+        """Puts, one after the other."""
         for key, value in writes:
             revision = self.kv.put(key, value)
             self._wrote(key, Op.PUT, value, revision)
-            if cut_off:
-                self.cut_off.add(revision)
 
     def _links(self) -> set[str]:
         return set(self.js.consumer_names(self.kv.stream_name))
@@ -350,14 +348,14 @@ class BucketMachine(RuleBasedStateMachine):
                 self.js.delete_consumer(self.kv.stream_name, name)
         if wait:
             self._wait_for_link(old)
-        self._burst(writes, cut_off=not wait)
+        self._burst(writes)
         self._wait_for_link(old)
 
     @precondition(lambda self: self.watcher is not None)
     @rule(writes=batches)
     def write_before_next_read(self, writes: list[tuple[str, bytes]]) -> None:
-        """Several updates, nothing read meanwhile: all arrive, even those history drops."""
-        self._burst(writes, cut_off=False)
+        """Several updates, nothing read meanwhile: every one the bucket holds arrives."""
+        self._burst(writes)
 
     @precondition(lambda self: self.restarts_left > 0)
     @rule(writes=bursts)
@@ -367,7 +365,7 @@ class BucketMachine(RuleBasedStateMachine):
         self.restarts_left -= 1
         self.server.restart()
         wait_for(lambda: self.nc.is_connected, timeout=20, message="no reconnect")
-        self._burst(writes, cut_off=True)
+        self._burst(writes)
         if self.watcher is not None:
             self._wait_for_link(set())
 
