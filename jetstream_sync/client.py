@@ -80,7 +80,7 @@ class ClientStats:
 
     Attributes:
         in_msgs: messages received.
-        in_bytes: protocol bytes received.
+        in_bytes: header and payload bytes of the messages received (not the protocol lines).
         out_msgs: messages published.
         out_bytes: protocol bytes written.
         reconnects: successful reconnections.
