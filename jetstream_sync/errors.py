@@ -844,7 +844,7 @@ class DataLossError(NatsError, RuntimeError):
     """Messages a Spark read planned to read are gone, or the stream was recreated.
 
     Raised by a read task unless the ``failOnDataLoss`` option is ``false``
-    (``docs/spark.md`` defines gaps and data loss).
+    (``docs/spark/reading.md``, "Gaps and data loss", defines both).
     """
 
 

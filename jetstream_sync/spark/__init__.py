@@ -107,8 +107,9 @@ def register(spark: Any, pushdown: bool | None = None) -> None:
             on where Spark keeps each pushed-down plan to its own query; on
             Spark 4.3 it stays off, because there a DataFrame reused after a
             filtered query silently reads with that query's filters (see
-            ``docs/spark.md``). The ``subject``, ``startSeq``, ``endSeq`` and
-            ``startTime`` options narrow a read either way.
+            ``docs/spark/reading.md``, "``where`` clauses"). The ``subject``,
+            ``startSeq``, ``endSeq`` and ``startTime`` options narrow a read
+            either way.
 
     Raises:
         ImportError: pyspark or pyarrow is missing (the message names it).

@@ -304,7 +304,7 @@ class CounterStreamWriter(_CounterWriter, DataSourceStreamArrowWriter):
 class JetStreamCounterDataSource(DataSource):
     """``format("jetstream-counter")``: rows added to the counters of a stream (a sink only).
 
-    See ``docs/spark.md`` ("Counters sink") for the options.
+    See ``docs/spark/writing.md`` ("Counters sink") for the options.
     """
 
     #: unused by this sink (set by ``register`` like the stream source's).

@@ -5,8 +5,8 @@ message alone was deleted or expired: it is not there, never an error.
 **Loss** is a sequence of the planned range that the stream no longer holds
 because its first sequence moved past it before the task read it (a purge,
 or limits removing the oldest messages), or a stream deleted, or deleted and
-created again, since the read was planned. ``docs/spark.md`` says the same
-for users.
+created again, since the read was planned. ``docs/spark/reading.md`` ("Gaps
+and data loss") says the same for users.
 
 A task reads its range in sequence order and watches the ``seq`` column:
 where sequences are missing (before its first row, between two rows, after

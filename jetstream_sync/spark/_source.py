@@ -21,7 +21,7 @@ from ._write import JetStreamStreamWriter, JetStreamWriter
 class JetStreamDataSource(DataSource):
     """``spark.read.format("jetstream")``: a JetStream stream as a table and as a sink.
 
-    See ``docs/spark.md`` for the options.
+    See ``docs/spark.md`` ("Options") for the options.
     """
 
     #: partitions of a read without ``numPartitions`` (set by ``register``).
@@ -52,7 +52,7 @@ class JetStreamDataSource(DataSource):
         return JetStreamStreamReader(opts, schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamWriter:
-        """A batch writer: publishes every row with an ack (see ``docs/spark.md``)."""
+        """A batch writer: publishes every row with an ack (see ``docs/spark/writing.md``)."""
         return JetStreamWriter(Options(self.options, BATCH_WRITE), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> JetStreamStreamWriter:
