@@ -7,7 +7,8 @@ classifiers. For each, the interpreter is found (``tests.support.pythons``), a v
 ``.venv-X.Y`` is created at the repository root and the package installed in
 it with the ``test`` extra, exactly as the Makefile installs ``.venv`` (kept
 while setup.cfg, setup.py, pyproject.toml and the C sources are unchanged),
-then pytest runs there. Without ``--full`` it runs the suite minus
+then pytest runs there, on ``TEST_WORKERS`` (3) pytest-xdist workers as ``make
+suite`` does (the fuzz tests included). Without ``--full`` it runs the suite minus
 ``QUICK_SKIPS`` (see there why); ``--full`` runs all of it. A version with no
 interpreter is reported as skipped, by name; the exit status is 1 if any
 found version failed to install or to pass. ``--not-default`` leaves out the
@@ -114,7 +115,9 @@ def run_suite(venv: Path, full: bool) -> int:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONHOME", "PYTHONPATH"}}
     env["VIRTUAL_ENV"] = str(venv)
     env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
-    argv = [str(venv / "bin" / "python"), "-m", "pytest", *([] if full else QUICK_SKIPS)]
+    workers = os.environ.get("TEST_WORKERS", "3")
+    xdist = ["-n", workers, "--dist", "loadgroup"]  # as make suite (tests/fixtures/workers.py)
+    argv = [str(venv / "bin" / "python"), "-m", "pytest", *xdist, *([] if full else QUICK_SKIPS)]
     print("+", " ".join(argv), flush=True)
     status = subprocess.run(argv, cwd=ROOT, env=env, check=False).returncode
     return 1 if status == 5 else status
