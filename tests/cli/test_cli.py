@@ -21,6 +21,7 @@ import jetstream_sync
 from jetstream_sync._nkeys import KeyPair
 from jetstream_sync.cli import main
 from tests.fixtures.cli import REPO_ROOT, Cli, cli_env
+from tests.fixtures.ctrl_c import ctrl_c_reaches_children
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.server import NatsServer
 
@@ -246,16 +247,8 @@ def test_a_reader_that_goes_away_ends_sub_quietly(cli):
 
 def test_ctrl_c_exits_130(cli):
     """SIGINT (Ctrl-C) stops a waiting sub cleanly: exit 130, no traceback."""
-    # A suite started in the background (``nohup ... &``) ignores SIGINT and a child
-    # inherits that; a terminal's Ctrl-C reaches a command that does not ignore it.
-    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    if ignored:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-    try:
+    with ctrl_c_reaches_children():
         sub = cli.start("sub", subject())
-    finally:
-        if ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
     sub.stderr.readline(LISTEN_TIMEOUT)
     sub.signal(signal.SIGINT)
     done = sub.wait()

@@ -18,6 +18,7 @@ import django
 import pytest
 
 import jetstream_sync
+from tests.fixtures.ctrl_c import ctrl_c_reaches_children
 from tests.fixtures.examples import EXAMPLES, run_example
 from tests.fixtures.polling import wait_for
 from tests.fixtures.sockets import free_port
@@ -200,7 +201,7 @@ def test_runserver_serves_concurrent_requests(nats_server, tmp_path: Path):
     env = {**os.environ, "NATS_URL": nats_server.url, "PYTHONPATH": str(EXAMPLES.parent),
            "NATS_TIMEOUT": "30", "PYTHONFAULTHANDLER": "1"}  # fmt: skip
     log = tmp_path / "runserver.log"
-    with open(log, "wb") as out:
+    with open(log, "wb") as out, ctrl_c_reaches_children():
         server = subprocess.Popen(
             [sys.executable, str(PROJECT / "manage.py"), "runserver", "--noreload",
              f"127.0.0.1:{port}"],
