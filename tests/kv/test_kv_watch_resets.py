@@ -27,14 +27,15 @@ _WRITES = 5
 
 @pytest.fixture
 def kv1(js: nats_sync.JetStreamContext) -> Iterator[nats_sync.KeyValue]:
-    """A fresh bucket keeping two revisions per key, deleted afterwards.
+    """A fresh bucket keeping 64 revisions per key (every one a test writes), deleted afterwards.
 
-    Fewer than the five updates a test writes, so that updates a watcher does
-    not follow at once are gone; not one, because with one the server may
-    replace a revision before even a waiting pull delivers it.
+    A watch may rightly miss a revision the bucket has dropped: a busy server can
+    store the next writes before it delivers one (on a loaded machine, with two
+    revisions kept, even a waiting pull missed some). Keeping them all, the tests
+    require every one.
     """
     name = unique_stream_name("WRESET")
-    yield js.create_key_value(bucket=name, history=2)
+    yield js.create_key_value(bucket=name, history=64)
     with contextlib.suppress(nats_sync.BucketNotFoundError):
         js.delete_key_value(name)
 
