@@ -3,14 +3,16 @@ a real server.
 
 One test per block, id ``file.md:LINE`` (``spark/file.md:LINE`` for a page of a folder; the
 line of the opening fence). The recipes' blocks are excerpts of tested examples, checked by
-test_recipe_pages.py instead. Each
-block runs in a fresh interpreter (``sys.executable``) in a temp directory with
-``NATS_URL`` set to a fresh JetStream server, the repo root on ``PYTHONPATH``,
-and a 60 s limit. A block opened with ```python no-run is not collected. A block
-opened with ```python spark needs PySpark: it gets the ``spark`` marker, a 420 s
-limit and the Spark environment (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``), and is
-skipped where pyspark, pyarrow or Java is missing. With no blocks, this module
-collects no tests.
+test_recipe_pages.py instead. Each block runs from a script file in a temp directory of its
+own with ``NATS_URL`` set to a fresh JetStream server, the repo root on ``PYTHONPATH``, and
+a 60 s limit. A block opened with ```python no-run is not collected.
+
+A block runs in a fresh interpreter (``sys.executable``), but for one opened with ```python
+spark, which needs PySpark: it gets the ``spark`` marker, a 420 s limit and the Spark
+environment (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``), and runs in a driver process that the
+module's Spark blocks share (tests/fixtures/spark_block_driver.py): one JVM, warmed once, a
+fresh namespace and a new Spark session for each block. They are skipped where pyspark,
+pyarrow or Java is missing. With no blocks, this module collects no tests.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.doc_blocks import PAGE_FOLDERS, DocBlock, find_python_blocks
 from tests.fixtures.server import NatsServer
+from tests.fixtures.spark_block_driver import SparkBlockDriver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS_DIR = REPO_ROOT / "docs"
@@ -44,18 +48,31 @@ def collect_doc_blocks(docs_dir: Path = DOCS_DIR) -> list[DocBlock]:
     return [block for md in pages for block in find_python_blocks(md)]
 
 
-def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.CompletedProcess[str]:
-    """Run one block as a script in ``workdir``; on timeout, dump its threads and fail."""
-    script = workdir / f"doc_{block.path.stem}_L{block.line}.py"
-    script.write_text(block.code, encoding="utf-8")
+def _block_environment(spark: bool) -> dict[str, str]:
+    """The environment a block (or the Spark blocks' driver) runs in, but for ``NATS_URL``."""
     env = dict(os.environ)
-    env["NATS_URL"] = nats_url
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
-    if block.spark:
+    if spark:
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def _script(block: DocBlock, workdir: Path) -> Path:
+    """The block written to a script file in ``workdir``."""
+    script = workdir / f"doc_{block.path.stem}_L{block.line}.py"
+    script.write_text(block.code, encoding="utf-8")
+    return script
+
+
+def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """Run one block as a script in ``workdir`` in a fresh interpreter; on timeout, dump its
+    threads and fail."""
+    script = _script(block, workdir)
+    env = _block_environment(block.spark)
+    env["NATS_URL"] = nats_url
     limit = SPARK_BLOCK_TIMEOUT if block.spark else BLOCK_TIMEOUT
     proc = subprocess.Popen(
         [sys.executable, str(script)],
@@ -83,6 +100,39 @@ def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.Compl
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+@pytest.fixture(scope="module")
+def spark_block_driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkBlockDriver]:
+    """The driver process the module's Spark blocks share (taken by those blocks only, so
+    that the other blocks stay spread over the workers)."""
+    log = tmp_path_factory.mktemp("spark-block-driver") / "driver.log"
+    driver = SparkBlockDriver(log, _block_environment(spark=True))
+    yield driver
+    driver.close()
+
+
+def run_spark_block(
+    block: DocBlock, nats_url: str, workdir: Path, driver: SparkBlockDriver
+) -> None:
+    """Run one Spark block in the shared driver; fail with its output and the driver's log."""
+    if not driver.alive():
+        pytest.fail(f"the Spark blocks' driver has stopped; its log:\n{_tail(driver.log)}")
+    try:
+        result = driver.run(_script(block, workdir), {"NATS_URL": nats_url}, SPARK_BLOCK_TIMEOUT)
+    except (TimeoutError, RuntimeError) as exc:
+        pytest.fail(f"{block.id}: {exc}\n--- driver log ---\n{_tail(driver.log)}", pytrace=False)
+    if result["status"] != 0:
+        pytest.fail(
+            f"{block.id} exited with status {result['status']}\n--- output ---\n"
+            f"{result['output']}\n--- driver log ---\n{_tail(driver.log)}",
+            pytrace=False,
+        )
+
+
+def _tail(log: Path, chars: int = 6000) -> str:
+    """The end of a log file."""
+    return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
+
+
 DOC_BLOCKS = collect_doc_blocks()
 
 
@@ -105,12 +155,17 @@ def _require_spark() -> None:
 if DOC_BLOCKS:
 
     @pytest.mark.parametrize("block", [_param(b) for b in DOC_BLOCKS])
-    def test_doc_block_runs(block: DocBlock, nats_server: NatsServer, tmp_path: Path) -> None:
+    def test_doc_block_runs(
+        block: DocBlock, nats_server: NatsServer, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
         """The docs code block runs to a zero exit status against a fresh server."""
-        if block.spark:
-            _require_spark()
         workdir = tmp_path / "run"
         workdir.mkdir()
+        if block.spark:
+            _require_spark()
+            driver = request.getfixturevalue("spark_block_driver")
+            run_spark_block(block, nats_server.url, workdir, driver)
+            return
         result = run_block(block, nats_server.url, workdir)
         if result.returncode != 0:
             pytest.fail(
