@@ -23,6 +23,7 @@ from ..jetstream.context import JetStreamContext
 from ..jetstream.fast_batch import FastBatch
 from ..jetstream.ordered import OrderedConsumer, OrderedMessageIterator
 from ..jetstream.push import JetStreamSubscription, OrderedPushSubscription
+from ..msg import Msg
 from ..subscription import Subscription
 from . import _wrappers as w
 from ._stats import ClientStatsObserver, tracking_init
@@ -40,6 +41,7 @@ def _patches() -> list[Patch]:
         (Client, "publish", lambda t, f: w.publish(t, f, "publish", 3)),
         (Client, "request", w.request),
         (Client, "subscribe", lambda t, f: w.with_callback(t, f, 2, "cb")),
+        (Msg, "respond", w.respond),
         (Subscription, "next_msg", lambda t, f: w.receive_one(t, f, "receive")),
         (Subscription, "__iter__", lambda t, f: w.receive_iterator(t, f, "receive")),
         (JetStreamContext, "publish", lambda t, f: w.publish(t, f, "publish", -1)),

@@ -30,6 +30,7 @@ MSG_ID = "Nats-Msg-Id"
 # Attribute names (messaging semantic conventions, and NATS's own under messaging.nats).
 A_SYSTEM = "messaging.system"
 A_DESTINATION = "messaging.destination.name"
+A_TEMPORARY = "messaging.destination.temporary"
 A_OP_TYPE = "messaging.operation.type"
 A_OP_NAME = "messaging.operation.name"
 A_MSG_ID = "messaging.message.id"
@@ -60,6 +61,14 @@ def leave(token: contextvars.Token[bool]) -> None:
     _busy.reset(token)
 
 
+def trace_headers(context: Context | None = None) -> dict[str, str]:
+    """The trace context of ``context`` (default: the current one) as headers, by the
+    propagators configured globally (W3C ``traceparent`` and ``tracestate`` by default)."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=context)
+    return carrier
+
+
 def inject(headers: HeadersIn | None, context: Context | None = None) -> HeadersIn | None:
     """``headers`` with the trace context of ``context`` (default: the current one) added.
 
@@ -67,8 +76,7 @@ def inject(headers: HeadersIn | None, context: Context | None = None) -> Headers
     and ``tracestate`` by default); they replace keys of the same name.
     The caller's mapping is never changed: a new one is returned.
     """
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=context)
+    carrier = trace_headers(context)
     if not carrier:
         return headers
     if headers is None:
@@ -153,9 +161,13 @@ class Telemetry:
         )
 
     def metric_attributes(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
-        """The low-cardinality part of span attributes, for the instruments."""
+        """The low-cardinality part of span attributes, for the instruments (a temporary
+        destination, a reply subject, is left out)."""
         keys = (A_SYSTEM, A_DESTINATION, A_OP_TYPE, A_OP_NAME, A_ERROR)
-        return {key: attributes[key] for key in keys if key in attributes}
+        found = {key: attributes[key] for key in keys if key in attributes}
+        if attributes.get(A_TEMPORARY):
+            found.pop(A_DESTINATION, None)
+        return found
 
     def finish(
         self,

@@ -30,6 +30,7 @@ from ._telemetry import (
     A_SEQUENCE,
     A_STREAM,
     A_SYSTEM,
+    A_TEMPORARY,
     MSG_ID,
     SYSTEM,
     Operation,
@@ -41,6 +42,7 @@ from ._telemetry import (
     message_attributes,
     producer_context,
     span_context_of,
+    trace_headers,
 )
 
 Fn = Callable[..., Any]
@@ -144,6 +146,30 @@ def publish(tel: Telemetry, original: Fn, operation: str, headers_at: int) -> Fn
         with op:
             result = original(self, *args, **kwargs)
             _describe_ack(op, result)
+        tel.sent.add(1, tel.metric_attributes(attributes))
+        return result
+
+    return wrapper
+
+
+def respond(tel: Telemetry, original: Fn) -> Fn:
+    """``Msg.respond``: a PRODUCER span to the message's reply subject (a temporary
+    destination, so the span is named ``publish (temporary)``), its trace context in the
+    response's headers: the requester's trace continues through the reply."""
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        subject = getattr(self, "reply", "")
+        if busy() or not subject:
+            return original(self, *args, **kwargs)
+        data = _value(_arg(args, kwargs, 0, "data"))
+        headers = _value(_arg(args, kwargs, 1, "headers"))
+        attributes = _send_attributes("publish", subject, data)
+        attributes[A_TEMPORARY] = True
+        op = Operation(tel, "publish (temporary)", SpanKind.PRODUCER, attributes)
+        args, kwargs = _with(args, kwargs, 1, "headers", inject(headers, op.context()))
+        with op:
+            result = original(self, *args, **kwargs)
         tel.sent.add(1, tel.metric_attributes(attributes))
         return result
 
@@ -486,7 +512,12 @@ def spark_write(tel: Telemetry, original: Fn) -> Fn:
         }  # fmt: skip
         name = f"spark.write {destination}"
         with Operation(tel, name, SpanKind.PRODUCER, attributes, quiet=False) as op:
-            commit = original(self, *args, **kwargs)
+            # every message the task sends carries this span's trace context
+            self.added_headers = trace_headers(op.context())
+            try:
+                commit = original(self, *args, **kwargs)
+            finally:
+                del self.added_headers
             found = {A_BATCH: commit.rows, "messaging.nats.duplicates": commit.duplicates}
             op.span.set_attributes(found)
         tel.sent.add(commit.rows, tel.metric_attributes(attributes))

@@ -29,7 +29,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -115,8 +115,14 @@ def _column(array: pa.Array) -> _protocol.BatchColumn:
     return _protocol.BatchColumn(data, offsets, valid if array.null_count else None, array.offset)
 
 
-def _header_column(array: pa.Array) -> tuple[_protocol.BatchColumn, int, str]:
+def _header_column(
+    array: pa.Array, added: Mapping[str, str]
+) -> tuple[_protocol.BatchColumn, int, str]:
     """The ``headers`` map column as ``key NUL value NUL ...`` rows, or a bad row and why.
+
+    Args:
+        array: the column.
+        added: headers every row gets too, unless the row has one of the same name.
 
     Returns:
         ``(column, -1, "")``, or ``(column, row, reason)`` for the first row
@@ -124,9 +130,12 @@ def _header_column(array: pa.Array) -> tuple[_protocol.BatchColumn, int, str]:
     """
     rows: list[bytes | None] = []
     for index, pairs in enumerate(array.to_pylist()):
-        if pairs is None:
+        if pairs is None and not added:
             rows.append(None)
             continue
+        pairs = list(pairs or ())
+        named = {key for key, _ in pairs}
+        pairs += [(key, value) for key, value in added.items() if key not in named]
         flat: list[str] = []
         for key, value in pairs:
             values = [value] if isinstance(value, str) else value
@@ -162,6 +171,9 @@ class BatchPublisher:
         id_prefix: what derived message ids start with (``<write>:<partition>:``).
         default_subject: the subject of rows without one, or None.
         max_rows: publish at most this many rows, then fail the task (tests of retries).
+        added_headers: headers every message gets (the trace context of the task's
+            span, when OpenTelemetry instruments the writer), unless its row has one of
+            the same name.
     """
 
     def __init__(
@@ -171,8 +183,10 @@ class BatchPublisher:
         id_prefix: str,
         default_subject: str | None,
         max_rows: int | None = None,
+        added_headers: Mapping[str, str] | None = None,
     ) -> None:
         self._client = client
+        self._added_headers = dict(added_headers or {})
         self._partition = partition
         self._id_prefix = id_prefix.encode()
         self._default = default_subject
@@ -205,7 +219,11 @@ class BatchPublisher:
         headers = None
         bad_header, why = -1, ""
         if "headers" in names:
-            headers, bad_header, why = _header_column(batch.column(names.index("headers")))
+            column = batch.column(names.index("headers"))
+            headers, bad_header, why = _header_column(column, self._added_headers)
+        elif self._added_headers:
+            block = "".join(f"{k}\0{v}\0" for k, v in self._added_headers.items()).encode()
+            headers = _column(pa.array([block] * batch.num_rows, pa.large_binary()))
         n = batch.num_rows
         pos = 0
         while pos < n:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -177,6 +177,10 @@ class _Writer:
     #: Fault tests only, never an option: the first attempt of every task fails after
     #: storing this many rows (set by a subclass in ``tests/fixtures/spark_faults.py``).
     fail_after: int | None = None
+    #: Headers every message of the acknowledged mode gets, unless its row has one of the
+    #: same name: the OpenTelemetry instrumentation puts its span's trace context here
+    #: for the duration of a task's write (``mode=fast`` carries it through FastBatch).
+    added_headers: Mapping[str, str] | None = None
 
     def __init__(self, opts: Options, schema: StructType) -> None:
         self.conn = connection(opts)
@@ -219,7 +223,9 @@ class _Writer:
                 ctx, partition, prefix, self.subject, self.fast_batch_rows, fail_at
             )
         else:
-            publisher = BatchPublisher(ctx.client, partition, prefix, self.subject, fail_at)
+            publisher = BatchPublisher(
+                ctx.client, partition, prefix, self.subject, fail_at, self.added_headers
+            )
         publisher.publish_all(batches)
         if publisher.stream is not None:
             check_duplicate_window(ctx, publisher.stream)

@@ -74,6 +74,27 @@ def test_request_is_a_client_span_and_the_responder_continues_its_trace(otel, nc
     assert _same_trace(otel.span("process otel.svc"), request)
 
 
+def test_a_response_is_a_producer_span_in_the_requesters_trace_and_carries_it(otel, nc):
+    """Msg.respond: a PRODUCER span, child of the responder's process span, to a temporary
+    destination; the reply's headers carry its trace context; the reply subject is no
+    metric attribute."""
+    nc.subscribe("otel.resp", cb=lambda msg: msg.respond(b"pong", headers={"k": "v"}))
+    reply = nc.request("otel.resp", b"ping", timeout=5)
+    wait_for(lambda: otel.spans("publish (temporary)"))
+    request = otel.span("request otel.resp", SpanKind.CLIENT)
+    process = otel.span("process otel.resp")
+    response = otel.span("publish (temporary)", SpanKind.PRODUCER)
+    assert response.parent.span_id == process.context.span_id and _same_trace(response, request)
+    assert response.attributes["messaging.destination.temporary"] is True
+    assert response.attributes["messaging.destination.name"].startswith("_INBOX.")
+    assert reply.headers["k"] == "v"
+    assert reply.headers["traceparent"].split("-")[1] == f"{request.context.trace_id:032x}"
+    points = otel.points("messaging.client.sent.messages")
+    points += otel.points("messaging.client.operation.duration")
+    responses = [p for p in points if p.attributes["messaging.operation.name"] == "publish"]
+    assert responses and all("_INBOX" not in str(p.attributes) for p in points)
+
+
 def test_an_error_sets_the_span_status(otel, nc, js):
     """A JetStream publish nobody stores, and a callback that raises: spans with ERROR status."""
     with pytest.raises(jetstream_sync.NoRespondersError):

@@ -52,6 +52,25 @@ def test_rows_land_with_the_message_ids_of_the_row_scheme(nc, stream):
         assert msg.subject == subject
 
 
+def test_added_headers_reach_every_row_unless_the_row_has_one_of_the_name(nc, stream):
+    """``added_headers`` (the instrumentation's trace context) go on every message, with a
+    headers column or without one; a row's own header of the same name wins."""
+    subject = f"{stream.name}.t"
+    added = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    plain = _batch_of([b"a", b"b"], [subject] * 2)
+    own = [[("traceparent", ["mine"]), ("k", ["v"])], None, [("k", ["w"])]]
+    with_column = _batch_of([b"c", b"d", b"e"], [subject] * 3, own)
+    publisher = BatchPublisher(nc, 0, "t:0:", None, added_headers=added)
+    publisher.publish_all([plain, with_column])
+    stored = _all(stream)
+    assert [m.headers.get_all("traceparent") for m in stored] == [
+        [added["traceparent"]], [added["traceparent"]], ["mine"],
+        [added["traceparent"]], [added["traceparent"]],
+    ]  # fmt: skip
+    assert [m.headers.get("k") for m in stored] == [None, None, "v", None, "w"]
+    assert all(m.headers["Nats-Msg-Id"].startswith("t:0:") for m in stored)
+
+
 def test_a_rewrite_is_deduplicated_and_counted(nc, stream):
     """Publishing the same rows under the same prefix again stores nothing new."""
     batch = _batch_of([b"x%d" % i for i in range(5000)])

@@ -36,7 +36,8 @@ JetStreamSyncInstrumentor().instrument(tracer_provider=_provider)
 def test_a_spark_write_makes_a_producer_span_per_task_in_the_workers(
     spark, shared_server, stream, tmp_path: Path
 ):
-    """Each task's write is a PRODUCER span made in its Python worker, with the rows it stored."""
+    """Each task's write is a PRODUCER span made in its Python worker, with the rows it
+    stored; every message it sent carries that span's trace context."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(textwrap.dedent(SITECUSTOMIZE))
@@ -69,3 +70,7 @@ def test_a_spark_write_makes_a_producer_span_per_task_in_the_workers(
     assert {span["kind"] for span in written} == {"SpanKind.PRODUCER"}
     assert sum(span["attributes"]["messaging.batch.message_count"] for span in written) == 20
     assert written[0]["attributes"]["messaging.system"] == "nats"
+    # each message carries the trace context of the span of the task that sent it
+    traces = {span["context"]["trace_id"][2:] for span in written}
+    carried = {stream.get_msg(seq).headers["traceparent"].split("-")[1] for seq in range(1, 21)}
+    assert carried == traces
