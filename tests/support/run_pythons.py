@@ -97,7 +97,7 @@ def ensure_venv(python: Path, venv: Path) -> None:
     if not vpy.exists():
         _run([str(python), "-m", "venv", str(venv)])
     _run([str(vpy), *_PIP, "-U", "pip", "setuptools", "wheel", "cffi"])
-    _run([str(vpy), *_PIP, "--no-build-isolation", "--no-compile", "-e", ".[test]"])
+    _run([str(vpy), *_PIP, "--no-build-isolation", "-e", ".[test]"])
     _run([str(vpy), "-c", "import jetstream_sync as j; assert j.__impl__ == 'c', j.__impl__"])
     stamp.write_text(digest)
 
