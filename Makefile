@@ -1,7 +1,4 @@
 # Every target creates ./.venv and installs the package (building the C core) when needed.
-# The test venv is installed with --no-compile: pip would compile every module of pyspark,
-# pandas and the rest (33 of the 88 s it took on two cores), where the suite imports a
-# small share of them and caches the bytecode of those as it goes.
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -13,7 +10,7 @@ PIPELINE_STAMP := $(VENV)/.installed-pipeline
 $(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildcard csrc/*.c csrc/*.h)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel cffi
-	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-compile -e '.[test]'
+	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation -e '.[test]'
 	$(VPY) -c "import jetstream_sync as j; assert j.__impl__ == 'c', j.__impl__"
 	touch $(STAMP)
 
