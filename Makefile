@@ -1,4 +1,7 @@
 # Every target creates ./.venv and installs the package (building the C core) when needed.
+# The test venv skips pip's compile step (every module of pyspark, pandas and the rest):
+# two fresh-clone runs of make test, one with it (22 min 44 s) and one without (22 min
+# 10 s), had their stages end within 20 s of each other; the venv took 88 s against 55.
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -10,7 +13,7 @@ PIPELINE_STAMP := $(VENV)/.installed-pipeline
 $(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildcard csrc/*.c csrc/*.h)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel cffi
-	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation -e '.[test]'
+	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-compile -e '.[test]'
 	$(VPY) -c "import jetstream_sync as j; assert j.__impl__ == 'c', j.__impl__"
 	touch $(STAMP)
 
