@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ._deadline import Deadline
+from ._signals import wait
 from .errors import ConnectionClosedError, TimeoutError
 from .msg import Msg
 
@@ -23,7 +24,10 @@ class MsgQueue:
     def __init__(self, msgs_limit: int, bytes_limit: int) -> None:
         self._msgs_limit = msgs_limit
         self._bytes_limit = bytes_limit
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = (
+            threading.RLock()
+        )  # see jetstream_sync._signals: entered itself, waited on by wait()
+        self._cond = threading.Condition(self._lock)
         self._items: deque[Msg] = deque()
         self.pending_bytes = 0
         self._closed = False
@@ -48,7 +52,7 @@ class MsgQueue:
     def put_batch(self, msgs: list[Msg]) -> int:
         """Queue ``msgs`` in order; return the number refused for lack of room."""
         refused = 0
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return 0
             items = self._items
@@ -90,11 +94,11 @@ class MsgQueue:
                     raise self._close_reason
                 return False
             if deadline is None:
-                self._cond.wait(0.5)
+                wait(self._cond, self._lock, 0.5)
                 continue
             if deadline.expired():
                 raise TimeoutError("timed out waiting for a message")
-            self._cond.wait(deadline.slice())
+            wait(self._cond, self._lock, deadline.slice())
         return True
 
     def get(self, deadline: Deadline | None) -> Msg | None:
@@ -106,7 +110,7 @@ class MsgQueue:
             TimeoutError: nothing arrived before the deadline.
             ConnectionClosedError: the queue was closed because the client closed.
         """
-        with self._cond:
+        with self._lock:
             if not self._wait_for_items(deadline):
                 return None
             msg = self._items.popleft()
@@ -123,7 +127,7 @@ class MsgQueue:
             TimeoutError: nothing arrived before the deadline.
             ConnectionClosedError: the queue was closed because the client closed.
         """
-        with self._cond:
+        with self._lock:
             if not self._wait_for_items(deadline, interruptible=True):
                 return []
             self._interrupted = False
@@ -140,7 +144,7 @@ class MsgQueue:
 
     def interrupt(self) -> None:
         """Make the current (or else the next) :meth:`get_batch` return at once."""
-        with self._cond:
+        with self._lock:
             self._interrupted = True
             self._cond.notify_all()
 
@@ -151,7 +155,7 @@ class MsgQueue:
             received: how many messages were ever queued here.
             limit: how many may be taken in total.
         """
-        with self._cond:
+        with self._lock:
             items = self._items
             keep = max(limit - (received - len(items)), 0)
             while len(items) > keep:
@@ -167,7 +171,7 @@ class MsgQueue:
             reason: raised by :meth:`get` once the queue is empty, instead of
                 returning ``None`` (e.g. the client closed).
         """
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._close_reason = reason
             if discard:

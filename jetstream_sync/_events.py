@@ -15,7 +15,8 @@ class EventRunner:
     """Runs queued callbacks one at a time, in order, on its own thread."""
 
     def __init__(self, name: str) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # entered itself, not as _cond: see jetstream_sync._signals
+        self._cond = threading.Condition(self._lock)
         self._queue: deque[tuple[Callable[..., object], tuple[object, ...]]] = deque()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -25,7 +26,7 @@ class EventRunner:
         """Queue ``fn(*args)``; ignored when ``fn`` is None or the runner stopped."""
         if fn is None:
             return
-        with self._cond:
+        with self._lock:
             if self._stopping:
                 return
             self._queue.append((fn, args))
@@ -33,7 +34,7 @@ class EventRunner:
 
     def _run(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 while not self._queue and not self._stopping:
                     self._cond.wait()
                 if not self._queue:
@@ -46,7 +47,7 @@ class EventRunner:
 
     def stop(self) -> None:
         """Run what is queued, then end the thread and join it."""
-        with self._cond:
+        with self._lock:
             self._stopping = True
             self._cond.notify()
         if self._thread is not threading.current_thread():

@@ -12,6 +12,18 @@ that an exception would leave half done and that no later call could finish
 must be whole, it is written as plain stores with no call in between, with
 what a call did reported in memory the caller owns (see ``jetstream_sync._writer``).
 
+Locks that threads wait on through a ``threading.Condition`` follow two rules:
+
+* the lock is entered itself (``with lock:``), never through the condition:
+  ``Condition.__enter__`` is Python code, so a handler can run after it took the
+  lock and before the block begins, and then nothing ever releases the lock (a
+  queue whose lock a Ctrl-C kept held stops the reader thread for good);
+* the lock is an ``RLock`` and waits go through :func:`wait`: a handler can run
+  inside ``Condition.wait`` after it released the lock and before the code that
+  takes it back is in place. :func:`wait` takes it back then (an ``RLock``
+  knows whether this thread holds it), so the ``with`` block releases a lock it
+  holds, never one another thread took meanwhile.
+
 After ``fork()`` the thread that forked is the child's main thread, so the
 thread recorded here follows it.
 """
@@ -21,6 +33,7 @@ from __future__ import annotations
 import os
 import threading
 from threading import get_ident
+from typing import Any
 
 _main_ident = threading.main_thread().ident
 
@@ -30,6 +43,19 @@ def on_signal_thread() -> bool:
     return get_ident() == _main_ident
 
 
+def wait(cond: threading.Condition, lock: Any, timeout: float | None = None) -> None:
+    """``cond.wait(timeout)`` inside ``with lock:``, ``lock`` being the ``RLock`` of ``cond``.
+
+    Holds ``lock`` again when it returns or raises, whatever a signal handler's
+    exception interrupted (see the module docstring).
+    """
+    try:
+        cond.wait(timeout)
+    finally:
+        if not lock._is_owned():
+            lock.acquire()
+
+
 def _after_fork_in_child() -> None:
     global _main_ident
     _main_ident = get_ident()
@@ -37,4 +63,4 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["on_signal_thread"]
+__all__ = ["on_signal_thread", "wait"]

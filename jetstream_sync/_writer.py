@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING
 
 from . import _protocol
 from ._deadline import WAIT_SLICE, Deadline
+from ._signals import wait
 from ._wait import COOPERATIVE_SLICE, pause
 from .errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
 
@@ -103,7 +104,7 @@ class Writer:
     ) -> None:
         self._on_error = on_error
         self._reconnect_buf_size = reconnect_buf_size
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # waited on through wait(): see jetstream_sync._signals
         # Released (once) to wake the flusher: cheaper than a Condition.notify
         # on the hot path. Only a False -> True change of _kicked releases it,
         # and only the flusher sets _kicked back after acquiring it.
@@ -372,7 +373,7 @@ class Writer:
                 )
             self._idle_waiters += 1
             try:
-                self._idle.wait(WAIT_SLICE if deadline is None else deadline.slice())
+                wait(self._idle, self._lock, WAIT_SLICE if deadline is None else deadline.slice())
             finally:
                 self._idle_waiters -= 1
             if self._closed:
@@ -581,7 +582,7 @@ class Writer:
                     return False
                 self._idle_waiters += 1
                 try:
-                    self._idle.wait(deadline.slice())
+                    wait(self._idle, self._lock, deadline.slice())
                 finally:
                     self._idle_waiters -= 1
             return not self._buf

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._deadline import Deadline, check_timeout, seconds_text
+from .._signals import wait
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
@@ -84,7 +85,7 @@ class AckMux:
 
     def __init__(self, client: Client) -> None:
         self._client = client
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # waited on through wait(): see jetstream_sync._signals
         self._timer_cond = threading.Condition(self._lock)
         self._owners: dict[int, AsyncPublisher] = {}  # token -> the window it counts in
         self._active: dict[AsyncPublisher, None] = {}  # windows the timer must look at
@@ -357,7 +358,7 @@ class AsyncPublisher:
         self._waiting = 0  # threads blocked on this window (room or completion)
         self._cond: threading.Condition | None = None
         # Taken from the mux once it is attached, so a publish looks up less.
-        self._lock = threading.Lock()  # replaced by the mux's
+        self._lock = threading.RLock()  # replaced by the mux's
         self._prefix = ""
         self._send = client.publish_routed
 
@@ -438,7 +439,7 @@ class AsyncPublisher:
                 if deadline.expired():
                     raise TimeoutError("timed out waiting for room in the async publish window")
                 assert self._cond is not None  # made by _attach
-                self._cond.wait(deadline.slice())
+                wait(self._cond, mux._lock, deadline.slice())
         finally:
             self._waiting -= 1
 
@@ -465,6 +466,6 @@ class AsyncPublisher:
                             f"{len(self._pending)} acks still pending after {timeout} s"
                         )
                     assert self._cond is not None  # made by _attach
-                    self._cond.wait(deadline.slice())
+                    wait(self._cond, mux._lock, deadline.slice())
             finally:
                 self._waiting -= 1

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._deadline import Deadline
+from .._signals import wait
 from ..errors import IteratorClosedError, MessageNotFoundError, TimeoutError
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ class WatchFeed(Generic[T]):
         self._messages = messages
         self._convert = convert
         self._items: deque[T | _Marker] = deque()
-        self._ready = threading.Condition(threading.Lock())
+        # Entered itself, waited on through wait(): see jetstream_sync._signals.
+        self._lock = threading.RLock()
+        self._ready = threading.Condition(self._lock)
         self._error: BaseException | None = None
         self._stopped = False
         if end == 0:
@@ -103,15 +106,15 @@ class WatchFeed(Generic[T]):
             while True:
                 self._put(messages.next())
         except BaseException as exc:  # the end of the iteration: kept for the reader
-            with self._ready:
+            with self._lock:
                 self._error = exc
                 self._ready.notify_all()
 
     def _put(self, msg: Msg) -> None:
         item = self._convert(msg)
-        with self._ready:
+        with self._lock:
             while len(self._items) >= BUFFER and not self._stopped:
-                self._ready.wait()
+                wait(self._ready, self._lock)
             if item is not None:
                 self._items.append(item)
             if self._marker_due and msg.metadata.sequence.stream >= self._end:
@@ -127,26 +130,26 @@ class WatchFeed(Generic[T]):
             IteratorClosedError: the feed was stopped.
             NatsError: what ended the iteration (e.g. ``StreamNotFoundError``).
         """
-        with self._ready:
+        with self._lock:
             while not self._items:
                 if self._stopped:
                     raise IteratorClosedError("the watcher was stopped")
                 if self._error is not None:
                     raise self._error
                 if deadline is None:
-                    self._ready.wait()
+                    wait(self._ready, self._lock)
                     continue
                 left = deadline.remaining()
                 if left <= 0:
                     raise TimeoutError("no entry within the timeout")
-                self._ready.wait(left)
+                wait(self._ready, self._lock, left)
             item = self._items.popleft()
             self._ready.notify_all()  # room for the thread
             return None if isinstance(item, _Marker) else item
 
     def stop(self) -> None:
         """Stop the iterator and join the thread; discards what was not taken."""
-        with self._ready:
+        with self._lock:
             self._stopped = True
             self._items.clear()
             self._ready.notify_all()

@@ -11,6 +11,7 @@ import json
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import _protocol
@@ -284,7 +285,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     _ack_parsed: PubAck | None = None
     _ack_expires = 0.0  # when the ack is overdue (monotonic seconds); set by its window
 
-    def __init__(self, subject: str, lock: threading.Lock = _LAZY) -> None:  # noqa: D107
+    def __init__(self, subject: str, lock: AbstractContextManager[Any] = _LAZY) -> None:  # noqa: D107
         # Future.__init__ runs on first need (see above).
         self.subject = subject
         self._ack_lock = lock

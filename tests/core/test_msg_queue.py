@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from jetstream_sync._deadline import Deadline
 from jetstream_sync._dispatch import MsgQueue
 from jetstream_sync.msg import Msg
+from tests.fixtures.signals import interrupted_at, taken_by_another_thread
 
 
 def _msgs(*sizes: int) -> list[Msg]:
@@ -74,3 +76,29 @@ def test_filled_read_without_the_lock_survives_a_queue_emptied_meanwhile():
     queue = MsgQueue(100, 1 << 20)
     queue._items = _EmptiedAfterCounting(_msgs(1))
     assert queue.filled(2) is False
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        lambda q: q.put_batch(_msgs(1, 2)),
+        lambda q: q.get_batch(10, Deadline(1)),
+        lambda q: q.get(Deadline(1)),
+        lambda q: q.interrupt(),
+        lambda q: q.close(),
+    ],
+    ids=["put_batch", "get_batch", "get", "interrupt", "close"],
+)
+def test_a_step_interrupted_at_any_point_leaves_the_queue_unlocked(step):
+    """Ctrl-C on the main thread, at each point of a step in turn (the reader routes on
+    the main thread when a request there reads for itself; users take messages there):
+    the queue's lock is never left held, or the reader thread would block on it for good."""
+    points = 0
+    while True:
+        points += 1
+        queue = MsgQueue(100, 1 << 20)
+        queue.put_batch(_msgs(3))
+        if not interrupted_at(points, functools.partial(step, queue)):
+            break
+        assert taken_by_another_thread(queue._lock), f"left locked at point {points}"
+    assert points > 2

@@ -12,6 +12,8 @@ free, no reconnect, ``close()`` prompt.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +27,7 @@ from jetstream_sync._read_buffer import ReadBuffer
 from jetstream_sync._writer import Writer
 from jetstream_sync.errors import ProtocolError
 from tests.fixtures.polling import wait_for
-from tests.fixtures.signals import Interrupted
+from tests.fixtures.signals import Interrupted, interrupted_at
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -180,3 +182,67 @@ def test_an_exception_while_routing_is_raised_on_the_main_thread_and_returned_el
     reader.join(10)
     (error,) = returned
     assert isinstance(error, ProtocolError) and isinstance(error.__cause__, Interrupted)
+
+
+def _flushes(nc: js.Client) -> bool:
+    """Whether a flush completes (False: the connection it went out on was given up)."""
+    try:
+        nc.flush(timeout=10)
+    except js.ConnectionLostError:
+        return False
+    return True
+
+
+def test_a_request_interrupted_at_every_point_leaves_the_client_working(shared_server, other):
+    """Ctrl-C can land at any of a request's interruption points, while it holds the role
+    and routes what arrives before its reply: messages for a subscription another thread
+    waits on. Raised at each point in turn, the client afterwards still flushes and
+    answers, and that thread still takes messages (no lock left held, no role, no claim).
+    """
+
+    def publish_then_answer(msg: js.Msg) -> None:
+        for i in range(3):
+            other.publish("signals.routed", b"%d" % i)
+        msg.respond(msg.data)
+
+    other.subscribe("signals.route.echo", cb=publish_then_answer)
+    other.flush()
+    with js.connect(shared_server.url, reconnect_time_wait=0.01, max_reconnect_attempts=-1) as nc:
+        routed = nc.subscribe("signals.routed", pending_msgs_limit=100_000)
+        nc.flush()
+        taken = [0]
+        stop = threading.Event()
+
+        def take() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(js.TimeoutError):
+                    routed.next_msgs(100, timeout=0.05)
+                taken[0] += 1
+
+        taker = threading.Thread(target=take, name="taker")
+        taker.start()
+        point = 0
+        try:
+            while True:
+                point += 1
+                try:
+                    fired = interrupted_at(
+                        point, lambda: nc.request("signals.route.echo", b"x", timeout=10)
+                    )
+                except js.ConnectionLostError:
+                    fired = True  # interrupted with bytes not parsed: the connection is given up
+                wait_for(lambda: _flushes(nc), timeout=20, message=f"a flush ({point})")
+                assert not nc._connection.writer.claimed
+                wait_for(
+                    functools.partial(lambda seen: taken[0] > seen + 1, taken[0]),
+                    timeout=10,
+                    message=f"the taker went on ({point})",
+                )
+                if not fired:
+                    break
+        finally:
+            stop.set()
+            taker.join(10)
+        assert not taker.is_alive()
+        assert point > 50  # the request's points were counted, not skipped
+        assert nc.request("signals.route.echo", b"after", timeout=10).data == b"after"

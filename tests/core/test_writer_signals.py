@@ -27,7 +27,7 @@ from jetstream_sync._pings import PingTracker
 from jetstream_sync._request_mux import ReplyWaiter
 from jetstream_sync._writer import Writer
 from tests.fixtures.polling import wait_for
-from tests.fixtures.signals import Interrupted
+from tests.fixtures.signals import Interrupted, interrupted_at, taken_by_another_thread
 from tests.fixtures.socket_transport import SocketTransport
 
 pytestmark = pytest.mark.timeout(120)
@@ -272,3 +272,32 @@ def test_requests_on_the_main_thread_under_random_alarms_leave_the_client_workin
         start = time.monotonic()
         nc.close()
         assert time.monotonic() - start < 10
+
+
+def test_a_write_waiting_for_room_interrupted_at_any_point_leaves_the_writer_usable(
+    wired, monkeypatch
+):
+    """Ctrl-C at each point in turn of a publish waiting for room in a full buffer (a
+    server that reads nothing): the writer's lock is never left held nor released twice,
+    and once the server reads again everything queued goes out."""
+    writer, _, peer = wired
+    monkeypatch.setattr(_writer, "HIGH_WATER", 1 << 20)
+    chunk = b"x" * (1 << 20)
+    queued = 0
+    # until the flusher is stuck in a send and more than HIGH_WATER waits behind it
+    while not (writer._sending and len(writer._buf) > _writer.HIGH_WATER):
+        writer.write(chunk, deadline=5)
+        queued += len(chunk)
+        assert queued < 64 * len(chunk), "the socket pair took everything"
+    point = 0
+    while True:
+        point += 1
+        try:
+            if not interrupted_at(point, lambda: writer.write(FRAME, deadline=0.05)):
+                raise AssertionError("a write to a full buffer returned")
+        except js.TimeoutError:
+            break  # the wait ran to its deadline: every point before it was tried
+        assert taken_by_another_thread(writer._lock), f"left held at point {point}"
+    assert point > 5
+    wait_for(lambda: peer.got(b"x" * queued) or len(peer.received) >= queued, timeout=30)
+    assert bytes(peer.received) == b"x" * queued

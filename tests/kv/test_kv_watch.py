@@ -12,6 +12,7 @@ import jetstream_sync as nats_sync
 from jetstream_sync import KeyValueOp
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
+from tests.fixtures.signals import interrupted_at
 
 
 @pytest.fixture
@@ -242,3 +243,27 @@ def test_watching_a_deleted_bucket(js):
     for call in (kv.watch, kv.keys, lambda: kv.watch(updates_only=True)):
         with pytest.raises(nats_sync.BucketNotFoundError):
             call()
+
+
+def test_next_interrupted_at_any_point_keeps_the_watch_going(kv):
+    """Ctrl-C on the main thread at each point of ``next()`` in turn (a notebook cell
+    stopped while it waits): the watcher's lock is never left held, so its thread keeps
+    feeding it, and the next calls get the updates written after; ``stop()`` returns."""
+    with kv.watch() as w:
+        assert w.next(timeout=5) is None
+        point = 0
+        while True:
+            point += 1
+            kv.put("k", b"%d" % point)
+            done = not interrupted_at(point, lambda: w.next(timeout=5))
+            lock = w._feed._lock  # taken for a moment by the watcher's thread too
+            assert lock.acquire(timeout=5), f"left locked at point {point}"
+            lock.release()
+            if done:
+                break
+            after = kv.put("k", b"after %d" % point)  # the interrupted call may have taken rev
+            entry = w.next(timeout=5)
+            while entry is not None and entry.revision < after:
+                entry = w.next(timeout=5)
+            assert entry is not None and entry.revision == after
+        assert point > 2
