@@ -10,6 +10,7 @@ import pytest
 import jetstream_sync as js
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
+from tests.fixtures.signals import interrupted_at, taken_by_another_thread
 
 ACK_THREADS = ("jetstream_sync-acks", "jetstream_sync-ack-timer")
 
@@ -196,3 +197,26 @@ def test_publish_routed_sends_the_numbered_reply_and_checks_its_input(nc):
         nc.publish_routed("routed.x", b"x" * (nc.max_payload + 1), prefix, 1, 1.0)
     nc.flush()
     assert sub.pending_msgs == 0  # nothing of the refused ones was sent
+
+
+def test_a_publish_waiting_for_room_interrupted_at_any_point_leaves_the_window_usable(nc, stream):
+    """Ctrl-C at each point in turn of an async publish waiting for room in a full window
+    (on the main thread): the window's lock is never left held nor released twice, and
+    acks keep settling (the reader thread takes that lock for each)."""
+    nc.subscribe("hole3.>")  # takes the messages and answers none: no ack comes
+    nc.flush()
+    full = nc.jetstream(max_ack_inflight=1, ack_timeout=60)
+    other = nc.jetstream()
+    full.publish_async("hole3.x", b"x")
+    point = 0
+    while True:
+        point += 1
+        try:
+            if not interrupted_at(point, lambda: full.publish_async("hole3.x", b"x", timeout=0.05)):
+                raise AssertionError("a publish into a full window returned")
+        except js.TimeoutError:
+            break  # the wait ran to its deadline: every point before it was tried
+        assert taken_by_another_thread(full._async._lock), f"left held at point {point}"
+        assert other.publish_async(f"{stream}.free", b"x").result(timeout=10).seq == point
+    assert point > 5
+    assert full.publish_async_pending() == 1
