@@ -30,6 +30,7 @@ from ._reply import Reply
 from ._request_mux import ReplyWaiter, RequestMux
 from ._server_errors import server_error
 from ._server_pool import ServerPool
+from ._signals import Flag
 from ._sub_table import SubscriptionTable
 from ._wait import THREADS, WaitMode, choose
 from ._writer import CooperativeWriter, Writer
@@ -159,7 +160,7 @@ class Connection:
         # Held while a reconnect adopts its link and while closing starts, so a
         # closing client never ends up attached to a new link.
         self._lock = threading.Lock()
-        self.closing = threading.Event()
+        self.closing = Flag()
         self.reconnecting = False
         self.subs = SubscriptionTable()
         self.pings = PingTracker()

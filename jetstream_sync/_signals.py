@@ -56,6 +56,45 @@ def wait(cond: threading.Condition, lock: Any, timeout: float | None = None) -> 
             lock.acquire()
 
 
+class Flag:
+    """``threading.Event``'s job (set, clear, wait) under the rules above.
+
+    ``threading.Event`` enters its condition in Python code, so a Ctrl-C in
+    ``set()`` (say, while closing an iterator) could keep its lock, and the
+    next ``set()`` or ``wait()`` would block for good. Under gevent or eventlet
+    the patched ``threading`` makes the waits cooperative, as with ``Event``.
+    """
+
+    __slots__ = ("_lock", "_cond", "_set")
+
+    def __init__(self) -> None:  # noqa: D107
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._set = False
+
+    def is_set(self) -> bool:
+        """Whether the flag is set."""
+        return self._set
+
+    def set(self) -> None:
+        """Set the flag and wake every thread waiting for it."""
+        with self._lock:
+            self._set = True
+            self._cond.notify_all()
+
+    def clear(self) -> None:
+        """Unset the flag."""
+        with self._lock:
+            self._set = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the flag is set or ``timeout`` seconds passed; whether it is set."""
+        with self._lock:
+            if not self._set:
+                wait(self._cond, self._lock, timeout)
+            return self._set
+
+
 def _after_fork_in_child() -> None:
     global _main_ident
     _main_ident = get_ident()
@@ -63,4 +102,4 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["on_signal_thread", "wait"]
+__all__ = ["Flag", "on_signal_thread", "wait"]

@@ -34,6 +34,7 @@ from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._log import logger
 from .._nuid import NUID
+from .._signals import Flag
 from ..errors import (
     APIError,
     ConnectionClosedError,
@@ -138,7 +139,7 @@ class OrderedConsumer:
         self._retired: deque[str] = deque()  # replaced links still to delete on the server
         self._lock = threading.Lock()
         self._closed = False
-        self._abort = threading.Event()  # cuts a reset's back-off short
+        self._abort = Flag()  # cuts a reset's back-off short
 
     # -- the chain ----------------------------------------------------------------
 
