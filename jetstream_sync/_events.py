@@ -15,7 +15,9 @@ class EventRunner:
     """Runs queued callbacks one at a time, in order, on its own thread."""
 
     def __init__(self, name: str) -> None:
-        self._lock = threading.Lock()  # entered itself, not as _cond: see jetstream_sync._signals
+        # Entered itself, not as _cond (see jetstream_sync._signals); a plain Lock, as
+        # only the runner's own thread waits on it, where no signal handler runs.
+        self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._queue: deque[tuple[Callable[..., object], tuple[object, ...]]] = deque()
         self._stopping = False

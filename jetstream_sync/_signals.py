@@ -24,6 +24,10 @@ Locks that threads wait on through a ``threading.Condition`` follow two rules:
   knows whether this thread holds it), so the ``with`` block releases a lock it
   holds, never one another thread took meanwhile.
 
+``threading.Event`` breaks the first rule inside, so the client's flags are a
+:class:`Flag`. The tests raise an exception at every such point of a call in
+turn (``tests/fixtures/signals.interrupted_at``).
+
 After ``fork()`` the thread that forked is the child's main thread, so the
 thread recorded here follows it.
 """
