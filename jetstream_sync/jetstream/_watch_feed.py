@@ -98,7 +98,11 @@ class WatchFeed(Generic[T]):
         self._end = end or 0
         self._marker_due = bool(end)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:  # interrupted (Ctrl-C) while the thread started: it ends, too
+            messages.stop()
+            raise
 
     def _run(self) -> None:
         messages = self._messages

@@ -85,7 +85,11 @@ class ConsumeContext:
         self._thread = threading.Thread(
             target=self._run, name=f"jetstream_sync-consume-{n}", daemon=True
         )
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:  # interrupted (Ctrl-C) while the thread started: it ends, too
+            source.stop()
+            raise
 
     def _report(self, exc: BaseException) -> None:
         if self._error_handler is None:

@@ -37,9 +37,17 @@ class Scene:
         self.consumer = self.stream.create_consumer(durable_name="points", ack_wait=2)
         self.kv = self.ctx.create_key_value(bucket=f"{stream}_kv")
         self.kv.put("a", b"1")
+        # What a call opened (an iterator, a consume, a watcher), stopped after it: stop()
+        # is not the part interrupted. (Appending is no point: it returns when done.)
+        self.opened: list[Any] = []
         self.sub = nc.subscribe(f"core.{stream}")
         nc.subscribe(f"echo.{stream}", cb=lambda m: m.respond(m.data))
         nc.flush()
+
+    def stop_opened(self) -> None:
+        """Stop what the last call opened."""
+        while self.opened:
+            self.opened.pop().stop()
 
     def flushes(self) -> bool:
         """Whether a flush completes (False: the connection was given up, a reconnect follows)."""
@@ -71,24 +79,23 @@ def _fetch_and_ack(scene: Scene) -> None:
         msg.ack()
 
 
-def _messages_then_stop(scene: Scene) -> None:
+def _messages(scene: Scene) -> None:
     _publish_three(scene)
-    messages = scene.consumer.messages()
-    try:
-        for _ in range(3):
-            next(messages).ack()
-    finally:
-        messages.stop()
+    scene.opened.append(scene.consumer.messages())
+    for _ in range(3):
+        next(scene.opened[-1]).ack()
 
 
 def _consume_one(scene: Scene) -> None:
     got = threading.Event()
-    consuming = scene.consumer.consume(lambda m: (m.ack(), got.set()))
-    try:
-        scene.ctx.publish(f"{scene.stream_name}.c", b"c", timeout=10)
-        assert got.wait(10)
-    finally:
-        consuming.stop()
+    scene.opened.append(scene.consumer.consume(lambda m: (m.ack(), got.set())))
+    scene.ctx.publish(f"{scene.stream_name}.c", b"c", timeout=10)
+    assert got.wait(10)
+
+
+def _watch_initial(scene: Scene) -> None:
+    scene.opened.append(scene.kv.watch("a"))
+    assert [entry.key for entry in scene.opened[-1].initial()] == ["a"]
 
 
 CALLS: dict[str, Callable[[Scene], Any]] = {
@@ -96,10 +103,11 @@ CALLS: dict[str, Callable[[Scene], Any]] = {
     "request": lambda s: s.nc.request(f"echo.{s.stream_name}", b"x", timeout=10),
     "stream-info": lambda s: s.stream.info(),
     "fetch-and-ack": _fetch_and_ack,
-    "messages": _messages_then_stop,
+    "messages": _messages,
     "consume": _consume_one,
     "kv-get": lambda s: s.kv.get("a"),
     "kv-put": lambda s: s.kv.put("a", b"2"),
+    "kv-watch": _watch_initial,
     "next-msg": lambda s: (s.nc.publish(f"core.{s.stream_name}", b"1"), s.sub.next_msg(timeout=5)),
     "purge-subject": lambda s: s.stream.purge(subject=f"{s.stream_name}.p"),
 }
@@ -118,10 +126,21 @@ def scene(shared_server: Any) -> Iterator[Scene]:
             built.ctx.delete_stream(name)
 
 
+def _call_threads() -> list[str]:
+    """The consume and watch threads still running (a call must not leave one behind).
+
+    A thread ``Thread.start`` was interrupted in before it began stays listed but never
+    runs: ``is_alive()`` leaves it out.
+    """
+    running = (thread.name for thread in threading.enumerate() if thread.is_alive())
+    return [n for n in running if n.startswith(("jetstream_sync-consume", "jetstream_sync-watch"))]
+
+
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_a_call_interrupted_at_every_point_leaves_the_client_working(scene, name):
     """Interrupted at each of its points in turn, on the main thread: afterwards a flush
-    completes and another thread's publish is acknowledged."""
+    completes, no consume or watch thread is left running, and another thread's publish
+    is acknowledged."""
     call = CALLS[name]
     point = 0
     while True:
@@ -130,7 +149,9 @@ def test_a_call_interrupted_at_every_point_leaves_the_client_working(scene, name
             done = not interrupted_at(point, lambda: call(scene))
         except js.ConnectionLostError:
             done = False  # interrupted with bytes not parsed: the connection was given up
+        scene.stop_opened()
         wait_for(scene.flushes, timeout=30, message=f"a flush after point {point}")
+        wait_for(lambda: not _call_threads(), timeout=30, message=f"threads end after {point}")
         assert scene.another_thread_publishes(), f"another thread's publish after point {point}"
         if done:
             break
