@@ -21,6 +21,7 @@ from typing import NamedTuple
 from jetstream_sync.errors import ProtocolError
 
 from . import _py
+from ._py.headers import _status_line
 
 __all__ = [
     "DIRECT_BATCH_MSG",
@@ -213,7 +214,7 @@ def _block(data: bytes, pos: int, end: int) -> tuple[int | None, dict[int, bytes
         if b"\r" in line or b"\n" in line:
             raise batch_error(_py.ERR_HDR_CRLF, data, line_pos)
         if index == 0:
-            status = _py._status_line(line, data, line_pos, end + 4)[0]
+            status = _status_line(line, data, line_pos, end + 4)[0]
         else:
             key, colon, value = line.partition(b":")
             if not colon:
