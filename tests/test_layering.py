@@ -362,3 +362,47 @@ def test_the_wait_mode_is_chosen_in_one_place():
     }  # fmt: skip
     greenlet_import = re.compile(r"^\s*(?:import|from)\s+(?:gevent|eventlet)\b", re.MULTILINE)
     assert [m for m, p in MODULES.items() if greenlet_import.search(p.read_text())] == []
+
+
+# ---------------------------------------------------------------------------- the twin (issue 29)
+
+TWIN = "jetstream_sync._protocol._py"
+CSRC = Path(__file__).resolve().parents[1] / "csrc"
+
+
+def _top_level_names(path: Path) -> list[str]:
+    """The names a module's own top-level statements define (imports aside)."""
+    names = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def test_the_python_twin_is_split_by_job_as_csrc_is():
+    """Each module of _protocol/_py/ names in its docstring the csrc/ file of its job, whose
+    name it takes (``jss_<module>.c`` or ``.h``); no name is defined in two of them; the
+    package's __init__ only re-exports every public name of its modules (their __all__)."""
+    import importlib
+
+    twin = importlib.import_module(TWIN)
+    jobs = {n.rsplit(".", 1)[1]: p for n, p in MODULES.items() if n.startswith(f"{TWIN}.")}
+    assert len(jobs) >= 9
+    exported = ["IMPL"]
+    defined: list[str] = []
+    for job, path in sorted(jobs.items()):
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        mirrored = [f for f in (f"jss_{job}.c", f"jss_{job}.h") if f"csrc/{f}" in doc]
+        assert mirrored and (CSRC / mirrored[0]).is_file(), f"{job}.py names no csrc/jss_{job}.*"
+        module = importlib.import_module(f"{TWIN}.{job}")  # the module, even named as a function
+        names = _top_level_names(path)
+        assert sorted(module.__all__) == sorted(n for n in names if not n.startswith("_")), job
+        exported += module.__all__
+        defined += [n for n in names if n != "__all__"]
+        assert all(getattr(twin, name) is getattr(module, name) for name in module.__all__), job
+    assert sorted(defined) == sorted(set(defined)), "a name defined by two jobs"
+    assert sorted(twin.__all__) == sorted(exported)
+    assert sorted(_top_level_names(MODULES[TWIN])) == ["IMPL", "__all__"]
