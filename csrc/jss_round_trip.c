@@ -11,8 +11,8 @@
  * right after it (a signal handler's exception) still knows. The fd is never
  * closed here, and no state is kept between calls.
  *
- * The pure-Python twins in jetstream_sync/_protocol/_py.py do the same
- * system calls in the same order and report the same results.
+ * The pure-Python twins in jetstream_sync/_protocol/_py/round_trip.py do the
+ * same system calls in the same order and report the same results.
  */
 #define _GNU_SOURCE /* MSG_DONTWAIT, MSG_NOSIGNAL under -std=c99 */
 #include <errno.h>

@@ -2,8 +2,8 @@
  * jss_time.c - RFC 3339 time stamps to integers since the epoch.
  *
  * Part of the C protocol core (see jss_internal.h and csrc/README.md). The
- * Python twins (_stamp_ns in _py.py, _time in _direct_batch.py) read the same
- * stamps, and the tests compare them.
+ * Python twins (_stamp_ns in _py/direct_meta.py, _time in _direct_batch.py)
+ * read the same stamps, and the tests compare them.
  */
 #include "jss_internal.h"
 
