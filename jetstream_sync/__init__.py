@@ -4,6 +4,7 @@ Connect with :func:`connect`; every call blocks and takes a timeout in seconds.
 ``__impl__`` says which protocol core is in use: ``"c"`` or ``"python"``.
 """
 
+from . import kv, object_store
 from ._ack_subject import MsgMetadata, SequencePair
 from ._protocol import IMPL as __impl__
 from .client import Client, ClientStats, connect
@@ -166,6 +167,11 @@ from .object_store import (
     ObjectWatcher,
 )
 from .subscription import Subscription
+
+# Key-Value and Object Store attach their bucket methods to every JetStreamContext here:
+# jetstream/ never imports them (docs/architecture.md, tests/test_layering.py).
+kv.register()
+object_store.register()
 
 __version__ = "0.1.0"
 

@@ -266,7 +266,9 @@ APPLICATION_ROOMS = ("kv", "object_store", "spark", "cli", "testing", "opentelem
 # Object Store delegators import their room when called (and name its types for the
 # checker), as Client.jetstream() does for JetStream.
 JETSTREAM_DELEGATORS = {("jetstream_sync.jetstream.context", "kv"),
-                        ("jetstream_sync.jetstream.context", "object_store")}  # fmt: skip
+                        ("jetstream_sync.jetstream.context", "object_store"),
+                        ("jetstream_sync.jetstream._rooms", "kv"),
+                        ("jetstream_sync.jetstream._rooms", "object_store")}  # fmt: skip
 
 
 def _private(module: str) -> bool:

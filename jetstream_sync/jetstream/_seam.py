@@ -4,7 +4,9 @@ Key-Value and Object Store wrap a :class:`JetStreamContext` through its public
 methods; what they share of JetStream's internals besides (the wire-config
 machinery their configs are built with, the config checks) comes from this
 module alone (with :mod:`._watch_feed`'s feed, which their watchers run on),
-so the rest of ``jetstream/`` can change freely.
+so the rest of ``jetstream/`` can change freely. They also attach themselves
+to the context through it (:mod:`._rooms`: ``register_key_value``,
+``register_object_store``), since ``jetstream/`` never imports them.
 ``tests/test_layering.py`` checks that no upper room imports another private
 module of ``jetstream/``.
 """
@@ -23,6 +25,7 @@ from ._codec import (  # configs built from and to the server's JSON
     merge_config,
     strip_nats,
 )
+from ._rooms import register_key_value, register_object_store  # how the rooms attach
 from ._watch_feed import WatchFeed, initial_end  # the watchers' eager feed
 
 __all__ = [
@@ -37,5 +40,7 @@ __all__ = [
     "field",
     "initial_end",
     "merge_config",
+    "register_key_value",
+    "register_object_store",
     "strip_nats",
 ]

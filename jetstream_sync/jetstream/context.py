@@ -18,6 +18,7 @@ from . import _api
 from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
 from ._names import check_stream_name
+from ._rooms import ROOMS
 from .compat import CompatSubscribeMixin
 from .consumer_mixins import ContextConsumersMixin
 from .counter import Counter, open_counter
@@ -38,9 +39,10 @@ from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
-    # Type-only, as in Client.jetstream(): Key-Value and Object Store are
-    # imported when one of their delegators below runs, never with this module.
     from ..client import Client
+
+    # Names for the type checker only: Key-Value and Object Store attach themselves
+    # to the context at run time (_rooms.py), so this module never imports them.
     from ..kv import KeyValue, KeyValueConfig, KeyValueStatus
     from ..object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 
@@ -489,9 +491,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             StreamNameInUseError: the bucket exists with other settings.
             RequiredApiLevelError: ``limit_marker_ttl`` on a server older than 2.11.
         """
-        from ..kv import manager
-
-        return manager.create_key_value(self, config, fields, timeout)
+        return ROOMS.key_value.create_key_value(self, config, fields, timeout)
 
     def update_key_value(
         self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
@@ -502,17 +502,13 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             BucketNotFoundError: no such bucket.
             APIError: the server refused the change.
         """
-        from ..kv import manager
-
-        return manager.update_key_value(self, config, fields, timeout)
+        return ROOMS.key_value.update_key_value(self, config, fields, timeout)
 
     def create_or_update_key_value(
         self, config: KeyValueConfig | None = None, *, timeout: float | None = None, **fields: Any
     ) -> KeyValue:
         """Update the bucket, or create it when it does not exist."""
-        from ..kv import manager
-
-        return manager.create_or_update_key_value(self, config, fields, timeout)
+        return ROOMS.key_value.create_or_update_key_value(self, config, fields, timeout)
 
     def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
         """A handle on an existing bucket (its stream's info is fetched once).
@@ -522,9 +518,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             BucketNotFoundError: no such bucket (also a ``StreamNotFoundError``).
             KeyValueError: the stream is not a bucket (no per-key history).
         """
-        from ..kv import manager
-
-        return manager.key_value(self, bucket, timeout)
+        return ROOMS.key_value.key_value(self, bucket, timeout)
 
     def delete_key_value(self, bucket: str, timeout: float | None = None) -> bool:
         """Delete a bucket and everything in it.
@@ -533,21 +527,15 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             BucketNotFoundError: no such bucket.
             KeyValueError: the stream ``KV_<bucket>`` is not a bucket; nothing was deleted.
         """
-        from ..kv import manager
-
-        return manager.delete_key_value(self, bucket, timeout)
+        return ROOMS.key_value.delete_key_value(self, bucket, timeout)
 
     def key_value_store_names(self, timeout: float | None = None) -> Iterator[str]:
         """The names of every bucket, paged lazily."""
-        from ..kv import manager
-
-        return manager.key_value_store_names(self, timeout)
+        return ROOMS.key_value.key_value_store_names(self, timeout)
 
     def key_values(self, timeout: float | None = None) -> Iterator[KeyValueStatus]:
         """The status of every bucket, paged lazily."""
-        from ..kv import manager
-
-        return manager.key_values(self, timeout)
+        return ROOMS.key_value.key_values(self, timeout)
 
     # ---------------------------------------------------------------- Object Store (object_store/)
 
@@ -564,9 +552,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             InvalidObjectStoreNameError, ValueError, TypeError: a bad config,
                 raised before sending.
         """
-        from ..object_store import admin
-
-        return admin.create_object_store(self, config, fields, timeout)
+        return ROOMS.object_store.create_object_store(self, config, fields, timeout)
 
     def update_object_store(
         self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
@@ -578,18 +564,14 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             ObjectStoreNotFoundError: no such bucket.
             APIError: the server refused the change (e.g. storage type).
         """
-        from ..object_store import admin
-
-        return admin.update_object_store(self, config, fields, timeout)
+        return ROOMS.object_store.update_object_store(self, config, fields, timeout)
 
     def create_or_update_object_store(
         self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
         **fields: Any,
     ) -> ObjectStore:  # fmt: skip
         """Update the bucket, or create it when it does not exist."""
-        from ..object_store import admin
-
-        return admin.create_or_update_object_store(self, config, fields, timeout)
+        return ROOMS.object_store.create_or_update_object_store(self, config, fields, timeout)
 
     def object_store(self, bucket: str, timeout: float | None = None) -> ObjectStore:
         """A handle on an existing bucket (its stream info fetched once).
@@ -598,9 +580,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             ObjectStoreNotFoundError: no such bucket.
             InvalidObjectStoreNameError: ``bucket`` is not a valid name.
         """
-        from ..object_store import admin
-
-        return admin.object_store(self, bucket, timeout)
+        return ROOMS.object_store.object_store(self, bucket, timeout)
 
     def delete_object_store(self, bucket: str, timeout: float | None = None) -> bool:
         """Delete a bucket and every object in it.
@@ -610,21 +590,15 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             ObjectStoreError: the stream ``OBJ_<bucket>`` is not an Object Store bucket;
                 nothing was deleted.
         """
-        from ..object_store import admin
-
-        return admin.delete_object_store(self, bucket, timeout)
+        return ROOMS.object_store.delete_object_store(self, bucket, timeout)
 
     def object_store_names(self, timeout: float | None = None) -> Iterator[str]:
         """The names of every Object Store bucket, paged lazily."""
-        from ..object_store import admin
-
-        return admin.object_store_names(self, timeout)
+        return ROOMS.object_store.object_store_names(self, timeout)
 
     def object_stores(self, timeout: float | None = None) -> Iterator[ObjectStoreStatus]:
         """The status of every Object Store bucket, paged lazily."""
-        from ..object_store import admin
-
-        return admin.object_stores(self, timeout)
+        return ROOMS.object_store.object_stores(self, timeout)
 
     # ---------------------------------------------------------------- counters and schedules
 

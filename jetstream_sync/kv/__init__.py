@@ -7,9 +7,12 @@ only its seam (``tests/test_layering.py`` keeps the list):
 - the protocol core: ``jetstream_sync._protocol`` (``parse_direct_meta``);
 - the client core: ``jetstream_sync._seam`` (deadlines, limits, timestamps,
   ack-subject tokens);
-- JetStream: ``jetstream_sync.jetstream._seam`` (config machinery and checks).
+- JetStream: ``jetstream_sync.jetstream._seam`` (config machinery and checks,
+  and :func:`register`'s way onto the context).
 """
 
+from ..jetstream._seam import register_key_value
+from . import manager
 from .bucket import KeyValue
 from .config import KeyValueConfig, KeyValueStatus
 from .entry import KeyValueEntry, KeyValueOp
@@ -23,3 +26,12 @@ __all__ = [
     "KeyValueStatus",
     "KeyWatcher",
 ]
+
+
+def register() -> None:
+    """Attach Key-Value to every ``JetStreamContext``: the context's bucket methods
+    call ``manager``.
+
+    ``jetstream_sync/__init__.py`` calls this once, on import; users never need to.
+    """
+    register_key_value(manager)

@@ -1,7 +1,8 @@
 """Bucket management: create, bind, list and delete buckets through a context's public API.
 
-``JetStreamContext.create_key_value`` and its siblings are short delegators
-that import this module when called, so JetStream never imports Key-Value.
+``JetStreamContext.create_key_value`` and its siblings call these functions
+through the room :func:`jetstream_sync.kv.register` attaches (the module itself,
+a ``KeyValueRoom`` of ``jetstream/_rooms.py``), so JetStream never imports Key-Value.
 """
 
 from __future__ import annotations

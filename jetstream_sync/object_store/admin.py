@@ -1,8 +1,9 @@
 """Object Store bucket management through a context's public API (ADR-20).
 
-``JetStreamContext.create_object_store`` and its siblings are short
-delegators that import this module when called, so JetStream never imports
-Object Store.
+``JetStreamContext.create_object_store`` and its siblings call these
+functions through the room :func:`jetstream_sync.object_store.register`
+attaches (the module itself, an ``ObjectStoreRoom`` of ``jetstream/_rooms.py``),
+so JetStream never imports Object Store.
 """
 
 from __future__ import annotations
