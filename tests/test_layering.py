@@ -177,7 +177,7 @@ def _every_import(module: str, path: Path) -> set[str]:
 
 
 # The one way down from the core into JetStream: Client.jetstream() builds a context lazily
-# (and names its type for the checker), as kv/ and object_store/ hang off the context.
+# (and names its type for the checker).
 CORE_DELEGATORS = {("jetstream_sync.client", "jetstream_sync.jetstream.context")}
 
 
@@ -262,13 +262,14 @@ def test_no_class_inherits_a_mixin_from_another_room():
 # The rooms on top: each imports the package's public modules and, of each lower room, at
 # most one internal seam, named in its package docstring as ``jetstream_sync.<module>``.
 APPLICATION_ROOMS = ("kv", "object_store", "spark", "cli", "testing", "opentelemetry")
-# The one way down from JetStream into the rooms on top: the context's Key-Value and
-# Object Store delegators import their room when called (and name its types for the
-# checker), as Client.jetstream() does for JetStream.
-JETSTREAM_DELEGATORS = {("jetstream_sync.jetstream.context", "kv"),
-                        ("jetstream_sync.jetstream.context", "object_store"),
-                        ("jetstream_sync.jetstream._rooms", "kv"),
-                        ("jetstream_sync.jetstream._rooms", "object_store")}  # fmt: skip
+# Key-Value and Object Store attach themselves to the context (issue 29): kv.register() and
+# object_store.register(), which jetstream_sync/__init__.py calls, hand jetstream/_rooms.py the
+# module that does the context's bucket work. What jetstream/ keeps of them is their public
+# names, read by the type checker alone for the signatures of the context's bucket methods.
+TYPE_ONLY_NAMES = {
+    "jetstream_sync.jetstream.context": {"jetstream_sync.kv", "jetstream_sync.object_store"},
+    "jetstream_sync.jetstream._rooms": {"jetstream_sync.kv", "jetstream_sync.object_store"},
+}
 
 
 def _private(module: str) -> bool:
@@ -318,17 +319,56 @@ def test_the_seam_check_sees_a_private_import():
     }
 
 
-def test_jetstream_imports_no_room_above_it_but_through_the_delegators():
-    """jetstream/ imports neither kv/, object_store/, spark/, cli/ nor testing/; the one way
-    up is the context's lazy Key-Value and Object Store delegators."""
-    found = sorted(
-        (name, _room(dep))
-        for name, path in MODULES.items()
+def _reaches_up(module: str, path: Path) -> list[str]:
+    """What a module of jetstream/ imports of the rooms above it (or of the package, which
+    re-exports them): at run time, in a function, or for the type checker, but for the public
+    names ``TYPE_ONLY_NAMES`` gives it."""
+    run_time = _imports(module, path)
+    type_only = _every_import(module, path) - run_time
+    allowed = TYPE_ONLY_NAMES.get(module, set())
+    above = {dep for dep in run_time | type_only if _room(dep) in APPLICATION_ROOMS + ("package",)}
+    return sorted(dep for dep in above if dep in run_time or dep not in allowed)
+
+
+def test_jetstream_imports_no_room_above_it():
+    """jetstream/ imports no room above it; for types, kv/ and object_store/'s public names."""
+    found = [
+        (name, dep)
+        for name, path in sorted(MODULES.items())
         if _room(name) == "jetstream"
-        for dep in _every_import(name, path)
-        if _room(dep) in APPLICATION_ROOMS and (name, _room(dep)) not in JETSTREAM_DELEGATORS
-    )
+        for dep in _reaches_up(name, path)
+    ]
     assert not found, f"jetstream/ imports the rooms above it: {found}"
+
+
+def test_the_room_check_sees_every_kind_of_import(tmp_path):
+    """The check above sees imports at run time, in functions, for types and via the package."""
+    path = tmp_path / "context.py"
+    cases = {
+        "from ..kv import manager\n": ["jetstream_sync.kv.manager"],
+        "import jetstream_sync.object_store\n": ["jetstream_sync.object_store"],
+        "def f():\n    from ..object_store import admin\n": ["jetstream_sync.object_store.admin"],
+        "if TYPE_CHECKING:\n    from ..kv.bucket import KeyValue\n": ["jetstream_sync.kv.bucket"],
+        "if TYPE_CHECKING:\n    from .. import KeyValue\n": ["jetstream_sync"],
+        "import jetstream_sync.cli\n": ["jetstream_sync.cli"],
+        "if TYPE_CHECKING:\n    from ..kv import KeyValue\n": [],
+        "from .. import _defaults\n": [],
+    }
+    for source, expected in cases.items():
+        path.write_text(source)
+        assert _reaches_up("jetstream_sync.jetstream.context", path) == expected, source
+    path.write_text("if TYPE_CHECKING:\n    from ..kv import KeyValue\n")
+    assert _reaches_up("jetstream_sync.jetstream.stream", path) == ["jetstream_sync.kv"]
+
+
+def test_kv_and_object_store_attach_on_import():
+    """``import jetstream_sync`` registers the rooms the context's bucket methods call."""
+    from jetstream_sync.jetstream._rooms import ROOMS
+    from jetstream_sync.kv import manager
+    from jetstream_sync.object_store import admin
+
+    assert ROOMS.key_value is manager
+    assert ROOMS.object_store is admin
 
 
 TESTS = Path(__file__).parent
