@@ -34,7 +34,7 @@ def _module_level_imports(path: Path) -> set[str]:
 
 def test_jetstream_imports_neither_kv_nor_object_store_when_loaded():
     """No module of jetstream/ imports kv/ or object_store/ at load time; the context's
-    classes come from JetStream alone (the bucket calls import their room when called)."""
+    classes come from JetStream alone (the bucket calls go to the room each registers)."""
     for path in sorted((ROOT / "jetstream").glob("*.py")):
         upward = {m for m in _module_level_imports(path) if m.startswith(_UPPER)}
         assert not upward, f"{path.name} imports {sorted(upward)}"
