@@ -29,8 +29,7 @@ __all__ = [
 
 
 def register() -> None:
-    """Attach Key-Value to every ``JetStreamContext``: the context's bucket methods
-    call ``manager``.
+    """Attach Key-Value to every ``JetStreamContext`` (its bucket methods call ``manager``).
 
     ``jetstream_sync/__init__.py`` calls this once, on import; users never need to.
     """

@@ -40,8 +40,7 @@ __all__ = [
 
 
 def register() -> None:
-    """Attach Object Store to every ``JetStreamContext``: the context's bucket methods
-    call ``admin``.
+    """Attach Object Store to every ``JetStreamContext`` (its bucket methods call ``admin``).
 
     ``jetstream_sync/__init__.py`` calls this once, on import; users never need to.
     """
