@@ -3,14 +3,18 @@
 Every ``$JS.API.*`` call goes through :meth:`JsApi.request_json`, which sends
 JSON (or nothing), waits within the caller's deadline, and turns an ``error``
 reply into the matching :class:`~jetstream_sync.errors.APIError` subclass.
+The paged listings (stream and consumer names and infos) go through
+:meth:`JsApi.pages`, one request per page.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._deadline import Deadline
+from .._deadline import Deadline, check_timeout
 from .._subjects import (
     ApiSubject,
     check_control_line,
@@ -109,6 +113,20 @@ def check_api_reply(body: dict[str, Any], **about: Any) -> dict[str, Any]:
             **about,
         )
     return body
+
+
+class _Budget:
+    """One timeout spread over the server round trips of a lazy listing."""
+
+    def __init__(self, timeout: float) -> None:
+        self.left = timeout
+
+    def run(self, fn: Callable[[Deadline], Any]) -> Any:
+        deadline = Deadline(self.left)
+        try:
+            return fn(deadline)
+        finally:
+            self.left = max(deadline.remaining(), 0.0)
 
 
 class JsApi:
@@ -235,3 +253,35 @@ class JsApi:
         if about:
             names.update(about)
         return check_api_reply(json.loads(reply.data), **names)
+
+    def _page(
+        self, template: str, body: dict[str, Any], parts: dict[str, str], deadline: Deadline
+    ) -> Any:
+        return self.request_json(template, body, deadline, 0, None, **parts)
+
+    def pages(
+        self,
+        template: str,
+        key: str,
+        subject: str | None,
+        timeout: float | None,
+        default: float,
+        **parts: str,
+    ) -> Iterator[Any]:
+        """Yield the items of a paged listing, fetching pages as they are needed.
+
+        ``timeout`` (``None``: ``default``) bounds the time spent waiting for the
+        server over all pages; it is checked when the first item is asked for.
+        """
+        budget = _Budget(check_timeout("timeout", timeout, default))
+        offset = 0
+        while True:
+            body: dict[str, Any] = {"offset": offset}
+            if subject:
+                body["subject"] = subject
+            page = budget.run(partial(self._page, template, body, parts))
+            items = page.get(key) or []
+            yield from items
+            offset += len(items)
+            if not items or offset >= int(page.get("total", 0)):
+                return

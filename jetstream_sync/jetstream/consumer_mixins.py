@@ -149,14 +149,16 @@ class StreamConsumersMixin(_Admin):
 
     def consumer_names(self, timeout: float | None = None) -> Iterator[str]:
         """The names of this stream's consumers, paged lazily (``timeout`` spans all pages)."""
-        return self._ctx._pages(_api.CONSUMER_NAMES, "consumers", None, timeout, stream=self.name)
+        return self._api.pages(
+            _api.CONSUMER_NAMES, "consumers", None, timeout, self._ctx.timeout, stream=self.name
+        )
 
     def consumers(self, timeout: float | None = None) -> Iterator[ConsumerInfo]:
         """The info of every consumer of this stream, paged lazily."""
         return (
             ConsumerInfo.from_api(item)
-            for item in self._ctx._pages(
-                _api.CONSUMER_LIST, "consumers", None, timeout, stream=self.name
+            for item in self._api.pages(
+                _api.CONSUMER_LIST, "consumers", None, timeout, self._ctx.timeout, stream=self.name
             )
         )
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
@@ -67,20 +66,6 @@ def stream_api_level(config: StreamConfig) -> int:
     if config.allow_batched:
         level = 4
     return level
-
-
-class _Budget:
-    """One timeout spread over the server round trips of a lazy listing."""
-
-    def __init__(self, timeout: float) -> None:
-        self.left = timeout
-
-    def run(self, fn: Callable[[Deadline], Any]) -> Any:
-        deadline = Deadline(self.left)
-        try:
-            return fn(deadline)
-        finally:
-            self.left = max(deadline.remaining(), 0.0)
 
 
 class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
@@ -404,31 +389,6 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         )
         return bool(reply.get("success"))
 
-    def _page(
-        self, template: str, body: dict[str, Any], parts: dict[str, str], deadline: Deadline
-    ) -> Any:
-        return self._api.request_json(template, body, deadline, 0, None, **parts)
-
-    def _pages(
-        self, template: str, key: str, subject: str | None, timeout: float | None, **parts: str
-    ) -> Iterator[Any]:
-        """Yield the items of a paged listing, fetching pages as they are needed.
-
-        ``timeout`` bounds the time spent waiting for the server over all pages.
-        """
-        budget = _Budget(check_timeout("timeout", timeout, self.timeout))
-        offset = 0
-        while True:
-            body: dict[str, Any] = {"offset": offset}
-            if subject:
-                body["subject"] = subject
-            page = budget.run(partial(self._page, template, body, parts))
-            items = page.get(key) or []
-            yield from items
-            offset += len(items)
-            if not items or offset >= int(page.get("total", 0)):
-                return
-
     def stream_names(
         self, subject: str | None = None, timeout: float | None = None
     ) -> Iterator[str]:
@@ -439,7 +399,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         """
         if subject is not None:
             filter_subject(subject)
-        return self._pages(_api.STREAM_NAMES, "streams", subject, timeout)
+        return self._api.pages(_api.STREAM_NAMES, "streams", subject, timeout, self.timeout)
 
     def streams(
         self, subject: str | None = None, timeout: float | None = None
@@ -453,7 +413,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
             filter_subject(subject)
         return (
             StreamInfo.from_api(item)
-            for item in self._pages(_api.STREAM_LIST, "streams", subject, timeout)
+            for item in self._api.pages(_api.STREAM_LIST, "streams", subject, timeout, self.timeout)
         )
 
     def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
