@@ -117,7 +117,9 @@ def test_consumer_admin_split_by_job():
     assert "jetstream_sync.jetstream.ordered" not in admin
     assert "jetstream_sync.jetstream.stream" not in admin
     assert "jetstream_sync.jetstream.compat" not in admin
-    assert "jetstream_sync.jetstream.push" not in graph["jetstream_sync.jetstream.consumer_mixins"]
+    manager = graph["jetstream_sync.jetstream.consumer_manager"]
+    assert "jetstream_sync.jetstream.push" not in manager
+    assert "jetstream_sync.jetstream.compat" not in manager
 
 
 # What Subscription and Msg keep to themselves (their public methods stand in front).

@@ -7,7 +7,9 @@ consumer of that name exists with another config, ``"update"`` fails with
 action creates or updates.
 
 The methods users call (``stream.create_consumer``, ``ctx.delete_consumer``...)
-are in ``consumer_mixins.py``; the nats.py entry points in ``compat.py``.
+are declared on ``Stream`` and ``JetStreamContext`` and carried out by the
+``ConsumerManager`` of ``consumer_manager.py``; the nats.py entry points are in
+``compat.py``.
 """
 
 from __future__ import annotations

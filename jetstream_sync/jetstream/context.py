@@ -19,10 +19,13 @@ from ._codec import merge_config
 from ._names import check_stream_name
 from ._rooms import ROOMS
 from .compat import CompatSubscribeMixin
-from .consumer_mixins import ContextConsumersMixin
+from .consumer import Consumer, PauseResponse
+from .consumer_config import ConsumerConfig, OrderedConsumerConfig
+from .consumer_manager import ConsumerManager
 from .counter import Counter, open_counter
 from .fast_batch import FastBatch
-from .info import AccountInfo, PubAck, StreamInfo
+from .info import AccountInfo, ConsumerInfo, PubAck, StreamInfo
+from .ordered import OrderedConsumer
 from .publish import (
     MSG_ID,
     RETRY_WAIT,
@@ -68,7 +71,7 @@ def stream_api_level(config: StreamConfig) -> int:
     return level
 
 
-class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
+class JetStreamContext(CompatSubscribeMixin):
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -98,6 +101,7 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         self.client = client
         self.timeout = check_timeout("timeout", timeout)
         self._api = _api.JsApi(client, _api.api_prefix(prefix, domain))
+        self._consumers = ConsumerManager(client, self._api)  # shared by this context's streams
         self._async = AsyncPublisher(
             client,
             max_ack_inflight,
@@ -433,6 +437,97 @@ class JetStreamContext(ContextConsumersMixin, CompatSubscribeMixin):
         if not names:
             raise StreamNotFoundError(404, 10059, "no stream captures the subject", subject=subject)
         return str(names[0])
+
+    # ---------------------------------------------------------------- consumers
+
+    def create_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> Consumer:
+        """Create a consumer on ``stream``; see :meth:`Stream.create_consumer`."""
+        return self._consumers.create(stream, config, fields, timeout, self.timeout)
+
+    def update_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> Consumer:
+        """Update a consumer on ``stream``; see :meth:`Stream.update_consumer`."""
+        return self._consumers.update(stream, config, fields, timeout, self.timeout)
+
+    def create_or_update_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> Consumer:
+        """Create or update a consumer on ``stream``."""
+        return self._consumers.create_or_update(stream, config, fields, timeout, self.timeout)
+
+    def consumer(self, stream: str, name: str, timeout: float | None = None) -> Consumer:
+        """A handle on consumer ``name`` of ``stream``, info fetched.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return self._consumers.consumer(stream, name, timeout, self.timeout)
+
+    def consumer_info(self, stream: str, name: str, timeout: float | None = None) -> ConsumerInfo:
+        """The info of consumer ``name`` of ``stream``.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return self._consumers.info(stream, name, timeout, self.timeout)
+
+    def delete_consumer(self, stream: str, name: str, timeout: float | None = None) -> bool:
+        """Delete consumer ``name`` of ``stream``.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return self._consumers.delete(stream, name, timeout, self.timeout)
+
+    def consumer_names(self, stream: str, timeout: float | None = None) -> Iterator[str]:
+        """The consumer names of ``stream``, paged lazily."""
+        return self._consumers.names(stream, timeout, self.timeout)
+
+    def consumers(self, stream: str, timeout: float | None = None) -> Iterator[ConsumerInfo]:
+        """The consumer infos of ``stream``, paged lazily."""
+        return self._consumers.infos(stream, timeout, self.timeout)
+
+    def ordered_consumer(
+        self, stream: str, config: OrderedConsumerConfig | None = None, **fields: Any
+    ) -> OrderedConsumer:
+        """An ordered consumer on ``stream``."""
+        return self._consumers.ordered(stream, config, fields, self.timeout)
+
+    def pause_consumer(
+        self, stream: str, name: str, until: datetime, timeout: float | None = None
+    ) -> PauseResponse:
+        """Pause a consumer until ``until`` (server 2.11+)."""
+        return self._consumers.pause(stream, name, until, timeout, self.timeout)
+
+    def resume_consumer(
+        self, stream: str, name: str, timeout: float | None = None
+    ) -> PauseResponse:
+        """Resume a paused consumer."""
+        return self._consumers.pause(stream, name, None, timeout, self.timeout)
+
+    def unpin_consumer(
+        self, stream: str, name: str, group: str, timeout: float | None = None
+    ) -> None:
+        """Unpin the pinned client of a priority group."""
+        self._consumers.unpin(stream, name, group, timeout, self.timeout)
 
     # ---------------------------------------------------------------- Key-Value (kv/)
 

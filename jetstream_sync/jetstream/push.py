@@ -36,7 +36,7 @@ from .info import ConsumerInfo
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
-    from .consumer_mixins import ContextConsumersMixin
+    from .context import JetStreamContext
     from .ordered import OrderedConsumer
 
 __all__ = ["JetStreamSubscription", "subscribe", "subscribe_bind"]
@@ -55,7 +55,7 @@ class JetStreamSubscription:
 
     def __init__(
         self,
-        ctx: ContextConsumersMixin,
+        ctx: JetStreamContext,
         stream: str,
         consumer: str,
         owned: bool,
@@ -197,7 +197,7 @@ class OrderedPushSubscription(JetStreamSubscription):
 
     def __init__(
         self,
-        ctx: ContextConsumersMixin,
+        ctx: JetStreamContext,
         stream: str,
         ordered: OrderedConsumer,
         cb: Callable[[Msg], object] | None,

@@ -27,8 +27,10 @@ from . import _api
 from . import _checks as ck
 from ._arrow_read import READ_BATCH
 from ._arrow_read import read_arrow as _read_arrow
-from .consumer_mixins import StreamConsumersMixin
-from .info import RawStreamMsg, StreamInfo
+from .consumer import Consumer, PauseResponse
+from .consumer_config import ConsumerConfig, OrderedConsumerConfig
+from .info import ConsumerInfo, RawStreamMsg, StreamInfo
+from .ordered import OrderedConsumer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,7 +105,7 @@ def _raw_from_direct(msg: Msg, **about: Any) -> RawStreamMsg:
     )
 
 
-class Stream(StreamConsumersMixin):
+class Stream:
     """A handle on one stream. Made by :meth:`JetStreamContext.stream` and friends.
 
     Attributes:
@@ -113,7 +115,8 @@ class Stream(StreamConsumersMixin):
     def __init__(self, ctx: JetStreamContext, name: str, info: StreamInfo | None = None) -> None:
         self._ctx = ctx
         self._api = ctx._api
-        self.name = name
+        self._consumers = ctx._consumers  # the context's consumer calls, given this name
+        self.name: str = name
         self._info = info
 
     @property
@@ -515,3 +518,100 @@ class Stream(StreamConsumersMixin):
                 (the error names the stream and the sequence).
         """
         return _read_arrow(self, self._ctx, start_seq, end_seq, subject, batch, timeout)
+
+    # ---------------------------------------------------------------- consumers
+
+    def create_consumer(
+        self, config: ConsumerConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> Consumer:
+        """Create a consumer on this stream from a :class:`ConsumerConfig` and/or its fields.
+
+        Without ``name`` or ``durable_name`` the consumer is ephemeral, with a
+        generated name. Creating one that exists with the same config succeeds.
+
+        Raises:
+            ConsumerExistsError: it exists with another config.
+            StreamNotFoundError: the stream does not exist.
+            ValueError, TypeError: a bad config, raised before sending.
+            TimeoutError: no answer within ``timeout``.
+        """
+        return self._consumers.create(self.name, config, fields, timeout, self._ctx.timeout)
+
+    def update_consumer(
+        self, config: ConsumerConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> Consumer:
+        """Change an existing consumer's config.
+
+        Raises:
+            ConsumerDoesNotExistError: there is no consumer of that name.
+            APIError: a field that cannot change was changed.
+        """
+        return self._consumers.update(self.name, config, fields, timeout, self._ctx.timeout)
+
+    def create_or_update_consumer(
+        self, config: ConsumerConfig | None = None, *, timeout: float | None = None, **fields: Any
+    ) -> Consumer:
+        """Create the consumer, or update it when it exists.
+
+        Raises:
+            APIError: the server refused the config.
+        """
+        return self._consumers.create_or_update(
+            self.name, config, fields, timeout, self._ctx.timeout
+        )
+
+    def consumer(self, name: str, timeout: float | None = None) -> Consumer:
+        """A handle on an existing consumer, with its info fetched.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return self._consumers.consumer(self.name, name, timeout, self._ctx.timeout)
+
+    def consumer_info(self, name: str, timeout: float | None = None) -> ConsumerInfo:
+        """The info of consumer ``name``.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return self._consumers.info(self.name, name, timeout, self._ctx.timeout)
+
+    def delete_consumer(self, name: str, timeout: float | None = None) -> bool:
+        """Delete a consumer.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return self._consumers.delete(self.name, name, timeout, self._ctx.timeout)
+
+    def consumer_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of this stream's consumers, paged lazily (``timeout`` spans all pages)."""
+        return self._consumers.names(self.name, timeout, self._ctx.timeout)
+
+    def consumers(self, timeout: float | None = None) -> Iterator[ConsumerInfo]:
+        """The info of every consumer of this stream, paged lazily."""
+        return self._consumers.infos(self.name, timeout, self._ctx.timeout)
+
+    def ordered_consumer(
+        self, config: OrderedConsumerConfig | None = None, **fields: Any
+    ) -> OrderedConsumer:
+        """An ordered consumer on this stream (nothing is created until the first pull).
+
+        Raises:
+            ValueError, TypeError: a bad config.
+        """
+        return self._consumers.ordered(self.name, config, fields, self._ctx.timeout)
+
+    def pause_consumer(
+        self, name: str, until: datetime, timeout: float | None = None
+    ) -> PauseResponse:
+        """Pause consumer ``name`` until ``until`` (server 2.11+)."""
+        return self._consumers.pause(self.name, name, until, timeout, self._ctx.timeout)
+
+    def resume_consumer(self, name: str, timeout: float | None = None) -> PauseResponse:
+        """Resume a paused consumer."""
+        return self._consumers.pause(self.name, name, None, timeout, self._ctx.timeout)
+
+    def unpin_consumer(self, name: str, group: str, timeout: float | None = None) -> None:
+        """Unpin the pinned client of ``group`` on consumer ``name`` (server 2.11+)."""
+        self._consumers.unpin(self.name, name, group, timeout, self._ctx.timeout)
