@@ -1,6 +1,8 @@
 """nats.py's entry points: ``pull_subscribe``, ``subscribe`` and their ``_bind`` forms.
 
 The pull side (``PullSubscription``) is here; the push side in ``push.py``.
+``JetStreamContext`` declares the four methods and passes itself to the
+functions of these two modules, which use only its public methods.
 
 For code moving from nats.py: the same names and the same behaviour,
 including :meth:`PullSubscription.fetch` raising :class:`TimeoutError` when
@@ -11,7 +13,6 @@ earlier fetch never cuts a later one short.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
@@ -19,14 +20,15 @@ from .._deadline import seconds_text
 from .._subjects import filter_subject
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
-from . import push
 from ._codec import merge_config
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig
 from .info import ConsumerInfo
-from .push import JetStreamSubscription
 
-__all__ = ["CompatSubscribeMixin", "PullSubscription", "pull_subscribe"]
+if TYPE_CHECKING:
+    from .context import JetStreamContext
+
+__all__ = ["PullSubscription", "pull_subscribe", "pull_subscribe_bind"]
 
 
 class PullSubscription:
@@ -90,7 +92,7 @@ class PullSubscription:
 
 
 def pull_subscribe(
-    ctx: Any,
+    ctx: JetStreamContext,
     subject: str,
     durable: str | None,
     stream: str | None,
@@ -132,74 +134,12 @@ def pull_subscribe(
     return PullSubscription(cons, owned=not durable)
 
 
-class CompatSubscribeMixin:
-    """nats.py's subscribe entry points on a ``JetStreamContext``.
+def pull_subscribe_bind(
+    ctx: JetStreamContext, stream: str, consumer: str, timeout: float | None
+) -> PullSubscription:
+    """Bind to an existing pull consumer, as nats.py's ``js.pull_subscribe_bind``.
 
-    Uses the context's consumer calls (``consumer``, ``create_consumer``,
-    ``stream_name_by_subject``...) and ``client``.
+    Raises:
+        ConsumerNotFoundError: no such consumer.
     """
-
-    if TYPE_CHECKING:  # from ContextConsumersMixin, next to this in JetStreamContext
-
-        def consumer(self, stream: str, name: str, timeout: float | None = None) -> Consumer: ...
-
-    def pull_subscribe(
-        self,
-        subject: str,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> PullSubscription:
-        """nats.py's ``pull_subscribe``: a pull consumer on ``subject`` (:func:`pull_subscribe`)."""
-        return pull_subscribe(self, subject, durable, stream, config, timeout)
-
-    def pull_subscribe_bind(
-        self, stream: str, consumer: str, *, timeout: float | None = None
-    ) -> PullSubscription:
-        """nats.py's ``pull_subscribe_bind``: bind to an existing pull consumer.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-        """
-        return PullSubscription(self.consumer(stream, consumer, timeout), owned=False)
-
-    def subscribe(
-        self,
-        subject: str,
-        queue: str | None = None,
-        cb: Callable[[Msg], object] | None = None,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        manual_ack: bool = False,
-        ordered_consumer: bool = False,
-        idle_heartbeat: float | None = None,
-        flow_control: bool = False,
-        *,
-        deliver_policy: Any = None,
-        timeout: float | None = None,
-    ) -> JetStreamSubscription:
-        """nats.py's push ``subscribe`` (see :func:`jetstream_sync.jetstream.push.subscribe`)."""
-        return push.subscribe(
-            self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
-            idle_heartbeat, flow_control, deliver_policy, timeout,
-        )  # fmt: skip
-
-    def subscribe_bind(
-        self,
-        stream: str,
-        consumer: str,
-        cb: Callable[[Msg], object] | None = None,
-        manual_ack: bool = False,
-        *,
-        timeout: float | None = None,
-    ) -> JetStreamSubscription:
-        """nats.py's ``subscribe_bind``: attach to an existing push consumer.
-
-        Raises:
-            ConsumerNotFoundError: no such consumer.
-            ValueError: it is a pull consumer.
-        """
-        return push.subscribe_bind(self, stream, consumer, cb, manual_ack, timeout)
+    return PullSubscription(ctx.consumer(stream, consumer, timeout), owned=False)

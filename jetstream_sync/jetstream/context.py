@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -13,12 +13,13 @@ from .._nuid import NUID
 from .._subjects import filter_subject, publish_subject
 from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
-from . import _api
+from ..msg import Msg
+from . import _api, compat, push
 from ._ack_mux import AsyncPublisher
 from ._codec import merge_config
 from ._names import check_stream_name
 from ._rooms import ROOMS
-from .compat import CompatSubscribeMixin
+from .compat import PullSubscription
 from .consumer import Consumer, PauseResponse
 from .consumer_config import ConsumerConfig, OrderedConsumerConfig
 from .consumer_manager import ConsumerManager
@@ -35,6 +36,7 @@ from .publish import (
     publish_headers,
     request_pub_ack,
 )
+from .push import JetStreamSubscription
 from .schedule import SCHEDULE, ScheduleInfo, cancel_schedule, list_schedules, schedule_headers
 from .schedule import check_api_level as check_schedule_level
 from .stream import Stream
@@ -71,7 +73,7 @@ def stream_api_level(config: StreamConfig) -> int:
     return level
 
 
-class JetStreamContext(CompatSubscribeMixin):
+class JetStreamContext:
     """The entry point to JetStream, made with :meth:`Client.jetstream`.
 
     Args:
@@ -528,6 +530,69 @@ class JetStreamContext(CompatSubscribeMixin):
     ) -> None:
         """Unpin the pinned client of a priority group."""
         self._consumers.unpin(stream, name, group, timeout, self.timeout)
+
+    # ---------------------------------------------------------------- nats.py's subscribe
+
+    def pull_subscribe(
+        self,
+        subject: str,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> PullSubscription:
+        """nats.py's ``pull_subscribe``: a pull consumer on ``subject`` (:func:`pull_subscribe`)."""
+        return compat.pull_subscribe(self, subject, durable, stream, config, timeout)
+
+    def pull_subscribe_bind(
+        self, stream: str, consumer: str, *, timeout: float | None = None
+    ) -> PullSubscription:
+        """nats.py's ``pull_subscribe_bind``: bind to an existing pull consumer.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
+        return compat.pull_subscribe_bind(self, stream, consumer, timeout)
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: str | None = None,
+        cb: Callable[[Msg], object] | None = None,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        idle_heartbeat: float | None = None,
+        flow_control: bool = False,
+        *,
+        deliver_policy: Any = None,
+        timeout: float | None = None,
+    ) -> JetStreamSubscription:
+        """nats.py's push ``subscribe`` (see :func:`jetstream_sync.jetstream.push.subscribe`)."""
+        return push.subscribe(
+            self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
+            idle_heartbeat, flow_control, deliver_policy, timeout,
+        )  # fmt: skip
+
+    def subscribe_bind(
+        self,
+        stream: str,
+        consumer: str,
+        cb: Callable[[Msg], object] | None = None,
+        manual_ack: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> JetStreamSubscription:
+        """nats.py's ``subscribe_bind``: attach to an existing push consumer.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+            ValueError: it is a pull consumer.
+        """
+        return push.subscribe_bind(self, stream, consumer, cb, manual_ack, timeout)
 
     # ---------------------------------------------------------------- Key-Value (kv/)
 

@@ -262,7 +262,7 @@ class OrderedPushSubscription(JetStreamSubscription):
 
 
 def subscribe(
-    ctx: Any,
+    ctx: JetStreamContext,
     subject: str,
     queue: str | None,
     cb: Callable[[Msg], object] | None,
@@ -345,7 +345,7 @@ def subscribe(
 
 
 def _bind(
-    ctx: Any,
+    ctx: JetStreamContext,
     stream: str,
     info: ConsumerInfo,
     queue: str | None,
@@ -364,7 +364,7 @@ def _bind(
 
 
 def subscribe_bind(
-    ctx: Any,
+    ctx: JetStreamContext,
     stream: str,
     consumer: str,
     cb: Callable[[Msg], object] | None,
