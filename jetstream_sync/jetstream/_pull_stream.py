@@ -70,11 +70,13 @@ def pending_of(msg: Msg) -> tuple[int, int]:
         return 0, 0
 
 
-class IterationMixin(abc.ABC):
+class BaseMessageIterator(abc.ABC):
     """``for msg in it`` and ``with it:`` on top of a subclass's ``next()`` and ``stop()``.
 
-    Iteration ends (``StopIteration``) when ``next()`` raises
-    :class:`IteratorClosedError`; leaving the ``with`` block calls ``stop()``.
+    The abstract base of :class:`MessageIterator` and the ordered consumer's
+    iterator, which the consume loop takes alike. Iteration ends
+    (``StopIteration``) when ``next()`` raises :class:`IteratorClosedError`;
+    leaving the ``with`` block calls ``stop()``.
     """
 
     @abc.abstractmethod
@@ -119,7 +121,7 @@ class IterationMixin(abc.ABC):
         self.stop()
 
 
-class MessageIterator(IterationMixin):
+class MessageIterator(BaseMessageIterator):
     """Continuous pulling with a pre-fetched buffer; made by ``Consumer.messages()``.
 
     Iterate it (blocks until a message arrives) or call :meth:`next`. It keeps

@@ -57,7 +57,7 @@ from ..errors import (
 from ..msg import Msg
 from . import _api
 from ._pull import fetch
-from ._pull_stream import RETRY_WAIT, IterationMixin, MessageIterator
+from ._pull_stream import RETRY_WAIT, BaseMessageIterator, MessageIterator
 from .consumer import ConsumeContext, Consumer
 from .consumer_admin import CREATE, create_consumer
 from .consumer_config import OrderedConsumerConfig
@@ -425,7 +425,7 @@ class OrderedConsumer:
         return f"<OrderedConsumer {self.stream_name}/{self._prefix}_{self._serial}>"
 
 
-class OrderedMessageIterator(IterationMixin):
+class OrderedMessageIterator(BaseMessageIterator):
     """Messages of an :class:`OrderedConsumer` in order; survives resets.
 
     A layer over the plain pull iterator (:class:`MessageIterator`), as
