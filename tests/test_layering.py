@@ -219,7 +219,8 @@ def test_msg_touches_no_private_attribute_of_its_client():
 
 
 def _bases(module: str, path: Path) -> list[tuple[str, str, str]]:
-    """``(class, base, module the base comes from)`` for every class of ``module``."""
+    """``(class, base, module the base comes from)`` for every class of ``module``; a base
+    written ``module.Name`` comes from the module that name was imported as."""
     tree = ast.parse(path.read_text())
     is_package = path.name == "__init__.py"
     origin: dict[str, str] = {}
@@ -227,13 +228,25 @@ def _bases(module: str, path: Path) -> list[tuple[str, str, str]]:
         if isinstance(node, ast.ImportFrom):
             for alias, target in zip(node.names, _targets(module, is_package, node), strict=True):
                 origin[alias.asname or alias.name] = target
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                origin[alias.asname or alias.name] = alias.name
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
                 if isinstance(base, ast.Name):
                     found.append((node.name, base.id, origin.get(base.id, module)))
+                elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
+                    owner = base.value.id
+                    found.append((node.name, base.attr, origin.get(owner, owner)))
     return found
+
+
+def _is_mixin(base: str, source: str) -> bool:
+    """A base is a mixin when its name ends in ``Mixin`` or its module is named for mixins
+    (``consumer_mixins.py``), whatever the class is called."""
+    return base.endswith("Mixin") or "mixin" in source.rsplit(".", 1)[-1].lower()
 
 
 def _mixins(modules: dict[str, Path]) -> list[tuple[str, str, str]]:
@@ -241,7 +254,7 @@ def _mixins(modules: dict[str, Path]) -> list[tuple[str, str, str]]:
         (f"{name}.{cls}", base, source)
         for name, path in modules.items()
         for cls, base, source in _bases(name, path)
-        if base.endswith("Mixin")
+        if _is_mixin(base, source)
     ]
 
 
@@ -259,6 +272,43 @@ def test_no_class_inherits_a_mixin_from_another_room():
         if _room(source) != _room(cls.rsplit(".", 1)[0])
     ]
     assert not crossing, f"classes inheriting another room's mixin: {crossing}"
+
+
+def test_the_jetstream_room_is_built_by_composition():
+    """No class of jetstream/ inherits a mixin (issue 29): Stream and JetStreamContext declare
+    their consumer and nats.py subscribe methods and hand them to the ConsumerManager they
+    hold and to compat.py's functions; fails on the code before, built from consumer_mixins.py."""
+    room = {name: path for name, path in MODULES.items() if _room(name) == "jetstream"}
+    assert len(room) > 20
+    found = _mixins(room)
+    assert not found, f"jetstream/ classes built from mixins (hold the helper instead): {found}"
+
+
+def test_the_mixin_check_sees_every_way_of_naming_a_mixin(tmp_path):
+    """The check above sees a base named ``...Mixin`` (imported, reached through its module or
+    local), any base imported from a mixin module, and lets plain and abstract bases be."""
+    here = "jetstream_sync.jetstream.stream"
+    mixins = "jetstream_sync.jetstream.consumer_mixins"
+    cases = {
+        "from .consumer_mixins import StreamConsumersMixin\n"
+        "class Stream(StreamConsumersMixin): ...\n": [
+            (f"{here}.Stream", "StreamConsumersMixin", mixins)
+        ],
+        "from .consumer_mixins import _Admin\nclass Stream(_Admin): ...\n": [
+            (f"{here}.Stream", "_Admin", mixins)
+        ],
+        "from . import compat\nclass Ctx(compat.CompatSubscribeMixin): ...\n": [
+            (f"{here}.Ctx", "CompatSubscribeMixin", "jetstream_sync.jetstream.compat")
+        ],
+        "class Ctx(SubscribeMixin): ...\n": [(f"{here}.Ctx", "SubscribeMixin", here)],
+        "import abc\nclass BaseMessageIterator(abc.ABC): ...\n": [],
+        "from ._pull_stream import BaseMessageIterator\nclass It(BaseMessageIterator): ...\n": [],
+        "class Stream:\n    name: str\n": [],
+    }
+    path = tmp_path / "stream.py"
+    for source, expected in cases.items():
+        path.write_text(source)
+        assert _mixins({here: path}) == expected, source
 
 
 # The rooms on top: each imports the package's public modules and, of each lower room, at
