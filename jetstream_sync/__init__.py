@@ -139,6 +139,7 @@ from .jetstream.enums import (
 )
 from .jetstream.info import (
     AccountInfo,
+    ArrowPubAck,
     ClusterInfo,
     ConsumerInfo,
     PeerInfo,
@@ -179,6 +180,7 @@ __all__ = [
     "APIError",
     "AccountInfo",
     "AckPolicy",
+    "ArrowPubAck",
     "AuthorizationError",
     "BadHeaderError",
     "BadSubjectError",

@@ -849,8 +849,25 @@ class DataLossError(NatsError, RuntimeError):
 
 
 class RowPublishError(NatsError):
-    """A row a Spark write sent was not stored: the text names its subject, index and the
-    server's error."""
+    """A row of a columnar publish (:meth:`JetStreamContext.publish_arrow`, a Spark write)
+    was not sent or not stored: the text names its index, subject and why.
+
+    The rows before it were acknowledged; rows after it may have been sent too
+    (they were in flight), so publish again under the same ``msg_id_prefix``
+    (the stream drops what it stored already) or read back what landed.
+
+    Attributes:
+        row: the row's index among the rows of the call (of the Spark task).
+        subject: its subject (None when it had none).
+    """
+
+    def __init__(self, text: str = "", row: int | None = None, subject: str | None = None) -> None:
+        super().__init__(text)
+        self.row = row
+        self.subject = subject
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int | None, str | None]]:
+        return (type(self), (str(self), self.row, self.subject))
 
 
 class UnknownOptionError(NatsError, ValueError):

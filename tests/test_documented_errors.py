@@ -436,8 +436,8 @@ ELSEWHERE: dict[str, str] = {
     "test_names_match_ignoring_case_and_underscores",
     "DataLossError": "tests/spark/test_spark_data_loss.py::"
     "test_a_purge_mid_read_fails_naming_the_stream_and_the_range",
-    "RowPublishError": "tests/spark/test_spark_batch_publish.py::"
-    "test_a_bad_subject_fails_before_its_chunk_is_sent",
+    "RowPublishError": "tests/jetstream/test_publish_arrow.py::"
+    "test_an_unsendable_row_is_named_and_the_rows_before_it_are_stored",
 }
 
 # The server sends these codes only in states a test cannot reach on nats-server 2.15.1;

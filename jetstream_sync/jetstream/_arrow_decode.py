@@ -51,18 +51,19 @@ _V1_TOKENS, _V1_AT = 9, (5, 7)
 _V2_TOKENS, _V2_AT = 11, (7, 9)
 
 
-def import_pyarrow() -> Any:
+def import_pyarrow(needed_by: str = "Stream.read_arrow") -> Any:
     """The ``pyarrow`` module, imported now.
 
     Raises:
-        ImportError: pyarrow is not installed (the message names the extra to install).
+        ImportError: pyarrow is not installed (the message names ``needed_by`` and the
+            extra to install).
     """
     try:
         import pyarrow
         import pyarrow.compute  # noqa: F401  # pyarrow.compute is not loaded by pyarrow itself
     except ImportError as exc:
         raise ImportError(
-            "Stream.read_arrow needs the 'pyarrow' package, which is not installed: "
+            f"{needed_by} needs the 'pyarrow' package, which is not installed: "
             "pip install 'jetstream_sync[spark]'"
         ) from exc
     return pyarrow

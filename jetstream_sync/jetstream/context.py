@@ -37,12 +37,15 @@ from .publish import (
     request_pub_ack,
 )
 from .push import JetStreamSubscription
+from .replies import ArrowPubAck
 from .schedule import SCHEDULE, ScheduleInfo, cancel_schedule, list_schedules, schedule_headers
 from .schedule import check_api_level as check_schedule_level
 from .stream import Stream
 from .stream_config import StreamConfig
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..client import Client
 
     # Names for the type checker only: Key-Value and Object Store attach themselves
@@ -305,6 +308,57 @@ class JetStreamContext:
             raise TimeoutError("publish_batch timed out")
         reply = self.client.request(subject, data, timeout=left, headers=headers)
         return parse_pub_ack(reply, subject)
+
+    def publish_arrow(
+        self,
+        table: pa.Table | pa.RecordBatch,
+        subject: str | None = None,
+        *,
+        msg_id_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ArrowPubAck:
+        """Publish every row of a pyarrow Table or RecordBatch, each acknowledged (needs pyarrow).
+
+        The columns are the Spark sink's (the mirror of :meth:`Stream.read_arrow`):
+        ``data`` (binary or string, required), ``subject`` (string; a null or
+        empty one takes ``subject=``), ``headers`` (a map of string to string
+        or to a list of strings) and ``msgId`` (string). Rows are encoded a
+        chunk at a time and sent without waiting, at most 16,384 waiting for
+        their PubAck; the call returns once every row is acknowledged.
+
+        Each message carries a ``Nats-Msg-Id``: its ``msgId``, or
+        ``<msg_id_prefix><row>:<12 hex digits of its data's hash>``. Without
+        ``msg_id_prefix`` a fresh one is made per call; give your own to make a
+        retry of the same table idempotent: the stream stores each row once
+        (within its duplicate window) and counts the rest as duplicates.
+
+        Args:
+            table: the rows.
+            subject: the subject of rows without one (required without a
+                ``subject`` column).
+            msg_id_prefix: what derived message ids start with.
+            timeout: seconds without any PubAck before the oldest waiting row
+                fails, and the longest wait for room in the write buffer
+                (default: the context's timeout).
+
+        Returns:
+            The stream, the rows acknowledged and how many were duplicates.
+
+        Raises:
+            ImportError: pyarrow is not installed.
+            TypeError, ValueError, BadSubjectError: not a Table or RecordBatch, an
+                unknown or missing column, a column of another type, a bad
+                ``subject=``; raised before anything is sent.
+            RowPublishError: a row could not be sent (null data, a bad subject or
+                header, too large: the rows before it are acknowledged first and
+                it is not sent) or was not stored (refused by the stream, no
+                stream for its subject, no PubAck in time, the connection lost).
+                ``row`` and ``subject`` name it; rows after it may have been sent.
+        """
+        from .arrow_publish import publish_arrow
+
+        wait = check_timeout("timeout", timeout, self.timeout)
+        return publish_arrow(self, table, subject, msg_id_prefix, wait)
 
     # ---------------------------------------------------------------- account
 

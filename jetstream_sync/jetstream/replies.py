@@ -28,6 +28,7 @@ __all__ = [
     "AccountInfo",
     "AccountLimits",
     "AccountTier",
+    "ArrowPubAck",
     "PubAck",
     "RawStreamMsg",
     "format_header_block",
@@ -166,6 +167,21 @@ class PubAck(Wire):
     batch_id: str | None = field("batch")
     batch_size: int | None = field("count")
     extra: Mapping[str, Any] = extra_field()
+
+
+@attrs.frozen(kw_only=True)
+class ArrowPubAck:
+    """What :meth:`JetStreamContext.publish_arrow` got acknowledged.
+
+    Attributes:
+        stream: the stream that stored the rows (None when there were none).
+        rows: the rows acknowledged: every row of the table.
+        duplicates: rows whose ``Nats-Msg-Id`` the stream had already: not stored again.
+    """
+
+    stream: str | None
+    rows: int
+    duplicates: int
 
 
 def parse_header_block(raw: bytes) -> Headers:

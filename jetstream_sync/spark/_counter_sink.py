@@ -47,7 +47,7 @@ from ..errors import (
     StreamNotFoundError,
     StreamWrongExpectedError,
 )
-from ._batch import BatchPublisher
+from ..jetstream.arrow_publish import ArrowPublisher
 from ._common import connection, context
 from ._options import COUNTER_STREAM_WRITE, COUNTER_WRITE, Options
 from ._subjects import intersect, is_literal
@@ -236,9 +236,10 @@ class _CounterWriter:
         task = TaskContext.get()
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
-        publisher = BatchPublisher(
-            ctx.client, partition, f"{id_prefix}:{partition}:", self.subject, fail_at
-        )
+        publisher = ArrowPublisher(
+            ctx.client, f"{id_prefix}:{partition}:", self.subject,
+            where=f" of partition {partition}", max_rows=fail_at,
+        )  # fmt: skip
         try:
             for batch in batches:
                 stop, why = self._first_bad_row(batch)

@@ -58,7 +58,7 @@ def _headers(pairs: list[tuple[str, Any]] | None) -> tuple[dict[str, list[str]],
 
 
 class FastPublisher:
-    """One task's rows as fast-ingest batches; same counters as :class:`BatchPublisher`.
+    """One task's rows as fast-ingest batches; same counters as the ``ArrowPublisher``.
 
     Args:
         ctx: the JetStream context of the task's connection.

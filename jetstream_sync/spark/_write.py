@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from ..errors import BatchPublishDisabledError, RowPublishError, StreamNotFoundError
-from ._batch import BatchPublisher
+from ..jetstream.arrow_publish import ArrowPublisher
 from ._common import connection, context
 from ._fast_write import DEFAULT_BATCH_ROWS, FastPublisher
 from ._options import Options
@@ -217,15 +217,16 @@ class _Writer:
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
         prefix = f"{id_prefix}:{partition}:"
-        publisher: BatchPublisher | FastPublisher
+        publisher: ArrowPublisher | FastPublisher
         if self.mode == "fast":
             publisher = FastPublisher(
                 ctx, partition, prefix, self.subject, self.fast_batch_rows, fail_at
             )
         else:
-            publisher = BatchPublisher(
-                ctx.client, partition, prefix, self.subject, fail_at, self.added_headers
-            )
+            publisher = ArrowPublisher(
+                ctx.client, prefix, self.subject, where=f" of partition {partition}",
+                max_rows=fail_at, added_headers=self.added_headers,
+            )  # fmt: skip
         publisher.publish_all(batches)
         if publisher.stream is not None:
             check_duplicate_window(ctx, publisher.stream)

@@ -1,26 +1,30 @@
-"""Publishing a write task's rows a record batch at a time, every row acknowledged.
+"""Columnar publishing: the rows of Arrow record batches as JetStream messages, every one
+acknowledged (:meth:`JetStreamContext.publish_arrow`, and the Spark writer).
 
-Per chunk of rows (up to :data:`CHUNK_ROWS` of an Arrow record batch) the
-protocol core encodes every HPUB frame in one call
-(``_protocol.encode_batch_hpub``: subject checks, the ``Nats-Msg-Id``
-derived in C, a reply subject per row on one inbox) and the client queues
-the whole blob in one write (:meth:`Client.publish_frames`). The PubAcks come
-back on a reply route of the client (:meth:`Client.add_reply_route`) as
-``(token, payload, headers)`` tuples, a list per buffer the reader parsed,
-straight into the task's queue: no future and no JSON per row. The token of
-row ``i`` of the task is ``base + i``; a row counts as stored once its
-success ack arrived. At most :data:`WINDOW_ROWS` rows wait for their ack.
+Per chunk of rows (up to :data:`CHUNK_ROWS` of a record batch) the protocol core
+encodes every HPUB frame in one call (``_protocol.encode_batch_hpub``: subject
+checks, the ``Nats-Msg-Id`` derived in C, a reply subject per row on one inbox) and
+the client queues the whole blob in one write (:meth:`Client.publish_frames`). The
+PubAcks come back on a reply route of the client (:meth:`Client.add_reply_route`)
+as ``(token, payload, headers)`` tuples, a list per buffer the reader parsed,
+straight into the publisher's queue: no future and no JSON per row. The token of
+row ``i`` of a publisher is ``base + i``; a row counts as stored once its success
+ack arrived. At most :data:`WINDOW_ROWS` rows wait for their ack.
 
-Routes are made once per client and reused by the tasks that run one after
-the other in a Python worker (:class:`AckRoutes`): a route's tokens keep
-growing, so a late ack of an earlier task is recognised and ignored.
+Routes are made once per client and reused by the publishers that run one after
+the other (:class:`AckRoutes`; a Spark Python worker runs task after task): a
+route's tokens keep growing, so a late ack of an earlier publisher is recognised
+and ignored.
 
-Every row is either acknowledged or the task fails with
-:class:`RowPublishError` naming it: a rejected row (its error ack), a row
-whose ack did not come within :data:`ACK_WAIT` seconds, or rows still waiting
-when the connection was lost (their acks went to the old connection; a
-retried task publishes them again under the same message ids, which the
-stream deduplicates).
+Every row is either acknowledged or :class:`RowPublishError` names it: a row that
+cannot be sent (the rows before it are sent and acknowledged first, none after it
+is sent), a rejected row (its error ack), a row whose ack did not come
+within the ack wait, or rows still waiting when the connection was lost (their
+acks went to the old connection; publishing them again under the same message ids
+lets the stream drop what was stored).
+
+Needs pyarrow (imported with this module, which the context imports only when
+``publish_arrow`` is called).
 """
 
 from __future__ import annotations
@@ -32,21 +36,29 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from .. import _protocol
-from ..errors import ConnectionLostError, NatsError, RowPublishError, TimeoutError
-from ..jetstream.publish import parse_pub_ack
+from .._nuid import NUID
+from .._subjects import is_publish_subject
+from ..errors import BadSubjectError, ConnectionLostError, NatsError, RowPublishError, TimeoutError
 from ..msg import Msg
+from ._arrow_decode import import_pyarrow
+from .publish import parse_pub_ack
+from .replies import ArrowPubAck
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..client import Client
+    from .context import JetStreamContext
+else:
+    pa = import_pyarrow("JetStreamContext.publish_arrow")
+
+__all__ = ["ACK_WAIT", "CHUNK_ROWS", "WINDOW_ROWS", "AckRoutes", "ArrowPublisher", "publish_arrow"]
 
 CHUNK_ROWS = 4096  # rows encoded and written in one piece
 WINDOW_ROWS = 16384  # rows at most waiting for their ack
-ACK_WAIT = 60.0  # seconds without any ack before the oldest waiting row fails the task
-WRITE_TIMEOUT = 60.0  # seconds to wait for room in the client's write buffer
-_RESOURCE_KEY = "jetstream_sync.spark.ack_routes"
+ACK_WAIT = 60.0  # seconds without any ack before the oldest waiting row fails (the default)
+_RESOURCE_KEY = "jetstream_sync.arrow_publish.ack_routes"
 _LOST = "connection lost"  # what the status listener puts in every route's queue
 
 
@@ -56,14 +68,14 @@ class _Route:
     def __init__(self, prefix: str, acks: queue.SimpleQueue[Any]) -> None:
         self.prefix = prefix
         self.acks = acks
-        self.next_token = 1  # tokens below this belong to earlier tasks
+        self.next_token = 1  # tokens below this belong to earlier publishers
 
 
 class AckRoutes:
-    """The client's reply routes for batch acks: one per task writing at once, reused.
+    """The client's reply routes for batch acks: one per publisher at once, reused.
 
     Made by :meth:`Client.shared_resource`; it starts no thread. When the
-    connection drops, every route's queue gets a marker, so a task waiting for
+    connection drops, every route's queue gets a marker, so a publisher waiting for
     acks learns at once that they will not come.
 
     Args:
@@ -78,7 +90,7 @@ class AckRoutes:
         client.add_status_listener(self._on_status)
 
     def take(self) -> _Route:
-        """A route no other task uses, its queue emptied of what earlier tasks left."""
+        """A route no other publisher uses, its queue emptied of what earlier ones left."""
         with self._lock:
             route = self._free.pop() if self._free else None
         if route is None:
@@ -91,7 +103,7 @@ class AckRoutes:
         return route
 
     def give_back(self, route: _Route) -> None:
-        """Let the next task use ``route``."""
+        """Let the next publisher use ``route``."""
         with self._lock:
             self._free.append(route)
 
@@ -151,52 +163,63 @@ def _header_column(
 
 
 class _Chunk:
-    """Rows ``first..first+count-1`` of the task: what naming one of them needs."""
+    """Rows ``first..first+count-1`` of the publisher: what naming one of them needs."""
 
     __slots__ = ("batch_row", "count", "first", "subjects")
 
     def __init__(self, first: int, count: int, batch_row: int, subjects: pa.Array | None) -> None:
         self.first = first
         self.count = count
-        self.batch_row = batch_row  # the batch row of the task's row `first`
+        self.batch_row = batch_row  # the batch row of the publisher's row `first`
         self.subjects = subjects
 
 
-class BatchPublisher:
-    """One task's publishing: chunks out, acks in, a bounded window between.
+class ArrowPublisher:
+    """Rows of record batches out, their acks in, a bounded window between.
+
+    Row ``i`` (counted over every batch given to this publisher) gets the
+    ``Nats-Msg-Id`` of its ``msgId`` column, or when that is null or absent
+    ``<id_prefix><i>:`` and 12 hex digits of the BLAKE2b of its data keyed
+    by its subject. The same rows published again under the same prefix get
+    the same ids, so the stream stores them once (within its duplicate window).
 
     Args:
         client: the connection.
-        partition: the task's partition (named in errors).
-        id_prefix: what derived message ids start with (``<write>:<partition>:``).
-        default_subject: the subject of rows without one, or None.
-        max_rows: publish at most this many rows, then fail the task (tests of retries).
-        added_headers: headers every message gets (the trace context of the task's
-            span, when OpenTelemetry instruments the writer), unless its row has one of
-            the same name.
+        id_prefix: what derived message ids start with.
+        default_subject: the subject of rows without one (null or empty), or None.
+        where: what follows ``row <i>`` in error texts (the Spark writer's
+            `` of partition <p>``).
+        max_rows: publish at most this many rows, then fail (tests of retries).
+        added_headers: headers every message gets (the trace context of a Spark
+            task's span), unless its row has one of the same name.
+        ack_wait: seconds without any ack before the oldest waiting row fails;
+            also the longest wait for room in the client's write buffer.
     """
 
     def __init__(
         self,
         client: Client,
-        partition: int,
         id_prefix: str,
         default_subject: str | None,
+        *,
+        where: str = "",
         max_rows: int | None = None,
         added_headers: Mapping[str, str] | None = None,
+        ack_wait: float = ACK_WAIT,
     ) -> None:
         self._client = client
         self._added_headers = dict(added_headers or {})
-        self._partition = partition
+        self._where = where
         self._id_prefix = id_prefix.encode()
         self._default = default_subject
         self._default_b = (default_subject or "").encode()
         self._max_rows = max_rows
+        self._ack_wait = ack_wait
         self._routes: AckRoutes = client.shared_resource(_RESOURCE_KEY, AckRoutes)
         self._route = self._routes.take()
         self._base = self._route.next_token
         self._reply = self._route.prefix.encode()
-        self._acked = bytearray()  # per task row: 1 once its success ack came
+        self._acked = bytearray()  # per row: 1 once its success ack came
         self._chunks: deque[_Chunk] = deque()  # chunks with a row still waiting
         self.sent = 0
         self.waiting = 0
@@ -208,8 +231,8 @@ class BatchPublisher:
 
         Raises:
             RowPublishError: a row cannot be sent (a bad subject, header or
-                size: the rows already sent are acknowledged first; neither it
-                nor any row after it is sent) or was rejected.
+                size: the rows before it are sent and acknowledged first;
+                neither it nor any row after it is sent) or was rejected.
         """
         names = batch.schema.names
         payloads = _column(batch.column(names.index("data")))
@@ -237,7 +260,7 @@ class BatchPublisher:
                 end = bad_header
                 if end == pos:
                     self.wait_all()  # an earlier row's failure comes first
-                    raise RowPublishError(self._bad_row(self.sent, subjects_arr, pos, why))
+                    raise self._bad_row(self.sent, subjects_arr, pos, why)
             self._wait(WINDOW_ROWS - (end - pos))
             frames, bad, code = _protocol.encode_batch_hpub(
                 payloads, subjects, msg_ids, headers, start=pos, end=end,
@@ -245,28 +268,35 @@ class BatchPublisher:
                 first_index=self.sent, reply_prefix=self._reply,
                 first_token=self._base + self.sent, max_payload=self._client.max_payload,
             )  # fmt: skip
-            if code:
+            if code:  # frames holds the rows before the bad one: they go, then it fails
+                if bad > pos:
+                    self._send(frames, pos, bad - pos, subjects_arr)
                 self.wait_all()
-                why = _protocol.BATCH_ERRORS[code]
-                raise RowPublishError(self._bad_row(self.sent + bad - pos, subjects_arr, bad, why))
-            count = end - pos
-            self._chunks.append(_Chunk(self.sent, count, pos, subjects_arr))
-            self._acked += bytes(count)
-            try:
-                self._client.publish_frames(frames, count, timeout=WRITE_TIMEOUT)
-            except NatsError as exc:  # no room in time, reconnect buffer full, closed
-                raise RowPublishError(self._row_error(self.sent, exc)) from exc
-            self.sent += count
-            self.waiting += count
+                raise self._bad_row(self.sent, subjects_arr, bad, _protocol.BATCH_ERRORS[code])
+            self._send(frames, pos, end - pos, subjects_arr)
             pos = end
             self._take_ready()
 
-    def _bad_row(self, index: int, subjects: pa.Array | None, row: int, why: str) -> str:
-        """The error text for the task's row ``index`` (row ``row`` of its batch)."""
-        subject = subjects[row].as_py() if subjects is not None else None
-        return (
-            f"row {index} of partition {self._partition} "
-            f"(subject {(subject or self._default)!r}) was not sent: {why}"
+    def _send(self, frames: bytes, pos: int, count: int, subjects: pa.Array | None) -> None:
+        """Queue the ``count`` encoded rows from batch row ``pos`` in one write."""
+        self._chunks.append(_Chunk(self.sent, count, pos, subjects))
+        self._acked += bytes(count)
+        try:
+            self._client.publish_frames(frames, count, timeout=self._ack_wait)
+        except NatsError as exc:  # no room in time, reconnect buffer full, closed
+            raise self._row_error(self.sent, exc) from exc
+        self.sent += count
+        self.waiting += count
+
+    def _bad_row(
+        self, index: int, subjects: pa.Array | None, row: int, why: str
+    ) -> RowPublishError:
+        """The error for row ``index``, not sent (row ``row`` of its batch)."""
+        subject = (subjects[row].as_py() if subjects is not None else None) or self._default
+        return RowPublishError(
+            f"row {index}{self._where} (subject {subject!r}) was not sent: {why}",
+            row=index,
+            subject=subject,
         )
 
     def wait_all(self) -> None:
@@ -292,7 +322,7 @@ class BatchPublisher:
             self.close()
 
     def close(self) -> None:
-        """Hand the route to the next task (its later acks are recognised as stale)."""
+        """Hand the route to the next publisher (its later acks are recognised as stale)."""
         self._route.next_token = self._base + self.sent
         self._routes.give_back(self._route)
 
@@ -308,31 +338,26 @@ class BatchPublisher:
         """Settle acks until at most ``most`` rows wait (``most`` may be below 0: then 0)."""
         acks = self._route.acks
         most = max(most, 0)
-        due = time.monotonic() + ACK_WAIT
+        due = time.monotonic() + self._ack_wait
         while self.waiting > most:
             try:
                 item = acks.get(timeout=max(due - time.monotonic(), 0.0))
             except queue.Empty:
                 index = self._acked.find(0)
-                raise RowPublishError(
-                    self._row_error(index, TimeoutError(f"no PubAck within {ACK_WAIT:.0f} s"))
-                ) from None
+                waited = TimeoutError(f"no PubAck within {self._ack_wait:g} s")
+                raise self._row_error(index, waited) from None
             if self._settle(item):
-                due = time.monotonic() + ACK_WAIT
+                due = time.monotonic() + self._ack_wait
 
     def _settle(self, item: list[tuple[str, bytes, bytes | None]] | str) -> bool:
         """Count the acks of one received buffer; True when one was for a waiting row."""
         if isinstance(item, str):  # _LOST
             if self.waiting:
                 index = self._acked.find(0)
-                raise RowPublishError(
-                    self._row_error(
-                        index,
-                        ConnectionLostError(
-                            f"connection lost while {self.waiting} rows waited for their PubAck"
-                        ),
-                    )
+                lost = ConnectionLostError(
+                    f"connection lost while {self.waiting} rows waited for their PubAck"
                 )
+                raise self._row_error(index, lost)
             return False
         acked = self._acked
         base, sent = self._base, self.sent
@@ -341,7 +366,7 @@ class BatchPublisher:
         for token, data, headers in item:
             index = int(token) - base
             if index < 0 or index >= sent or acked[index]:
-                continue  # an earlier task's, or not ours
+                continue  # an earlier publisher's, or not ours
             if unknown or headers is not None or b'"error"' in data or b'"duplicate"' in data:
                 self._full_ack(index, token, data, headers)  # else a plain success: no JSON
                 unknown = False
@@ -359,17 +384,93 @@ class BatchPublisher:
         try:
             ack = parse_pub_ack(Msg(self._route.prefix + token, "", data, headers))
         except Exception as exc:
-            raise RowPublishError(self._row_error(index, exc)) from exc
+            raise self._row_error(index, exc) from exc
         self.duplicates += ack.duplicate
         self.stream = ack.stream
 
-    def _row_error(self, index: int, exc: BaseException) -> str:
-        """The error text for the task's row ``index``, with its subject."""
+    def _row_error(self, index: int, exc: BaseException) -> RowPublishError:
+        """The error for row ``index``, sent and not stored, with its subject."""
         subject = self._default
         for chunk in self._chunks:
             if chunk.first <= index < chunk.first + chunk.count and chunk.subjects is not None:
                 subject = chunk.subjects[chunk.batch_row + index - chunk.first].as_py() or subject
-        return (
-            f"row {index} of partition {self._partition} (subject {subject!r}) was not stored: "
-            f"{type(exc).__name__}: {exc}"
+        return RowPublishError(
+            f"row {index}{self._where} (subject {subject!r}) was not stored: "
+            f"{type(exc).__name__}: {exc}",
+            row=index,
+            subject=subject,
         )
+
+
+# -- publish_arrow --------------------------------------------------------------------
+
+_COLUMNS = ("data", "subject", "headers", "msgId")
+
+
+def _check_columns(schema: pa.Schema, subject: str | None) -> None:
+    """Refuse a table ``publish_arrow`` cannot send as asked, before anything is sent."""
+    names = schema.names
+    unknown = [name for name in names if name not in _COLUMNS]
+    if unknown:
+        raise ValueError(f"publish_arrow: unknown columns {unknown}; it takes {list(_COLUMNS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"publish_arrow: a column name appears twice: {names}")
+    if "data" not in names:
+        raise ValueError("publish_arrow: the table has no 'data' column")
+    if subject is None and "subject" not in names:
+        raise ValueError("publish_arrow: give subject= or a 'subject' column")
+    texts = (pa.string(), pa.large_string())
+    wanted = {
+        "data": (*texts, pa.binary(), pa.large_binary()),
+        "subject": texts,
+        "msgId": texts,
+    }
+    for name, types in wanted.items():
+        if name in names and schema.field(name).type not in types:
+            raise TypeError(
+                f"publish_arrow: column {name!r} is {schema.field(name).type}, "
+                f"not one of {[str(t) for t in types]}"
+            )
+    if "headers" in names and not _is_header_map(schema.field("headers").type):
+        raise TypeError(
+            f"publish_arrow: column 'headers' is {schema.field('headers').type}, not a "
+            "map<string, string> or map<string, list<string>>"
+        )
+
+
+def _is_header_map(kind: pa.DataType) -> bool:
+    if not pa.types.is_map(kind) or not pa.types.is_string(kind.key_type):
+        return False
+    item = kind.item_type
+    return bool(
+        pa.types.is_string(item) or (pa.types.is_list(item) and pa.types.is_string(item.value_type))
+    )
+
+
+def publish_arrow(
+    ctx: JetStreamContext,
+    table: pa.Table | pa.RecordBatch,
+    subject: str | None,
+    msg_id_prefix: str | None,
+    timeout: float,
+) -> ArrowPubAck:
+    """Publish every row of ``table``: :meth:`JetStreamContext.publish_arrow`."""
+    if isinstance(table, pa.Table):
+        batches: list[pa.RecordBatch] = table.to_batches()
+    elif isinstance(table, pa.RecordBatch):
+        batches = [table]
+    else:
+        raise TypeError(
+            f"publish_arrow takes a pyarrow Table or RecordBatch, not {type(table).__name__}"
+        )
+    _check_columns(table.schema, subject)
+    if subject is not None and not is_publish_subject(subject):
+        raise BadSubjectError(f"publish_arrow: subject {subject!r} is not a publish subject")
+    if msg_id_prefix is not None and ("\r" in msg_id_prefix or "\n" in msg_id_prefix):
+        raise ValueError("publish_arrow: msg_id_prefix must not hold CR or LF")
+    prefix = f"{NUID.next()}:" if msg_id_prefix is None else msg_id_prefix
+    publisher = ArrowPublisher(ctx.client, prefix, subject, ack_wait=timeout)
+    publisher.publish_all(batches)
+    return ArrowPubAck(
+        stream=publisher.stream, rows=publisher.sent, duplicates=publisher.duplicates
+    )

@@ -1,17 +1,18 @@
-"""The Spark sink's batch publisher (``spark/_batch.py``) against a real server, without Spark."""
+"""The columnar publisher (``jetstream/arrow_publish.py``) that ``publish_arrow`` and the Spark
+sink run on, against a real server, as the Spark sink drives it (``where`` names the partition)."""
 
 from __future__ import annotations
 
 import hashlib
 
-import pyarrow as pa
 import pytest
 
 import jetstream_sync
 from jetstream_sync.errors import RowPublishError
-from jetstream_sync.spark import _batch
-from jetstream_sync.spark._batch import BatchPublisher
+from jetstream_sync.jetstream.arrow_publish import ArrowPublisher
 from tests.fixtures.polling import wait_for
+
+pa = pytest.importorskip("pyarrow")
 
 
 def _batch_of(data, subject=None, headers=None, msg_id=None, data_type=None):
@@ -25,8 +26,12 @@ def _batch_of(data, subject=None, headers=None, msg_id=None, data_type=None):
     return pa.RecordBatch.from_pydict(columns)
 
 
-def _publish(client, batches, default=None, prefix="w:0:", max_rows=None) -> BatchPublisher:
-    publisher = BatchPublisher(client, 0, prefix, default, max_rows)
+def _publisher(client, prefix, default, partition=0, **options) -> ArrowPublisher:
+    return ArrowPublisher(client, prefix, default, where=f" of partition {partition}", **options)
+
+
+def _publish(client, batches, default=None, prefix="w:0:", **options) -> ArrowPublisher:
+    publisher = _publisher(client, prefix, default, **options)
     publisher.publish_all(batches)
     return publisher
 
@@ -60,7 +65,7 @@ def test_added_headers_reach_every_row_unless_the_row_has_one_of_the_name(nc, st
     plain = _batch_of([b"a", b"b"], [subject] * 2)
     own = [[("traceparent", ["mine"]), ("k", ["v"])], None, [("k", ["w"])]]
     with_column = _batch_of([b"c", b"d", b"e"], [subject] * 3, own)
-    publisher = BatchPublisher(nc, 0, "t:0:", None, added_headers=added)
+    publisher = _publisher(nc, "t:0:", None, added_headers=added)
     publisher.publish_all([plain, with_column])
     stored = _all(stream)
     assert [m.headers.get_all("traceparent") for m in stored] == [
@@ -99,13 +104,14 @@ def test_string_data_headers_and_explicit_ids(nc, stream):
     assert three.headers.get_all("k") == ["a", "b"] and three.headers["z"] == "1"
 
 
-def test_a_bad_subject_fails_before_its_chunk_is_sent(nc, stream):
-    """A row with a wildcard subject names the row; no row of its chunk reached the stream."""
+def test_a_bad_subject_fails_its_row_after_the_rows_before_it(nc, stream):
+    """A row with a wildcard subject names the row; the row before it (in its chunk) is
+    stored, the one after it is not sent."""
     good = f"{stream.name}.ok"
     batch = _batch_of([b"a", b"b", b"c"], [good, f"{stream.name}.*", good])
     with pytest.raises(RowPublishError, match=r"row 1 of partition 0 .*\.\*'\) was not sent"):
         _publish(nc, [batch])
-    assert stream.info().state.messages == 0
+    assert [m.data for m in _all(stream)] == [b"a"]
 
 
 def test_null_data_and_a_missing_subject_name_the_row(nc, stream):
@@ -145,17 +151,17 @@ def test_no_stream_for_the_subject_fails_the_first_row(nc, stream):
 def test_max_rows_sends_that_many_rows_then_fails(nc, stream):
     """The retry-test hook stops after its count of stored rows."""
     with pytest.raises(RuntimeError, match="after 7 stored rows"):
-        _publish(nc, [_batch_of([b"%d" % i for i in range(10)])], f"{stream.name}.m", max_rows=7)
+        rows = [_batch_of([b"%d" % i for i in range(10)])]
+        _publish(nc, rows, f"{stream.name}.m", max_rows=7)
     assert stream.info().state.messages == 7
 
 
-def test_a_missing_ack_fails_the_oldest_waiting_row(nc, monkeypatch):
-    """A subject whose subscriber never answers: after ACK_WAIT the first row fails."""
-    monkeypatch.setattr(_batch, "ACK_WAIT", 0.5)
+def test_a_missing_ack_fails_the_oldest_waiting_row(nc):
+    """A subject whose subscriber never answers: after the ack wait the first row fails."""
     silent = nc.subscribe("silent.sink")
     try:
-        with pytest.raises(RowPublishError, match=r"row 0 of partition 0 .*no PubAck within"):
-            _publish(nc, [_batch_of([b"a", b"b"])], default="silent.sink")
+        with pytest.raises(RowPublishError, match=r"row 0 of partition 0 .*no PubAck within 0.5"):
+            _publish(nc, [_batch_of([b"a", b"b"])], default="silent.sink", ack_wait=0.5)
     finally:
         silent.unsubscribe()
 
@@ -163,7 +169,7 @@ def test_a_missing_ack_fails_the_oldest_waiting_row(nc, monkeypatch):
 def test_a_lost_connection_fails_the_waiting_rows(fault_proxy, js, stream):
     """Acks stalled, then the link cut: the task fails with ConnectionLostError at once."""
     with jetstream_sync.connect(fault_proxy.url, max_reconnect_attempts=-1) as client:
-        publisher = BatchPublisher(client, 0, "lost:0:", f"{stream.name}.l")
+        publisher = _publisher(client, "lost:0:", f"{stream.name}.l")
         try:
             fault_proxy.stall(directions=("to_client",))
             publisher.publish(_batch_of([b"a", b"b"]))
@@ -192,7 +198,7 @@ def test_a_chunk_the_write_buffer_refuses_names_its_first_row(restartable_server
     with jetstream_sync.connect(
         server.url, reconnect_buf_size=256, max_reconnect_attempts=-1, reconnect_time_wait=0.05
     ) as client:
-        publisher = BatchPublisher(client, 4, "rb:4:", "rb.x")
+        publisher = _publisher(client, "rb:4:", "rb.x", partition=4)
         try:
             publisher.publish(_batch_of([b"a"]))
             publisher.wait_all()
