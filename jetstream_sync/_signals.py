@@ -10,7 +10,7 @@ The client relies on that in two ways. On the main thread it avoids work
 that an exception would leave half done and that no later call could finish
 (a fetch leaves the reading to the reader thread). And where a state change
 must be whole, it is written as plain stores with no call in between, with
-what a call did reported in memory the caller owns (see ``jetstream_sync._writer``).
+what a call did reported in memory the caller owns (see ``jetstream_sync._connection.writer``).
 
 Locks that threads wait on through a ``threading.Condition`` follow two rules:
 

@@ -15,17 +15,21 @@ import attrs
 
 from . import _defaults as D
 from . import _protocol, _subjects
-from ._connection import Connection, ConnectionOptions, sub_frame
+from ._connection import (
+    Connection,
+    ConnectionOptions,
+    HandshakeOptions,
+    ReplyWaiter,
+    Writer,
+    check_choice,
+    sub_frame,
+)
 from ._deadline import Deadline, check_count, check_seconds, check_timeout, seconds_text
 from ._events import EventRunner, log
-from ._handshake import HandshakeOptions
 from ._nuid import NUID
 from ._protocol._py import JOIN_ABOVE
 from ._reply import Reply
-from ._request_mux import ReplyWaiter
 from ._subjects import ApiSubject
-from ._wait import check_choice
-from ._writer import Writer
 from .errors import (
     AuthorizationError,
     ConnectionClosedError,
@@ -42,7 +46,7 @@ from .msg import Msg
 from .subscription import Subscription
 
 if TYPE_CHECKING:
-    from ._read_role import Ready
+    from ._connection import Ready
     from .jetstream.context import JetStreamContext
 
 HeadersIn = Mapping[str, str | Sequence[str]]
@@ -826,7 +830,7 @@ class Client:
         reply = mux.prefix_bytes + token.encode()
         frame = self._encode_publish(subject, data, reply, headers)
         # Reads the socket itself while nobody else does: no hand-off, and when
-        # the writer is idle one C call from send to reply (see _read_role).
+        # the writer is idle one C call from send to reply (see _connection/read_role.py).
         got = connection.reader.role.round_trip(
             self._writer, frame, reply, mux, token, deadline, want_puback
         )

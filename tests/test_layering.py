@@ -156,7 +156,7 @@ UPPER_ROOMS = {"jetstream", "kv", "spark", "cli", "testing", "object_store", "op
 
 def _room(module: str) -> str:
     """The room of a module: its subpackage (``jetstream``, ``kv``, ``_protocol``...), else
-    ``core`` (``jetstream_sync.client``, ``jetstream_sync._writer``...)."""
+    ``core`` (``jetstream_sync.client``, ``jetstream_sync._connection.writer``...)."""
     parts = module.split(".")
     if len(parts) == 1:
         return "package"
@@ -445,14 +445,15 @@ def test_the_test_import_check_sees_an_import():
 
 
 def test_the_wait_mode_is_chosen_in_one_place():
-    """_wait.py is a leaf, used only by the socket owner's parts and the client's option check;
-    the package never imports gevent or eventlet (it only asks what they patched)."""
-    wait = "jetstream_sync._wait"
+    """_connection/wait.py is a leaf, used only by the socket owner's parts and by the room's
+    __init__, which hands the client its option check; the package never imports gevent or
+    eventlet (it only asks what they patched)."""
+    wait = "jetstream_sync._connection.wait"
     assert _imports(wait, MODULES[wait]) <= {"jetstream_sync.errors"}
     users = {module for module, path in MODULES.items() if wait in _imports(module, path)}
     assert users <= {
-        "jetstream_sync._connection", "jetstream_sync._read_role",
-        "jetstream_sync._writer", "jetstream_sync.client",
+        "jetstream_sync._connection", "jetstream_sync._connection.connection",
+        "jetstream_sync._connection.read_role", "jetstream_sync._connection.writer",
     }  # fmt: skip
     greenlet_import = re.compile(r"^\s*(?:import|from)\s+(?:gevent|eventlet)\b", re.MULTILINE)
     assert [m for m, p in MODULES.items() if greenlet_import.search(p.read_text())] == []

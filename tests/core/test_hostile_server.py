@@ -18,7 +18,7 @@ import pytest
 
 import jetstream_sync as js
 from jetstream_sync import _protocol
-from jetstream_sync._writer import Writer
+from jetstream_sync._connection.writer import Writer
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import Events, assert_works
 from tests.fixtures.polling import wait_for

@@ -15,7 +15,7 @@ import threading
 import pytest
 
 import jetstream_sync as js
-from jetstream_sync import _connection
+from jetstream_sync._connection import connection
 from jetstream_sync.headers import Headers
 from jetstream_sync.msg import Msg, header_block, received
 from tests.fixtures.raw_client import RawClient
@@ -113,7 +113,7 @@ def test_non_utf8_subject_round_trips(shared_server):
 
 def test_frames_of_a_buffer_sliced_in_place(shared_server, monkeypatch):
     """Past the copy limit (every buffer, here) the fields read the same, copied once each."""
-    monkeypatch.setattr(_connection, "_COPY_LIMIT", 0)
+    monkeypatch.setattr(connection, "_COPY_LIMIT", 0)
     raw = RawClient(shared_server.port)
     try:
         with js.connect(shared_server.url) as nc:

@@ -1,6 +1,6 @@
 """The read role: a requester reading its own reply, and handing the socket back.
 
-See ``jetstream_sync/_read_role.py``. These tests look at which thread holds
+See ``jetstream_sync/_connection/read_role.py``. These tests look at which thread holds
 the role (``role._holder``: a requester's waiter or round-trip marker, the
 reader thread's marker while it reads, or None when free and watched by the
 reader thread) to set up each situation; what they check is behaviour.
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import jetstream_sync
-from jetstream_sync._read_role import _READER, ReadRole
-from jetstream_sync._request_mux import ReplyWaiter
+from jetstream_sync._connection.read_role import _READER, ReadRole
+from jetstream_sync._connection.request_mux import ReplyWaiter
 from tests.fixtures.faults import FAST, Events
 from tests.fixtures.polling import wait_for
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 import jetstream_sync as js
-from jetstream_sync import _read_role
-from jetstream_sync._read_buffer import ReadBuffer
-from jetstream_sync._writer import Writer
+from jetstream_sync._connection import read_role as _read_role
+from jetstream_sync._connection.read_buffer import ReadBuffer
+from jetstream_sync._connection.writer import Writer
 from jetstream_sync.errors import ProtocolError
 from tests.fixtures.polling import wait_for
 from tests.fixtures.signals import Interrupted, interrupted_at

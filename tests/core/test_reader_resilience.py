@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import jetstream_sync as js
-from jetstream_sync._reader import Reader
+from jetstream_sync._connection.reader import Reader
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.faults import assert_works
 from tests.fixtures.polling import wait_for

@@ -1,6 +1,6 @@
 """Sixteen threads share one client for 30 s: requests, JetStream publishes, fetches, callbacks.
 
-Stresses the read role (``jetstream_sync/_read_role.py``): a requester reading
+Stresses the read role (``jetstream_sync/_connection/read_role.py``): a requester reading
 the socket for its own reply and routing everyone else's, the reader thread
 taking the role back. Every reply must reach its own requester exactly once,
 every PubAck carry its own sequence, every stored message be fetched once, and
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import jetstream_sync
-from jetstream_sync._read_role import ReadRole
+from jetstream_sync._connection.read_role import ReadRole
 from jetstream_sync.jetstream.stream import Stream
 from tests.fixtures.polling import wait_for
 

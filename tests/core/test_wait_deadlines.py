@@ -278,7 +278,8 @@ def test_timeouts_are_checked_before_the_state_of_the_client(nats_server):
 
 def test_reconnect_buffer_full_error_is_a_public_error():
     """ReconnectBufferFullError lives in errors.py and is the same class where it was before."""
-    from jetstream_sync import _writer, errors
+    from jetstream_sync import errors
+    from jetstream_sync._connection import writer as _writer
 
     assert errors.ReconnectBufferFullError is js.ReconnectBufferFullError
     assert _writer.ReconnectBufferFullError is errors.ReconnectBufferFullError

@@ -8,7 +8,8 @@ import logging
 import pytest
 
 import jetstream_sync
-from jetstream_sync import _read_role, _wait
+from jetstream_sync._connection import read_role as _read_role
+from jetstream_sync._connection import wait as _wait
 
 
 def test_default_is_threads_when_nothing_is_patched(nc):

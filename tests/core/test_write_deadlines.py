@@ -14,7 +14,7 @@ import time
 import pytest
 
 import jetstream_sync as js
-from jetstream_sync import _pings
+from jetstream_sync._connection import pings as _pings
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, stopped

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 import jetstream_sync as js
-from jetstream_sync import _writer
-from jetstream_sync._pings import PingTracker
-from jetstream_sync._request_mux import ReplyWaiter
-from jetstream_sync._writer import Writer
+from jetstream_sync._connection import writer as _writer
+from jetstream_sync._connection.pings import PingTracker
+from jetstream_sync._connection.request_mux import ReplyWaiter
+from jetstream_sync._connection.writer import Writer
 from tests.fixtures.polling import wait_for
 from tests.fixtures.signals import Interrupted, interrupted_at, taken_by_another_thread
 from tests.fixtures.socket_transport import SocketTransport

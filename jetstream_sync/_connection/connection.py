@@ -20,21 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import _protocol
-from ._deadline import Deadline
-from ._events import log
-from ._handshake import Connected, HandshakeOptions, handshake, parse_info
-from ._pings import PingTracker
-from ._reader import Reader
-from ._reply import Reply
-from ._request_mux import ReplyWaiter, RequestMux
-from ._server_errors import server_error
-from ._server_pool import ServerPool
-from ._signals import Flag
-from ._sub_table import SubscriptionTable
-from ._wait import THREADS, WaitMode, choose
-from ._writer import CooperativeWriter, Writer
-from .errors import (
+from .. import _protocol
+from .._deadline import Deadline
+from .._events import log
+from .._reply import Reply
+from .._server_errors import server_error
+from .._server_pool import ServerPool
+from .._signals import Flag
+from ..errors import (
     AuthorizationError,
     ConnectionClosedError,
     ConnectionLostError,
@@ -45,11 +38,18 @@ from .errors import (
     StaleConnectionError,
     TimeoutError,
 )
-from .msg import AckSender, Msg, received
+from ..msg import AckSender, Msg, received
+from .handshake import Connected, HandshakeOptions, handshake, parse_info
+from .pings import PingTracker
+from .reader import Reader
+from .request_mux import ReplyWaiter, RequestMux
+from .sub_table import SubscriptionTable
+from .wait import THREADS, WaitMode, choose
+from .writer import CooperativeWriter, Writer
 
 if TYPE_CHECKING:
-    from ._transport import Transport
-    from .subscription import Subscription
+    from ..subscription import Subscription
+    from .transport import Transport
 
 __all__ = ["CONNECT_ERRORS", "Connection", "ConnectionOptions", "Reply", "sub_frame"]
 
@@ -92,7 +92,7 @@ class ConnectionOptions:
         max_outstanding_pings: unanswered keep-alives that declare the link stale.
         tag: the prefix of the threads' names (``jetstream_sync-<client id>``).
         wait: the ``wait`` option (``"auto"``, ``"threads"``, ``"cooperative"``),
-            or None for ``JETSTREAM_SYNC_WAIT``; see :mod:`jetstream_sync._wait`.
+            or None for ``JETSTREAM_SYNC_WAIT``; see :mod:`jetstream_sync._connection.wait`.
     """
 
     handshake: HandshakeOptions

@@ -34,7 +34,7 @@ with the caller's tracker under the writer's lock, atomically with appending it.
 While disconnected the buffer keeps filling up to ``reconnect_buf_size``; past
 that, writes raise instead of dropping anything silently.
 
-A lone requester's round trip (see :mod:`jetstream_sync._read_role`) sends its
+A lone requester's round trip (see :mod:`jetstream_sync._connection.read_role`) sends its
 frame itself, in the C call that then waits for the reply: :meth:`Writer.claim`
 gives it the sender role while nothing is buffered or being sent, so its frame
 goes out whole and after everything queued before it. Another thread that
@@ -68,16 +68,16 @@ from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from . import _protocol
-from ._deadline import WAIT_SLICE, Deadline
-from ._signals import wait
-from ._wait import COOPERATIVE_SLICE, pause
-from .errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
+from .. import _protocol
+from .._deadline import WAIT_SLICE, Deadline
+from .._signals import wait
+from ..errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
+from .wait import COOPERATIVE_SLICE, pause
 
 if TYPE_CHECKING:
-    from ._pings import PingTracker
-    from ._request_mux import ReplyWaiter
-    from ._transport import Transport
+    from .pings import PingTracker
+    from .request_mux import ReplyWaiter
+    from .transport import Transport
 
 # Above this many pending bytes, writers wait for the socket (bounded memory).
 HIGH_WATER = 32 << 20
@@ -604,12 +604,12 @@ class Writer:
 
 
 class CooperativeWriter(Writer):
-    """The writer of the cooperative wait mode (gevent, eventlet; see :mod:`jetstream_sync._wait`).
+    """The writer of the cooperative wait mode (gevent, eventlet; see ``_connection/wait.py``).
 
     A loop of publishes never waits (the buffer takes them all), so under a
     hub it would keep every other greenlet (the flusher and the reader
     included) waiting until it ends. Here :meth:`write` yields to the hub once
-    it has been :data:`~jetstream_sync._wait.COOPERATIVE_SLICE` since the last
+    it has been :data:`~jetstream_sync._connection.wait.COOPERATIVE_SLICE` since the last
     time it did. The OS-thread mode uses :class:`Writer`, untouched.
     """
 

@@ -1,6 +1,6 @@
 """The reader thread: owns the connection's read side across reconnects.
 
-It holds the read role (:mod:`jetstream_sync._read_role`) by default: it
+It holds the read role (:mod:`jetstream_sync._connection.read_role`) by default: it
 receives, parses whole buffers and gives them to ``route(ops, view,
 consumed)`` (the client), lending the role to requesters that read their own
 replies. When the connection breaks (seen by the reader thread or by a
@@ -23,11 +23,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._read_buffer import EndOfStreamError, Route
-from ._read_role import ReadRole
+from .read_buffer import EndOfStreamError, Route
+from .read_role import ReadRole
 
 if TYPE_CHECKING:
-    from ._handshake import Connected
+    from .handshake import Connected
 
 __all__ = ["EndOfStreamError", "Reader"]
 
@@ -44,7 +44,7 @@ class Reader:
         crashed: called with the exception if reading or ``connection_lost``
             raised (a bug): the thread then ends, and the client must close
             rather than stay connected to nothing.
-        cooperative: the cooperative wait mode (see :mod:`jetstream_sync._wait`).
+        cooperative: the cooperative wait mode (see :mod:`jetstream_sync._connection.wait`).
 
     Attributes:
         role: the read role, which requesters borrow to read their own replies.

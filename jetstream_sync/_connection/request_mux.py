@@ -1,7 +1,7 @@
 """Request/reply over one wildcard inbox subscription (``<prefix>.<nuid>.*``).
 
 Each request gets a token; the reply subject is ``<inbox>.<token>``. Whichever
-thread reads the socket (see :mod:`jetstream_sync._read_role`) hands a reply to
+thread reads the socket (see :mod:`jetstream_sync._connection.read_role`) hands a reply to
 the waiting thread by releasing a lock the waiter blocks on: the cheapest
 cross-thread wake-up CPython has (and none at all when the waiter is the thread
 that read it). When the connection
@@ -14,8 +14,8 @@ from __future__ import annotations
 import itertools
 import threading
 
-from ._deadline import Deadline
-from .msg import Msg
+from .._deadline import Deadline
+from ..msg import Msg
 
 
 class ReplyWaiter:

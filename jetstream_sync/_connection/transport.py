@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from . import _protocol
+from .. import _protocol
 
 _RECV_BUF = 4 << 20
 _SEND_BUF = 4 << 20

@@ -18,7 +18,7 @@ How the role moves (one holder at a time, under one lock):
 * A requester that has sent its request takes the role when it is free and
   nobody else waits for a reply, and takes the socket out of the reader
   thread's watch (no wake-up: the reader thread sleeps on). Otherwise it waits
-  on its :class:`~jetstream_sync._request_mux.ReplyWaiter` as before, and the
+  on its :class:`~jetstream_sync._connection.request_mux.ReplyWaiter` as before, and the
   thread reading hands its reply over. So a lone requester (the common case:
   a script, a request loop) never pays a hand-off, and many threads at once
   keep the reader thread reading for all of them, which serves them best
@@ -44,15 +44,15 @@ How the role moves (one holder at a time, under one lock):
   the read notices its queue between waits, not at once. Never on the main
   thread (see :meth:`ReadRole.lead_until`).
 * TLS connections stay with the reader thread (see
-  :meth:`~jetstream_sync._transport.Transport.poll_fd`): replies are handed
+  :meth:`~jetstream_sync._connection.transport.Transport.poll_fd`): replies are handed
   over as before. So do all connections in the cooperative wait mode
-  (gevent, eventlet; see :mod:`jetstream_sync._wait`): no ``epoll``, no C
+  (gevent, eventlet; see :mod:`jetstream_sync._connection.wait`): no ``epoll``, no C
   call that waits; the reader reads in the patched socket's blocking reads
   and requesters wait on their waiters, both through the hub.
 
 The round trip in one C call (:meth:`ReadRole.round_trip`): a requester that
 can take the role, and finds the writer idle (:meth:`Writer.claim
-<jetstream_sync._writer.Writer.claim>`), hands its request frame to the
+<jetstream_sync._connection.writer.Writer.claim>`), hands its request frame to the
 protocol core's ``round_trip``, which sends it, polls the socket (and the
 writer's wake-up descriptor) until the deadline's slice, receives into the
 connection's read buffer and parses, all with the GIL released. When what
@@ -82,8 +82,8 @@ import threading
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import _protocol
-from ._protocol._py import (
+from .. import _protocol
+from .._protocol._py import (
     RT_CONSUMED,
     RT_EOF,
     RT_ERRNO,
@@ -96,15 +96,15 @@ from ._protocol._py import (
     RT_SEND_ERROR,
     RT_SENT,
 )
-from ._read_buffer import EndOfStreamError, ReadBuffer, Route, detached
-from ._signals import on_signal_thread
-from ._transport import Transport
-from ._wait import COOPERATIVE_SLICE, pause
+from .._signals import on_signal_thread
+from .read_buffer import EndOfStreamError, ReadBuffer, Route, detached
+from .transport import Transport
+from .wait import COOPERATIVE_SLICE, pause
 
 if TYPE_CHECKING:
-    from ._deadline import Deadline
-    from ._request_mux import ReplyWaiter, RequestMux
-    from ._writer import Writer
+    from .._deadline import Deadline
+    from .request_mux import ReplyWaiter, RequestMux
+    from .writer import Writer
 
 # What a round trip gives when its reply came alone: the reply's own reply
 # subject, its sid, payload, header block (or None), and the PubAck fields
@@ -195,7 +195,7 @@ class ReadRole:
 
     Args:
         route: called with ``(ops, view, consumed)`` for every buffer holding whole ops.
-        cooperative: the cooperative wait mode (see :mod:`jetstream_sync._wait`):
+        cooperative: the cooperative wait mode (see :mod:`jetstream_sync._connection.wait`):
             the role is never lent, and the reader thread reads in blocking
             reads, yielding to the other greenlets after each buffer it routes.
     """

@@ -5,7 +5,7 @@ Two modes, as psycopg 3 chooses between ``epoll``, a selector and C:
 * ``"threads"`` (OS threads, the default): the reader thread watches the
   socket in ``epoll``, and a lone requester's round trip sends, polls and
   parses in one C call with the GIL released (see
-  :mod:`jetstream_sync._read_role`).
+  :mod:`jetstream_sync._connection.read_role`).
 * ``"cooperative"`` (gevent or eventlet): no call blocks inside C and no
   ``epoll`` is used. The reader (a greenlet once ``threading`` is patched)
   reads in blocking ``recv_into`` calls of the patched ``socket``, so the hub
@@ -43,14 +43,14 @@ import time
 
 import attrs
 
-from .errors import WaitModeError
+from ..errors import WaitModeError
 
 ENV_VAR = "JETSTREAM_SYNC_WAIT"
 THREADS = "threads"
 COOPERATIVE = "cooperative"
 CHOICES = ("auto", THREADS, COOPERATIVE)
 # Cooperative mode: the longest the reader or a publishing greenlet goes on
-# before it yields to the hub (see _read_role and _writer.CooperativeWriter).
+# before it yields to the hub (see read_role and writer.CooperativeWriter).
 COOPERATIVE_SLICE = 0.005
 # What the cooperative mode needs patched, by each library's name for it.
 _NEEDED = {"gevent": ("socket", "select", "threading"), "eventlet": ("socket", "select", "thread")}

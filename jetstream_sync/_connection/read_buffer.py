@@ -1,7 +1,7 @@
 """A connection's read buffer: bytes received but not yet parsed, and the parse step.
 
 There is one per connection. Whichever thread holds the read role (see
-:mod:`jetstream_sync._read_role`) receives into :meth:`ReadBuffer.free` and
+:mod:`jetstream_sync._connection.read_role`) receives into :meth:`ReadBuffer.free` and
 calls :meth:`ReadBuffer.received`, which parses every whole op in one C call
 and gives them to ``route(ops, view, consumed)`` (the client). ``route`` must
 copy what it keeps: the buffer is reused. Between two holders the buffer
@@ -9,7 +9,7 @@ holds at most one incomplete frame, so the next holder carries on where the
 last one stopped.
 
 A lone requester's round trip (:meth:`ReadRole.round_trip
-<jetstream_sync._read_role.ReadRole.round_trip>`) receives into the same
+<jetstream_sync._connection.read_role.ReadRole.round_trip>`) receives into the same
 space in its C call; when what arrived is its reply alone, it reads the reply
 from :attr:`ReadBuffer.raw` and calls :meth:`ReadBuffer.consumed` instead of
 :meth:`ReadBuffer.received`.
@@ -28,9 +28,9 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
-from . import _protocol
-from ._signals import on_signal_thread
-from .errors import ProtocolError
+from .. import _protocol
+from .._signals import on_signal_thread
+from ..errors import ProtocolError
 
 Route = Callable[[list[int], memoryview, int], None]
 

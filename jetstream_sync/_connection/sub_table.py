@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .msg import Msg
+from ..msg import Msg
 
 if TYPE_CHECKING:
-    from .subscription import Subscription
+    from ..subscription import Subscription
 
 
 class SubscriptionTable:

@@ -1,7 +1,7 @@
 """PINGs in flight and the flushes waiting for their PONGs.
 
 The server answers PINGs in order, so PONGs are matched to PINGs first in,
-first out. A flush waits on a :class:`~jetstream_sync._request_mux.ReplyWaiter`;
+first out. A flush waits on a :class:`~jetstream_sync._connection.request_mux.ReplyWaiter`;
 a keep-alive PING has no waiter. A flush that gave up waiting leaves a
 placeholder in its place, so its late PONG is consumed by no one instead of
 completing the next flush before the server has that flush's data. While the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from ._request_mux import ReplyWaiter
+from .request_mux import ReplyWaiter
 
 # Stands in the FIFO for a flush that timed out: its PONG wakes no one.
 _ABANDONED = ReplyWaiter()

@@ -8,13 +8,13 @@ import os
 import ssl
 from typing import Any
 
-from . import _protocol
-from ._deadline import Deadline
-from ._nkeys import CredsSource, SeedSource
-from ._server_errors import server_error
-from ._server_pool import ServerAddress
-from ._transport import Transport
-from .errors import NatsError, NKeyError, ProtocolError
+from .. import _protocol
+from .._deadline import Deadline
+from .._nkeys import CredsSource, SeedSource
+from .._server_errors import server_error
+from .._server_pool import ServerAddress
+from ..errors import NatsError, NKeyError, ProtocolError
+from .transport import Transport
 
 LANG = "python-sync"
 VERSION = "0.1.0"
