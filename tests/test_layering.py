@@ -23,13 +23,17 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in ROOT.rglob("*.py") if p.name != "_build_ffi.py"}
 
 
-def _targets(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+def _from(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` in ``module`` names, relative dots resolved."""
     if node.level:
         base = module.split(".") if is_package else module.split(".")[:-1]
         base = base[: len(base) - node.level + 1]
-        name = ".".join(base + ([node.module] if node.module else []))
-    else:
-        name = node.module or ""
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module or ""
+
+
+def _targets(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    name = _from(module, is_package, node)
     return [f"{name}.{a.name}" if f"{name}.{a.name}" in MODULES else name for a in node.names]
 
 
@@ -155,8 +159,8 @@ UPPER_ROOMS = {"jetstream", "kv", "spark", "cli", "testing", "object_store", "op
 
 
 def _room(module: str) -> str:
-    """The room of a module: its subpackage (``jetstream``, ``kv``, ``_protocol``...), else
-    ``core`` (``jetstream_sync.client``, ``jetstream_sync._connection.writer``...)."""
+    """The room of a module: its subpackage (``jetstream``, ``kv``, ``_protocol``,
+    ``_connection``...), else ``core`` (``jetstream_sync.client``, ``jetstream_sync.msg``...)."""
     parts = module.split(".")
     if len(parts) == 1:
         return "package"
@@ -178,17 +182,20 @@ def _every_import(module: str, path: Path) -> set[str]:
     return found
 
 
+# The floors below JetStream: the modules at the top of the package, the socket owner's room
+# and the protocol core.
+LOWER_ROOMS = ("core", "_connection", "_protocol")
 # The one way down from the core into JetStream: Client.jetstream() builds a context lazily
 # (and names its type for the checker).
 CORE_DELEGATORS = {("jetstream_sync.client", "jetstream_sync.jetstream.context")}
 
 
 def test_core_imports_no_upper_room():
-    """The core (client, msg, subscription, _connection...) imports nothing from the rooms above."""
+    """The core (client, msg, _connection/, _protocol/...) imports nothing from the rooms above."""
     found = [
         (name, dep)
         for name, path in MODULES.items()
-        if _room(name) in ("core", "_protocol")
+        if _room(name) in LOWER_ROOMS
         for dep in _every_import(name, path)
         if _room(dep) in UPPER_ROOMS and (name, dep) not in CORE_DELEGATORS
     ]
@@ -260,7 +267,7 @@ def _mixins(modules: dict[str, Path]) -> list[tuple[str, str, str]]:
 
 def test_no_core_class_is_assembled_from_mixins():
     """Client holds its Connection: no core class inherits a mixin (composition, not mixins)."""
-    core = {name: path for name, path in MODULES.items() if _room(name) == "core"}
+    core = {name: path for name, path in MODULES.items() if _room(name) in LOWER_ROOMS}
     assert not _mixins(core)
 
 
@@ -444,10 +451,122 @@ def test_the_test_import_check_sees_an_import():
     assert not _TEST_MODULE_IMPORT.search("from tests.fixtures.stall import CHUNK\n")
 
 
+# -------------------------------------------------------------------- the socket owner (issue 29)
+
+SOCKET_OWNER = "jetstream_sync._connection"
+# Its parts, one module each, in one room: the owner (connection) and what it alone uses.
+SOCKET_OWNER_PARTS = (
+    "connection", "transport", "handshake", "reader", "read_role", "read_buffer",
+    "writer", "pings", "request_mux", "sub_table", "wait",
+)  # fmt: skip
+
+
+def _in_the_room(module: str) -> bool:
+    return module.startswith(f"{SOCKET_OWNER}.")
+
+
+def _misplaced_parts(modules: list[str]) -> list[str]:
+    """Modules of the core floor named for a part of the socket owner, with or without a
+    leading underscore: a part living outside its room."""
+    return sorted(
+        name
+        for name in modules
+        if name.count(".") == 1
+        and name != SOCKET_OWNER
+        and name.rsplit(".", 1)[1].lstrip("_") in SOCKET_OWNER_PARTS
+    )
+
+
+def _room_imports(module: str, path: Path) -> tuple[set[str], set[str]]:
+    """What ``module`` takes from the socket owner's room: the room's modules it imports (at
+    run time, in functions or for type checks), and the names it imports from the package."""
+    is_package = path.name == "__init__.py"
+    modules: set[str] = set()
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            modules.update(t for t in _targets(module, is_package, node) if _in_the_room(t))
+            if _from(module, is_package, node) == SOCKET_OWNER:
+                names.update(
+                    a.name for a in node.names if f"{SOCKET_OWNER}.{a.name}" not in MODULES
+                )
+        elif isinstance(node, ast.Import):
+            modules.update(a.name for a in node.names if _in_the_room(a.name))
+    return modules, names
+
+
+def _taken_from_the_room() -> dict[str, set[str]]:
+    """The names each module outside the room imports from the room's package."""
+    found = {}
+    for name, path in MODULES.items():
+        if name != SOCKET_OWNER and not _in_the_room(name):
+            names = _room_imports(name, path)[1]
+            if names:
+                found[name] = names
+    return found
+
+
+def test_the_socket_owner_s_parts_live_in_one_room():
+    """jetstream_sync/_connection/ holds the socket owner's parts and nothing else, its
+    package docstring names each of them, and no module of the core floor is named for one."""
+    assert _misplaced_parts(list(MODULES)) == []
+    room = sorted(name for name in MODULES if _in_the_room(name))
+    assert room == sorted(f"{SOCKET_OWNER}.{part}" for part in SOCKET_OWNER_PARTS)
+    doc = ast.get_docstring(ast.parse(MODULES[SOCKET_OWNER].read_text())) or ""
+    assert [part for part in SOCKET_OWNER_PARTS if f"``{part}.py``" not in doc] == []
+
+
+def test_the_part_check_sees_a_part_outside_the_room():
+    """The check above fails on a part left at the top of the package, underscored or not."""
+    outside = [f"jetstream_sync._{part}" for part in ("wait", "writer")]  # as they were
+    outside.append("jetstream_sync.read_role")
+    inside = [SOCKET_OWNER, f"{SOCKET_OWNER}.writer", "jetstream_sync._dispatch"]
+    assert _misplaced_parts([*outside, *inside, "jetstream_sync.spark._write"]) == sorted(outside)
+
+
+def test_the_rest_of_the_package_enters_the_room_by_its_door():
+    """Outside jetstream_sync/_connection/, no module imports one of the room's modules, only
+    its package; the names they take from it are its __all__, and every one is taken."""
+    import importlib
+
+    reaching_in = sorted(
+        (name, dep)
+        for name, path in MODULES.items()
+        if name != SOCKET_OWNER and not _in_the_room(name)
+        for dep in _room_imports(name, path)[0]
+    )
+    assert not reaching_in, f"modules importing the room's modules directly: {reaching_in}"
+    taken = set().union(*_taken_from_the_room().values())
+    assert taken == set(importlib.import_module(SOCKET_OWNER).__all__)
+
+
+def test_the_door_check_sees_a_module_reached_into(tmp_path):
+    """The check above sees a room module imported relatively, absolutely, as a module or for
+    types, and reads the names taken from the package."""
+    path = tmp_path / "client.py"
+    cases = {
+        "from ._connection.writer import Writer\n": ({f"{SOCKET_OWNER}.writer"}, set()),
+        "from ._connection import wait\n": ({f"{SOCKET_OWNER}.wait"}, set()),
+        "import jetstream_sync._connection.reader\n": ({f"{SOCKET_OWNER}.reader"}, set()),
+        "if TYPE_CHECKING:\n    from ._connection.read_role import Ready\n": (
+            {f"{SOCKET_OWNER}.read_role"},
+            set(),
+        ),
+        "from ._connection import Connection, Writer\n": (set(), {"Connection", "Writer"}),
+    }
+    for source, expected in cases.items():
+        path.write_text(source)
+        assert _room_imports("jetstream_sync.client", path) == expected, source
+    path.write_text("if TYPE_CHECKING:\n    from .._connection.read_role import Ready\n")
+    assert _room_imports("jetstream_sync.jetstream.context", path)[0] == {
+        f"{SOCKET_OWNER}.read_role"
+    }
+
+
 def test_the_wait_mode_is_chosen_in_one_place():
     """_connection/wait.py is a leaf, used only by the socket owner's parts and by the room's
-    __init__, which hands the client its option check; the package never imports gevent or
-    eventlet (it only asks what they patched)."""
+    __init__, which hands the client alone its option check; the package never imports gevent
+    or eventlet (it only asks what they patched)."""
     wait = "jetstream_sync._connection.wait"
     assert _imports(wait, MODULES[wait]) <= {"jetstream_sync.errors"}
     users = {module for module, path in MODULES.items() if wait in _imports(module, path)}
@@ -455,6 +574,8 @@ def test_the_wait_mode_is_chosen_in_one_place():
         "jetstream_sync._connection", "jetstream_sync._connection.connection",
         "jetstream_sync._connection.read_role", "jetstream_sync._connection.writer",
     }  # fmt: skip
+    takers = {module for module, names in _taken_from_the_room().items() if "check_choice" in names}
+    assert takers == {"jetstream_sync.client"}  # the connect option's check, nowhere else
     greenlet_import = re.compile(r"^\s*(?:import|from)\s+(?:gevent|eventlet)\b", re.MULTILINE)
     assert [m for m, p in MODULES.items() if greenlet_import.search(p.read_text())] == []
 
