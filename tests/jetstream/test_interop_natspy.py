@@ -78,3 +78,28 @@ def test_jetstream_publish_and_read_both_ways(nats_server):
         assert read.data == b"stored by ours"
         stored = stream.get_msg(ack.seq)
         assert (stored.data, stored.headers["X"]) == (b"stored by py", "y")
+
+
+def test_rows_of_publish_arrow_are_what_nats_py_reads_and_dedupes(nats_server):
+    """A table published with publish_arrow is read by a nats-py pull consumer with its
+    headers, and nats-py publishing a row again under its Nats-Msg-Id is a duplicate."""
+    pa = pytest.importorskip("pyarrow")
+    with js.connect(nats_server.url) as nc:
+        ctx = nc.jetstream()
+        ctx.create_stream(name="INTEROPARROW", subjects=["interop.arrow.>"])
+        headers = pa.array([[("K", "v0")], [("K", "v1")]], pa.map_(pa.string(), pa.string()))
+        table = pa.table({"data": [b"r0", b"r1"], "headers": headers, "msgId": ["m0", "m1"]})
+        assert ctx.publish_arrow(table, "interop.arrow.t").rows == 2
+
+        async def natspy_side():
+            anc = await nats.connect(nats_server.url)
+            ajs = anc.jetstream()
+            psub = await ajs.pull_subscribe("interop.arrow.t", durable="arrow")
+            msgs = await psub.fetch(2, timeout=5)
+            dup = await ajs.publish("interop.arrow.t", b"r1", headers={"Nats-Msg-Id": "m1"})
+            await anc.close()
+            return [(m.data, m.headers["K"], m.headers["Nats-Msg-Id"]) for m in msgs], dup
+
+        read, dup = _run(natspy_side())
+        assert read == [(b"r0", "v0", "m0"), (b"r1", "v1", "m1")]
+        assert dup.duplicate and dup.seq == 2
