@@ -36,6 +36,7 @@ from tests.fixtures.faults import FAST, Events
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.proxy import FaultProxy
 from tests.fixtures.server import NatsServer, kill_leftovers
+from tests.fixtures.spark_classes import JVM_OPTIONS, use_archive
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
 pytest_plugins = ["pytester"]
@@ -44,8 +45,8 @@ pytest_plugins = ["pytester"]
 # standalone daemons, spark-pipelines) inherits this: C1 compilation only and the serial
 # collector. A test's JVM lives seconds to a minute, too short for C2's optimised code to
 # repay compiling it, and on two cores the compiler and GC threads halved what is left for
-# the tests (a Spark test module took twice the CPU without these).
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# the tests (a Spark test module took twice the CPU without these). Before the first
+# ``spark`` test the JVMs get Spark's class archive as well (``tests/fixtures/spark_classes.py``).
 os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
 
 # fixture name -> marker given to every test that uses it
@@ -58,6 +59,14 @@ def pytest_configure(config: pytest.Config) -> None:
         from tests.fixtures.workers import WorkerPlan
 
         config.pluginmanager.register(WorkerPlan(), "jetstream_sync-worker-plan")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Give a ``spark`` test's JVMs Spark's class archive, made before its timeout counts."""
+    if item.get_closest_marker("spark") is not None:
+        use_archive()
+    return (yield)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
