@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 # Kafka's default maxTriggerDelay.
 _KAFKA_MAX_TRIGGER_DELAY = "15m"
+# How often an idle query asks the server for news (option pollInterval). Spark asks the
+# source every 10 ms while no data arrives (its default trigger): a stream info each time
+# kept a Python process, the JVM and the server at about a quarter of a core per idle query.
+_DEFAULT_POLL_INTERVAL = "100ms"
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -48,7 +52,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         opts: the data source options (``startingOffsets``,
             ``startingTimestamp``, ``maxMessagesPerTrigger`` or
             ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and
-            ``maxTriggerDelay``, ``failOnDataLoss``, ``subject``...).
+            ``maxTriggerDelay``, ``pollInterval``, ``failOnDataLoss``, ``subject``...).
         schema: the read schema.
         default_partitions: partitions per micro-batch without ``numPartitions``.
     """
@@ -76,6 +80,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             raise ValueError("option 'maxTriggerDelay' needs minOffsetsPerTrigger")
         self.max_delay = parse_duration(delay or _KAFKA_MAX_TRIGGER_DELAY, "maxTriggerDelay")
         self.last_batch = time.monotonic()  # when a micro-batch was last planned
+        poll = opts.get("pollInterval") or _DEFAULT_POLL_INTERVAL
+        self.poll_interval = parse_duration(poll, "pollInterval")
+        self.found_nothing_at: float | None = None  # when the last look found nothing new
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.schema = schema
@@ -155,6 +162,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             DataLossError: the stream was recreated, or unread messages were
                 removed, and ``failOnDataLoss`` is true.
         """
+        self._pace()
         pos = self._position()
         first = self._first_unread(start, pos)
         end = pos.last + 1
@@ -162,12 +170,26 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end = min(end, max(self.target, first))
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + limit.max_rows)
-        if self._waits_for_more(end - first):
+        if self._waits_for_more(end - first) or (
+            end <= first and start.get("created") == pos.created
+        ):
+            self.found_nothing_at = time.monotonic()
             return start
-        if end <= first and start.get("created") == pos.created:
-            return start
+        self.found_nothing_at = None
         self.last_batch = time.monotonic()
         return self._offset(max(end, first), pos)
+
+    def _pace(self) -> None:
+        """After a look that found nothing, wait out ``pollInterval`` before the next one.
+
+        Spark asks again 10 ms after an empty answer; waiting here makes an idle query
+        ask the server once per interval. An ``availableNow`` run never waits.
+        """
+        if self.found_nothing_at is None or self.target is not None:
+            return
+        rest = self.found_nothing_at + self.poll_interval - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
 
     def _waits_for_more(self, available: int) -> bool:
         """``minOffsetsPerTrigger``: skip this trigger while fewer are available.
