@@ -34,6 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .. import _protocol
@@ -53,11 +54,19 @@ if TYPE_CHECKING:
 else:
     pa = import_pyarrow("JetStreamContext.publish_arrow")
 
-__all__ = ["ACK_WAIT", "CHUNK_ROWS", "WINDOW_ROWS", "AckRoutes", "ArrowPublisher", "publish_arrow"]
+__all__ = [
+    "ACK_WAIT", "ADDED_HEADERS", "CHUNK_ROWS", "WINDOW_ROWS", "AckRoutes", "ArrowPublisher",
+    "publish_arrow",
+]  # fmt: skip
 
 CHUNK_ROWS = 4096  # rows encoded and written in one piece
 WINDOW_ROWS = 16384  # rows at most waiting for their ack
 ACK_WAIT = 60.0  # seconds without any ack before the oldest waiting row fails (the default)
+#: Headers every row of a :func:`publish_arrow` call gets, unless the row has one of the same
+#: name: the OpenTelemetry instrumentation sets its span's trace context here for the call.
+ADDED_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "jetstream_sync_arrow_added_headers", default=None
+)
 _RESOURCE_KEY = "jetstream_sync.arrow_publish.ack_routes"
 _LOST = "connection lost"  # what the status listener puts in every route's queue
 
@@ -469,7 +478,9 @@ def publish_arrow(
     if msg_id_prefix is not None and ("\r" in msg_id_prefix or "\n" in msg_id_prefix):
         raise ValueError("publish_arrow: msg_id_prefix must not hold CR or LF")
     prefix = f"{NUID.next()}:" if msg_id_prefix is None else msg_id_prefix
-    publisher = ArrowPublisher(ctx.client, prefix, subject, ack_wait=timeout)
+    publisher = ArrowPublisher(
+        ctx.client, prefix, subject, ack_wait=timeout, added_headers=ADDED_HEADERS.get()
+    )
     publisher.publish_all(batches)
     return ArrowPubAck(
         stream=publisher.stream, rows=publisher.sent, duplicates=publisher.duplicates

@@ -47,6 +47,7 @@ def _patches() -> list[Patch]:
         (JetStreamContext, "publish", lambda t, f: w.publish(t, f, "publish", -1)),
         (JetStreamContext, "publish_async", w.publish_async),
         (JetStreamContext, "publish_batch", w.publish_batch),
+        (JetStreamContext, "publish_arrow", w.publish_arrow),
         (FastBatch, "add", w.fast_batch_add),
         (FastBatch, "commit", w.fast_batch_commit),
         (JetStreamSubscription, "next_msg", lambda t, f: w.receive_one(t, f, "receive")),

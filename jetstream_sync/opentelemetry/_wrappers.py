@@ -274,6 +274,39 @@ def publish_batch(tel: Telemetry, original: Fn) -> Fn:
     return wrapper
 
 
+def publish_arrow(tel: Telemetry, original: Fn) -> Fn:
+    """A columnar publish: one PRODUCER ``send`` span until every row's PubAck; every row
+    carries its trace context (a row's own header of the same name is kept)."""
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if busy():
+            return original(self, *args, **kwargs)
+        from ..jetstream.arrow_publish import ADDED_HEADERS  # imports pyarrow: only when used
+
+        subject = _arg(args, kwargs, 1, "subject")
+        destination = subject if isinstance(subject, str) else "jetstream"
+        attributes: dict[str, Any] = {
+            A_SYSTEM: SYSTEM, A_DESTINATION: destination, A_OP_TYPE: "send",
+            A_OP_NAME: "publish_arrow",
+        }  # fmt: skip
+        with Operation(tel, f"publish_arrow {destination}", SpanKind.PRODUCER, attributes) as op:
+            token = ADDED_HEADERS.set(trace_headers(op.context()))
+            try:
+                ack = original(self, *args, **kwargs)
+            finally:
+                ADDED_HEADERS.reset(token)
+            found = {A_BATCH: ack.rows, "messaging.nats.duplicates": ack.duplicates}
+            if ack.stream is not None:
+                found[A_STREAM] = ack.stream
+            op.span.set_attributes(found)
+            op.attributes.update(found)
+        tel.sent.add(ack.rows, tel.metric_attributes(attributes))
+        return ack
+
+    return wrapper
+
+
 def fast_batch_add(tel: Telemetry, original: Fn) -> Fn:
     """``FastBatch.add``: a ``create`` span per message, its context in the headers."""
 

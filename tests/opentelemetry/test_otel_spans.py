@@ -217,6 +217,25 @@ def test_publish_batch_has_a_create_span_per_message_and_one_linked_send(otel, j
     assert format(create[1].context.span_id, "016x") in stored.headers["traceparent"]
 
 
+def test_publish_arrow_is_one_send_span_whose_context_every_row_carries(otel, js, stream):
+    """publish_arrow: one PRODUCER span with the rows and the stream; each stored row carries
+    its trace context, but a row that brought its own traceparent keeps it."""
+    pa = pytest.importorskip("pyarrow")
+    subject = f"{stream.name}.arrow"
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    headers = pa.array([None, [("traceparent", own)], None], pa.map_(pa.string(), pa.string()))
+    table = pa.table({"data": [b"1", b"2", b"3"], "headers": headers})
+    ack = js.publish_arrow(table, subject)
+    span = otel.span(f"publish_arrow {subject}", SpanKind.PRODUCER)
+    assert span.attributes["messaging.operation.type"] == "send"
+    assert span.attributes["messaging.batch.message_count"] == ack.rows == 3
+    assert span.attributes["messaging.nats.stream.name"] == stream.name
+    mine = format(span.context.span_id, "016x")
+    carried = [stream.get_msg(seq).headers["traceparent"] for seq in (1, 2, 3)]
+    assert mine in carried[0] and mine in carried[2] and carried[1] == own
+    assert not otel.spans(f"publish {subject}")  # the rows make no spans of their own
+
+
 def test_key_value_put_carries_the_trace_and_get_links_to_it(otel, js):
     """A Key-Value put stores the trace context; a get's span links to the put's span."""
     kv = js.create_key_value(bucket="OTEL_KV")
