@@ -83,6 +83,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         poll = opts.get("pollInterval") or _DEFAULT_POLL_INTERVAL
         self.poll_interval = parse_duration(poll, "pollInterval")
         self.found_nothing_at: float | None = None  # when the last look found nothing new
+        self.looked: tuple[float, StreamPosition] | None = None  # when, and what, it saw
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
         self.partition_count = opts.integer("numPartitions", default_partitions, minimum=1)
         self.schema = schema
@@ -130,8 +131,15 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.target = self._position().last + 1
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        """The offset after the stream's last message (for the query's progress)."""
-        pos = self._position()
+        """The offset after the stream's last message (for the query's progress).
+
+        Spark asks for it right after each ``latestOffset``: what that look saw, if it was
+        less than ``pollInterval`` ago, is the answer, without asking the server again.
+        """
+        if self.looked is not None and time.monotonic() - self.looked[0] < self.poll_interval:
+            pos = self.looked[1]
+        else:
+            pos = self._position()
         return self._offset(pos.last + 1, pos)
 
     def _lost(self, what: str) -> None:
@@ -164,6 +172,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """
         self._pace()
         pos = self._position()
+        self.looked = (time.monotonic(), pos)
         first = self._first_unread(start, pos)
         end = pos.last + 1
         if self.target is not None:
