@@ -87,11 +87,16 @@ def test_bucket_written_here_is_read_by_natspy(nats_server):
                     missing.append(key)
             keys = sorted(await akv.keys())
             watcher = await akv.watchall()
+            # nats-py sends its "initial values done" None early when the server delivered
+            # them all before its consumer info returned and its callback ran (nats/js/kv.py:
+            # num_pending 0 and nothing received yet), so entries are collected past a None
             seen = []
-            while (entry := await watcher.updates(timeout=5)) is not None:
-                seen.append((entry.key, entry.operation))
+            while len(seen) < 4:
+                if (entry := await watcher.updates(timeout=5)) is not None:
+                    seen.append((entry.key, entry.operation))
             kv.put("k", b"three")  # a write from here, seen by nats-py's watcher
-            update = await watcher.updates(timeout=5)
+            while (update := await watcher.updates(timeout=5)) is None:
+                pass  # the None that came after the initial values, unless it came first
             await watcher.stop()
             await anc.close()
             return latest, old, history, missing, keys, seen, update
