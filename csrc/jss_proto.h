@@ -300,8 +300,9 @@ int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_block
  *     jss_parse;
  *  4. returns JSS_RT_REPLY when the parsed ops are exactly one MSG or HMSG
  *     whose subject is reply[0..rlen): its fields, the bytes consumed and the
- *     next op's need are in out; with want_puback, a MSG's payload is read by
- *     jss_parse_puback into out (offsets relative to the payload). Anything
+ *     next op's need are in out; the decoder named by decode (JSS_DECODE_*)
+ *     reads the reply's body into out: with JSS_DECODE_PUBACK, a MSG's payload
+ *     is read by jss_parse_puback (offsets relative to the payload). Anything
  *     else received (other ops, a partial frame, bytes that are not protocol)
  *     returns JSS_RT_OTHER: the bytes are in buf, for the caller to parse and
  *     route as usual.
@@ -334,9 +335,15 @@ enum {
     JSS_RT_FIELDS = 22
 };
 
+/* The readers jss_round_trip can run on a reply's body (its decode argument). */
+enum {
+    JSS_DECODE_NONE = 0,  /* none: the caller reads the body */
+    JSS_DECODE_PUBACK = 1 /* a MSG's payload by jss_parse_puback */
+};
+
 int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char *buf,
                        size_t have, size_t cap, const char *reply, size_t rlen,
-                       int timeout_ms, int want_puback, int64_t *out);
+                       int timeout_ms, int decode, int64_t *out);
 
 /*
  * The writer's send (csrc/jss_round_trip.c): non-blocking sends of

@@ -37,7 +37,7 @@ static int is_reply(const char *buf, const int64_t *op, const char *reply, size_
 
 /* Parse buf[0..end) and report whether it holds exactly the reply (see jss_proto.h). */
 static int64_t parse_reply(const char *buf, size_t end, const char *reply, size_t rlen,
-                           int want_puback, int64_t *out)
+                           int decode, int64_t *out)
 {
     int64_t ops[2 * JSS_OP_FIELDS];
     int64_t state[JSS_STATE_FIELDS];
@@ -50,7 +50,7 @@ static int64_t parse_reply(const char *buf, size_t end, const char *reply, size_
     out[JSS_RT_CONSUMED] = state[0];
     out[JSS_RT_NEED] = state[1];
     memcpy(op, ops, sizeof(int64_t) * JSS_OP_FIELDS);
-    if (want_puback && ops[0] == JSS_OP_MSG) {
+    if (decode == JSS_DECODE_PUBACK && ops[0] == JSS_OP_MSG) {
         out[JSS_RT_PUBACK_OK] =
             jss_parse_puback(buf + ops[8], (size_t)ops[9], out + JSS_RT_PUBACK);
     }
@@ -59,7 +59,7 @@ static int64_t parse_reply(const char *buf, size_t end, const char *reply, size_
 
 int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char *buf,
                        size_t have, size_t cap, const char *reply, size_t rlen,
-                       int timeout_ms, int want_puback, int64_t *out)
+                       int timeout_ms, int decode, int64_t *out)
 {
     struct pollfd fds[2];
     size_t sent = 0;
@@ -118,7 +118,7 @@ int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char
         return JSS_RT_EOF;
     }
     out[JSS_RT_RECEIVED] = (int64_t)got;
-    return parse_reply(buf, have + (size_t)got, reply, rlen, want_puback, out);
+    return parse_reply(buf, have + (size_t)got, reply, rlen, decode, out);
 }
 
 int64_t jss_send_nowait(int fd, const char *data, size_t len, int64_t *out)

@@ -174,6 +174,8 @@ class Lib:
     JSS_RT_OP: int
     JSS_RT_PUBACK: int
     JSS_RT_FIELDS: int
+    JSS_DECODE_NONE: int
+    JSS_DECODE_PUBACK: int
     JSS_SEND_SENT: int
     JSS_SEND_ERRNO: int
     JSS_SEND_FIELDS: int
@@ -273,7 +275,7 @@ class Lib:
         reply: bytes,
         rlen: int,
         timeout_ms: int,
-        want_puback: bool,
+        decode: int,
         out: Int64Array,
         /,
     ) -> int: ...

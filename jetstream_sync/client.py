@@ -9,7 +9,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import attrs
 
@@ -27,8 +27,8 @@ from ._connection import (
 from ._deadline import Deadline, check_count, check_seconds, check_timeout, seconds_text
 from ._events import EventRunner, log
 from ._nuid import NUID
-from ._protocol._py import JOIN_ABOVE
-from ._reply import Reply
+from ._protocol._py import DECODE_NONE, JOIN_ABOVE
+from ._reply import Reply, ReplyDecoder
 from ._subjects import ApiSubject
 from .errors import (
     AuthorizationError,
@@ -763,14 +763,50 @@ class Client:
             frame = b"PUB %s %s%d %d\r\n%s\r\n" % (subject_b, reply, token, size, data)
         self._writer.write(frame, msgs=1, deadline=timeout)
 
+    @overload
     def request(
         self,
         subject: str,
         data: bytes | str = b"",
         timeout: float = D.REQUEST_TIMEOUT,
         headers: HeadersIn | None = None,
-    ) -> Msg:
+        *,
+        decode: None = None,
+    ) -> Msg: ...
+
+    @overload
+    def request(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        timeout: float = D.REQUEST_TIMEOUT,
+        headers: HeadersIn | None = None,
+        *,
+        decode: ReplyDecoder,
+    ) -> tuple[tuple[Any, ...], bytes] | Msg: ...
+
+    def request(
+        self,
+        subject: str,
+        data: bytes | str = b"",
+        timeout: float = D.REQUEST_TIMEOUT,
+        headers: HeadersIn | None = None,
+        *,
+        decode: ReplyDecoder | None = None,
+    ) -> tuple[tuple[Any, ...], bytes] | Msg:
         """Publish a request and block until its first reply.
+
+        Args:
+            decode: for library code (the JetStream publish passes
+                ``PUBACK_FIELDS``): a reader of the reply's body
+                (``jetstream_sync._reply.ReplyDecoder``) that the protocol core
+                runs in the round trip that received the reply, when the calling
+                thread read its own reply and it came alone, without headers.
+
+        Returns:
+            The reply :class:`Msg`; with ``decode``, ``(fields, body)`` when the
+            core read the body (no ``Msg`` is made), else the reply ``Msg``
+            (another thread read it, it has headers or another shape).
 
         Raises:
             TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
@@ -783,41 +819,6 @@ class Client:
                 have been processed.
             ConnectionClosedError: the client closed while waiting.
         """
-        return self._request(subject, data, timeout, headers, False)  # type: ignore[return-value]
-
-    def request_pub_ack(
-        self,
-        subject: str,
-        data: bytes | str = b"",
-        timeout: float = D.REQUEST_TIMEOUT,
-        headers: HeadersIn | None = None,
-    ) -> tuple[tuple[str, int, bool, str | None], bytes] | Msg:
-        """:meth:`request` for a JetStream publish: the PubAck's fields when they are plain.
-
-        For JetStream's blocking publish: when the reply came alone to a
-        caller that read it itself (see ``docs/architecture.md``), without
-        headers, and its body is a flat PubAck (``_protocol.parse_puback``),
-        the protocol core has read its fields already and no :class:`Msg` is
-        made.
-
-        Returns:
-            ``((stream, seq, duplicate, domain), body)``, or the reply
-            :class:`Msg` for anything else (errors, statuses, other shapes).
-
-        Raises:
-            As :meth:`request`.
-        """
-        return self._request(subject, data, timeout, headers, True)
-
-    def _request(
-        self,
-        subject: str,
-        data: bytes | str,
-        timeout: float,
-        headers: HeadersIn | None,
-        want_puback: bool,
-    ) -> tuple[tuple[str, int, bool, str | None], bytes] | Msg:
-        """:meth:`request`, and with ``want_puback`` the PubAck fields the core read."""
         deadline = Deadline(check_timeout("timeout", timeout))
         if self._closed or self._forked:
             self._check_usable()
@@ -832,7 +833,13 @@ class Client:
         # Reads the socket itself while nobody else does: no hand-off, and when
         # the writer is idle one C call from send to reply (see _connection/read_role.py).
         got = connection.reader.role.round_trip(
-            self._writer, frame, reply, mux, token, deadline, want_puback
+            self._writer,
+            frame,
+            reply,
+            mux,
+            token,
+            deadline,
+            DECODE_NONE if decode is None else decode.code,
         )
         if type(got) is tuple:
             reply_to, sid, payload, raw_headers, fields = got

@@ -622,3 +622,44 @@ def test_the_python_twin_is_split_by_job_as_csrc_is():
     assert sorted(defined) == sorted(set(defined)), "a name defined by two jobs"
     assert sorted(twin.__all__) == sorted(exported)
     assert sorted(_top_level_names(MODULES[TWIN])) == ["IMPL", "__all__"]
+
+
+# JetStream's PubAck is the JetStream room's: the client and the socket owner carry a
+# reply decoder (``_reply.ReplyDecoder``) the room passes to ``Client.request``, never a
+# PubAck switch of their own (issue 29: ``want_puback`` and ``Client.request_pub_ack``).
+PUBACK_FREE = ("jetstream_sync.client", SOCKET_OWNER)
+
+
+def _puback_names(source: str) -> set[str]:
+    """The identifiers of ``source`` (names, attributes, arguments, functions) that say
+    PubAck."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        for name in (
+            getattr(node, "id", None), getattr(node, "attr", None),
+            getattr(node, "arg", None), getattr(node, "name", None),
+        ):  # fmt: skip
+            if isinstance(name, str) and re.search(r"pub_?ack", name, re.IGNORECASE):
+                found.add(name)
+    return found
+
+
+def test_the_client_and_the_socket_owner_know_no_puback():
+    """client.py and _connection/ name nothing PubAck: what a reply's body is, the JetStream
+    room says through the decoder it passes to ``request``."""
+    found = {
+        name: _puback_names(path.read_text())
+        for name, path in MODULES.items()
+        if name == PUBACK_FREE[0] or name == SOCKET_OWNER or _in_the_room(name)
+    }
+    assert {name: names for name, names in found.items() if names} == {}
+
+
+def test_the_puback_check_sees_a_switch_and_a_method():
+    """The check above sees the parameter and the method the client had."""
+    source = (
+        "class Client:\n"
+        "    def request_pub_ack(self, want_puback: bool):\n"
+        "        return self.role.round_trip(want_puback=want_puback, fields=PubAck)\n"
+    )
+    assert _puback_names(source) == {"request_pub_ack", "want_puback", "PubAck"}

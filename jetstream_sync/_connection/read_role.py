@@ -84,6 +84,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _protocol
 from .._protocol._py import (
+    DECODE_NONE,
     RT_CONSUMED,
     RT_EOF,
     RT_ERRNO,
@@ -107,9 +108,9 @@ if TYPE_CHECKING:
     from .writer import Writer
 
 # What a round trip gives when its reply came alone: the reply's own reply
-# subject, its sid, payload, header block (or None), and the PubAck fields
-# when asked for and the payload is a plain PubAck without headers.
-FastReply = tuple[str, int, bytes, bytes | None, tuple[str, int, bool, str | None] | None]
+# subject, its sid, payload, header block (or None), and what the core's reader
+# named by ``decode`` read from the body (None without one, or when it read nothing).
+FastReply = tuple[str, int, bytes, bytes | None, tuple[Any, ...] | None]
 
 
 class Ready(Protocol):
@@ -414,12 +415,13 @@ class ReadRole:
         mux: RequestMux,
         token: str,
         deadline: Deadline,
-        want_puback: bool = False,
+        decode: int = DECODE_NONE,
     ) -> FastReply | ReplyWaiter:
         """Requester: send ``frame`` (a request for a reply to ``reply``) and wait for the reply.
 
         ``reply`` is ``<mux.prefix><token>``; ``token`` is registered with
-        ``mux`` only when the reply does not come alone.
+        ``mux`` only when the reply does not come alone. ``decode`` names the
+        core's reader of a reply that comes alone (``DECODE_*``).
 
         In one C call when this thread can take the role and the writer is
         idle (see the module docstring); otherwise as :meth:`wait_reply`,
@@ -441,7 +443,7 @@ class ReadRole:
             if claim is not None:
                 assert link is not None  # a claim is only asked for with the role
                 return self._round_trip(
-                    link, writer, claim, frame, reply, mux, token, deadline, want_puback
+                    link, writer, claim, frame, reply, mux, token, deadline, decode
                 )
             if link is not None:  # the writer is busy: never hold the role while a write may wait
                 self._release(link, None)
@@ -466,7 +468,7 @@ class ReadRole:
         mux: RequestMux,
         token: str,
         deadline: Deadline,
-        want_puback: bool,
+        decode: int,
     ) -> FastReply | ReplyWaiter:
         """Holding the role and the writer's claim: the C call, then the reply or the fallback."""
         transport, wake_fd = claim
@@ -474,15 +476,15 @@ class ReadRole:
         waiter: ReplyWaiter | None = None
         sent = received = 0  # of the call; received stays set until those bytes are parsed
         try:
-            status, out, puback = _protocol.round_trip(
+            status, out, decoded = _protocol.round_trip(
                 transport.sock, wake_fd, frame, buffer.raw, buffer.have,
-                reply, math.ceil(deadline.slice() * 1000), want_puback,
+                reply, math.ceil(deadline.slice() * 1000), decode,
             )  # fmt: skip
             sent, received = out[RT_SENT], out[RT_RECEIVED]
             failed = _os_error(out[RT_ERRNO]) if status == RT_SEND_ERROR else None
             writer.unclaim(transport, frame, sent, failed)
             if status == RT_REPLY:
-                parts = self._take_reply(buffer, out, puback)
+                parts = self._take_reply(buffer, out, decoded)
             else:
                 # From here on the reply is routed to the waiter, as on the path above.
                 waiter = mux.register(token)
@@ -502,7 +504,7 @@ class ReadRole:
             if error is not None:
                 self._release(link, error)
             elif not waiter.done:
-                found = self._lead(waiter, deadline, reply, want_puback)
+                found = self._lead(waiter, deadline, reply, decode)
                 if found is not None:
                     return found
             else:
@@ -514,7 +516,7 @@ class ReadRole:
         return waiter
 
     def _take_reply(
-        self, buffer: ReadBuffer, out: list[int], puback: tuple[str, int, bool, str | None] | None
+        self, buffer: ReadBuffer, out: list[int], decoded: tuple[Any, ...] | None
     ) -> FastReply:
         """The parts of a reply the C call found alone; the buffer moves past it."""
         _, _, _, sid, ro, rl, ho, hl, po, pl = out[RT_OP : RT_OP + 10]
@@ -524,7 +526,7 @@ class ReadRole:
             sid,
             view[po : po + pl].tobytes(),
             view[ho : ho + hl].tobytes() if hl else None,
-            puback,
+            decoded,
         )
         self.round_trips += 1
         self.round_trip_bytes += hl + pl
@@ -564,7 +566,7 @@ class ReadRole:
         waiter: Ready,
         deadline: Deadline,
         reply: bytes = b"",
-        want_puback: bool = False,
+        decode: int = DECODE_NONE,
     ) -> FastReply | None:
         """Holding the role: read and route until ``waiter`` is done; then release the role.
 
@@ -582,13 +584,13 @@ class ReadRole:
                 left = deadline.slice()
                 if left <= 0:
                     break
-                status, out, puback = _protocol.round_trip(
+                status, out, decoded = _protocol.round_trip(
                     sock, -1, b"", buffer.raw, buffer.have,
-                    reply, math.ceil(left * 1000), want_puback,
+                    reply, math.ceil(left * 1000), decode,
                 )  # fmt: skip
                 received = out[RT_RECEIVED]
                 if status == RT_REPLY:
-                    return self._take_reply(buffer, out, puback)
+                    return self._take_reply(buffer, out, decoded)
                 error = self._handle(buffer, status, out)
                 received = 0
                 if error is not None:

@@ -356,7 +356,7 @@ def round_trip(
     have: int,
     reply: bytes,
     timeout_ms: int,
-    want_puback: bool,
+    decode: int,
 ) -> RoundTrip:
     """Send, wait, receive and parse in one C call with the GIL released.
 
@@ -371,7 +371,7 @@ def round_trip(
     with ffi.from_buffer(buf) as cbuf:
         status = lib.jss_round_trip(
             sock.fileno(), wake_fd, frame, len(frame), cbuf, have, len(cbuf),
-            reply, len(reply), timeout_ms, want_puback, out,
+            reply, len(reply), timeout_ms, decode, out,
         )  # fmt: skip
     fields = ffi.unpack(out, RT_PUBACK)
     puback = None

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import _protocol
+from .._reply import PUBACK_FIELDS
 from ..errors import NoRespondersError, api_error
 from ..headers import Headers, header_pairs
 from ._checks import sequence
@@ -206,7 +207,7 @@ def request_pub_ack(
     """A blocking publish's round trip: send, wait for the PubAck, return it or raise its error.
 
     The common reply (a plain PubAck, read by the protocol core in the
-    caller's round trip: see :meth:`Client.request_pub_ack`) becomes a
+    caller's round trip: ``Client.request`` with ``decode=PUBACK_FIELDS``) becomes a
     :class:`PubAck` without a :class:`Msg`; a body that holds more (a batch,
     a counter's value) or anything else goes through :func:`parse_pub_ack`.
 
@@ -215,7 +216,7 @@ def request_pub_ack(
         APIError (a subclass by err_code): the stream refused the message.
         TimeoutError, ConnectionLostError, ConnectionClosedError: as ``Client.request``.
     """
-    got = client.request_pub_ack(subject, data, timeout, headers)
+    got = client.request(subject, data, timeout, headers, decode=PUBACK_FIELDS)
     if isinstance(got, tuple):
         (stream, seq, duplicate, domain), body = got
         if b'"batch"' not in body and b'"val"' not in body:  # as _AckPrefixes

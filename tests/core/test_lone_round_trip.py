@@ -20,6 +20,7 @@ import pytest
 import jetstream_sync as js
 from jetstream_sync import Msg, NoRespondersError, _deadline, _protocol
 from jetstream_sync._protocol import _py
+from jetstream_sync._reply import PUBACK_FIELDS
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer, stopped
 from tests.fixtures.signals import interrupted_after
@@ -257,21 +258,25 @@ def test_a_signal_during_the_wait_interrupts_the_caller_not_the_connection(nc, o
     assert nc.stats.reconnects == 0 and nc.is_connected
 
 
-def test_request_pub_ack_gives_plain_fields_or_the_reply(js):
-    """Client.request_pub_ack: the fields of a plain PubAck read in the round trip; the
-    reply Msg for an error; NoRespondersError where no stream listens."""
+def test_request_with_the_puback_decoder_gives_plain_fields_or_the_reply(js):
+    """Client.request(decode=PUBACK_FIELDS): the fields of a plain PubAck read in the round
+    trip; the reply Msg for an error; NoRespondersError where no stream listens; without
+    a decoder, the Msg."""
     js.create_stream(name="LONERAW", subjects=["loneraw.>"])
     client = js.client
     client.request("loneraw.warm", b"", timeout=5)  # the inbox is subscribed
-    got = client.request_pub_ack("loneraw.a", b"1", timeout=5)
+    got = client.request("loneraw.a", b"1", timeout=5, decode=PUBACK_FIELDS)
     assert isinstance(got, tuple)
     fields, body = got
     assert fields == ("LONERAW", 2, False, None)
     assert json.loads(body) == {"stream": "LONERAW", "seq": 2}
-    refused = client.request_pub_ack(
-        "loneraw.a", b"2", timeout=5, headers={"Nats-Expected-Last-Sequence": "99"}
-    )
+    plain = client.request("loneraw.a", b"2", timeout=5)
+    assert isinstance(plain, Msg) and json.loads(plain.data)["seq"] == 3
+    refused = client.request(
+        "loneraw.a", b"3", timeout=5, headers={"Nats-Expected-Last-Sequence": "99"},
+        decode=PUBACK_FIELDS,
+    )  # fmt: skip
     assert isinstance(refused, Msg)
     assert json.loads(refused.data)["error"]["err_code"] == 10071
     with pytest.raises(NoRespondersError):
-        client.request_pub_ack("lonenobody.a", b"", timeout=5)
+        client.request("lonenobody.a", b"", timeout=5, decode=PUBACK_FIELDS)

@@ -66,7 +66,7 @@ def call(impl: ModuleType, client: socket.socket, buf: bytearray, have: int = 0,
         have,
         kw.get("reply", REPLY),
         kw.get("timeout_ms", 2000),
-        kw.get("puback", False),
+        kw.get("decode", _py.DECODE_NONE),
     )
 
 
@@ -78,6 +78,7 @@ def test_constants_match_the_python_twin():
         assert getattr(lib, f"JSS_RT_{name}") == getattr(_py, f"RT_{name}"), name
     assert lib.JSS_RT_PUBACK - lib.JSS_RT_OP == lib.JSS_OP_FIELDS
     assert lib.JSS_RT_FIELDS - lib.JSS_RT_PUBACK == lib.JSS_PUBACK_FIELDS
+    assert (lib.JSS_DECODE_NONE, lib.JSS_DECODE_PUBACK) == (_py.DECODE_NONE, _py.DECODE_PUBACK)
     assert (lib.JSS_SEND_SENT, lib.JSS_SEND_ERRNO, lib.JSS_SEND_FIELDS) == (
         _py.SEND_SENT,
         _py.SEND_ERRNO,
@@ -156,7 +157,7 @@ def test_anything_but_the_reply_alone_is_handed_back(impl, pair, received):
     client, server = pair
     server.sendall(received)
     buf = bytearray(1024)
-    status, out, puback = call(impl, client, buf, puback=True)
+    status, out, puback = call(impl, client, buf, decode=_py.DECODE_PUBACK)
     assert status == _py.RT_OTHER
     assert out[_py.RT_RECEIVED] == len(received)
     assert buf[: len(received)] == received
@@ -216,14 +217,23 @@ def test_a_failed_send_reports_its_errno(impl, pair):
 
 
 def test_a_plain_puback_is_read(impl, pair):
-    """With want_puback, the PubAck fields of a MSG reply (as parse_puback gives them)."""
+    """With DECODE_PUBACK, the PubAck fields of a MSG reply (as parse_puback gives them)."""
     client, server = pair
     body = b'{"stream":"ORDERS","domain":"hub","seq":42,"duplicate":true}'
     server.sendall(msg(REPLY, body))
-    status, out, puback = call(impl, client, bytearray(256), puback=True)
+    status, out, puback = call(impl, client, bytearray(256), decode=_py.DECODE_PUBACK)
     assert status == _py.RT_REPLY
     assert out[_py.RT_PUBACK_OK] == 1
     assert puback == ("ORDERS", 42, True, "hub") == _py.parse_puback(body)
+
+
+def test_without_a_decoder_a_puback_body_is_not_read(impl, pair):
+    """DECODE_NONE: the reply is found and nothing reads its body."""
+    client, server = pair
+    server.sendall(msg(REPLY, b'{"stream":"ORDERS","seq":42}'))
+    status, out, decoded = call(impl, client, bytearray(256))
+    assert status == _py.RT_REPLY
+    assert out[_py.RT_PUBACK_OK] == 0 and decoded is None
 
 
 @pytest.mark.parametrize(
@@ -233,7 +243,7 @@ def test_a_body_that_is_not_a_plain_puback_is_left_to_the_caller(impl, pair, bod
     """The reply is found; its body is not a PubAck the fast reader takes."""
     client, server = pair
     server.sendall(msg(REPLY, body))
-    status, out, puback = call(impl, client, bytearray(256), puback=True)
+    status, out, puback = call(impl, client, bytearray(256), decode=_py.DECODE_PUBACK)
     assert status == _py.RT_REPLY
     assert out[_py.RT_PUBACK_OK] == 0 and puback is None
 
@@ -245,7 +255,7 @@ def test_a_status_reply_with_headers_is_found_without_puback(impl, pair):
     frame = hmsg(REPLY, block, b"")
     server.sendall(frame)
     buf = bytearray(256)
-    status, out, puback = call(impl, client, buf, puback=True)
+    status, out, puback = call(impl, client, buf, decode=_py.DECODE_PUBACK)
     assert status == _py.RT_REPLY and puback is None
     _, _, _, _, _, _, ho, hl, _, pl = out[_py.RT_OP : _py.RT_OP + _py.OP_FIELDS]
     assert buf[ho : ho + hl] == block and pl == 0
@@ -293,7 +303,7 @@ class TestRoundTrip:
         out = ffi.new(f"int64_t[{lib.JSS_RT_FIELDS}]", [-7] * lib.JSS_RT_FIELDS)
         status = lib.jss_round_trip(
             client.fileno(), -1, exact(REQUEST), len(REQUEST), buf, len(held), size,
-            exact(REPLY), len(REPLY), 2000, 1, out,
+            exact(REPLY), len(REPLY), 2000, lib.JSS_DECODE_PUBACK, out,
         )  # fmt: skip
         assert status == lib.JSS_RT_REPLY
         got = list(ffi.unpack(out, lib.JSS_RT_FIELDS))
@@ -308,7 +318,7 @@ class TestRoundTrip:
         out = ffi.new(f"int64_t[{lib.JSS_RT_FIELDS}]")
         status = lib.jss_round_trip(
             client.fileno(), -1, exact(b""), 0, exact(b"MSG"), 3, 3,
-            exact(REPLY), len(REPLY), 100, 0, out,
+            exact(REPLY), len(REPLY), 100, lib.JSS_DECODE_NONE, out,
         )  # fmt: skip
         assert status == lib.JSS_RT_IDLE
 
@@ -319,7 +329,7 @@ class TestRoundTrip:
         out = ffi.new(f"int64_t[{lib.JSS_RT_FIELDS}]")
         status = lib.jss_round_trip(
             fd, -1, exact(REQUEST), len(REQUEST), exact(b"", 16), 0, 16,
-            exact(REPLY), len(REPLY), 100, 0, out,
+            exact(REPLY), len(REPLY), 100, lib.JSS_DECODE_NONE, out,
         )  # fmt: skip
         assert status == lib.JSS_RT_SEND_ERROR
         assert out[lib.JSS_RT_ERRNO] == errno.EBADF
@@ -388,9 +398,9 @@ PIECES = [
     pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=4),
     held=st.integers(min_value=0, max_value=200),
     cut=st.integers(min_value=0, max_value=200),
-    puback=st.booleans(),
+    decode=st.sampled_from([_py.DECODE_NONE, _py.DECODE_PUBACK]),
 )
-def test_fuzz_the_twins_agree(pieces, held, cut, puback):
+def test_fuzz_the_twins_agree(pieces, held, cut, decode):
     """Random mixes of frames, part held in the buffer before the call and part never
     sent: C and Python give the same status, out and PubAck fields."""
     data = b"".join(pieces)
@@ -404,7 +414,7 @@ def test_fuzz_the_twins_agree(pieces, held, cut, puback):
                 server.sendall(arrived)
             buf = bytearray(data[:held]) + bytearray(1024)
             status, out, fields = call(
-                impl, client, buf, have=held, frame=b"", timeout_ms=0, puback=puback
+                impl, client, buf, have=held, frame=b"", timeout_ms=0, decode=decode
             )
             results.append((status, list(out), fields, bytes(buf[: held + out[_py.RT_RECEIVED]])))
         finally:

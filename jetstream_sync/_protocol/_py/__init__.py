@@ -82,6 +82,8 @@ from .proto import (
 )
 from .puback import ACK_NEW, ACK_OTHER, ACK_SAME, AckBatch, parse_puback, puback_batch
 from .round_trip import (
+    DECODE_NONE,
+    DECODE_PUBACK,
     RT_CONSUMED,
     RT_EOF,
     RT_ERRNO,
@@ -182,6 +184,8 @@ __all__ = [
     "DirectMeta",
     "parse_direct_meta",
     # .round_trip
+    "DECODE_NONE",
+    "DECODE_PUBACK",
     "RT_CONSUMED",
     "RT_EOF",
     "RT_ERRNO",

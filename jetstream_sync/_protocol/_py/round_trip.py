@@ -16,6 +16,8 @@ from .proto import OP_FIELDS, OP_HMSG, OP_MSG
 from .puback import parse_puback
 
 __all__ = [
+    "DECODE_NONE",
+    "DECODE_PUBACK",
     "RT_CONSUMED",
     "RT_EOF",
     "RT_ERRNO",
@@ -64,8 +66,11 @@ RT_PUBACK_OK = 5
 RT_OP = 6
 RT_PUBACK = 16
 RT_FIELDS = 22
+# The readers round_trip can run on the reply's body (see jss_proto.h).
+DECODE_NONE = 0
+DECODE_PUBACK = 1
 RoundTrip: TypeAlias = tuple[int, list[int], tuple[str, int, bool, str | None] | None]
-"""What :func:`round_trip` returns: status, out, PubAck fields."""
+"""What :func:`round_trip` returns: status, out, the decoded body (PubAck fields)."""
 _RT_POLL_IN = select.POLLIN
 _RT_AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK)
 
@@ -78,7 +83,7 @@ def round_trip(
     have: int,
     reply: bytes,
     timeout_ms: int,
-    want_puback: bool,
+    decode: int,
 ) -> RoundTrip:
     """Send ``frame``, wait for ``sock``, receive once into ``buf`` and look for the reply.
 
@@ -96,10 +101,11 @@ def round_trip(
         ``(status, out, puback)``: an ``RT_*`` status; :data:`RT_PUBACK` ints
         (bytes sent, bytes received, bytes consumed and the next op's need
         for :data:`RT_REPLY`, errno, 1 when ``puback`` is set, then the
-        reply's :data:`OP_FIELDS`); and, with ``want_puback``, what
-        :func:`parse_puback` reads from a reply without headers, else None.
+        reply's :data:`OP_FIELDS`); and what the reader ``decode`` names
+        (``DECODE_*``) read from the reply's body: with :data:`DECODE_PUBACK`,
+        what :func:`parse_puback` reads from a reply without headers; else None.
     """
-    result = _round_trip(sock, wake_fd, frame, buf, have, reply, timeout_ms, want_puback)
+    result = _round_trip(sock, wake_fd, frame, buf, have, reply, timeout_ms, decode)
     _last.out = None  # returned: nothing is pending for last_round_trip
     return result
 
@@ -112,7 +118,7 @@ def _round_trip(
     have: int,
     reply: bytes,
     timeout_ms: int,
-    want_puback: bool,
+    decode: int,
 ) -> RoundTrip:
     """round_trip's system calls and parse; ``_last.out`` holds its out list meanwhile."""
     out = _last.out = [0] * RT_PUBACK
@@ -152,7 +158,7 @@ def _round_trip(
         return (RT_IDLE if exc.errno in _RT_AGAIN else RT_RECV_ERROR), out, None
     if got == 0:
         return RT_EOF, out, None
-    return _parse_reply(buf, have + got, reply, want_puback, out)
+    return _parse_reply(buf, have + got, reply, decode, out)
 
 
 # Slots of send_nowait's report (see jss_proto.h).
@@ -204,9 +210,7 @@ def last_round_trip() -> tuple[int, int]:
     return (0, 0) if out is None else (out[RT_SENT], out[RT_RECEIVED])
 
 
-def _parse_reply(
-    buf: bytearray, end: int, reply: bytes, want_puback: bool, out: list[int]
-) -> RoundTrip:
+def _parse_reply(buf: bytearray, end: int, reply: bytes, decode: int, out: list[int]) -> RoundTrip:
     """round_trip's last step: whether ``buf[:end]`` holds exactly the reply (fills ``out``)."""
     try:
         ops, consumed, need = parse(buf, 0, end)
@@ -219,7 +223,7 @@ def _parse_reply(
     out[RT_CONSUMED], out[RT_NEED] = consumed, need
     out[RT_OP : RT_OP + OP_FIELDS] = ops
     puback = None
-    if want_puback and ops[0] == OP_MSG:
+    if decode == DECODE_PUBACK and ops[0] == OP_MSG:
         puback = parse_puback(buf[ops[8] : ops[8] + ops[9]])
         out[RT_PUBACK_OK] = int(puback is not None)
     return RT_REPLY, out, puback
