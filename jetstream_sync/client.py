@@ -20,9 +20,7 @@ from ._connection import (
     ConnectionOptions,
     HandshakeOptions,
     ReplyWaiter,
-    Writer,
     check_choice,
-    sub_frame,
 )
 from ._deadline import Deadline, check_count, check_seconds, check_timeout, seconds_text
 from ._events import EventRunner, log
@@ -187,10 +185,10 @@ class Client:
             info_changed=self._info_changed,
             lost=self._close,
         )
-        # The connection's long-lived parts, bound here for the hot paths (one
-        # attribute read per publish, as before): the connection owns them.
-        self._subs = self._connection.subs
-        self._writer: Writer = None  # type: ignore[assignment]  # bound by _connect()
+        # The connection's send verbs, bound here for the hot paths (one attribute
+        # read per publish): the writer's own methods, bound by _connect().
+        self._send = self._connection.send
+        self._send_small = self._connection.send_small
 
     # ------------------------------------------------------------------ connect
 
@@ -202,7 +200,7 @@ class Client:
         except BaseException:
             self._events.stop()
             raise
-        self._writer = connection.writer
+        self._send, self._send_small = connection.send, connection.send_small
         _live_clients.add(self)
         try:  # the server's limit is known now; every inbox must fit in its lines
             _subjects.check_control_line(
@@ -279,14 +277,12 @@ class Client:
     @property
     def servers(self) -> list[str]:
         """Every server URL in the pool (configured and discovered), without credentials."""
-        pool = self._connection.pool
-        return [a.url() for a in pool.addresses()] if pool else []
+        return [a.url() for a in self._connection.servers()]
 
     @property
     def discovered_servers(self) -> list[str]:
         """The server URLs learnt from the cluster (INFO ``connect_urls``)."""
-        pool = self._connection.pool
-        return [a.url() for a in pool.addresses() if a.implicit] if pool else []
+        return [a.url() for a in self._connection.servers() if a.implicit]
 
     @property
     def server_info(self) -> dict[str, Any]:
@@ -311,17 +307,13 @@ class Client:
     @property
     def stats(self) -> ClientStats:
         """Message and byte counters, and the number of reconnects."""
-        connection = self._connection
-        writer = connection.writer
-        reader = connection.reader  # replies read by a round trip are never routed
-        fast_msgs = reader.role.round_trips if reader else 0
-        fast_bytes = reader.role.round_trip_bytes if reader else 0
+        in_msgs, in_bytes, out_msgs, out_bytes, reconnects = self._connection.counters()
         return ClientStats(
-            in_msgs=connection.in_msgs + fast_msgs,
-            in_bytes=connection.in_bytes + fast_bytes,
-            out_msgs=writer.msgs_out if writer else 0,
-            out_bytes=writer.bytes_out if writer else 0,
-            reconnects=connection.reconnects,
+            in_msgs=in_msgs,
+            in_bytes=in_bytes,
+            out_msgs=out_msgs,
+            out_bytes=out_bytes,
+            reconnects=reconnects,
         )
 
     def add_status_listener(self, listener: Callable[[str], object]) -> None:
@@ -508,9 +500,7 @@ class Client:
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(
-            self._encode_publish(subject, data, reply, headers), msgs=1, deadline=deadline
-        )
+        self._send(self._encode_publish(subject, data, reply, headers), msgs=1, deadline=deadline)
 
     def publish_frames(
         self, frames: bytes, msgs: int, *, timeout: float, send_now: bool = False
@@ -544,7 +534,7 @@ class Client:
             timeout = check_timeout("timeout", timeout)
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(frames, send_now, msgs, timeout)
+        self._send(frames, send_now, msgs, timeout)
 
     def send_reply(
         self,
@@ -587,10 +577,10 @@ class Client:
                 frame = b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data)
             else:
                 frame %= subject
-            self._writer.write(frame, msgs=1)
+            self._send(frame, msgs=1)
             return
         frame = self._encode_publish(reply, data, None, headers)
-        self._writer.write(frame, urgent=True, msgs=1)
+        self._send(frame, urgent=True, msgs=1)
 
     def send_acks(self, frames: bytes, count: int) -> None:
         """Queue acknowledgement frames in one write: the seam of ``Msg.ack`` and ``ack_batch``.
@@ -605,7 +595,7 @@ class Client:
         """
         if self._closed or self._forked:
             self._check_usable()
-        self._writer.write(frames, False, count)
+        self._send(frames, False, count)
 
     # ------------------------------------------------------------------ subscribe
 
@@ -646,34 +636,28 @@ class Client:
         bytes_limit = self._pending_bytes_limit
         if pending_bytes_limit is not None:
             bytes_limit = check_count("pending_bytes_limit", pending_bytes_limit, 1)
-        sub = self._subs.add(
-            lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit)
+        return self._connection.subscribe(
+            lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit),
+            subject_b,
+            queue_b,
         )
-        self._writer.write_small(sub_frame(subject_b, queue_b, sub.sid))  # never waits for room
-        return sub
 
     def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
         self._check_usable()
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ValueError(f"limit must be a positive int, got {limit!r}")
-            if self._subs.limit(sub, limit):
-                self._writer.write_small(b"UNSUB %d %d\r\n" % (sub.sid, limit))
-                return
-        else:
-            self._subs.remove(sub, discard=True)
-        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)
-        if sub._worker is not None:
+        if self._connection.unsubscribe(sub, limit) and sub._worker is not None:
             sub._worker.join()
 
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
         self._check_usable()
-        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)  # never waits for room
+        self._connection.stop_interest(sub)
         try:
             self.flush(deadline.remaining() or 0.001)
         finally:  # whatever happens, the local side ends: no waiter is left hanging
-            self._subs.remove(sub, discard=False)
+            self._connection.stop_routing(sub)
         worker = sub._worker
         # From its own callback the worker cannot be joined: it handles what is
         # left once the callback returns, then ends by itself.
@@ -761,7 +745,7 @@ class Client:
             frame = _protocol.encode_pub(subject_b, b"%s%d" % (reply, token), data)
         else:
             frame = b"PUB %s %s%d %d\r\n%s\r\n" % (subject_b, reply, token, size, data)
-        self._writer.write(frame, msgs=1, deadline=timeout)
+        self._send(frame, msgs=1, deadline=timeout)
 
     @overload
     def request(
@@ -823,29 +807,20 @@ class Client:
         if self._closed or self._forked:
             self._check_usable()
         connection = self._connection
-        mux = connection.mux
-        if mux is None:  # the first request subscribes the reply inbox: not for bad input
+        if not connection.has_reply_inbox:  # the first request subscribes it: not for bad input
             self._encode_publish(subject, data, None, headers)
-            mux = connection.request_mux(self.new_inbox)
-        token = mux.new_token()
-        reply = mux.prefix_bytes + token.encode()
+        token, reply = connection.new_reply(self.new_inbox)
         frame = self._encode_publish(subject, data, reply, headers)
         # Reads the socket itself while nobody else does: no hand-off, and when
         # the writer is idle one C call from send to reply (see _connection/read_role.py).
-        got = connection.reader.role.round_trip(
-            self._writer,
-            frame,
-            reply,
-            mux,
-            token,
-            deadline,
-            DECODE_NONE if decode is None else decode.code,
+        got = connection.request(
+            frame, reply, token, deadline, DECODE_NONE if decode is None else decode.code
         )
         if type(got) is tuple:
             reply_to, sid, payload, raw_headers, fields = got
             if fields is not None:
                 return fields, payload
-            msg = Msg(mux.prefix + token, reply_to, payload, raw_headers, self, sid)
+            msg = Msg(reply.decode(), reply_to, payload, raw_headers, self, sid)
         else:
             waiter = cast("ReplyWaiter", got)
             if not waiter.done:
@@ -859,7 +834,7 @@ class Client:
 
     def _read_until(self, ready: Ready, deadline: Deadline) -> None:
         """Read the socket on this thread until ``ready.done``, when nobody else reads it."""
-        self._connection.reader.role.lead_until(ready, deadline)
+        self._connection.read_until(ready, deadline)
 
     # ------------------------------------------------------------------ flush / ping
 
@@ -876,11 +851,8 @@ class Client:
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         self._check_usable()
-        waiter = ReplyWaiter()
-        connection = self._connection
-        connection.send_ping(waiter)
-        if not connection.reader.role.wait_reply(waiter, deadline):
-            connection.pings.forget(waiter)
+        waiter = self._connection.flush(deadline)
+        if waiter is None:
             raise TimeoutError(f"flush did not complete within {seconds_text(timeout)} s")
         if waiter.error is not None:
             raise waiter.error
@@ -906,13 +878,14 @@ class Client:
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         self._check_usable()
-        subs = self._subs.subscriptions()
+        connection = self._connection
+        subs = connection.subscriptions()
         try:
             for sub in subs:
-                self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)  # never waits for room
+                connection.stop_interest(sub)
             self.flush(deadline.remaining() or 0.001)
             for sub in subs:
-                self._subs.remove(sub, discard=False)
+                connection.stop_routing(sub)
             for sub in subs:
                 worker = sub._worker
                 # Called from a callback, that callback's worker is not joined: it
@@ -921,7 +894,7 @@ class Client:
                     continue
                 if not worker.join(deadline.remaining()):
                     raise TimeoutError("subscriptions did not finish draining in time")
-            self._writer.wait_drained(deadline)
+            connection.wait_drained(deadline)
         finally:
             self._close(None, deadline)
 

@@ -663,3 +663,44 @@ def test_the_puback_check_sees_a_switch_and_a_method():
         "        return self.role.round_trip(want_puback=want_puback, fields=PubAck)\n"
     )
     assert _puback_names(source) == {"request_pub_ack", "want_puback", "PubAck"}
+
+
+# The socket owner's parts, private to the Connection: the client uses its verbs alone.
+CONNECTION_PARTS = ("writer", "reader", "pings", "mux", "subs", "pool")
+
+
+def _connection_reach_ins(source: str) -> set[str]:
+    """What ``source`` reads off a connection beyond its verbs: a private attribute or a part,
+    through ``self._connection`` or a local named ``connection``."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        base = node.value
+        through = (isinstance(base, ast.Attribute) and base.attr == "_connection") or (
+            isinstance(base, ast.Name) and base.id == "connection"
+        )
+        if through and (node.attr.startswith("_") or node.attr in CONNECTION_PARTS):
+            found.add(node.attr)
+    return found
+
+
+def test_the_client_uses_the_connection_s_verbs_alone():
+    """client.py reads neither a part of its Connection nor a private attribute (issue 29),
+    and the Connection names no part publicly."""
+    assert _connection_reach_ins(MODULES["jetstream_sync.client"].read_text()) == set()
+    source = MODULES[f"{SOCKET_OWNER}.connection"].read_text()
+    public = {m.group(1) for m in re.finditer(r"\bself\.([a-z]\w*)\s*[:=]", source)}
+    assert public.isdisjoint(CONNECTION_PARTS), public & set(CONNECTION_PARTS)
+
+
+def test_the_reach_in_check_sees_a_part_and_a_private_attribute():
+    """The check above sees the reach-ins the client had before the verbs."""
+    source = (
+        "def f(self, connection):\n"
+        "    connection.reader.role.lead_until(ready, deadline)\n"
+        "    self._connection.pings.forget(waiter)\n"
+        "    self._connection._routes.clear()\n"
+        "    connection.flush(deadline)\n"
+    )
+    assert _connection_reach_ins(source) == {"reader", "pings", "_routes"}

@@ -33,12 +33,11 @@ of a single part import its module.
 
 from __future__ import annotations
 
-from .connection import Connection, ConnectionOptions, sub_frame
+from .connection import Connection, ConnectionOptions
 from .handshake import HandshakeOptions
 from .read_role import Ready
 from .request_mux import ReplyWaiter
 from .wait import check_choice
-from .writer import Writer
 
 __all__ = [
     "Connection",
@@ -46,7 +45,5 @@ __all__ = [
     "HandshakeOptions",
     "Ready",
     "ReplyWaiter",
-    "Writer",
     "check_choice",
-    "sub_frame",
 ]

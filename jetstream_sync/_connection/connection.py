@@ -48,7 +48,9 @@ from .wait import THREADS, WaitMode, choose
 from .writer import CooperativeWriter, Writer
 
 if TYPE_CHECKING:
+    from .._server_pool import ServerAddress
     from ..subscription import Subscription
+    from .read_role import FastReply, Ready
     from .transport import Transport
 
 __all__ = ["CONNECT_ERRORS", "Connection", "ConnectionOptions", "Reply", "sub_frame"]
@@ -109,11 +111,26 @@ class ConnectionOptions:
     wait: str | None = None
 
 
+def _not_open(*args: object, **kwargs: object) -> None:
+    """:attr:`Connection.send` before :meth:`Connection.open` connected."""
+    raise ConnectionClosedError("the connection is not open")
+
+
 class Connection:
     """The link to the server and the threads that serve it; see the module docstring.
 
     Created with the client (nothing is sent); :meth:`open` connects and
-    starts the threads; :meth:`close` stops and joins them.
+    starts the threads; :meth:`close` stops and joins them. It owns the socket
+    and every part that touches it (writer, reader and its read role, pings,
+    request mux, subscription table, server pool): the client reaches none of
+    them, only the verbs below (a layering test holds it to that).
+
+    The verbs: :attr:`send` and :attr:`send_small` (the writer's own methods,
+    bound by :meth:`open`: nothing of ours between a publish and the buffer),
+    :meth:`new_reply` and :meth:`request`, :meth:`read_until`, :meth:`flush`,
+    :meth:`wait_drained`, :meth:`subscribe`, :meth:`unsubscribe`,
+    :meth:`stop_routing`, :meth:`subscriptions`, :meth:`add_route`,
+    :meth:`servers` and :meth:`counters`.
 
     Args:
         options: see :class:`ConnectionOptions`.
@@ -127,18 +144,11 @@ class Connection:
 
     Attributes:
         options: what it was made with (its repr shows no secret).
-        subs: every subscription, by sid (the client adds them).
-        pings: the outstanding PINGs (flushes and keep-alives).
-        pool: the servers (set by :meth:`open`).
         current: the live connection, or None before :meth:`open`.
         server_info: the server's INFO, merged over the connection's life.
-        writer: the one write path (set by :meth:`open`).
-        reader: the reader thread and its read role (set by :meth:`open`).
         wait_mode: how the threads wait, chosen by :meth:`open` (threads until then).
         reconnecting: True while the link is down and being re-established.
-        mux: the request multiplexer, once :meth:`request_mux` made it.
         closing: set once the client started closing.
-        in_msgs, in_bytes, reconnects: counters for ``Client.stats``.
     """
 
     def __init__(
@@ -162,13 +172,15 @@ class Connection:
         self._lock = threading.Lock()
         self.closing = Flag()
         self.reconnecting = False
-        self.subs = SubscriptionTable()
-        self.pings = PingTracker()
+        self._subs = SubscriptionTable()
+        self._pings = PingTracker()
         # pool, writer and reader are set by open() before the client is handed
         # out; None only on a client that never connected (close() allows it).
-        self.pool: ServerPool = None  # type: ignore[assignment]
-        self.writer: Writer = None  # type: ignore[assignment]
-        self.reader: Reader = None  # type: ignore[assignment]
+        self.send: Callable[..., None] = _not_open  # Writer.write, bound by open()
+        self.send_small: Callable[[bytes], None] = _not_open  # Writer.write_small
+        self._pool: ServerPool = None  # type: ignore[assignment]
+        self._writer: Writer = None  # type: ignore[assignment]
+        self._reader: Reader = None  # type: ignore[assignment]
         self.wait_mode = WaitMode(THREADS)
         self.current: Connected | None = None
         self.server_info: dict[str, Any] = {}
@@ -177,7 +189,7 @@ class Connection:
         self.reconnects = 0
         self._pid = os.getpid()
         self._pinger: threading.Thread | None = None
-        self.mux: RequestMux | None = None  # made by the first request
+        self._mux: RequestMux | None = None  # made by the first request
         self._mux_sid = 0
         # Reply routes: sid -> (inbox prefix length, handler, subject, buffer handler or
         # None); copied on write.
@@ -199,10 +211,10 @@ class Connection:
         """
         options = self.options
         self.wait_mode = choose(options.wait)  # before anything is sent
-        self.pool = ServerPool(list(servers), options.max_reconnect_attempts, options.randomize)
+        self._pool = ServerPool(list(servers), options.max_reconnect_attempts, options.randomize)
         errors: list[BaseException] = []
         conn = None
-        for address in self.pool.addresses():
+        for address in self._pool.addresses():
             try:
                 conn = handshake(address, options.handshake, options.connect_timeout)
                 break
@@ -211,7 +223,7 @@ class Connection:
             except CONNECT_ERRORS as exc:
                 errors.append(exc)
         if conn is None:
-            urls = [a.url() for a in self.pool.addresses()]  # without their credentials
+            urls = [a.url() for a in self._pool.addresses()]  # without their credentials
             raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
                 errors[-1] if errors else None
             )
@@ -219,9 +231,10 @@ class Connection:
         self._adopt(conn)
         tag = options.tag
         writer = CooperativeWriter if self.wait_mode.cooperative else Writer
-        self.writer = writer(self._write_failed, options.reconnect_buf_size, f"{tag}-writer")
-        self.writer.attach(conn.transport)
-        self.reader = Reader(
+        self._writer = writer(self._write_failed, options.reconnect_buf_size, f"{tag}-writer")
+        self._writer.attach(conn.transport)
+        self.send, self.send_small = self._writer.write, self._writer.write_small
+        self._reader = Reader(
             conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed,
             self.wait_mode.cooperative,
         )  # fmt: skip
@@ -231,7 +244,7 @@ class Connection:
     def _adopt(self, conn: Connected) -> None:
         """Make ``conn`` the current connection and learn from its INFO."""
         self.current = conn
-        self.pool.connected(conn.address)
+        self._pool.connected(conn.address)
         self._apply_info(conn.info)
 
     def _apply_info(self, info: dict[str, Any]) -> None:
@@ -243,7 +256,7 @@ class Connection:
         self.server_info = {**self.server_info, **info}
         urls = info.get("connect_urls")
         if urls and self.current is not None:
-            bad = self.pool.add_discovered(urls, self.current.address)
+            bad = self._pool.add_discovered(urls, self.current.address)
             if bad:
                 self._report_error(
                     ProtocolError(f"ignored connect_urls the server announced: {bad!r}")
@@ -252,22 +265,118 @@ class Connection:
 
     # ------------------------------------------------------------------ what the client asks
 
-    def request_mux(self, new_inbox: Callable[[], str]) -> RequestMux:
-        """The client's request multiplexer; the first call subscribes its inbox.
+    @property
+    def has_reply_inbox(self) -> bool:
+        """Whether the requests' inbox is subscribed (by the first :meth:`new_reply`)."""
+        return self._mux is not None
 
-        The SUB never waits for room in the write buffer (the subscription
-        lock is held): see :meth:`Writer.write_small`.
+    def new_reply(self, new_inbox: Callable[[], str]) -> tuple[str, bytes]:
+        """A request's token and the reply subject it is answered on (``<inbox>.<token>``).
+
+        The first call subscribes the requests' wildcard inbox (named by
+        ``new_inbox()``); the SUB never waits for room in the write buffer (the
+        subscription lock is held): see :meth:`Writer.write_small`.
         """
-        mux = self.mux
-        if mux is not None:
-            return mux
-        with self.subs.lock:
-            if self.mux is None:
-                mux = RequestMux(new_inbox())
-                self._mux_sid = self.subs.new_sid()
-                self.writer.write_small(sub_frame(mux.subject.encode(), b"", self._mux_sid))
-                self.mux = mux
-            return self.mux
+        mux = self._mux
+        if mux is None:
+            with self._subs.lock:
+                if self._mux is None:
+                    mux = RequestMux(new_inbox())
+                    self._mux_sid = self._subs.new_sid()
+                    self._writer.write_small(sub_frame(mux.subject.encode(), b"", self._mux_sid))
+                    self._mux = mux
+                mux = self._mux
+        token = mux.new_token()
+        return token, mux.prefix_bytes + token.encode()
+
+    def request(
+        self, frame: bytes, reply: bytes, token: str, deadline: Deadline, decode: int
+    ) -> FastReply | ReplyWaiter:
+        """Send a request ``frame`` (answered on ``reply``, from :meth:`new_reply` with
+        ``token``) and wait for its reply: see ``ReadRole.round_trip`` (``decode``: the
+        core's reader of a reply that comes alone, ``_protocol``'s ``DECODE_*``)."""
+        mux = self._mux
+        assert mux is not None  # new_reply() made it
+        return self._reader.role.round_trip(
+            self._writer, frame, reply, mux, token, deadline, decode
+        )
+
+    def read_until(self, ready: Ready, deadline: Deadline) -> None:
+        """Read the socket on this thread until ``ready.done``, when nobody else reads it
+        (``ReadRole.lead_until``); return at once otherwise."""
+        self._reader.role.lead_until(ready, deadline)
+
+    def flush(self, deadline: Deadline) -> ReplyWaiter | None:
+        """Send a PING and wait for its PONG: the answered (or failed) waiter, or None when
+        the deadline passed first (the PING is forgotten).
+
+        A PING never waits for room in the write buffer: see :meth:`send_ping`.
+        """
+        waiter = ReplyWaiter()
+        self.send_ping(waiter)
+        if not self._reader.role.wait_reply(waiter, deadline):
+            self._pings.forget(waiter)
+            return None
+        return waiter
+
+    def wait_drained(self, deadline: Deadline) -> bool:
+        """Wait until everything buffered is written; False if the deadline passed first."""
+        return self._writer.wait_drained(deadline)
+
+    def subscribe(
+        self, make: Callable[[int], Subscription], subject: bytes, queue: bytes
+    ) -> Subscription:
+        """Route a new subscription (``make(sid)`` builds it) and send its SUB, which never
+        waits for room in the write buffer."""
+        sub = self._subs.add(make)
+        self._writer.write_small(sub_frame(subject, queue, sub.sid))
+        return sub
+
+    def unsubscribe(self, sub: Subscription, limit: int | None) -> bool:
+        """Send ``sub``'s UNSUB (after ``limit`` messages in all, if given).
+
+        Returns:
+            True when ``sub`` stopped now (its queue closed, what was pending
+            dropped); False when it goes on until ``limit`` messages.
+        """
+        if limit is not None:
+            if self._subs.limit(sub, limit):
+                self._writer.write_small(b"UNSUB %d %d\r\n" % (sub.sid, limit))
+                return False
+        else:
+            self._subs.remove(sub, discard=True)
+        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)
+        return True
+
+    def stop_interest(self, sub: Subscription) -> None:
+        """Send ``sub``'s UNSUB and keep routing what is still on its way (a drain)."""
+        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)
+
+    def stop_routing(self, sub: Subscription) -> None:
+        """Stop routing ``sub`` and close its queue; what is pending stays to be read."""
+        self._subs.remove(sub, discard=False)
+
+    def subscriptions(self) -> list[Subscription]:
+        """The subscriptions routed now."""
+        return self._subs.subscriptions()
+
+    def servers(self) -> list[ServerAddress]:
+        """Every server of the pool (configured and discovered); none before :meth:`open`."""
+        return self._pool.addresses() if self._pool else []
+
+    def counters(self) -> tuple[int, int, int, int, int]:
+        """``(in_msgs, in_bytes, out_msgs, out_bytes, reconnects)`` for ``Client.stats``;
+        replies read by a requester's round trip are never routed, so they count here."""
+        writer, reader = self._writer, self._reader
+        fast_msgs = reader.role.round_trips if reader else 0
+        fast_bytes = reader.role.round_trip_bytes if reader else 0
+        return (
+            self.in_msgs + fast_msgs,
+            self.in_bytes + fast_bytes,
+            writer.msgs_out if writer else 0,
+            writer.bytes_out if writer else 0,
+            self.reconnects,
+        )
 
     def add_route(
         self,
@@ -280,12 +389,12 @@ class Connection:
         See ``Client.add_reply_route``. The SUB never waits for room in the
         write buffer (the subscription lock is held).
         """
-        with self.subs.lock:
-            sid = self.subs.new_sid()
+        with self._subs.lock:
+            sid = self._subs.new_sid()
             subject = prefix.encode() + b"*"
             route = (len(prefix), handler, subject, buffer_handler)
             self._routes = {**self._routes, sid: route}
-            self.writer.write_small(sub_frame(subject, b"", sid))
+            self._writer.write_small(sub_frame(subject, b"", sid))
 
     def send_ping(self, waiter: ReplyWaiter | None) -> None:
         """Write a PING for ``waiter`` (a flush) or a keep-alive (None).
@@ -293,7 +402,7 @@ class Connection:
         A PING never waits for room in the write buffer: stale-connection
         detection and flush deadlines must hold however full it is.
         """
-        self.writer.write_ping(self.pings, waiter, urgent=True)
+        self._writer.write_ping(self._pings, waiter, urgent=True)
 
     # ------------------------------------------------------------------ close
 
@@ -309,10 +418,10 @@ class Connection:
         """
         if self.current is not None:
             self.current.transport.close()
-        if self.reader is not None:
-            self.reader.role.close_inherited()
-        if self.writer is not None:
-            self.writer.close_inherited()
+        if self._reader is not None:
+            self._reader.role.close_inherited()
+        if self._writer is not None:
+            self._writer.close_inherited()
 
     def close(self, flush_for: float) -> list[Subscription]:
         """Flush for up to ``flush_for`` seconds, close the link, join the threads.
@@ -323,23 +432,23 @@ class Connection:
         Returns:
             The subscriptions ended (the caller joins their callback threads).
         """
-        if not self.reconnecting and self.writer is not None:
-            self.writer.wait_drained(Deadline(flush_for))
+        if not self.reconnecting and self._writer is not None:
+            self._writer.wait_drained(Deadline(flush_for))
         closed = ConnectionClosedError("the client was closed")
         if self.current is not None:
             self.current.transport.shutdown()
-        if self.writer is not None:
-            self.writer.close()
-        if self.reader is not None:
-            self.reader.join()
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader is not None:
+            self._reader.join()
         if self.current is not None:
             self.current.transport.close()
         if self._pinger is not None and self._pinger is not threading.current_thread():
             self._pinger.join()
-        if self.mux is not None:
-            self.mux.fail_all(closed)
-        self.pings.fail_all(closed)
-        return self.subs.remove_all(closed)
+        if self._mux is not None:
+            self._mux.fail_all(closed)
+        self._pings.fail_all(closed)
+        return self._subs.remove_all(closed)
 
     # ------------------------------------------------------------------ threads
 
@@ -347,7 +456,7 @@ class Connection:
         while not self.closing.wait(self.options.ping_interval):
             if self.reconnecting:
                 continue
-            unanswered = self.pings.keepalives_unanswered
+            unanswered = self._pings.keepalives_unanswered
             if unanswered >= self.options.max_outstanding_pings:
                 conn = self.current
                 if conn is not None:
@@ -422,11 +531,11 @@ class Connection:
                         sid,
                     )
                 if sid == mux_sid:
-                    assert self.mux is not None  # set before any request is sent
+                    assert self._mux is not None  # set before any request is sent
                     self.in_msgs += n_msgs
                     self.in_bytes += n_bytes
                     n_msgs = n_bytes = 0
-                    self.mux.route(msg)
+                    self._mux.route(msg)
                     continue
                 batch = batches.get(sid)
                 if batch is None:
@@ -474,14 +583,14 @@ class Connection:
             routes[sid][1](batch)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
-        for sub in self.subs.deliver(batches):
+        for sub in self._subs.deliver(batches):
             self._report_error(SlowConsumerError(sub.subject, sub.sid))
 
     def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
         if kind == _protocol.OP_PING:  # never waits for room: the reader must not block
-            self.writer.write_control(b"PONG\r\n")
+            self._writer.write_control(b"PONG\r\n")
         elif kind == _protocol.OP_PONG:
-            self.pings.pong()
+            self._pings.pong()
         elif kind == _protocol.OP_INFO:  # a bad INFO raises ProtocolError: a reconnect
             info = parse_info(bytes(src[ops[i + 1] : ops[i + 1] + ops[i + 2]]))
             self._apply_info(info)
@@ -513,7 +622,7 @@ class Connection:
         """Reader thread: the connection broke. Reconnect, or return None to stop."""
         if not self.closing.is_set():
             self.reconnecting = True  # before the writer detaches: is_connected must say False
-        self.writer.detach()  # drops the PINGs still buffered: failed just below
+        self._writer.detach()  # drops the PINGs still buffered: failed just below
         old = self.current
         dropped, self._dropped = self._dropped, None
         if dropped is not None and old is not None and dropped[0] is old.transport:
@@ -525,11 +634,11 @@ class Connection:
             return None
         if isinstance(exc, ProtocolError):  # the server (or a client) sent what we cannot use
             self._report_error(exc)
-        self.pings.connection_lost(
+        self._pings.connection_lost(
             ConnectionLostError(f"connection lost before the PONG arrived: {exc}")
         )
-        if self.mux is not None:  # replies to the old connection can no longer come
-            self.mux.fail_all(
+        if self._mux is not None:  # replies to the old connection can no longer come
+            self._mux.fail_all(
                 ConnectionLostError(
                     f"connection lost before the reply arrived ({exc}); the request may or may "
                     "not have been processed by the server: retry (a JetStream publish with "
@@ -544,7 +653,7 @@ class Connection:
         auth_failures: dict[tuple[str, int], int] = {}  # per server, in a row
         while not self.closing.is_set():
             try:
-                address, wait = self.pool.next_candidate(
+                address, wait = self._pool.next_candidate(
                     self.options.reconnect_time_wait, self.options.reconnect_jitter
                 )
             except LookupError:
@@ -575,7 +684,7 @@ class Connection:
                     return None
                 self._adopt(conn)
                 self.reconnecting = False
-                self.writer.attach(conn.transport, self._resubscribe_frames(), self.pings.resume)
+                self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
                 self.reconnects += 1
             log.info("reconnected to %s", conn.address.url())
             self._announce("reconnected")
@@ -585,12 +694,12 @@ class Connection:
     def _resubscribe_frames(self) -> bytes:
         """SUB frames for every live subscription (sent first on a new connection)."""
         frames = []
-        with self.subs.lock:
-            if self.mux is not None:
-                frames.append(sub_frame(self.mux.subject.encode(), b"", self._mux_sid))
+        with self._subs.lock:
+            if self._mux is not None:
+                frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
             for sid, (_, _, subject, _) in self._routes.items():
                 frames.append(sub_frame(subject, b"", sid))
-            for sub, left in self.subs.routed():
+            for sub, left in self._subs.routed():
                 subject = sub.subject.encode("utf-8", "surrogateescape")
                 frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
                 if left is not None:

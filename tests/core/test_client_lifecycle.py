@@ -15,7 +15,7 @@ from tests.fixtures.server import NatsServer
 
 def _client_threads(nc) -> list[threading.Thread]:
     tag = f"jetstream_sync-{nc._id}-"
-    sids = {f"jetstream_sync-sub-{sid}" for sid in nc._subs.sids()}
+    sids = {f"jetstream_sync-sub-{sid}" for sid in nc._connection._subs.sids()}
     return [t for t in threading.enumerate() if t.name.startswith(tag) or t.name in sids]
 
 

@@ -304,7 +304,7 @@ def test_unsubscribe_limit_racing_deliveries_never_passes_the_limit(shared_serve
         got = [m.data for m in sub]  # ends when the subscription has ended
         assert got == [b"%d" % i for i in range(limit)]
         assert not sub.is_active
-        assert sub.sid not in nc._subs.sids()
+        assert sub.sid not in nc._connection._subs.sids()
         pub.publish("race", b"late")
         pub.flush()
         wait_for(lambda: _server_sub_count(shared_server, name) == 0)

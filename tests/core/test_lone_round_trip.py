@@ -41,7 +41,7 @@ def _echo(client: js.Client, subject: str) -> None:
 
 
 def _round_trips(client: js.Client) -> int:
-    return client._connection.reader.role.round_trips
+    return client._connection._reader.role.round_trips
 
 
 def _record_statuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -117,7 +117,8 @@ def test_the_fast_path_is_taken_and_gives_what_routing_gives(nc, other, monkeypa
     fast = [nc.request("lone.same", b"%d" % i, timeout=10, headers=headers) for i in range(50)]
     assert _round_trips(nc) - before > 25  # a quiet connection: most come alone
     assert nc.stats.in_msgs - in_msgs == 50
-    monkeypatch.setattr(nc._writer, "claim", lambda frame: None)  # the writer looks busy
+    # the writer looks busy
+    monkeypatch.setattr(nc._connection._writer, "claim", lambda frame: None)
     before = _round_trips(nc)
     routed = [nc.request("lone.same", b"%d" % i, timeout=10, headers=headers) for i in range(50)]
     assert _round_trips(nc) == before
@@ -155,7 +156,10 @@ def test_a_frame_queued_during_the_wait_goes_out_at_once(nc, other, monkeypatch)
     thread = threading.Thread(target=request, name="test-requester")
     thread.start()
     held = silent.next_msg(timeout=10)  # the request is out; its caller waits
-    wait_for(lambda: nc._writer.claimed, message="the request does not wait in its round trip")
+    wait_for(
+        lambda: nc._connection._writer.claimed,
+        message="the request does not wait in its round trip",
+    )
     nc.publish("lone.meanwhile", b"now")
     assert seen.next_msg(timeout=10).data == b"now"
     assert statuses[0] == _py.RT_WOKEN  # the requester's first call, the one that sent
@@ -237,7 +241,8 @@ def test_js_publish_reads_its_pub_ack_in_the_round_trip(js, monkeypatch):
     assert _round_trips(client) > before
     assert [a.seq for a in fast] == [1, 2, 3, 4, 5] * 2
     assert [a.duplicate for a in fast] == [False] * 5 + [True] * 5
-    monkeypatch.setattr(client._writer, "claim", lambda frame: None)  # the writer looks busy
+    # the writer looks busy
+    monkeypatch.setattr(client._connection._writer, "claim", lambda frame: None)
     routed = [js.publish("loneack.x", b"%d" % i, msg_id=f"id-{i % 5}") for i in range(5)]
     assert routed == fast[5:]
     assert routed[0].stream == "LONEACK" and routed[0].domain is None

@@ -36,7 +36,7 @@ def _echo(client: jetstream_sync.Client, subject: str) -> None:
 
 
 def _requester_reads(client: jetstream_sync.Client) -> bool:
-    holder = client._connection.reader.role._holder
+    holder = client._connection._reader.role._holder
     return holder is not None and holder is not _READER
 
 
@@ -49,7 +49,7 @@ def _reading_request(
     A request made while the reader thread is busy waits for the hand-off
     instead: that one is answered, and another one made.
     """
-    role = nc._connection.reader.role
+    role = nc._connection._reader.role
     for _ in range(50):
         waiting = Background(lambda: nc.request(silent.subject, b"hold", timeout=timeout))
         request = silent.next_msg(timeout=5)
@@ -92,15 +92,15 @@ def test_a_lone_requester_parses_its_reply_on_its_own_thread(nc, other):
     _echo(other, "role.echo")
     nc.request("role.echo", b"first", timeout=5)  # subscribes the reply inbox
     threads: list[threading.Thread] = []
-    route = nc._connection.mux.route
-    role = nc._connection.reader.role
+    route = nc._connection._mux.route
+    role = nc._connection._reader.role
     before = role.round_trips
 
     def spy(msg: jetstream_sync.Msg) -> None:
         threads.append(threading.current_thread())
         route(msg)
 
-    nc._connection.mux.route = spy
+    nc._connection._mux.route = spy
     for i in range(20):
         assert nc.request("role.echo", b"%d" % i, timeout=5).data == b"%d" % i
     fast = role.round_trips - before
@@ -131,7 +131,7 @@ def test_the_reader_thread_frees_the_role_once_every_waiter_is_answered(nc, othe
     """
     silent = other.subscribe("role.silent")
     other.flush()
-    role = nc._connection.reader.role
+    role = nc._connection._reader.role
     slow: set[int] = set()
     answered, woken = threading.Event(), threading.Event()
     wait = ReplyWaiter.wait
@@ -172,7 +172,7 @@ def test_the_reader_thread_reads_on_while_several_callers_wait(nc, other, monkey
     caller is served it lets go, and that caller's next request reads for itself."""
     silent = other.subscribe("role.silent")
     other.flush()
-    role = nc._connection.reader.role
+    role = nc._connection._reader.role
     slow: set[int] = set()
     answered, woken = threading.Semaphore(0), threading.Event()
     wait = ReplyWaiter.wait
@@ -224,7 +224,7 @@ def test_a_requester_gives_the_role_back_at_its_deadline(nc, other):
     with pytest.raises(jetstream_sync.TimeoutError):
         nc.request("role.silent", b"never answered", timeout=0.5)
     assert time.monotonic() - start < 2.0
-    wait_for(lambda: nc._connection.reader.role._holder is None)  # free: the reader thread watches
+    wait_for(lambda: nc._connection._reader.role._holder is None)  # free: the reader thread watches
     sub = nc.subscribe("role.after")
     nc.flush()
     other.publish("role.after", b"still read")
@@ -275,13 +275,13 @@ def test_keepalives_are_read_when_nobody_calls(shared_server, other):
         for i in range(5):
             nc.request("role.echo", b"%d" % i, timeout=5)
         pongs = [0]
-        pong = nc._connection.pings.pong
+        pong = nc._connection._pings.pong
 
         def counting_pong() -> None:
             pongs[0] += 1
             pong()
 
-        nc._connection.pings.pong = counting_pong
+        nc._connection._pings.pong = counting_pong
         wait_for(lambda: pongs[0] >= 10)
         assert nc.is_connected and events.disconnects == 0
 

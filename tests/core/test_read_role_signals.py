@@ -97,7 +97,7 @@ def _request_until_interrupted(nc: js.Client, hits: list[str]) -> bytes:
 
 def _carries_on(nc: js.Client, other: js.Client, echoed: list[bytes]) -> None:
     """The client reads, requests and closes as if nothing had happened."""
-    role = nc._connection.reader.role
+    role = nc._connection._reader.role
     # free once the reader thread is idle (it takes the role whenever bytes arrive)
     wait_for(lambda: role._holder is None and role._link.watching, timeout=10)
     got: list[bytes] = []
@@ -113,7 +113,7 @@ def _carries_on(nc: js.Client, other: js.Client, echoed: list[bytes]) -> None:
         if role.round_trips > before:
             break
     assert role.round_trips > before
-    assert nc._connection.reader._thread.is_alive()
+    assert nc._connection._reader._thread.is_alive()
     assert nc.stats.reconnects == 0 and nc.is_connected
     start = time.monotonic()
     nc.close()
@@ -128,7 +128,7 @@ def test_a_signal_right_after_the_role_is_taken_gives_it_back(
     hits = _interrupt_once(monkeypatch, _read_role._Link, "unwatch_socket")
     _request_until_interrupted(nc, hits)
     assert hits == ["unwatch_socket"]
-    assert not nc._connection.writer.claimed
+    assert not nc._connection._writer.claimed
     _carries_on(nc, other, echoed)
 
 
@@ -157,7 +157,7 @@ def test_a_signal_between_claiming_the_writer_and_sending_frees_the_writer(
     hits = _interrupt_once(monkeypatch, Writer, "claim", when=lambda claim: claim is not None)
     payload = _request_until_interrupted(nc, hits)
     assert hits == ["claim"]
-    assert not nc._connection.writer.claimed
+    assert not nc._connection._writer.claimed
     nc.flush()
     wait_for(lambda: payload in echoed, timeout=10, message=lambda: f"asked {echoed}")
     _carries_on(nc, other, echoed)
@@ -232,7 +232,7 @@ def test_a_request_interrupted_at_every_point_leaves_the_client_working(shared_s
                 except js.ConnectionLostError:
                     fired = True  # interrupted with bytes not parsed: the connection is given up
                 wait_for(lambda: _flushes(nc), timeout=20, message=f"a flush ({point})")
-                assert not nc._connection.writer.claimed
+                assert not nc._connection._writer.claimed
                 wait_for(
                     functools.partial(lambda seen: taken[0] > seen + 1, taken[0]),
                     timeout=10,

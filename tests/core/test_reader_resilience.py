@@ -245,7 +245,7 @@ def test_a_reconnect_bug_closes_the_client_and_reports_it(fake, monkeypatch):
         def broken(exc):
             raise RuntimeError("reconnect bug")
 
-        monkeypatch.setattr(nc._connection.reader, "_connection_lost", broken)  # inject the bug
+        monkeypatch.setattr(nc._connection._reader, "_connection_lost", broken)  # inject the bug
         fake.connection(0).close()
         assert closed.wait(10)
         assert nc.is_closed and not nc.is_connected

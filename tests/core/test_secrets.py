@@ -208,7 +208,7 @@ def test_no_secret_in_reprs_errors_logs_or_server_info(kind, log_capture) -> Non
             repr(sub),
             repr(nc.jetstream()),
             repr(nc._connection.options),
-            repr(nc._connection.pool.addresses()),
+            repr(nc._connection._pool.addresses()),
             error_text(no_responders.value),
         ]
     texts += [repr(nc), *(error_text(e) for e in errors)]

@@ -35,7 +35,7 @@ def test_cooperative_mode_works_on_plain_threads(shared_server, monkeypatch, how
         js.publish_async_completed(timeout=30)
         assert [f.result().seq for f in futures] == list(range(1, 2001))
         assert js.publish(f"wait.mode.{how}", b"y").seq == 2001
-        assert nc._connection.reader.role.round_trips == 0  # noqa: SLF001 - never the C wait
+        assert nc._connection._reader.role.round_trips == 0  # noqa: SLF001 - never the C wait
 
 
 def test_threads_option_beats_the_environment(shared_server, monkeypatch):

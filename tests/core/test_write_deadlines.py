@@ -125,7 +125,7 @@ def test_late_pong_of_a_timed_out_flush_does_not_complete_the_next(nats_server):
 def _flush_waiting(nc: js.Client) -> bool:
     """A flush has registered its PING (the timed-out one's placeholder aside)."""
     abandoned = getattr(_pings, "_ABANDONED", None)
-    return any(w is not None and w is not abandoned for w in list(nc._connection.pings._in_flight))
+    return any(w is not None and w is not abandoned for w in list(nc._connection._pings._in_flight))
 
 
 def _flush(nc: js.Client, timeout: float) -> BaseException | None:

@@ -267,7 +267,7 @@ def test_requests_on_the_main_thread_under_random_alarms_leave_the_client_workin
         wait_for(lambda: nc.is_connected, timeout=10)
         nc.flush(timeout=10)
         assert nc.request("signals.storm.echo", b"after", timeout=10).data == b"after"
-        writer = nc._connection.writer
+        writer = nc._connection._writer
         assert not writer.claimed
         start = time.monotonic()
         nc.close()

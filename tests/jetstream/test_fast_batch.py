@@ -58,7 +58,7 @@ def test_add_writes_on_its_own_thread_every_so_often(js, stream, monkeypatch):
     which waits for the GIL while add() runs in a loop."""
     from jetstream_sync.jetstream import fast_batch
 
-    writer = js.client._writer  # the one place to see which thread sends
+    writer = js.client._connection._writer  # the one place to see which thread sends
     senders: list[str] = []
     send_now = writer._send_now
 

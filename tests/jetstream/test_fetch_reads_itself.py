@@ -40,11 +40,11 @@ def other(shared_server: Any) -> Iterator[jss.Client]:
 
 
 def _reads(client: jss.Client) -> int:
-    return client._connection.reader.role.subscriber_reads
+    return client._connection._reader.role.subscriber_reads
 
 
 def _fetch_reads(client: jss.Client) -> bool:
-    return isinstance(client._connection.reader.role._holder, Filling)
+    return isinstance(client._connection._reader.role._holder, Filling)
 
 
 def _fill(js: jss.JetStreamContext, subject: str, n: int) -> None:
