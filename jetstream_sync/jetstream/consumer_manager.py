@@ -39,8 +39,8 @@ class ConsumerManager:
 
     Every method takes the stream's name first and, last, the caller's default
     timeout (read by the caller at each call, so a changed ``ctx.timeout`` counts).
-    The stream's name is checked here, but for the ordered consumer, whose stream
-    name is first checked when its first pull creates its consumer.
+    The stream's name is checked here, before anything is sent (the ordered
+    consumer's too, when it is made, though it sends nothing until its first pull).
 
     Args:
         client: the connection the handles it returns pull on.
@@ -146,7 +146,12 @@ class ConsumerManager:
         fields: dict[str, Any],
         default: float,
     ) -> OrderedConsumer:
-        """An ordered consumer (``Stream.ordered_consumer``); nothing is sent yet."""
+        """An ordered consumer (``Stream.ordered_consumer``); nothing is sent yet.
+
+        Raises:
+            ValueError, TypeError: ``stream`` is not a stream name, or a bad config.
+        """
+        check_stream_name(stream)
         cfg = merge_config(OrderedConsumerConfig, config, fields)
         return OrderedConsumer(self._client, self._api, stream, cfg, default)
 

@@ -564,7 +564,12 @@ class JetStreamContext:
     def ordered_consumer(
         self, stream: str, config: OrderedConsumerConfig | None = None, **fields: Any
     ) -> OrderedConsumer:
-        """An ordered consumer on ``stream``."""
+        """An ordered consumer on ``stream`` (nothing is created until the first pull).
+
+        Raises:
+            ValueError, TypeError: ``stream`` is not a stream name (checked before
+                anything is sent), or a bad config.
+        """
         return self._consumers.ordered(stream, config, fields, self.timeout)
 
     def pause_consumer(

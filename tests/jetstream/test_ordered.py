@@ -201,3 +201,13 @@ def test_ordered_iterator_stops_listening_when_it_ends(js, stream):
     assert len(js.client._listeners) == before + 2
     it3.stop()
     assert len(js.client._listeners) == before
+
+
+@pytest.mark.parametrize("name", ["", "has space", "a.b", "a*", "a>", "a/b", 7])
+def test_a_bad_stream_name_is_refused_when_the_consumer_is_made(js, name):
+    """ordered_consumer() checks the stream's name at once, as every consumer call does,
+    not at the first pull; nothing is sent."""
+    sent = js.client.stats.out_msgs
+    with pytest.raises((ValueError, TypeError)):
+        js.ordered_consumer(name)
+    assert js.client.stats.out_msgs == sent
