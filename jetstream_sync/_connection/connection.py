@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from .read_role import FastReply, Ready
     from .transport import Transport
 
-__all__ = ["CONNECT_ERRORS", "Connection", "ConnectionOptions", "Reply", "sub_frame"]
+__all__ = ["Connection", "ConnectionOptions"]
 
 # A reply route's whole-buffer handler: (the read buffer, bytes parsed, the route's sid).
 BufferHandler = Callable[[memoryview, int, int], object]
