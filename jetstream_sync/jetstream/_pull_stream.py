@@ -289,6 +289,13 @@ class MessageIterator(BaseMessageIterator):
                 raise self._error
             self._fill(deadline)
 
+    def buffered(self) -> deque[Msg]:
+        """The messages received and not taken yet: the buffer itself, as it is (never waits).
+
+        Who takes from it takes them in order with ``popleft()``, as :meth:`next` would.
+        """
+        return self._buf
+
     def next_buffered(self) -> deque[Msg]:
         """Block until a message is buffered; return the buffer itself (see the base class).
 

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from .._ack_subject import ack_tokens
 from .._deadline import Deadline
 from .._signals import wait
 from ..errors import IteratorClosedError, MessageNotFoundError, TimeoutError
@@ -93,6 +94,14 @@ class WatchFeed(Generic[T]):
         self._ready = threading.Condition(self._lock)
         self._error: BaseException | None = None
         self._stopped = False
+        # Who waits on _ready: readers for an item, the thread for room. Items move
+        # through the deque without the lock (append and popleft are atomic); a side
+        # takes the lock only to wake the other when it waits. Each side says it
+        # waits before it looks at the deque, and the other changes the deque before
+        # it looks at that: no wake-up is missed, and no lock is passed to and fro
+        # per item (with the GIL, that hand-over is what a hand-off costs).
+        self._readers_waiting = 0
+        self._thread_waiting = False
         if end == 0:
             self._items.append(_MARKER)
         self._end = end or 0
@@ -108,23 +117,39 @@ class WatchFeed(Generic[T]):
         messages = self._messages
         try:
             while True:
-                self._put(messages.next())
+                self._put(messages.next_buffered())
         except BaseException as exc:  # the end of the iteration: kept for the reader
             with self._lock:
                 self._error = exc
                 self._ready.notify_all()
 
-    def _put(self, msg: Msg) -> None:
-        item = self._convert(msg)
-        with self._lock:
-            while len(self._items) >= BUFFER and not self._stopped:
-                wait(self._ready, self._lock)
+    def _put(self, batch: deque[Msg]) -> None:
+        """Convert and buffer the messages of ``batch`` (emptying it); wake a waiting reader
+        once, after the last."""
+        items, convert = self._items, self._convert
+        while batch and not self._stopped:
+            msg = batch.popleft()
+            item = convert(msg)
+            if len(items) >= BUFFER:
+                self._wait_for_room()
             if item is not None:
-                self._items.append(item)
-            if self._marker_due and msg.metadata.sequence.stream >= self._end:
+                items.append(item)
+            if self._marker_due and int(ack_tokens(msg.reply)[5]) >= self._end:
                 self._marker_due = False
-                self._items.append(_MARKER)
-            self._ready.notify_all()
+                items.append(_MARKER)
+        if self._readers_waiting:
+            with self._lock:
+                self._ready.notify_all()
+
+    def _wait_for_room(self) -> None:
+        with self._lock:
+            self._ready.notify_all()  # a reader may wait for what is buffered already
+            self._thread_waiting = True
+            try:
+                while len(self._items) >= BUFFER and not self._stopped:
+                    wait(self._ready, self._lock)
+            finally:
+                self._thread_waiting = False
 
     def take(self, deadline: Deadline | None) -> T | None:
         """The next item, or ``None`` for the marker; waits until ``deadline`` (``None``: no end).
@@ -134,22 +159,32 @@ class WatchFeed(Generic[T]):
             IteratorClosedError: the feed was stopped.
             NatsError: what ended the iteration (e.g. ``StreamNotFoundError``).
         """
-        with self._lock:
-            while not self._items:
-                if self._stopped:
-                    raise IteratorClosedError("the watcher was stopped")
-                if self._error is not None:
-                    raise self._error
-                if deadline is None:
-                    wait(self._ready, self._lock)
-                    continue
-                left = deadline.remaining()
-                if left <= 0:
-                    raise TimeoutError("no entry within the timeout")
-                wait(self._ready, self._lock, left)
+        try:
             item = self._items.popleft()
-            self._ready.notify_all()  # room for the thread
-            return None if isinstance(item, _Marker) else item
+        except IndexError:
+            item = self._wait_for_item(deadline)
+        if self._thread_waiting:
+            with self._lock:
+                self._ready.notify_all()  # room for the thread
+        return None if isinstance(item, _Marker) else item
+
+    def _wait_for_item(self, deadline: Deadline | None) -> T | _Marker:
+        """:meth:`take` when nothing is buffered: wait for an item, the end or the deadline."""
+        with self._lock:
+            self._readers_waiting += 1
+            try:
+                while not self._items:
+                    if self._stopped:
+                        raise IteratorClosedError("the watcher was stopped")
+                    if self._error is not None:
+                        raise self._error
+                    left = None if deadline is None else deadline.remaining()
+                    if left is not None and left <= 0:
+                        raise TimeoutError("no entry within the timeout")
+                    wait(self._ready, self._lock, left)
+                return self._items.popleft()
+            finally:
+                self._readers_waiting -= 1
 
     def stop(self) -> None:
         """Stop the iterator and join the thread; discards what was not taken."""

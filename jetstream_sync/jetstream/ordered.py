@@ -449,6 +449,7 @@ class OrderedMessageIterator(BaseMessageIterator):
         self._draining = False
         self._current: Consumer | None = None
         self._reset_reason: str | None = None
+        self._batch: deque[Msg] = deque()  # what next_buffered() hands out
         self._listener = self._on_status  # one bound method, so it can be removed
         consumer._abort.clear()
         consumer._client.add_status_listener(self._listener)
@@ -546,6 +547,38 @@ class OrderedMessageIterator(BaseMessageIterator):
                 return msg
             if ok is False and not self._draining:
                 self._restart("sequence gap", deadline)
+
+    def next_buffered(self) -> deque[Msg]:
+        """Block like :meth:`next`; return the messages in order that are here now.
+
+        The first is :meth:`next`'s; then the current link's buffered ones,
+        each checked as :meth:`next` checks it: one from an old link is
+        dropped, and a gap ends the batch (left in the buffer, so the next
+        call resets). The caller takes them with ``popleft()`` until the deque
+        is empty (the consume loop, the watch feed): one hand-over per batch.
+
+        Raises:
+            As :meth:`next` without a timeout.
+        """
+        out = self._batch
+        out.append(self.next())
+        inner, current = self._inner, self._current
+        if inner is None or current is None:
+            return out
+        buf, accept = inner.buffered(), self._oc._accept
+        # Taken before it is checked: another thread's reset may empty the buffer at any
+        # point (stop()), and a message checked in order must be one handed out.
+        while True:
+            try:
+                msg = buf.popleft()
+            except IndexError:
+                return out
+            ok = accept(msg, current)
+            if ok:
+                out.append(msg)
+            elif ok is False:
+                buf.appendleft(msg)  # the next call finds the gap and resets
+                return out
 
     def _end(self) -> None:
         self._oc._client.remove_status_listener(self._listener)

@@ -211,3 +211,22 @@ def test_a_bad_stream_name_is_refused_when_the_consumer_is_made(js, name):
     with pytest.raises((ValueError, TypeError)):
         js.ordered_consumer(name)
     assert js.client.stats.out_msgs == sent
+
+
+def test_next_buffered_hands_out_what_is_here_in_one_batch(js, stream):
+    """The messages iterator's next_buffered() (the consume loop's and the watch feed's):
+    the first message as next() gives it, then every in-order message already buffered,
+    in one deque; nothing is lost or repeated across calls."""
+    publish_numbered(js, f"{stream.name}.a", 50)
+    oc = stream.ordered_consumer()
+    with oc.messages(max_messages=100) as it:
+        first = it.next(timeout=5)
+        inner = it._inner  # white box: wait until the link has buffered the other 49
+        wait_for(lambda: len(inner.buffered()) == 49, message="the rest never arrived")
+        batch = it.next_buffered()
+        got = [first, *batch]
+        batch.clear()  # taken (the caller empties it)
+        assert [int(m.data) for m in got] == list(range(50))
+        js.publish(f"{stream.name}.a", b"50")
+        later = it.next_buffered()
+        assert [m.data for m in later] == [b"50"]
