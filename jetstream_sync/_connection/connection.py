@@ -127,10 +127,10 @@ class Connection:
 
     The verbs: :attr:`send` and :attr:`send_small` (the writer's own methods,
     bound by :meth:`open`: nothing of ours between a publish and the buffer),
-    :meth:`new_reply` and :meth:`request`, :meth:`read_until`, :meth:`flush`,
-    :meth:`wait_drained`, :meth:`subscribe`, :meth:`unsubscribe`,
-    :meth:`stop_routing`, :meth:`subscriptions`, :meth:`add_route`,
-    :meth:`servers` and :meth:`counters`.
+    :attr:`has_reply_inbox`, :meth:`new_reply` and :meth:`request`,
+    :meth:`read_until`, :meth:`flush`, :meth:`wait_drained`, :meth:`subscribe`,
+    :meth:`unsubscribe`, :meth:`stop_interest`, :meth:`stop_routing`,
+    :meth:`subscriptions`, :meth:`add_route`, :meth:`servers` and :meth:`counters`.
 
     Args:
         options: see :class:`ConnectionOptions`.
