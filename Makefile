@@ -49,8 +49,11 @@ test: $(STAMP)
 ## tests that share a Spark session, the cluster or a module's fixture run on one worker
 ## (tests/conftest.py). Python may cache bytecode (in __pycache__, ignored by git) whatever
 ## PYTHONDONTWRITEBYTECODE says, so that the workers and the suite's many child interpreters
-## do not each compile it again.
-TEST_WORKERS ?= 3
+## do not each compile it again. Four workers on 2 cores: at most two run JVMs (the Spark
+## session's lane and the other Spark tests' lane), and the others' tests wait on servers and
+## timers much of the time; a fresh clone's make test took 10 min 19 s with three (suite 565 s)
+## and the suite 446 s with four, the venv made.
+TEST_WORKERS ?= 4
 
 suite: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not fuzz"; rc=$$?; \

@@ -7,7 +7,7 @@ classifiers. For each, the interpreter is found (``tests.support.pythons``), a v
 ``.venv-X.Y`` is created at the repository root and the package installed in
 it with the ``test`` extra, exactly as the Makefile installs ``.venv`` (kept
 while setup.cfg, setup.py, pyproject.toml and the C sources are unchanged),
-then pytest runs there, on ``TEST_WORKERS`` (3) pytest-xdist workers as ``make
+then pytest runs there, on ``TEST_WORKERS`` (4) pytest-xdist workers as ``make
 suite`` does (the fuzz tests included). Without ``--full`` it runs the suite minus
 ``QUICK_SKIPS`` (see there why); ``--full`` runs all of it. A version with no
 interpreter is reported as skipped, by name; the exit status is 1 if any
@@ -115,7 +115,7 @@ def run_suite(venv: Path, full: bool) -> int:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONHOME", "PYTHONPATH"}}
     env["VIRTUAL_ENV"] = str(venv)
     env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
-    workers = os.environ.get("TEST_WORKERS", "3")
+    workers = os.environ.get("TEST_WORKERS", "4")
     xdist = ["-n", workers, "--dist", "loadgroup"]  # as make suite (tests/fixtures/workers.py)
     argv = [str(venv / "bin" / "python"), "-m", "pytest", *xdist, *([] if full else QUICK_SKIPS)]
     print("+", " ".join(argv), flush=True)
