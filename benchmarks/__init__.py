@@ -302,6 +302,11 @@ def driver_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Scen
     ap.add_argument("--size", type=int, default=None, help="payload bytes (default: scenario's)")
     ap.add_argument("--storage", choices=("file", "memory"), default=None)
     ap.add_argument("--window", type=int, default=WINDOW, help="async publish acks in flight")
+    ap.add_argument(
+        "--responder", choices=("inline", "thread"), default="inline",
+        help="S5, jetstream_sync: the responder's callback runs inline (on the thread that "
+        "read the request) or on the subscription's own thread",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     label = "S6_16" if args.scenario == "S6" else args.scenario
     if label not in SCENARIOS:

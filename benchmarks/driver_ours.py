@@ -207,14 +207,19 @@ def iterate_memory(nc: Any, js: Any, label: str, n: int, size: int) -> None:
                 rss_before_mb=round(before, 2), rss_peak_mb=round(peak, 2)))  # fmt: skip
 
 
-def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> None:
+def latency(
+    nc: Any, js: Any, label: str, n: int, size: int, storage: str, inline: bool = True
+) -> None:
     """S5: ``nc.request`` to an in-process responder; then three JetStream API calls.
 
-    S5info: ``stream.info()``; S5cinfo: ``consumer.info()``; S5ccreate:
-    ``js.create_consumer`` of an existing durable with the same config.
+    The responder's callback is inline (``subscribe(..., inline=True)``: it runs on
+    the thread that read the request), or with ``inline=False`` (``--responder
+    thread``) on the subscription's own thread. S5info: ``stream.info()``; S5cinfo:
+    ``consumer.info()``; S5ccreate: ``js.create_consumer`` of an existing durable
+    with the same config.
     """
     payload = b"x" * size
-    nc.subscribe(SERVICE, cb=lambda m: m.respond(payload))
+    nc.subscribe(SERVICE, cb=lambda m: m.respond(payload), inline=inline)
     nc.flush(timeout=5)
     request = nc.request
     for _ in range(100):
@@ -346,7 +351,9 @@ def main(argv: list[str] | None = None) -> None:
         elif sc.base == "MEM":
             iterate_memory(nc, js, args.label, args.n, args.size)
         elif sc.base == "S5":
-            latency(nc, js, args.label, args.n, args.size, args.storage)
+            latency(
+                nc, js, args.label, args.n, args.size, args.storage, args.responder == "inline"
+            )
         elif sc.base == "S8":
             web_server(js, args.label, args.n, args.size, args.storage)
         elif sc.base in ("KVput", "KVget"):

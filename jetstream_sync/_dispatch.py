@@ -1,4 +1,5 @@
-"""Bounded per-subscription queues and the thread that runs a subscription's callback."""
+"""Bounded per-subscription queues, the thread that runs a subscription's callback, and
+the inline callbacks that run on the thread that read their messages."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 
 from ._deadline import Deadline
 from ._signals import wait
-from .errors import ConnectionClosedError, TimeoutError
+from .errors import ConnectionClosedError, InlineCallbackError, TimeoutError
 from .msg import Msg
 
 
@@ -252,3 +253,94 @@ class CallbackWorker:
             return False
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+
+class _Reading(threading.local):
+    """Per thread: whether it is running an inline callback now."""
+
+    inline = False
+
+
+_READING = _Reading()
+
+
+def refuse_in_inline_callback(call: str) -> None:
+    """Raise :class:`InlineCallbackError` when an inline callback makes ``call``.
+
+    For every call that waits for what the connection reads: on the thread that
+    reads it, that wait could only end at its timeout.
+    """
+    if _READING.inline:
+        raise InlineCallbackError(
+            f"{call} waits for what the connection reads, and an inline callback runs on "
+            "the thread that reads it: publish from the callback, or hand the work to a "
+            "thread of your own"
+        )
+
+
+class InlineCallback:
+    """A subscription's callback run on the thread that read its messages (``inline=True``).
+
+    The thread reading the connection (the reader thread, or a requester or a fetch
+    reading for itself) calls :meth:`run` as it routes the messages, in order, with
+    no hand-off to a thread of the subscription's own. While it runs, calls that
+    wait for what the connection reads raise :class:`InlineCallbackError`
+    (:func:`refuse_in_inline_callback`).
+
+    The same interface as :class:`CallbackWorker` for the client's unsubscribe,
+    drain and close: :meth:`is_current` and :meth:`join`.
+
+    Args:
+        callback: called with each message.
+        on_error: called with an exception the callback raised.
+    """
+
+    def __init__(
+        self, callback: Callable[[Msg], object], on_error: Callable[[BaseException], None]
+    ) -> None:
+        self._callback = callback
+        self._on_error = on_error
+        self._running = threading.Lock()  # held while a thread runs the callback
+        self._thread: int | None = None
+        self._stopped = False  # set by join(): no call begins after it
+
+    def run(self, msgs: list[Msg]) -> None:
+        """Call the callback with each message (the thread that read them)."""
+        callback = self._callback
+        reading = _READING
+        with self._running:
+            self._thread = threading.get_ident()
+            reading.inline = True
+            try:
+                for msg in msgs:
+                    if self._stopped:  # unsubscribed, by the callback or meanwhile
+                        break
+                    try:
+                        callback(msg)
+                    except Exception as exc:  # a user's bug must not stop the reading
+                        self._on_error(exc)
+            finally:
+                reading.inline = False
+                self._thread = None
+
+    def is_current(self) -> bool:
+        """True when called from the callback itself."""
+        return self._thread == threading.get_ident()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Stop: no call begins after this; wait until a call in progress has returned.
+
+        Called once the subscription is no longer routed (unsubscribe, drain,
+        close). From the callback itself it returns False at once: the rest of
+        the messages read with the current one are not handed to it.
+
+        Returns:
+            False from the callback itself or after ``timeout``, else True.
+        """
+        self._stopped = True
+        if self.is_current():
+            return False
+        if not self._running.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            return False
+        self._running.release()
+        return True

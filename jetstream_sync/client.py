@@ -23,6 +23,7 @@ from ._connection import (
     check_choice,
 )
 from ._deadline import Deadline, check_count, check_seconds, check_timeout, seconds_text
+from ._dispatch import _READING, refuse_in_inline_callback
 from ._events import EventRunner, log
 from ._nuid import NUID
 from ._protocol._py import DECODE_NONE, JOIN_ABOVE
@@ -607,6 +608,7 @@ class Client:
         *,
         pending_msgs_limit: int | None = None,
         pending_bytes_limit: int | None = None,
+        inline: bool = False,
     ) -> Subscription:
         """Express interest in ``subject`` (wildcards ``*`` and ``>`` allowed).
 
@@ -616,13 +618,25 @@ class Client:
             cb: called with each message on the subscription's own thread, in order.
             pending_msgs_limit: messages held before the subscription counts as slow.
             pending_bytes_limit: payload bytes held before it counts as slow.
+            inline: run ``cb`` on the thread that read the message (the reader
+                thread, or a requester reading its own reply), with no hand-off to
+                a thread of the subscription's own: a responder answers a request
+                from the same process without a thread switch. ``cb`` must be quick
+                and must not wait for what the connection reads: it may publish
+                (``msg.respond()``, ``publish``, ``msg.ack()``); a request, flush,
+                fetch, ``next_msg``, ``drain`` or ``close`` raises
+                :class:`InlineCallbackError` there. While it runs, no other
+                message of the connection is read (see docs/threads-and-fork.md).
 
         Raises:
             BadSubjectError: the subject or queue group is not valid; nothing was sent.
             LimitExceededError: the subject with the queue group passes the server's
                 ``max_control_line``; nothing was sent.
-            ValueError, TypeError: a pending limit is not an int >= 1.
+            ValueError, TypeError: a pending limit is not an int >= 1, or
+                ``inline`` without ``cb``.
         """
+        if inline and cb is None:
+            raise ValueError("inline=True runs a callback: pass cb= as well")
         self._check_usable()
         subject_b = self._subject_bytes(subject, wildcards=True)
         queue_b = b""
@@ -637,7 +651,9 @@ class Client:
         if pending_bytes_limit is not None:
             bytes_limit = check_count("pending_bytes_limit", pending_bytes_limit, 1)
         return self._connection.subscribe(
-            lambda sid: Subscription(self, sid, subject, queue or "", cb, msgs_limit, bytes_limit),
+            lambda sid: Subscription(
+                self, sid, subject, queue or "", cb, msgs_limit, bytes_limit, inline
+            ),
             subject_b,
             queue_b,
         )
@@ -653,6 +669,7 @@ class Client:
     def _drain_subscription(self, sub: Subscription, timeout: float | None) -> None:
         deadline = Deadline(check_timeout("timeout", timeout, D.DRAIN_TIMEOUT))
         self._check_usable()
+        refuse_in_inline_callback("drain()")
         self._connection.stop_interest(sub)
         try:
             self.flush(deadline.remaining() or 0.001)
@@ -802,10 +819,13 @@ class Client:
                 (raised at once, not at the timeout); the request may or may not
                 have been processed.
             ConnectionClosedError: the client closed while waiting.
+            InlineCallbackError: called from an inline callback.
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         if self._closed or self._forked:
             self._check_usable()
+        if _READING.inline:
+            refuse_in_inline_callback("a request")
         connection = self._connection
         if not connection.has_reply_inbox:  # the first request subscribes it: not for bad input
             self._encode_publish(subject, data, None, headers)
@@ -848,9 +868,11 @@ class Client:
             TimeoutError: no PONG within ``timeout``.
             ConnectionLostError: the connection broke before the PONG came.
             ConnectionClosedError: the client closed while waiting.
+            InlineCallbackError: called from an inline callback.
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         self._check_usable()
+        refuse_in_inline_callback("flush()")
         waiter = self._connection.flush(deadline)
         if waiter is None:
             raise TimeoutError(f"flush did not complete within {seconds_text(timeout)} s")
@@ -875,9 +897,11 @@ class Client:
         Raises:
             TimeoutError: draining took longer than ``timeout`` (the client is
                 closed anyway).
+            InlineCallbackError: called from an inline callback (nothing was done).
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         self._check_usable()
+        refuse_in_inline_callback("drain()")
         connection = self._connection
         subs = connection.subscriptions()
         try:
@@ -927,8 +951,13 @@ class Client:
         (subscription callbacks, ``PubAckFuture`` done-callbacks,
         ``error_cb``, ``disconnected_cb``...). Called on one of the client's
         own threads, it joins every other thread but not that one: it returns,
-        and that thread ends as soon as the callback returns.
+        and that thread ends as soon as the callback returns. Not from an inline
+        callback, which runs on the thread reading the connection.
+
+        Raises:
+            InlineCallbackError: called from an inline callback (nothing was done).
         """
+        refuse_in_inline_callback("close()")
         self._close(None)
 
     def _close(self, reason: BaseException | None, deadline: Deadline | None = None) -> None:

@@ -225,6 +225,16 @@ class WaitModeError(NatsError, RuntimeError):
     """
 
 
+class InlineCallbackError(NatsError, RuntimeError):
+    """An inline callback (``subscribe(..., inline=True)``) made a call that waits for
+    what the connection reads: a request, a flush, a drain, ``next_msg`` or a fetch.
+
+    The callback runs on the thread that reads the connection, so that wait could only
+    end at its timeout. Publish from the callback (``msg.respond()``, ``publish``,
+    ``msg.ack()``), or hand the work to a thread of your own.
+    """
+
+
 class JetStreamError(NatsError):
     """Base class of JetStream errors."""
 

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING
 
 from . import _defaults as D
 from ._deadline import Deadline, check_timeout
-from ._dispatch import CallbackWorker, Filling, MsgQueue
+from ._dispatch import (
+    CallbackWorker,
+    Filling,
+    InlineCallback,
+    MsgQueue,
+    refuse_in_inline_callback,
+)
 from .errors import NatsError
 from .msg import Msg
 
@@ -20,7 +26,8 @@ class Subscription:
 
     Without a callback, take messages with :meth:`next_msg` or by iterating.
     With ``cb=``, the callback runs on one thread owned by this subscription,
-    one message at a time, in arrival order.
+    one message at a time, in arrival order; with ``inline=True`` as well, it runs
+    on the thread that read the message instead (see :meth:`Client.subscribe`).
 
     Layers built on a subscription (the JetStream pull engine) use
     :meth:`next_msgs`, :meth:`read_pending`, :meth:`interrupt`, :meth:`check_usable`,
@@ -43,6 +50,7 @@ class Subscription:
         cb: Callable[[Msg], object] | None,
         msgs_limit: int,
         bytes_limit: int,
+        inline: bool = False,
     ) -> None:
         self._client = client
         self.sid = sid
@@ -52,8 +60,11 @@ class Subscription:
         # Changed only by the client's SubscriptionTable, under its lock.
         self._received = 0
         self._max: int | None = None
-        self._worker: CallbackWorker | None = None
-        if cb is not None:
+        self._worker: CallbackWorker | InlineCallback | None = None
+        self._inline: InlineCallback | None = None  # the reading thread calls it
+        if cb is not None and inline:
+            self._worker = self._inline = InlineCallback(cb, client._report_error)
+        elif cb is not None:
             self._worker = CallbackWorker(
                 self._queue, cb, client._report_error, f"jetstream_sync-sub-{sid}"
             )
@@ -87,12 +98,14 @@ class Subscription:
         Raises:
             TimeoutError: nothing arrived in time (also the builtin ``TimeoutError``).
             NatsError: the subscription has a callback, or it ended with nothing left.
+            InlineCallbackError: called from an inline callback.
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the client connected.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         if self._worker is not None:
             raise NatsError("next_msg() is not available on a subscription with a callback")
+        refuse_in_inline_callback("next_msg()")
         self._client._check_same_process()
         msg = self._queue.get(deadline)
         if msg is None:
@@ -127,6 +140,7 @@ class Subscription:
             TimeoutError: nothing arrived in time.
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the client connected.
+            InlineCallbackError: called from an inline callback.
         """
         if deadline is None and timeout is not None:
             deadline = Deadline(check_timeout("timeout", timeout))
@@ -134,6 +148,7 @@ class Subscription:
             raise ValueError("max_msgs must be at least 1")
         if self._worker is not None:
             raise NatsError("next_msgs() is not available on a subscription with a callback")
+        refuse_in_inline_callback("next_msgs() (a fetch)")
         self._client._check_same_process()
         return self._queue.get_batch(max_msgs, deadline)
 
@@ -179,9 +194,11 @@ class Subscription:
 
         Raises:
             ForkedClientError: iterated in a process forked after the client connected.
+            InlineCallbackError: iterated in an inline callback.
         """
         if self._worker is not None:
             raise NatsError("cannot iterate a subscription with a callback")
+        refuse_in_inline_callback("iterating a subscription")
         client = self._client
         while True:
             client._check_same_process()
@@ -226,6 +243,7 @@ class Subscription:
         Raises:
             TimeoutError: the server did not confirm the UNSUB (a flush), or the
                 callback did not finish, within ``timeout``.
+            InlineCallbackError: called from an inline callback (nothing was done).
         """
         self._client._drain_subscription(self, timeout)
 

@@ -376,6 +376,8 @@ ELSEWHERE: dict[str, str] = {
     "ServerStartError": "tests/testing/test_fixtures.py::test_start_failure_reports_the_log",
     "ForkedClientError": "tests/core/test_fork.py::test_next_msg_without_timeout",
     "WaitModeError": "tests/recipes/test_gevent.py::test_a_wait_mode_that_cannot_work_is_refused",
+    "InlineCallbackError": "tests/core/test_inline_callbacks.py::"
+    "test_calls_that_wait_for_reads_are_refused_in_an_inline_callback",
     "ReconnectBufferFullError": "tests/core/test_wait_deadlines.py::"
     "test_reconnect_buffer_full_error_is_a_public_error",
     "ProtocolError": "tests/core/test_hostile_server.py::"

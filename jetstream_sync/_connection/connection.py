@@ -583,8 +583,11 @@ class Connection:
             routes[sid][1](batch)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
-        for sub in self._subs.deliver(batches):
+        slow, inline = self._subs.deliver(batches)
+        for sub in slow:
             self._report_error(SlowConsumerError(sub.subject, sub.sid))
+        for callback, msgs in inline:
+            callback.run(msgs)
 
     def _control(self, kind: int, ops: list[int], i: int, src: bytes | memoryview) -> None:
         if kind == _protocol.OP_PING:  # never waits for room: the reader must not block

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..msg import Msg
 
 if TYPE_CHECKING:
+    from .._dispatch import InlineCallback
     from ..subscription import Subscription
 
 
@@ -66,17 +67,23 @@ class SubscriptionTable:
             self._subs[sid] = sub
         return sub
 
-    def deliver(self, batches: dict[int, list[Msg]]) -> list[Subscription]:
-        """Queue each sid's messages, in order (reader thread).
+    def deliver(
+        self, batches: dict[int, list[Msg]]
+    ) -> tuple[list[Subscription], list[tuple[InlineCallback, list[Msg]]]]:
+        """Queue each sid's messages, in order (the thread reading).
 
         A subscription that reaches its limit takes only the messages up to
         it, stops being routed and has its queue closed (its pending messages
-        are still delivered).
+        are still delivered). The messages of an inline callback's subscription
+        are not queued: they are returned, for the caller to run the callback
+        with once the table's lock is released.
 
         Returns:
-            The subscriptions whose queue refused messages (slow consumers).
+            The subscriptions whose queue refused messages (slow consumers), and
+            each inline callback with its messages, in the order they came.
         """
         slow = []
+        inline = []
         with self.lock:
             subs = self._subs
             for sid, msgs in batches.items():
@@ -84,19 +91,19 @@ class SubscriptionTable:
                 if sub is None:
                     continue
                 queue = sub._queue
-                limit = sub._max
-                if limit is not None and limit - sub._received <= len(msgs):
-                    msgs = msgs[: limit - sub._received]
+                room = None if sub._max is None else sub._max - sub._received
+                ended = room is not None and room <= len(msgs)
+                if ended:
+                    msgs = msgs[:room]
                     del subs[sid]
-                    sub._received = limit
-                    if queue.put_batch(msgs):
-                        slow.append(sub)
-                    queue.close()
-                    continue
                 sub._received += len(msgs)
-                if queue.put_batch(msgs):
+                if sub._inline is not None:
+                    inline.append((sub._inline, msgs))
+                elif queue.put_batch(msgs):
                     slow.append(sub)
-        return slow
+                if ended:
+                    queue.close()
+        return slow, inline
 
     def limit(self, sub: Subscription, limit: int) -> bool:
         """Let ``sub`` receive ``limit`` messages in total, then stop routing it.

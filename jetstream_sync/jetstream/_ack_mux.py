@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._deadline import Deadline, check_timeout, seconds_text
+from .._dispatch import refuse_in_inline_callback
 from .._signals import wait
 from ..errors import (
     ConnectionClosedError,
@@ -431,6 +432,7 @@ class AsyncPublisher:
         """Under the lock: block until this window has room (or raise)."""
         if not self._backpressure:
             raise TooManyPendingAcksError(f"{len(self._pending)} acks pending (max_ack_inflight)")
+        refuse_in_inline_callback("publish_async() with its window full")
         self._waiting += 1
         try:
             while len(self._pending) >= self._max_inflight:
@@ -455,8 +457,9 @@ class AsyncPublisher:
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         mux = self._mux
-        if mux is None:
+        if mux is None or not self._pending:
             return
+        refuse_in_inline_callback("publish_async_completed()")
         with mux._lock:
             self._waiting += 1
             try:

@@ -38,6 +38,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, check_timeout
+from .._dispatch import refuse_in_inline_callback
 from ..errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
@@ -289,9 +290,11 @@ def fetch(
         NoHeartbeatError: two heartbeats were missed before any message came.
         NoRespondersError: nothing serves the consumer (it does not exist or
             JetStream is not available).
+        InlineCallbackError: called from an inline callback; nothing was sent.
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive int, got {batch!r}")
+    refuse_in_inline_callback("a fetch")  # before the pull request is sent
     deadline = Deadline(timeout)
     expires = None if no_wait else max(timeout - EXPIRY_MARGIN, timeout / 2)
     if not no_wait:

@@ -243,6 +243,7 @@ class JetStreamContext:
 
         Raises:
             TimeoutError: acks were still pending after ``timeout``.
+            InlineCallbackError: called from an inline callback with acks pending.
         """
         self._async.wait_completed(check_timeout("timeout", timeout, self.timeout))
 
