@@ -10,13 +10,15 @@ measuring helpers. It imports nothing heavy, so a driver process starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 STREAM = "S"
@@ -61,6 +63,11 @@ SCENARIOS: dict[str, Scenario] = {
             "S5",
             title="core request/reply, in-process responder (+ S5info, S5cinfo, S5ccreate)",
         ),
+        Scenario(
+            "S5x",
+            "S5x",
+            title="core request/reply, the client's own responder in a process of its own",
+        ),
         Scenario("S6_16", "S2", size=16, title="async publish, 16 B payloads"),
         Scenario("S6_1k", "S2", size=1024, title="async publish, 1 KiB payloads"),
         Scenario("S6_64k", "S2", size=65536, title="async publish, 64 KiB payloads"),
@@ -100,6 +107,7 @@ FULL_N: dict[str, dict[str, int]] = {
     "S3B": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
     "S4": {"raw": 200_000, "ours": 200_000, "nats-py": 60_000},
     "S5": {"*": 10_000},
+    "S5x": {"*": 10_000},
     "S6_16": {"raw": 500_000, "ours": 300_000, "nats-py": 100_000},
     "S6_1k": {"raw": 300_000, "ours": 200_000, "nats-py": 60_000},
     "S6_64k": {"raw": 25_000, "ours": 20_000, "nats-py": 10_000},
@@ -123,6 +131,7 @@ QUICK_N: dict[str, dict[str, int]] = {
     "S3B": {"*": 40_000},
     "S4": {"*": 40_000},
     "S5": {"*": 3_000},
+    "S5x": {"*": 3_000},
     "S6_16": {"*": 40_000},
     "S6_1k": {"*": 30_000},
     "S6_64k": {"*": 3_000},
@@ -286,6 +295,35 @@ def emit(row: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
+@contextlib.contextmanager
+def responder_process(driver: str, port: int, size: int) -> Iterator[None]:
+    """S5x: the client's own responder, in a process of its own, while the block runs.
+
+    Starts ``python -m benchmarks.<driver> --port P --scenario S5x --size S --serve``
+    and returns once it printed ``ready`` (it has subscribed, and the server has its
+    SUB); afterwards closes its stdin, which ends it, and waits for it.
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-m", f"benchmarks.{driver}", "--port", str(port), "--scenario",
+         "S5x", "--size", str(size), "--serve"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        line = child.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"the {driver} responder did not start: {line!r}")
+        yield
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+
+
+def wait_for_stdin_to_close() -> None:
+    """Block until the parent closes this process's stdin (how a responder is stopped)."""
+    sys.stdin.read()
+
+
 def unavailable(client: str, label: str, why: str) -> None:
     """Report that ``client`` cannot run ``label`` yet (not a crash)."""
     emit({"client": client, "scenario": label, "error": f"unavailable: {why}"})
@@ -302,6 +340,10 @@ def driver_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Scen
     ap.add_argument("--size", type=int, default=None, help="payload bytes (default: scenario's)")
     ap.add_argument("--storage", choices=("file", "memory"), default=None)
     ap.add_argument("--window", type=int, default=WINDOW, help="async publish acks in flight")
+    ap.add_argument(
+        "--serve", action="store_true",
+        help="S5x: be the responder (until stdin closes) instead of the requester",
+    )  # fmt: skip
     ap.add_argument(
         "--responder", choices=("inline", "thread"), default="inline",
         help="S5, jetstream_sync: the responder's callback runs inline (on the thread that "

@@ -28,10 +28,12 @@ from . import (
     latency_fields,
     peak_rss_mb,
     reset_peak_rss,
+    responder_process,
     result,
     rss_mb,
     run_threads,
     unavailable,
+    wait_for_stdin_to_close,
 )
 from .kv_prefill import BUCKET, KEYS
 
@@ -224,6 +226,35 @@ async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str)
         emit(result(CLIENT, row, ni, 0, t, **latency_fields(lat)))
 
 
+async def serve(nc: Any, size: int) -> None:
+    """S5x's responder: a callback answers each request, until stdin closes."""
+    payload = b"x" * size
+
+    async def responder(m: Any) -> None:
+        await m.respond(payload)
+
+    await nc.subscribe(SERVICE, cb=responder)
+    await nc.flush()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, wait_for_stdin_to_close)
+
+
+async def latency_remote(nc: Any, label: str, n: int, size: int, port: int) -> None:
+    """S5x: ``nc.request`` to this client's responder in another process (:func:`serve`)."""
+    payload = b"x" * size
+    clock = time.perf_counter_ns
+    with responder_process("driver_natspy", port, size):
+        for _ in range(100):
+            await nc.request(SERVICE, payload, timeout=2)
+        lat = []
+        with Timed() as t:
+            for _ in range(n):
+                t0 = clock()
+                await nc.request(SERVICE, payload, timeout=2)
+                lat.append((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+
 def web_server(args: Any) -> None:
     """S8: one event loop in a background thread; 16 threads bridge into it.
 
@@ -348,6 +379,10 @@ async def run(args: Any, base: str) -> None:
             await iterate_memory(nc, js, args.label, args.n, args.size)
         elif base == "S5":
             await latency(nc, js, args.label, args.n, args.size, args.storage)
+        elif base == "S5x" and args.serve:
+            await serve(nc, args.size)
+        elif base == "S5x":
+            await latency_remote(nc, args.label, args.n, args.size, args.port)
         elif base in ("KVput", "KVget"):
             await kv_ops(js, args.label, args.n, args.size, base == "KVget")
         elif base == "KVwatch":

@@ -29,10 +29,12 @@ from . import (
     latency_fields,
     peak_rss_mb,
     reset_peak_rss,
+    responder_process,
     result,
     rss_mb,
     run_threads,
     unavailable,
+    wait_for_stdin_to_close,
 )
 from .kv_prefill import BUCKET, KEYS
 
@@ -254,6 +256,32 @@ def latency(
         emit(result(CLIENT, row, ni, 0, t, **latency_fields(lat)))
 
 
+def serve(nc: Any, size: int) -> None:
+    """S5x's responder: an inline callback answers each request, until stdin closes."""
+    payload = b"x" * size
+    nc.subscribe(SERVICE, cb=lambda m: m.respond(payload), inline=True)
+    nc.flush(timeout=5)
+    print("ready", flush=True)
+    wait_for_stdin_to_close()
+
+
+def latency_remote(nc: Any, label: str, n: int, size: int, port: int) -> None:
+    """S5x: ``nc.request`` to this client's responder in another process (:func:`serve`)."""
+    payload = b"x" * size
+    request = nc.request
+    clock = time.perf_counter_ns
+    with responder_process("driver_ours", port, size):
+        for _ in range(100):
+            request(SERVICE, payload, timeout=2)
+        lat = []
+        with Timed() as t:
+            for _ in range(n):
+                t0 = clock()
+                request(SERVICE, payload, timeout=2)
+                lat.append((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+
 def web_server(js: Any, label: str, seconds: int, size: int, storage: str) -> None:
     """S8: 16 threads share the client, each repeating ``js.publish`` (one PubAck a call)."""
     ensure_stream(js, storage)
@@ -351,9 +379,11 @@ def main(argv: list[str] | None = None) -> None:
         elif sc.base == "MEM":
             iterate_memory(nc, js, args.label, args.n, args.size)
         elif sc.base == "S5":
-            latency(
-                nc, js, args.label, args.n, args.size, args.storage, args.responder == "inline"
-            )
+            latency(nc, js, args.label, args.n, args.size, args.storage, args.responder == "inline")
+        elif sc.base == "S5x" and args.serve:
+            serve(nc, args.size)
+        elif sc.base == "S5x":
+            latency_remote(nc, args.label, args.n, args.size, args.port)
         elif sc.base == "S8":
             web_server(js, args.label, args.n, args.size, args.storage)
         elif sc.base in ("KVput", "KVget"):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -27,10 +29,12 @@ from . import (
     latency_fields,
     peak_rss_mb,
     reset_peak_rss,
+    responder_process,
     result,
     rss_mb,
     run_threads,
     unavailable,
+    wait_for_stdin_to_close,
 )
 from ._wire import INBOX, REPLY, RawConn, create_durable, create_stream, durable_body
 from .kv_prefill import BUCKET, KEYS, KV_STREAM, create_bucket, key_subject, prefill_kv
@@ -287,8 +291,52 @@ def kv_watch(conn: RawConn, label: str, n: int, size: int) -> None:
     emit(result(CLIENT, label, state["got"], size, t))
 
 
+def serve(port: int, size: int) -> None:
+    """S5x's responder: answers each request as its frame is walked, until stdin closes.
+
+    Its own inbox, so that the requester's replies (on the default inbox) never reach it.
+    """
+    conn = RawConn(port, inbox=b"_INBOX.responder")
+    payload = b"x" * size
+    conn.send(b"SUB %s 2\r\nPING\r\n" % SERVICE.encode())
+    while conn._line() != b"PONG":  # the server has the SUB
+        pass
+
+    def on_msg(subj: bytes, reply: bytes | None, data: bytes) -> None:
+        if reply is not None:
+            conn.send(b"PUB %s %d\r\n%s\r\n" % (reply, size, payload))
+
+    def stop() -> None:
+        wait_for_stdin_to_close()
+        os._exit(0)  # the main thread is blocked in recv(): end the process at once
+
+    threading.Thread(target=stop, daemon=True).start()
+    print("ready", flush=True)
+    while True:
+        conn.pump(on_msg)
+
+
+def latency_remote(conn: RawConn, label: str, n: int, size: int, port: int) -> None:
+    """S5x: a request at a time to the raw responder in another process (:func:`serve`)."""
+    payload = b"x" * size
+    clock = time.perf_counter_ns
+    with responder_process("driver_raw", port, size):
+        for _ in range(100):
+            conn.request(SERVICE, payload)
+        lat = []
+        with Timed() as t:
+            for _ in range(n):
+                t0 = clock()
+                conn.request(SERVICE, payload)
+                lat.append((clock() - t0) / 1000)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+
 def main(argv: list[str] | None = None) -> None:
     args, sc = driver_args(argv)
+    if sc.base == "S5x" and args.serve:
+        serve(args.port, args.size)
+        return
     conn = RawConn(args.port)
     try:
         if sc.base == "S1":
@@ -303,6 +351,8 @@ def main(argv: list[str] | None = None) -> None:
             memory(conn, args.label, args.n, args.size)
         elif sc.base == "S5":
             latency(conn, args.label, args.n, args.size, args.storage)
+        elif sc.base == "S5x":
+            latency_remote(conn, args.label, args.n, args.size, args.port)
         elif sc.base == "S8":
             web_server(args.port, args.label, args.n, args.size, args.storage)
         elif sc.base in ("KVput", "KVget"):
