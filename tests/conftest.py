@@ -175,10 +175,24 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     server.stop()
 
 
+#: The stream that stays on the shared server (see ``shared_server``).
+KEEPER_STREAM = "SHARED_SERVER_KEEPER"
+
+
 @pytest.fixture(scope="session")
 def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    """One JetStream server for the whole session: use unique stream names, never restart it."""
+    """One JetStream server for the whole session: use unique stream names, never restart it.
+
+    It holds one stream of its own for the whole session, ``KEEPER_STREAM``. When an
+    account's last file stream is deleted, nats-server removes the account's emptied
+    ``streams`` directory from a goroutine of its own; a stream create that comes
+    meanwhile (the next test's) fails with "error creating store for stream" (its log:
+    ``mkdir .../streams: no such file or directory``; seen once in a fresh-clone run).
+    A stream that stays keeps that directory from emptying.
+    """
     server = _server(tmp_path_factory.mktemp("shared-server"))
+    with jetstream_sync.connect(server.url) as client:
+        client.jetstream().create_stream(name=KEEPER_STREAM, subjects=["shared-server.keeper"])
     yield server
     server.stop()
 
