@@ -12,6 +12,7 @@ import asyncio
 import gc
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import (
@@ -178,29 +179,48 @@ async def iterate_memory(nc: Any, js: Any, label: str, n: int, size: int) -> Non
                 rss_before_mb=round(before, 2), rss_peak_mb=round(peak, 2)))  # fmt: skip
 
 
-async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> None:
-    """S5: ``nc.request`` to an in-process responder; then three JetStream API calls.
+async def timed_calls(call: Callable[[], Awaitable[Any]], n: int) -> tuple[Timed, list[float]]:
+    """Await ``call()`` ``n`` times, timed: the section, and each call's latency in us."""
+    lat = []
+    clock = time.perf_counter_ns
+    with Timed() as t:
+        for _ in range(n):
+            t0 = clock()
+            await call()
+            lat.append((clock() - t0) / 1000)
+    return t, lat
 
-    S5info: ``js.stream_info``; S5cinfo: ``js.consumer_info``; S5ccreate:
-    ``js.add_consumer`` of an existing durable with the same config.
-    """
-    payload = b"x" * size
+
+async def subscribe_responder(nc: Any, payload: bytes) -> None:
+    """Answer every request on the service subject with ``payload`` (a callback)."""
 
     async def responder(m: Any) -> None:
         await m.respond(payload)
 
     await nc.subscribe(SERVICE, cb=responder)
     await nc.flush()
-    for _ in range(100):
-        await nc.request(SERVICE, payload, timeout=2)
-    lat = []
-    clock = time.perf_counter_ns
-    with Timed() as t:
-        for _ in range(n):
-            t0 = clock()
-            await nc.request(SERVICE, payload, timeout=2)
-            lat.append((clock() - t0) / 1000)
+
+
+async def requests(nc: Any, label: str, n: int, size: int) -> None:
+    """100 requests to warm up, then ``n`` timed ones: the row ``label``."""
+    payload = b"x" * size
+
+    def call() -> Awaitable[Any]:
+        return nc.request(SERVICE, payload, timeout=2)
+
+    await timed_calls(call, 100)
+    t, lat = await timed_calls(call, n)
     emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+
+
+async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str) -> None:
+    """S5: ``nc.request`` to an in-process responder; then three JetStream API calls.
+
+    S5info: ``js.stream_info``; S5cinfo: ``js.consumer_info``; S5ccreate:
+    ``js.add_consumer`` of an existing durable with the same config.
+    """
+    await subscribe_responder(nc, b"x" * size)
+    await requests(nc, label, n, size)
 
     await ensure_stream(js, storage)
     from nats.js.api import AckPolicy
@@ -217,42 +237,21 @@ async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str)
     )
     for row, call in calls:
         await call()  # warm-up
-        lat = []
-        with Timed() as t:
-            for _ in range(ni):
-                t0 = clock()
-                await call()
-                lat.append((clock() - t0) / 1000)
+        t, lat = await timed_calls(call, ni)
         emit(result(CLIENT, row, ni, 0, t, **latency_fields(lat)))
 
 
 async def serve(nc: Any, size: int) -> None:
     """S5x's responder: a callback answers each request, until stdin closes."""
-    payload = b"x" * size
-
-    async def responder(m: Any) -> None:
-        await m.respond(payload)
-
-    await nc.subscribe(SERVICE, cb=responder)
-    await nc.flush()
+    await subscribe_responder(nc, b"x" * size)
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, wait_for_stdin_to_close)
 
 
 async def latency_remote(nc: Any, label: str, n: int, size: int, port: int) -> None:
     """S5x: ``nc.request`` to this client's responder in another process (:func:`serve`)."""
-    payload = b"x" * size
-    clock = time.perf_counter_ns
     with responder_process("driver_natspy", port, size):
-        for _ in range(100):
-            await nc.request(SERVICE, payload, timeout=2)
-        lat = []
-        with Timed() as t:
-            for _ in range(n):
-                t0 = clock()
-                await nc.request(SERVICE, payload, timeout=2)
-                lat.append((clock() - t0) / 1000)
-    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+        await requests(nc, label, n, size)
 
 
 def web_server(args: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jetstream_sync as js_sync
@@ -220,21 +221,8 @@ def latency(
     ``consumer.info()``; S5ccreate: ``js.create_consumer`` of an existing durable
     with the same config.
     """
-    payload = b"x" * size
-    nc.subscribe(SERVICE, cb=lambda m: m.respond(payload), inline=inline)
-    nc.flush(timeout=5)
-    request = nc.request
-    for _ in range(100):
-        request(SERVICE, payload, timeout=2)
-    lat = []
-    record = lat.append
-    clock = time.perf_counter_ns
-    with Timed() as t:
-        for _ in range(n):
-            t0 = clock()
-            request(SERVICE, payload, timeout=2)
-            record((clock() - t0) / 1000)
-    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+    subscribe_responder(nc, b"x" * size, inline)
+    requests(nc, label, n, size)
 
     ensure_stream(js, storage)
     ni = max(1, n // 5)
@@ -247,39 +235,53 @@ def latency(
     )
     for row, call in calls:
         call()  # warm-up
-        lat = []
-        with Timed() as t:
-            for _ in range(ni):
-                t0 = clock()
-                call()
-                lat.append((clock() - t0) / 1000)
+        t, lat = timed_calls(call, ni)
         emit(result(CLIENT, row, ni, 0, t, **latency_fields(lat)))
+
+
+def timed_calls(call: Callable[[], object], n: int) -> tuple[Timed, list[float]]:
+    """Call ``call()`` ``n`` times, timed: the section, and each call's latency in us."""
+    lat: list[float] = []
+    record = lat.append
+    clock = time.perf_counter_ns
+    with Timed() as t:
+        for _ in range(n):
+            t0 = clock()
+            call()
+            record((clock() - t0) / 1000)
+    return t, lat
+
+
+def subscribe_responder(nc: Any, payload: bytes, inline: bool) -> None:
+    """Answer every request on the service subject with ``payload``."""
+    nc.subscribe(SERVICE, cb=lambda m: m.respond(payload), inline=inline)
+    nc.flush(timeout=5)
+
+
+def requests(nc: Any, label: str, n: int, size: int) -> None:
+    """100 requests to warm up, then ``n`` timed ones: the row ``label``."""
+    payload = b"x" * size
+    request = nc.request
+
+    def call() -> object:
+        return request(SERVICE, payload, timeout=2)
+
+    timed_calls(call, 100)
+    t, lat = timed_calls(call, n)
+    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
 
 
 def serve(nc: Any, size: int) -> None:
     """S5x's responder: an inline callback answers each request, until stdin closes."""
-    payload = b"x" * size
-    nc.subscribe(SERVICE, cb=lambda m: m.respond(payload), inline=True)
-    nc.flush(timeout=5)
+    subscribe_responder(nc, b"x" * size, inline=True)
     print("ready", flush=True)
     wait_for_stdin_to_close()
 
 
 def latency_remote(nc: Any, label: str, n: int, size: int, port: int) -> None:
     """S5x: ``nc.request`` to this client's responder in another process (:func:`serve`)."""
-    payload = b"x" * size
-    request = nc.request
-    clock = time.perf_counter_ns
     with responder_process("driver_ours", port, size):
-        for _ in range(100):
-            request(SERVICE, payload, timeout=2)
-        lat = []
-        with Timed() as t:
-            for _ in range(n):
-                t0 = clock()
-                request(SERVICE, payload, timeout=2)
-                lat.append((clock() - t0) / 1000)
-    emit(result(CLIENT, label, n, size, t, **latency_fields(lat)))
+        requests(nc, label, n, size)
 
 
 def web_server(js: Any, label: str, seconds: int, size: int, storage: str) -> None:
