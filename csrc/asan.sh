@@ -32,8 +32,10 @@ SO="$(ls "$WORK"/build/jetstream_sync/_ffi*.so)"
 
 echo "== copying the package, the tests and csrc (which a test reads) to $RUN (without the normal build)"
 mkdir -p "$RUN"
-cp -r "$ROOT/jetstream_sync" "$ROOT/tests" "$ROOT/csrc" "$ROOT/pyproject.toml" "$RUN/"
-find "$RUN" \( -name '*.so' -o -name '__pycache__' -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+# __pycache__ is never entered: make test's suite runs beside this stage and writes bytecode
+# there (a cp -r failed on a .pyc's temporary file that vanished while it copied).
+tar -C "$ROOT" --exclude=__pycache__ --exclude='*.so' --exclude='*.egg-info' \
+    -cf - jetstream_sync tests csrc pyproject.toml | tar -C "$RUN" -xf -
 cp "$SO" "$RUN/jetstream_sync/"
 
 cd "$RUN"
