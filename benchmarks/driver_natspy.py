@@ -243,7 +243,12 @@ async def latency(nc: Any, js: Any, label: str, n: int, size: int, storage: str)
 
 async def serve(nc: Any, size: int) -> None:
     """S5x's responder: a callback answers each request, until stdin closes."""
-    await subscribe_responder(nc, b"x" * size)
+    payload = b"x" * size
+    await subscribe_responder(nc, payload)
+    # nats-py's flush() writes its PING straight to the socket, ahead of a SUB still in its
+    # pending buffer, so the PONG can come before the server has the SUB (a requester then
+    # met "no responders"). A request answered through the server proves the SUB is there.
+    await nc.request(SERVICE, payload, timeout=10)
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, wait_for_stdin_to_close)
 
