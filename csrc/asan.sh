@@ -32,10 +32,12 @@ SO="$(ls "$WORK"/build/jetstream_sync/_ffi*.so)"
 
 echo "== copying the package, the tests and csrc (which a test reads) to $RUN (without the normal build)"
 mkdir -p "$RUN"
-# __pycache__ is never entered: make test's suite runs beside this stage and writes bytecode
-# there (a cp -r failed on a .pyc's temporary file that vanished while it copied).
-tar -C "$ROOT" --exclude=__pycache__ --exclude='*.so' --exclude='*.egg-info' \
-    -cf - jetstream_sync tests csrc pyproject.toml | tar -C "$RUN" -xf -
+# Only git's tracked files, named one by one: make test's suite runs beside this stage and
+# writes bytecode and temporary files into these directories, and copying a directory that
+# changed meanwhile failed the stage twice (cp -r on a vanished .pyc, then tar on a
+# directory that "changed as we read it").
+git -C "$ROOT" ls-files -z jetstream_sync tests csrc pyproject.toml \
+    | tar -C "$ROOT" --null -T - -cf - | tar -C "$RUN" -xf -
 cp "$SO" "$RUN/jetstream_sync/"
 
 cd "$RUN"
