@@ -37,6 +37,7 @@ from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.proxy import FaultProxy
 from tests.fixtures.server import NatsServer, kill_leftovers
 from tests.fixtures.spark_classes import JVM_OPTIONS, use_archive
+from tests.fixtures.spark_home import spark_home
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
 pytest_plugins = ["pytester"]
@@ -48,6 +49,10 @@ pytest_plugins = ["pytester"]
 # the tests (a Spark test module took twice the CPU without these). Before the first
 # ``spark`` test the JVMs get Spark's class archive as well (``tests/fixtures/spark_classes.py``).
 os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
+# Spark's Python processes import pyspark from site-packages, where its bytecode is cached,
+# not from the zip of its sources in pip's pyspark (tests/fixtures/spark_home.py).
+if "SPARK_HOME" not in os.environ and (_home := spark_home()) is not None:
+    os.environ["SPARK_HOME"] = str(_home)
 
 # fixture name -> marker given to every test that uses it
 _FIXTURE_MARKERS = {"cluster": "cluster", "tls_server": "tls", "tls_material": "tls"}
