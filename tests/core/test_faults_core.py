@@ -220,7 +220,7 @@ def test_a_reconnect_cut_in_the_middle_of_its_handshake_is_retried(
     fault_proxy.cut_after(nbytes, TO_CLIENT)  # the next link, before the PONG of its handshake
     fault_proxy.accept()
     events.wait(lambda e: e.reconnects == 1)
-    assert fault_proxy.accepted == 3 and fault_proxy.cuts == 2
+    fault_proxy.wait(lambda p: p.accepted == 3 and p.cuts == 2)
     assert not events.errors_of(js.ProtocolError)
     assert_works(fault_client)
 

@@ -36,7 +36,7 @@ def test_publish_loop_with_msg_id_stores_each_message_once(fault_proxy, fault_cl
                 continue
             duplicates += ack.duplicate
             break
-    assert fault_proxy.cuts == len(FAULTS)
+    fault_proxy.wait(lambda p: p.cuts == len(FAULTS))
     assert retries >= 2  # a cut at once (0 bytes) lets the publish wait for the new link
     assert duplicates >= 1  # an ack was cut after the message was stored
     assert stored_payloads(stream) == [b"m%d" % i for i in range(160)]
@@ -76,7 +76,8 @@ def test_publish_async_republishing_failures_stores_each_message_once(
                 failures += 1
                 retry[i] = ctx.publish_async(subject, b"a%d" % i, msg_id=f"async-{i}")
         pending = retry
-    assert failures > 0 and fault_proxy.cuts == 2
+    assert failures > 0
+    fault_proxy.wait(lambda p: p.cuts == 2)
     assert any(ack.duplicate for ack in acked.values())  # some acks were cut, not the messages
     assert sorted(acked) == list(range(total))
     stored = stored_payloads(stream)

@@ -220,9 +220,13 @@ def test_next_buffered_hands_out_what_is_here_in_one_batch(js, stream):
     publish_numbered(js, f"{stream.name}.a", 50)
     oc = stream.ordered_consumer()
     with oc.messages(max_messages=100) as it:
+        # White box: the link's subscription receives all 50 before next() takes from it, so
+        # next() takes them in one go and buffers the other 49 (taken as they came, the
+        # buffer held whatever had arrived when next() ran: a loaded run saw fewer).
+        inner = it._inner
+        wait_for(lambda: inner._sub.pending_msgs >= 50, message="the 50 never arrived")
         first = it.next(timeout=5)
-        inner = it._inner  # white box: wait until the link has buffered the other 49
-        wait_for(lambda: len(inner.buffered()) == 49, message="the rest never arrived")
+        assert len(inner.buffered()) == 49
         batch = it.next_buffered()
         got = [first, *batch]
         batch.clear()  # taken (the caller empties it)

@@ -62,7 +62,8 @@ def test_kv_watcher_sees_every_update_once_in_order(fault_proxy, fault_client, e
                 assert (entry.key, entry.value) == (f"k.{i % 4}", b"%d" % i)
                 revisions.append(entry.revision)
     assert revisions == list(range(1, 201))
-    assert events.disconnects == 3 and fault_proxy.cuts == 2
+    assert events.disconnects == 3
+    fault_proxy.wait(lambda p: p.cuts == 2)
     assert_works(fault_client)
 
 
@@ -78,7 +79,7 @@ def test_object_get_cut_mid_transfer_is_right_or_typed_then_a_retry_works(
         assert remote.get("big", timeout=2) == data
     except jetstream_sync.NatsError as exc:
         assert isinstance(exc, (jetstream_sync.TimeoutError, jetstream_sync.ConnectionLostError))
-    assert fault_proxy.cuts == 1
+    fault_proxy.wait(lambda p: p.cuts == 1)
     assert remote.get("big", timeout=5) == data
 
 
