@@ -17,6 +17,8 @@ from ._server_pool import redact_url  # Spark: no option error quotes a password
 from ._subjects import (
     ApiSubject,  # OpenTelemetry: tells JetStream's API calls from publishes
     check_control_line,  # Key-Value: keys against max_control_line
+    is_filter_subject,  # Spark: the filter options and pushed-down subjects
+    is_publish_subject,  # Spark: literal subjects (a prefix narrowed to a filter)
 )
 from ._timefmt import (  # Key-Value, Object Store, Spark: the server's timestamps
     datetime_from_ns,
@@ -35,6 +37,8 @@ __all__ = [
     "datetime_from_ns",
     "datetime_to_ns",
     "format_rfc3339",
+    "is_filter_subject",
+    "is_publish_subject",
     "logger",
     "parse_rfc3339",
     "redact_url",

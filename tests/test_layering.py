@@ -378,6 +378,12 @@ def test_the_seam_check_sees_a_private_import():
     }
 
 
+def test_spark_imports_nothing_of_the_protocol_core():
+    """The Spark writer publishes through the JetStream room's publish_arrow (issue 29): spark/
+    names no seam of the protocol core, so the seam check above refuses any import of it."""
+    assert _seams("spark") == {"jetstream_sync._seam"}
+
+
 def _reaches_up(module: str, path: Path) -> list[str]:
     """What a module of jetstream/ imports of the rooms above it (or of the package, which
     re-exports them): at run time, in a function, or for the type checker, but for the public

@@ -18,10 +18,12 @@ things (partitions, options, schema, pushed-down filters). It imports the
 package's public modules and, of each lower room, at most this one internal
 seam (``tests/test_layering.py`` keeps the list):
 
-- the protocol core: ``jetstream_sync._protocol`` (``valid_subject`` for
-  subject checks, ``encode_batch_hpub`` for the batch publisher);
 - the client core: ``jetstream_sync._seam`` (``redact_url``, so no option
-  error quotes a password; ``parse_rfc3339`` for the time options).
+  error quotes a password; ``parse_rfc3339`` for the time options;
+  ``is_filter_subject`` and ``is_publish_subject`` for subject checks).
+
+It imports nothing of the protocol core: its writes go through
+:meth:`JetStreamContext.publish_arrow`.
 """
 
 from __future__ import annotations

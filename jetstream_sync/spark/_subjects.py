@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import _protocol
+from .._seam import is_filter_subject, is_publish_subject
 from ..errors import BadSubjectError
 
 
@@ -12,14 +12,14 @@ def check_filter(subject: str, option: str) -> str:
     Raises:
         BadSubjectError: not a valid filter subject.
     """
-    if not _protocol.valid_subject(subject.encode(), True):
+    if not is_filter_subject(subject):
         raise BadSubjectError(f"option {option!r}: {subject!r} is not a valid subject filter")
     return subject
 
 
 def is_literal(subject: str) -> bool:
     """Whether ``subject`` is a valid subject without wildcards (one a message can have)."""
-    return _protocol.valid_subject(subject.encode(), False)
+    return is_publish_subject(subject)
 
 
 def intersect(a: str | None, b: str | None) -> tuple[bool, str | None]:
