@@ -1,17 +1,18 @@
 """The async-publish ack multiplexer: one per client, shared by every JetStream context.
 
-The :class:`AckMux` of a client owns one wildcard inbox route
-(``<inbox>.*``, :meth:`Client.add_reply_route`), the token → future table,
-one ack thread and one ack-timer thread. It is made on a context's first
+The :class:`AckMux` of a client owns one reply route (a
+:class:`~jetstream_sync._routes.ReplyRoute`: the wildcard inbox ``<inbox>.*`` and
+its token → window table, a one-shot slot per publish), one ack thread and one
+ack-timer thread. It is made on a context's first
 ``publish_async`` (through :meth:`Client.shared_resource`, so 50 contexts
 share one mux) and closed — threads joined — by :meth:`Client.close`.
 
 Each context keeps its own :class:`AsyncPublisher`: its window
 (``max_ack_inflight``, backpressure), its ``ack_timeout`` and its pending
-futures, so contexts never wait on each other's acks. Everything is guarded
-by the mux's one lock; each window has its own condition on that lock, woken
-only when someone waits on that window. Tokens are the integers of the reply
-subjects ``<inbox>.<token>``.
+futures (token → future), so contexts never wait on each other's acks; a
+window is the route's sink for its tokens. Everything is guarded by the mux's
+one lock; each window has its own condition on that lock, woken only when
+someone waits on that window.
 
 Threads:
 
@@ -19,8 +20,9 @@ Threads:
   the read role) settles the acks itself: a buffer holding nothing but
   acks is decoded in one C call (``_protocol.puback_batch``: each reply's
   token, kind and sequence); under the lock, once per buffer, it pops each
-  ack's future and, for a plain PubAck to a future nobody waits on or listens
-  to (the common case), stores the sequence and the stream in it — no user
+  ack's window from the route and its future from the window and, for a
+  plain PubAck to a future nobody waits on or listens to (the common
+  case), stores the sequence and the stream in it — no user
   code runs, nothing is parsed later but the ``PubAck`` on the first
   ``result()``. It wakes a publisher waiting for room once its window has
   drained to three quarters;
@@ -33,14 +35,16 @@ Threads:
   ``ack_timeout``, so the overdue ones are at the front; it sleeps until the
   earliest front is due and ends when nothing is pending.
 
-When the connection drops, every pending future fails with
-:class:`ConnectionLostError` (its ack was addressed to the old connection);
-when the client closes, with :class:`ConnectionClosedError`.
+Acks that came in a buffer with other messages reach their windows through
+the route, as tuples (:meth:`AsyncPublisher.deliver`), and are settled the same
+way. When the connection drops, the route fails every window with a pending
+future, and each of those futures fails with :class:`ConnectionLostError` (its
+ack was addressed to the old connection); when the client closes, with
+:class:`ConnectionClosedError`.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import queue
 import threading
@@ -50,10 +54,12 @@ from typing import TYPE_CHECKING
 from .. import _protocol
 from .._deadline import Deadline, check_timeout, seconds_text
 from .._dispatch import refuse_in_inline_callback
+from .._routes import ReplyRoute
 from .._signals import wait
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
+    NatsError,
     TimeoutError,
     TooManyPendingAcksError,
 )
@@ -71,6 +77,10 @@ _ACK_BATCH = 1024
 _ACK_SAME = _protocol.ACK_SAME
 _ACK_NEW = _protocol.ACK_NEW
 _puback_batch = _protocol.puback_batch
+_LOST = (
+    "connection lost before the PubAck arrived; the message may or may not "
+    "have been processed by the server (republish with the same msg_id to be sure)"
+)
 
 # What the reader hands the ack thread per ack: the future, then the PubAck of a plain
 # ack (a future someone waits on), or the reply's payload and header block.
@@ -88,9 +98,10 @@ class AckMux:
         self._client = client
         self._lock = threading.RLock()  # waited on through wait(): see jetstream_sync._signals
         self._timer_cond = threading.Condition(self._lock)
-        self._owners: dict[int, AsyncPublisher] = {}  # token -> the window it counts in
+        self._route: ReplyRoute[AsyncPublisher] = ReplyRoute(
+            client, self._on_buffer
+        )  # one-shot slots: token -> window
         self._active: dict[AsyncPublisher, None] = {}  # windows the timer must look at
-        self._tokens = itertools.count(1)
         self._prefix: str | None = None
         self._prefix_len = 0
         # What the reader thread leaves to the ack thread; None once closed. Not
@@ -107,8 +118,7 @@ class AckMux:
             if self._closed:
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
-                prefix = self._client.add_reply_route(self._on_replies, self._on_buffer)
-                self._client.add_status_listener(self._on_status)
+                prefix = self._route.prefix
                 self._ack_thread = threading.Thread(
                     target=self._ack_loop, args=(prefix,), name="jetstream_sync-acks", daemon=True
                 )
@@ -129,7 +139,7 @@ class AckMux:
         waited_on: set[AsyncPublisher] = set()
         last = None  # consecutive acks mostly belong to one window
         pending: dict[int, PubAckFuture] = {}
-        owners_pop = self._owners.pop
+        take = self._route.take
         with self._lock:
             for token, kind, seq in zip(batch.tokens, batch.kinds, batch.seqs, strict=True):
                 if kind != _ACK_SAME:  # a plain ack of another stream, or another reply
@@ -137,7 +147,7 @@ class AckMux:
                         stream = next(streams)
                     else:  # its payload and header block, handed on
                         payload, headers = next(others)
-                window = owners_pop(token, None)
+                window = take(token, None)
                 if window is None:  # a late ack of a failed future (or not a token)
                     continue
                 if window is not last:
@@ -154,30 +164,6 @@ class AckMux:
                     future._ack_value = seq
                     future._ack_stream = stream
                     future._ack_done = True
-            self._wake_windows(waited_on)
-        if later:
-            self._acks.put(later)
-
-    def _on_replies(self, replies: list[Reply]) -> None:
-        """Reader thread: acks that came in a buffer with other messages, as tuples."""
-        later: list[Settle] = []
-        waited_on: set[AsyncPublisher] = set()
-        with self._lock:
-            for text, data, headers in replies:
-                # Not ours unless a decimal that fits the counter (int() of thousands of
-                # digits would raise: a foreign reply must not end the connection).
-                token = int(text) if len(text) < 20 and text.isascii() and text.isdigit() else -1
-                window = self._owners.pop(token, None)
-                if window is None:
-                    continue
-                if window._waiting:
-                    waited_on.add(window)
-                future = window._pending.pop(token)
-                if headers is None and not future._ack_real and b'"error"' not in data:
-                    future._ack_value = data  # a success's body: parsed when the result is read
-                    future._ack_done = True
-                else:
-                    later.append((future, data, headers))
             self._wake_windows(waited_on)
         if later:
             self._acks.put(later)
@@ -261,7 +247,7 @@ class AckMux:
                         overdue.append(token)
                     for token in overdue:
                         expired.append((pending.pop(token), window._ack_timeout))
-                        self._owners.pop(token, None)
+                        self._route.take(token, None)
                     if overdue and window._waiting:
                         assert window._cond is not None  # made when the window attached
                         window._cond.notify_all()
@@ -287,29 +273,10 @@ class AckMux:
     def _take_all(self) -> list[PubAckFuture]:
         """Under the lock: empty every window, wake its waiters, return the futures."""
         futures: list[PubAckFuture] = []
-        for window in self._active:
-            futures.extend(window._pending.values())
-            window._pending.clear()
-            assert window._cond is not None  # made when the window attached
-            window._cond.notify_all()
-        self._active.clear()
-        self._owners.clear()
+        for window in list(self._active):
+            futures.extend(window._take_pending())
         self._timer_cond.notify()
         return futures
-
-    def _on_status(self, status: str) -> None:
-        """Events thread: fail every pending future when the connection drops."""
-        if status != "disconnected":
-            return
-        with self._lock:
-            lost = self._take_all()
-        if lost:
-            error = ConnectionLostError(
-                "connection lost before the PubAck arrived; the message may or may not "
-                "have been processed by the server (republish with the same msg_id to be sure)"
-            )
-            for future in lost:
-                future._resolve(error=error)
 
     def close(self) -> None:
         """Fail what is pending and join the threads (called by :meth:`Client.close`).
@@ -326,7 +293,7 @@ class AckMux:
             pending = self._take_all()
             threads = (self._ack_thread, self._timer)
         self._acks.put(None)
-        self._client.remove_status_listener(self._on_status)
+        self._route.close()
         error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in pending:
             future._resolve(error=error)
@@ -362,6 +329,7 @@ class AsyncPublisher:
         self._lock = threading.RLock()  # replaced by the mux's
         self._prefix = ""
         self._send = client.publish_routed
+        self._open_once = self._not_attached
 
     def _attach(self) -> AckMux:
         """Find (or make) the client's mux and start it: the first publish only."""
@@ -374,8 +342,66 @@ class AsyncPublisher:
         assert mux._prefix is not None  # the mux is started
         self._lock = mux._lock
         self._prefix = mux._prefix
+        self._open_once = mux._route.open_once
         self._mux = mux
         return mux
+
+    def _not_attached(self, sink: AsyncPublisher) -> int:
+        raise AssertionError("a token is taken only once the window is attached")
+
+    # -- the route's sink: acks read with other messages, and failures
+
+    def deliver(self, replies: list[Reply]) -> None:
+        """The reading thread: acks of this window that came in a buffer with other messages.
+
+        Settled as the buffer path settles them: a plain success's body is
+        stored (parsed on the first ``result()``); errors, other bodies and
+        futures someone waits on or listens to go to the ack thread.
+        """
+        mux = self._mux
+        assert mux is not None  # a window gets tokens only once attached
+        later: list[Settle] = []
+        with self._lock:
+            pending = self._pending
+            for text, data, headers in replies:
+                future = pending.pop(int(text), None)
+                if future is None:  # failed meanwhile (overdue, lost)
+                    continue
+                if headers is None and not future._ack_real and b'"error"' not in data:
+                    future._ack_value = data  # a success's body: parsed when the result is read
+                    future._ack_done = True
+                else:
+                    later.append((future, data, headers))
+            if self._waiting:
+                mux._wake_windows({self})
+        if later:
+            mux._acks.put(later)
+
+    def fail(self, error: NatsError) -> None:
+        """Events thread or the closer: fail every pending future; their acks will not come."""
+        mux = self._mux
+        assert mux is not None  # a window gets tokens only once attached
+        with self._lock:
+            futures = self._take_pending()
+        if isinstance(error, ConnectionLostError):
+            error = ConnectionLostError(_LOST)
+        else:
+            error = ConnectionClosedError("client closed before the PubAck arrived")
+        for future in futures:
+            future._resolve(error=error)
+
+    def _take_pending(self) -> list[PubAckFuture]:
+        """Under the mux's lock: empty this window and its slots, wake its waiters."""
+        mux = self._mux
+        assert mux is not None and self._cond is not None  # attached
+        take = mux._route.take
+        for token in self._pending:
+            take(token, None)
+        futures = list(self._pending.values())
+        self._pending.clear()
+        mux._active.pop(self, None)
+        self._cond.notify_all()
+        return futures
 
     def publish(
         self, subject: str, data: bytes | str, headers: Headers | None, timeout: float
@@ -405,12 +431,11 @@ class AsyncPublisher:
             if len(pending) >= self._max_inflight:
                 deadline = Deadline(timeout)
                 self._wait_for_room(mux, deadline)
-            token = next(mux._tokens)
+            token = self._open_once(self)
             expires = future._ack_expires = monotonic() + self._ack_timeout
             if not pending:
                 mux._active[self] = None
             pending[token] = future
-            mux._owners[token] = self
             if expires < mux._timer_due:
                 mux._wake_timer(expires)
         if deadline is not None:  # what is left of it bounds the wait for the write buffer
@@ -424,7 +449,7 @@ class AsyncPublisher:
         except BaseException:
             with mux._lock:
                 if pending.pop(token, None) is not None:
-                    mux._owners.pop(token, None)
+                    mux._route.take(token, None)
             raise
         return future
 

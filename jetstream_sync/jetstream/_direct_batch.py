@@ -7,29 +7,33 @@ source) wants columns instead: it sends batched direct gets through a
 (:func:`jetstream_sync._protocol.decode_direct_batch`).
 
 The route exists once per client (:meth:`Client.shared_resource`): one
-wildcard inbox (:meth:`Client.add_reply_route`), whose replies the reader
-thread hands over as ``(token, payload, header block)`` tuples, a list per
-received buffer. Each request has its own token and queue, so several
-readers (or replicas answering one reader's consecutive requests) never
-mix. A request in flight when the connection drops fails at once with
-:class:`ConnectionLostError`; one in flight when the client closes, with
-:class:`ConnectionClosedError`.
+:class:`~jetstream_sync._routes.ReplyRoute`, whose replies the reading thread
+hands over as ``(token, payload, header block)`` tuples, a list per received
+buffer. Each request holds its own token (a lasting slot: a batch has many
+replies) and queue, so several readers (or replicas answering one reader's
+consecutive requests) never mix. A request in flight when the connection drops
+fails at once with :class:`ConnectionLostError`; one in flight when the client
+closes, with :class:`ConnectionClosedError`.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import queue
-import threading
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .. import _protocol
 from .._deadline import Deadline
 from .._reply import is_status_block
+from .._routes import ReplyRoute
 from .._subjects import filter_subject
-from ..errors import ConnectionClosedError, ConnectionLostError, TimeoutError, api_error
+from ..errors import (
+    ConnectionClosedError,
+    ConnectionLostError,
+    NatsError,
+    TimeoutError,
+    api_error,
+)
 from . import _api
 from . import _checks as ck
 
@@ -47,8 +51,6 @@ __all__ = [
 
 _RESOURCE_KEY = "jetstream.direct_batch"
 _BATCHED_GET_LEVEL = 1  # the server's api_lvl from which batched direct get exists (2.11)
-_LOST = "lost"  # queued for a request when its connection drops
-_token_of = itemgetter(0)
 
 
 class DirectBatchRoute:
@@ -60,46 +62,7 @@ class DirectBatchRoute:
 
     def __init__(self, client: Client) -> None:
         self._client = client
-        self._lock = threading.Lock()
-        # token -> the queue of its request's replies (lists), _LOST or None (closed)
-        self._queues: dict[str, queue.SimpleQueue[list[Reply] | str | None]] = {}
-        self._tokens = itertools.count(1)
-        self._prefix: str | None = None
-        self._closed = False
-
-    def _start(self) -> str:
-        """The route's prefix; routes the inbox and listens for disconnects on first use."""
-        with self._lock:
-            if self._closed:
-                raise ConnectionClosedError("the client is closed")
-            if self._prefix is None:
-                self._prefix = self._client.add_reply_route(self._on_replies)
-                self._client.add_status_listener(self._on_status)
-            return self._prefix
-
-    def _on_replies(self, replies: list[Reply]) -> None:
-        """Reader thread: hand each request's replies to its queue (late ones are dropped)."""
-        queues = self._queues
-        tokens = list(map(_token_of, replies))
-        if tokens.count(tokens[0]) == len(tokens):  # the usual case: one request's replies
-            target = queues.get(tokens[0])
-            if target is not None:
-                target.put(replies)
-            return
-        groups: dict[str, list[Reply]] = {}
-        for reply in replies:
-            groups.setdefault(reply[0], []).append(reply)
-        for token, group in groups.items():
-            target = queues.get(token)
-            if target is not None:
-                target.put(group)
-
-    def _on_status(self, status: str) -> None:
-        """Events thread: requests in flight on a dropped connection can get no more replies."""
-        if status == "disconnected":
-            with self._lock:
-                for target in self._queues.values():
-                    target.put(_LOST)
+        self._route: ReplyRoute[PendingBatch] = ReplyRoute(client)
 
     def send(
         self, stream: Stream, start_seq: int, batch: int, subject: str | None, deadline: Deadline
@@ -128,19 +91,13 @@ class DirectBatchRoute:
         body: dict[str, Any] = {"seq": ck.sequence(start_seq, "start_seq"), "batch": int(batch)}
         if subject:
             body["next_by_subj"] = filter_subject(subject)
-        prefix = self._start()
-        token = str(next(self._tokens))
-        replies: queue.SimpleQueue[list[Reply] | str | None] = queue.SimpleQueue()
-        with self._lock:
-            if self._closed:
-                raise ConnectionClosedError("the client is closed")
-            self._queues[token] = replies
-        pending = PendingBatch(self, stream, token, replies, deadline)
+        pending = PendingBatch(self._route, stream, deadline)
+        token = pending.open()
         try:
             client.publish(
                 stream._api.subject(_api.DIRECT_GET, stream=stream.name),
                 json.dumps(body).encode(),
-                reply=prefix + token,
+                reply=f"{self._route.prefix}{token}",
                 timeout=max(deadline.remaining(), 0.001),
             )
         except BaseException:
@@ -148,45 +105,45 @@ class DirectBatchRoute:
             raise
         return pending
 
-    def _release(self, token: str) -> None:
-        with self._lock:
-            self._queues.pop(token, None)
-
     def close(self) -> None:
         """Fail the requests in flight (the client closed); called by :meth:`Client.close`."""
-        with self._lock:
-            self._closed = True
-            for target in self._queues.values():
-                target.put(None)
+        self._route.close()
 
 
 class PendingBatch:
-    """One batched direct get in flight; made by :meth:`DirectBatchRoute.send`.
+    """One batched direct get in flight, its token's sink; made by :meth:`DirectBatchRoute.send`.
 
     Attributes:
         deadline: when the whole batch must have arrived.
     """
 
-    def __init__(
-        self,
-        route: DirectBatchRoute,
-        stream: Stream,
-        token: str,
-        replies: queue.SimpleQueue[list[Reply] | str | None],
-        deadline: Deadline,
-    ) -> None:
+    def __init__(self, route: ReplyRoute[PendingBatch], stream: Stream, deadline: Deadline) -> None:
         self._route = route
         self._stream = stream
-        self._token = token
-        self._queue = replies
+        self._token = 0
+        # Each buffer's replies, or the error that ends the request.
+        self._queue: queue.SimpleQueue[list[Reply] | NatsError] = queue.SimpleQueue()
         self.deadline = deadline
+
+    def open(self) -> int:
+        """Take this request's token from the route."""
+        self._token = self._route.open(self)
+        return self._token
+
+    def deliver(self, replies: list[Reply]) -> None:
+        """The reading thread: this request's replies of one buffer."""
+        self._queue.put(replies)
+
+    def fail(self, error: NatsError) -> None:
+        """The connection dropped or the client closed: no more replies will come."""
+        self._queue.put(error)
 
     def replies(self) -> list[Reply]:
         """Block until the batch's closing status reply; return every reply, it included.
 
         The last reply is a status (``204`` end of batch, ``404`` nothing
         found, or an error: check it with :func:`batch_status`); the others
-        are the messages, in sequence order. Releases the request's queue.
+        are the messages, in sequence order. Releases the request's token.
 
         Raises:
             TimeoutError: the batch did not end before the deadline.
@@ -204,14 +161,13 @@ class PendingBatch:
                         f"batched direct get on {self._stream.name!r} timed out "
                         f"after {len(out)} replies"
                     ) from None
-                if got is None:
-                    raise ConnectionClosedError("the client is closed")
-                if got == _LOST:
+                if isinstance(got, ConnectionLostError):
                     raise ConnectionLostError(
                         f"the connection dropped during a batched direct get on "
                         f"{self._stream.name!r}"
                     )
-                assert not isinstance(got, str)
+                if isinstance(got, NatsError):
+                    raise ConnectionClosedError("the client is closed")
                 out += got
                 if is_status_block(out[-1][2]):  # a status ends the batch
                     return out
@@ -220,7 +176,8 @@ class PendingBatch:
 
     def close(self) -> None:
         """Stop collecting this request's replies (late ones are dropped)."""
-        self._route._release(self._token)
+        if self._token:
+            self._route.release(self._token)
 
 
 def batch_status(stream: Stream, block: bytes | None, deadline: Deadline) -> int:

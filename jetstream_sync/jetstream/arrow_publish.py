@@ -5,16 +5,14 @@ Per chunk of rows (up to :data:`CHUNK_ROWS` of a record batch) the protocol core
 encodes every HPUB frame in one call (``_protocol.encode_batch_hpub``: subject
 checks, the ``Nats-Msg-Id`` derived in C, a reply subject per row on one inbox) and
 the client queues the whole blob in one write (:meth:`Client.publish_frames`). The
-PubAcks come back on a reply route of the client (:meth:`Client.add_reply_route`)
-as ``(token, payload, headers)`` tuples, a list per buffer the reader parsed,
-straight into the publisher's queue: no future and no JSON per row. The token of
-row ``i`` of a publisher is ``base + i``; a row counts as stored once its success
-ack arrived. At most :data:`WINDOW_ROWS` rows wait for their ack.
-
-Routes are made once per client and reused by the publishers that run one after
-the other (:class:`AckRoutes`; a Spark Python worker runs task after task): a
-route's tokens keep growing, so a late ack of an earlier publisher is recognised
-and ignored.
+PubAcks come back on the client's reply route for columnar publishes (one
+:class:`~jetstream_sync._routes.ReplyRoute`, shared by every publisher of the
+client) as ``(token, payload, headers)`` tuples, a list per buffer the reader
+parsed, straight into the publisher's queue: no future and no JSON per row. Each
+publisher holds a range of :data:`ROW_TOKENS` tokens on the route; the token of its
+row ``i`` is the range's first plus ``i``, and a row counts as stored once its
+success ack arrived. At most :data:`WINDOW_ROWS` rows wait for their ack. Once the
+publisher is done its range is released, so a late ack is dropped.
 
 Every row is either acknowledged or :class:`RowPublishError` names it: a row that
 cannot be sent (the rows before it are sent and acknowledged first, none after it
@@ -30,17 +28,23 @@ Needs pyarrow (imported with this module, which the context imports only when
 from __future__ import annotations
 
 import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._nuid import NUID
+from .._routes import ReplyRoute
 from .._subjects import is_publish_subject
-from ..errors import BadSubjectError, ConnectionLostError, NatsError, RowPublishError, TimeoutError
+from ..errors import (
+    BadSubjectError,
+    ConnectionLostError,
+    NatsError,
+    RowPublishError,
+    TimeoutError,
+)
 from ..msg import Msg
 from ._arrow_decode import import_pyarrow
 from .publish import parse_pub_ack
@@ -49,83 +53,27 @@ from .replies import ArrowPubAck
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .._reply import Reply
     from ..client import Client
     from .context import JetStreamContext
 else:
     pa = import_pyarrow("JetStreamContext.publish_arrow")
 
 __all__ = [
-    "ACK_WAIT", "ADDED_HEADERS", "CHUNK_ROWS", "WINDOW_ROWS", "AckRoutes", "ArrowPublisher",
+    "ACK_WAIT", "ADDED_HEADERS", "CHUNK_ROWS", "ROW_TOKENS", "WINDOW_ROWS", "ArrowPublisher",
     "publish_arrow",
 ]  # fmt: skip
 
 CHUNK_ROWS = 4096  # rows encoded and written in one piece
 WINDOW_ROWS = 16384  # rows at most waiting for their ack
 ACK_WAIT = 60.0  # seconds without any ack before the oldest waiting row fails (the default)
+ROW_TOKENS = 1 << 32  # the reply tokens of one publisher: the most rows it publishes
 #: Headers every row of a :func:`publish_arrow` call gets, unless the row has one of the same
 #: name: the OpenTelemetry instrumentation sets its span's trace context here for the call.
 ADDED_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
     "jetstream_sync_arrow_added_headers", default=None
 )
-_RESOURCE_KEY = "jetstream_sync.arrow_publish.ack_routes"
-_LOST = "connection lost"  # what the status listener puts in every route's queue
-
-
-class _Route:
-    """One reply inbox of the client and the queue its acks arrive in."""
-
-    def __init__(self, prefix: str, acks: queue.SimpleQueue[Any]) -> None:
-        self.prefix = prefix
-        self.acks = acks
-        self.next_token = 1  # tokens below this belong to earlier publishers
-
-
-class AckRoutes:
-    """The client's reply routes for batch acks: one per publisher at once, reused.
-
-    Made by :meth:`Client.shared_resource`; it starts no thread. When the
-    connection drops, every route's queue gets a marker, so a publisher waiting for
-    acks learns at once that they will not come.
-
-    Args:
-        client: the connection.
-    """
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-        self._free: list[_Route] = []
-        self._all: list[_Route] = []
-        client.add_status_listener(self._on_status)
-
-    def take(self) -> _Route:
-        """A route no other publisher uses, its queue emptied of what earlier ones left."""
-        with self._lock:
-            route = self._free.pop() if self._free else None
-        if route is None:
-            acks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-            route = _Route(self._client.add_reply_route(acks.put), acks)
-            with self._lock:
-                self._all.append(route)
-        while not route.acks.empty():
-            route.acks.get_nowait()
-        return route
-
-    def give_back(self, route: _Route) -> None:
-        """Let the next publisher use ``route``."""
-        with self._lock:
-            self._free.append(route)
-
-    def _on_status(self, status: str) -> None:
-        if status == "disconnected":
-            with self._lock:
-                routes = list(self._all)
-            for route in routes:
-                route.acks.put(_LOST)
-
-    def close(self) -> None:
-        """Stop listening to the client (called by :meth:`Client.close`)."""
-        self._client.remove_status_listener(self._on_status)
+_RESOURCE_KEY = "jetstream_sync.arrow_publish.route"
 
 
 def _column(array: pa.Array) -> _protocol.BatchColumn:
@@ -224,9 +172,10 @@ class ArrowPublisher:
         self._default_b = (default_subject or "").encode()
         self._max_rows = max_rows
         self._ack_wait = ack_wait
-        self._routes: AckRoutes = client.shared_resource(_RESOURCE_KEY, AckRoutes)
-        self._route = self._routes.take()
-        self._base = self._route.next_token
+        self._route: ReplyRoute[ArrowPublisher] = client.shared_resource(_RESOURCE_KEY, ReplyRoute)
+        # Each received buffer's acks, or the error that says no more will come.
+        self._acks: queue.SimpleQueue[list[Reply] | NatsError] = queue.SimpleQueue()
+        self._base = self._route.open(self, ROW_TOKENS)
         self._reply = self._route.prefix.encode()
         self._acked = bytearray()  # per row: 1 once its success ack came
         self._chunks: deque[_Chunk] = deque()  # chunks with a row still waiting
@@ -263,6 +212,8 @@ class ArrowPublisher:
                 self.wait_all()
                 raise RuntimeError(f"max_rows: failing after {self.sent} stored rows")
             end = min(n, pos + CHUNK_ROWS)
+            if self.sent + end - pos > ROW_TOKENS:
+                raise ValueError(f"one publisher sends at most {ROW_TOKENS} rows")
             if self._max_rows is not None:
                 end = min(end, pos + self._max_rows - self.sent)
             if 0 <= bad_header < end:  # send the rows before it, then fail on it
@@ -331,21 +282,28 @@ class ArrowPublisher:
             self.close()
 
     def close(self) -> None:
-        """Hand the route to the next publisher (its later acks are recognised as stale)."""
-        self._route.next_token = self._base + self.sent
-        self._routes.give_back(self._route)
+        """Release the publisher's tokens: acks that come later are dropped."""
+        self._route.release(self._base)
 
     # -- acks --------------------------------------------------------------------
 
+    def deliver(self, replies: list[Reply]) -> None:
+        """The reading thread: this publisher's acks of one received buffer."""
+        self._acks.put(replies)
+
+    def fail(self, error: NatsError) -> None:
+        """The connection dropped or the client closed: the acks still due will not come."""
+        self._acks.put(error)
+
     def _take_ready(self) -> None:
         """Settle the acks that already arrived, without waiting."""
-        acks = self._route.acks
+        acks = self._acks
         while not acks.empty():
             self._settle(acks.get_nowait())
 
     def _wait(self, most: int) -> None:
         """Settle acks until at most ``most`` rows wait (``most`` may be below 0: then 0)."""
-        acks = self._route.acks
+        acks = self._acks
         most = max(most, 0)
         due = time.monotonic() + self._ack_wait
         while self.waiting > most:
@@ -358,15 +316,15 @@ class ArrowPublisher:
             if self._settle(item):
                 due = time.monotonic() + self._ack_wait
 
-    def _settle(self, item: list[tuple[str, bytes, bytes | None]] | str) -> bool:
+    def _settle(self, item: list[Reply] | NatsError) -> bool:
         """Count the acks of one received buffer; True when one was for a waiting row."""
-        if isinstance(item, str):  # _LOST
+        if isinstance(item, NatsError):  # lost connection, or closed client
             if self.waiting:
-                index = self._acked.find(0)
-                lost = ConnectionLostError(
-                    f"connection lost while {self.waiting} rows waited for their PubAck"
+                what = (
+                    "connection lost" if isinstance(item, ConnectionLostError) else "client closed"
                 )
-                raise self._row_error(index, lost)
+                error = type(item)(f"{what} while {self.waiting} rows waited for their PubAck")
+                raise self._row_error(self._acked.find(0), error)
             return False
         acked = self._acked
         base, sent = self._base, self.sent
@@ -391,7 +349,7 @@ class ArrowPublisher:
     def _full_ack(self, index: int, token: str, data: bytes, headers: bytes | None) -> None:
         """Parse an ack that is not a plain success: count a duplicate, raise an error."""
         try:
-            ack = parse_pub_ack(Msg(self._route.prefix + token, "", data, headers))
+            ack = parse_pub_ack(Msg(f"{self._route.prefix}{token}", "", data, headers))
         except Exception as exc:
             raise self._row_error(index, exc) from exc
         self.duplicates += ack.duplicate

@@ -9,7 +9,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync.errors import RowPublishError
-from jetstream_sync.jetstream.arrow_publish import ArrowPublisher
+from jetstream_sync.jetstream.arrow_publish import ROW_TOKENS, ArrowPublisher
 from tests.fixtures.polling import wait_for
 
 pa = pytest.importorskip("pyarrow")
@@ -180,14 +180,37 @@ def test_a_lost_connection_fails_the_waiting_rows(fault_proxy, js, stream):
             publisher.close()
 
 
-def test_routes_are_reused_and_late_acks_ignored(nc, stream):
-    """A second publisher on the same client takes the first one's route and goes on."""
+def test_publishers_share_the_route_and_a_late_ack_reaches_nobody(nc, stream):
+    """A second publisher on the same client takes the next range of the same route; an ack
+    to a publisher that is done (here one sent by hand to its first token) is dropped."""
     subject = f"{stream.name}.r"
     first = _publish(nc, [_batch_of([b"1", b"2"])], default=subject, prefix="a:0:")
     second = _publish(nc, [_batch_of([b"3"])], default=subject, prefix="b:0:")
     assert second._route is first._route
-    assert second._base == first._base + 2
+    assert second._base == first._base + ROW_TOKENS
+    nc.publish(f"{first._route.prefix}{first._base}", b'{"stream":"S","seq":1}')
+    nc.flush(timeout=5)  # the server routes the reply back before it answers the PING
+    assert first._acks.empty() and second._acks.empty()
     assert stream.info().state.messages == 3
+
+
+def test_publishers_at_once_on_one_client_each_get_their_acks(nc, stream):
+    """Two publishers with rows in flight together: each counts its own acks, none is lost."""
+    subject = f"{stream.name}.p"
+    left = _publisher(nc, "l:0:", subject)
+    right = _publisher(nc, "r:0:", subject)
+    try:
+        for i in range(3):
+            left.publish(_batch_of([b"l%d-%d" % (i, j) for j in range(1000)]))
+            right.publish(_batch_of([b"r%d-%d" % (i, j) for j in range(700)]))
+        left.wait_all()
+        right.wait_all()
+    finally:
+        left.close()
+        right.close()
+    assert (left.sent, right.sent, left.waiting, right.waiting) == (3000, 2100, 0, 0)
+    assert stream.info().state.messages == 5100
+    assert left._route._lasting == {}
 
 
 def test_a_chunk_the_write_buffer_refuses_names_its_first_row(restartable_server):

@@ -142,9 +142,9 @@ def test_a_read_stopped_early_leaves_no_request_behind(nc, js, stream):
     first = next(batches)
     assert first.column("seq").to_pylist() == list(range(1, first.num_rows + 1))
     route = direct_batch_route(nc)
-    assert len(route._queues) == 1  # the next request is in flight
+    assert len(route._route._lasting) == 1  # the next request is in flight, its token held
     batches.close()
-    assert route._queues == {}
+    assert route._route._lasting == {}
 
 
 def test_a_status_block_is_told_from_a_message_block():

@@ -83,13 +83,13 @@ def test_acks_read_together_with_other_messages_resolve_in_order(
     """Acks that share a read with a subscription's messages come as tuples, op by op:
     their futures resolve the same way (a plain ack, a duplicate, an error)."""
     tuples: list[int] = []
-    on_replies = _ack_mux.AckMux._on_replies
+    deliver = _ack_mux.AsyncPublisher.deliver
 
-    def counting(self: _ack_mux.AckMux, replies: list) -> None:
+    def counting(self: _ack_mux.AsyncPublisher, replies: list) -> None:
         tuples.append(len(replies))
-        on_replies(self, replies)
+        deliver(self, replies)
 
-    monkeypatch.setattr(_ack_mux.AckMux, "_on_replies", counting)
+    monkeypatch.setattr(_ack_mux.AsyncPublisher, "deliver", counting)
     with js.connect(fault_proxy.url) as nc:
         ctx = nc.jetstream()
         sub = nc.subscribe(f"other.{stream}")

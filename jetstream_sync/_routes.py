@@ -1,0 +1,223 @@
+"""Reply routes: one wildcard inbox of a client, each reply handed to the sink holding its token.
+
+Library machinery that sends many requests and takes their replies raw (no
+:class:`~jetstream_sync.msg.Msg`, no subscription queue per request) does it
+through a :class:`ReplyRoute`: JetStream's async-publish acks
+(``jetstream/_ack_mux.py``), batched direct gets (``jetstream/_direct_batch.py``)
+and columnar publishing (``jetstream/arrow_publish.py``). A route:
+
+* subscribes ``<inbox>.*`` once, on first use (:meth:`Client.add_reply_route`);
+  a request's reply subject is ``<prefix><token>``;
+* gives out tokens, integers from one counter that only grows, so a late reply
+  to a request that is over never reaches a later request's sink;
+* keeps the table of *slots*, token -> sink. A one-shot slot (:meth:`open_once`,
+  a request that gets exactly one reply) is gone with its reply; a lasting slot
+  (:meth:`open`) holds one token or a range of them until :meth:`release`;
+* hands each buffer's replies to their sinks on the thread that read them,
+  grouped by sink, in arrival order: ``sink.deliver(replies)`` with
+  ``(token, payload, header block)`` tuples (:data:`~jetstream_sync._reply.Reply`).
+  ``deliver`` must only hand them on: never block, never raise. A reply whose
+  token no slot holds is dropped;
+* tells every sink with a slot when its replies can no longer come:
+  ``sink.fail(error)``, on the client's events thread, with
+  :class:`ConnectionLostError` when the connection drops (one-shot slots are
+  dropped then: their replies were addressed to the old connection; lasting
+  slots stay until released), and with :class:`ConnectionClosedError` when the
+  client closes (every slot is dropped). ``fail`` may run user code; it is
+  called outside the route's lock.
+
+A user that decodes a buffer of nothing but its own replies in one C call (the
+acks) passes ``buffer_handler`` (see :meth:`Client.add_reply_route`) and looks
+its tokens up itself with :attr:`ReplyRoute.take`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from bisect import bisect_right, insort
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+from .errors import ConnectionClosedError, ConnectionLostError, NatsError
+
+if TYPE_CHECKING:
+    from ._reply import Reply
+    from .client import Client
+
+__all__ = ["ReplyRoute", "RouteSink"]
+
+# Longer tokens are not ours (int() of thousands of digits would raise): a foreign
+# reply must not end the connection.
+_MAX_TOKEN_DIGITS = 19
+
+
+class RouteSink(Protocol):
+    """What a slot hands replies to; see the module docstring."""
+
+    def deliver(self, replies: list[Reply]) -> None:
+        """Take this sink's replies of one buffer (the reading thread: never block or raise)."""
+
+    def fail(self, error: NatsError) -> None:
+        """Learn that the replies still expected will not come (lost connection or closed)."""
+
+
+S = TypeVar("S", bound=RouteSink)
+
+
+class ReplyRoute(Generic[S]):
+    """A client's wildcard reply inbox with its token -> sink table; see the module docstring.
+
+    Args:
+        client: the connection the requests and replies go through.
+        buffer_handler: receives the buffers that hold nothing but this route's
+            replies, undecoded (see :meth:`Client.add_reply_route`); None: every
+            reply goes through the sinks.
+    """
+
+    def __init__(
+        self, client: Client, buffer_handler: Callable[[memoryview, int, int], object] | None = None
+    ) -> None:
+        self._client = client
+        self._buffer_handler = buffer_handler
+        self._lock = threading.Lock()
+        self._tokens = itertools.count(1)
+        self._once: dict[int, S] = {}
+        self._lasting: dict[int, tuple[int, S]] = {}  # first token -> (end, sink)
+        self._firsts: list[int] = []  # the lasting slots' first tokens, sorted
+        self._prefix: str | None = None
+        self._closed = False
+        #: ``take(token, default)``: pop the one-shot slot of ``token`` and return its
+        #: sink (for a ``buffer_handler``, which reads tokens itself).
+        self.take = self._once.pop
+
+    @property
+    def prefix(self) -> str:
+        """``<inbox>.``: what a token follows in a reply subject. Routes the inbox on first use.
+
+        Raises:
+            ConnectionClosedError: the route or the client is closed.
+        """
+        prefix = self._prefix
+        if prefix is not None:
+            return prefix
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("the client is closed")
+            if self._prefix is None:
+                self._prefix = self._client.add_reply_route(self._on_replies, self._buffer_handler)
+                self._client.add_status_listener(self._on_status)
+            return self._prefix
+
+    def open_once(self, sink: S) -> int:
+        """A token for one request with one reply; its slot is gone once the reply came.
+
+        Cheap (the async-publish hot path): no lock is taken. The caller makes
+        sure the route is not closed (its own close comes first) and that its
+        prefix is routed. A route gives out one-shot slots or lasting ones, not
+        both: a range opened meanwhile could take this token too.
+        """
+        token = next(self._tokens)
+        self._once[token] = sink
+        return token
+
+    def open(self, sink: S, count: int = 1) -> int:
+        """The first of ``count`` consecutive tokens, all ``sink``'s until :meth:`release`.
+
+        Raises:
+            ConnectionClosedError: the route or the client is closed.
+        """
+        self.prefix  # noqa: B018 - the inbox is routed before any token of it is used
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("the client is closed")
+            first = next(self._tokens)
+            if count > 1:  # the counter moves past the whole range
+                self._tokens = itertools.count(first + count)
+            self._lasting[first] = (first + count, sink)
+            insort(self._firsts, first)
+        return first
+
+    def release(self, first: int) -> None:
+        """End the lasting slot that starts at ``first``: its later replies are dropped."""
+        with self._lock:
+            if self._lasting.pop(first, None) is not None:
+                self._firsts.remove(first)
+
+    def _lasting_slot(self, token: int) -> tuple[S | None, int, int]:
+        """The lasting slot holding ``token``: ``(sink, first, end)``, or ``(None, 0, 0)``."""
+        firsts = self._firsts
+        at = bisect_right(firsts, token) - 1
+        if at >= 0:
+            first = firsts[at]
+            slot = self._lasting.get(first)
+            if slot is not None and token < slot[0]:
+                return slot[1], first, slot[0]
+        return None, 0, 0
+
+    def _on_replies(self, replies: list[Reply]) -> None:
+        """The reading thread: hand each reply to its slot's sink, a list per sink."""
+        once_pop = self._once.pop
+        groups: dict[S, list[Reply]] = {}
+        group: list[Reply] = []
+        low = high = 0  # the tokens of the lasting slot `group` belongs to
+        for reply in replies:
+            text = reply[0]
+            if not (len(text) <= _MAX_TOKEN_DIGITS and text.isascii() and text.isdigit()):
+                continue
+            token = int(text)
+            if low <= token < high:  # consecutive replies of one range: the common case
+                group.append(reply)
+                continue
+            sink = once_pop(token, None)
+            if sink is None:
+                sink, low, high = self._lasting_slot(token)
+                if sink is None:
+                    continue
+            else:
+                low = high = 0
+            found = groups.get(sink)
+            if found is None:
+                found = groups[sink] = []
+            group = found
+            group.append(reply)
+        for sink, own in groups.items():
+            sink.deliver(own)
+
+    def _take_once(self) -> dict[S, None]:
+        """Drop every one-shot slot (also those opened meanwhile); their sinks, once each."""
+        sinks: dict[S, None] = {}
+        once = self._once
+        while once:
+            try:
+                sinks[once.popitem()[1]] = None
+            except KeyError:  # emptied by the reading thread meanwhile
+                break
+        return sinks
+
+    def _on_status(self, status: str) -> None:
+        """Events thread: the replies of the dropped connection will not come."""
+        if status != "disconnected":
+            return
+        sinks = self._take_once()
+        with self._lock:
+            sinks.update((sink, None) for _, sink in self._lasting.values())
+        error = ConnectionLostError("the connection dropped before the reply arrived")
+        for sink in sinks:
+            sink.fail(error)
+
+    def close(self) -> None:
+        """Fail every slot's sink and stop routing (the client closes); idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            lasting = [sink for _, sink in self._lasting.values()]
+            self._lasting.clear()
+            self._firsts.clear()
+        sinks = self._take_once()
+        sinks.update((sink, None) for sink in lasting)
+        self._client.remove_status_listener(self._on_status)
+        error = ConnectionClosedError("the client closed before the reply arrived")
+        for sink in sinks:
+            sink.fail(error)
