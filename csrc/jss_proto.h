@@ -287,18 +287,17 @@ int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_block
                                 size_t subjects_cap, int64_t *state);
 
 /*
- * A lone caller's round trip: THE ONE FUNCTION OF THE CORE THAT DOES IO
- * (csrc/jss_round_trip.c). fd is a connected TCP socket, borrowed: it is
- * never closed, and only used with non-blocking send and recv. It
+ * The waiting half of a lone caller's round trip: THE ONE FUNCTION OF THE CORE
+ * THAT READS THE SOCKET (csrc/jss_round_trip.c). The caller has sent its
+ * request through its writer and holds the connection's read role. fd is a
+ * connected TCP socket, borrowed: it is never closed, and only used with
+ * poll and a non-blocking recv. It
  *
- *  1. sends frame[0..flen) (MSG_DONTWAIT); when the socket takes only part of
- *     it (or none: EAGAIN, EINTR) it returns JSS_RT_SEND_PARTIAL at once, with
- *     the bytes sent, for the caller to queue the rest;
- *  2. polls fd, and wake_fd when it is >= 0, for up to timeout_ms;
- *  3. receives once into buf[have..cap) (buf[0..have) holds bytes received
+ *  1. polls fd for up to timeout_ms;
+ *  2. receives once into buf[have..cap) (buf[0..have) holds bytes received
  *     earlier and not yet parsed) and parses buf[0..have + received) with
  *     jss_parse;
- *  4. returns JSS_RT_REPLY when the parsed ops are exactly one MSG or HMSG
+ *  3. returns JSS_RT_REPLY when the parsed ops are exactly one MSG or HMSG
  *     whose subject is reply[0..rlen): its fields, the bytes consumed and the
  *     next op's need are in out; the decoder named by decode (JSS_DECODE_*)
  *     reads the reply's body into out: with JSS_DECODE_PUBACK, a MSG's payload
@@ -311,28 +310,23 @@ int64_t jss_direct_batch_decode(const char *blocks, size_t len, size_t max_block
  * Returns a JSS_RT_* status.
  */
 enum {
-    JSS_RT_REPLY = 1,        /* the reply alone was received (and parsed) */
-    JSS_RT_OTHER = 2,        /* bytes were received that the caller must route */
-    JSS_RT_SEND_PARTIAL = 3, /* the frame was not sent whole; nothing was received */
-    JSS_RT_IDLE = 4,         /* the timeout passed (or nothing was there to read) */
-    JSS_RT_WOKEN = 5,        /* wake_fd became readable before fd did */
-    JSS_RT_INTERRUPTED = 6,  /* poll or recv saw EINTR (a signal for the caller) */
-    JSS_RT_EOF = 7,          /* the peer closed the connection */
-    JSS_RT_SEND_ERROR = 8,   /* send failed: errno in out */
-    JSS_RT_RECV_ERROR = 9,   /* poll or recv failed: errno in out */
-    /* int64 slots of out: the bytes sent, the bytes received, the bytes
-       consumed and the next op's need (JSS_RT_REPLY), errno, 1 when the
-       PubAck fields are valid; then the reply's JSS_OP_FIELDS; then
-       JSS_PUBACK_FIELDS */
-    JSS_RT_SENT = 0,
-    JSS_RT_RECEIVED = 1,
-    JSS_RT_CONSUMED = 2,
-    JSS_RT_NEED = 3,
-    JSS_RT_ERRNO = 4,
-    JSS_RT_PUBACK_OK = 5,
-    JSS_RT_OP = 6,
-    JSS_RT_PUBACK = 16,
-    JSS_RT_FIELDS = 22
+    JSS_RT_REPLY = 1,       /* the reply alone was received (and parsed) */
+    JSS_RT_OTHER = 2,       /* bytes were received that the caller must route */
+    JSS_RT_IDLE = 3,        /* the timeout passed (or nothing was there to read) */
+    JSS_RT_INTERRUPTED = 4, /* poll or recv saw EINTR (a signal for the caller) */
+    JSS_RT_EOF = 5,         /* the peer closed the connection */
+    JSS_RT_RECV_ERROR = 6,  /* poll or recv failed: errno in out */
+    /* int64 slots of out: the bytes received, the bytes consumed and the next
+       op's need (JSS_RT_REPLY), errno, 1 when the PubAck fields are valid; then
+       the reply's JSS_OP_FIELDS; then JSS_PUBACK_FIELDS */
+    JSS_RT_RECEIVED = 0,
+    JSS_RT_CONSUMED = 1,
+    JSS_RT_NEED = 2,
+    JSS_RT_ERRNO = 3,
+    JSS_RT_PUBACK_OK = 4,
+    JSS_RT_OP = 5,
+    JSS_RT_PUBACK = 15,
+    JSS_RT_FIELDS = 21
 };
 
 /* The readers jss_round_trip can run on a reply's body (its decode argument). */
@@ -341,9 +335,8 @@ enum {
     JSS_DECODE_PUBACK = 1 /* a MSG's payload by jss_parse_puback */
 };
 
-int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char *buf,
-                       size_t have, size_t cap, const char *reply, size_t rlen,
-                       int timeout_ms, int decode, int64_t *out);
+int64_t jss_round_trip(int fd, char *buf, size_t have, size_t cap, const char *reply,
+                       size_t rlen, int timeout_ms, int decode, int64_t *out);
 
 /*
  * The writer's send (csrc/jss_round_trip.c): non-blocking sends of

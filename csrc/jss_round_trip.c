@@ -1,10 +1,10 @@
 /*
- * jss_round_trip.c - a lone caller's request and reply in one call, and a non-blocking send.
+ * jss_round_trip.c - a lone caller's wait for its reply, and a non-blocking send.
  *
  * The one file of the C core that does IO (see jss_proto.h). jss_round_trip
- * sends a request frame on a socket it borrows, waits for the socket with a
- * timeout, receives into the caller's read buffer and parses what arrived
- * with jss_parse. It decides nothing about the connection: whatever is not
+ * waits for a socket it borrows with a timeout (the caller's request went
+ * out through its writer), receives into the caller's read buffer and parses
+ * what arrived with jss_parse. It decides nothing about the connection: whatever is not
  * exactly the one reply it waits for is reported back, untouched, for the
  * caller's ordinary routing. jss_send_nowait is the writer's send: it
  * reports what went out in memory the caller owns, so a caller interrupted
@@ -57,12 +57,10 @@ static int64_t parse_reply(const char *buf, size_t end, const char *reply, size_
     return JSS_RT_REPLY;
 }
 
-int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char *buf,
-                       size_t have, size_t cap, const char *reply, size_t rlen,
-                       int timeout_ms, int decode, int64_t *out)
+int64_t jss_round_trip(int fd, char *buf, size_t have, size_t cap, const char *reply,
+                       size_t rlen, int timeout_ms, int decode, int64_t *out)
 {
-    struct pollfd fds[2];
-    size_t sent = 0;
+    struct pollfd pfd;
     ssize_t got;
     int ready;
     int i;
@@ -70,41 +68,19 @@ int64_t jss_round_trip(int fd, int wake_fd, const char *frame, size_t flen, char
     for (i = 0; i < JSS_RT_FIELDS; i++) {
         out[i] = 0;
     }
-    while (sent < flen) {
-        ssize_t n = send(fd, frame + sent, flen - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-                break; /* the rest goes to the caller's writer */
-            }
-            out[JSS_RT_SENT] = (int64_t)sent;
-            out[JSS_RT_ERRNO] = errno;
-            return JSS_RT_SEND_ERROR;
-        }
-        sent += (size_t)n;
-    }
-    out[JSS_RT_SENT] = (int64_t)sent;
-    if (sent < flen) {
-        return JSS_RT_SEND_PARTIAL;
-    }
     if (have >= cap) {
         return JSS_RT_IDLE; /* no room to receive into: the caller's loop grows the buffer */
     }
-    fds[0].fd = fd;
-    fds[0].events = POLLIN;
-    fds[0].revents = 0;
-    fds[1].fd = wake_fd;
-    fds[1].events = POLLIN;
-    fds[1].revents = 0;
-    ready = poll(fds, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    ready = poll(&pfd, 1, timeout_ms);
     if (ready < 0) {
         out[JSS_RT_ERRNO] = errno;
         return errno == EINTR ? JSS_RT_INTERRUPTED : JSS_RT_RECV_ERROR;
     }
     if (ready == 0) {
         return JSS_RT_IDLE;
-    }
-    if (fds[0].revents == 0) {
-        return JSS_RT_WOKEN; /* another thread queued a frame: the caller sends it */
     }
     got = recv(fd, buf + have, cap - have, MSG_DONTWAIT);
     if (got < 0) {

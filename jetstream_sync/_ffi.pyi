@@ -158,14 +158,10 @@ class Lib:
     JSS_ACK_STATE_FIELDS: int
     JSS_RT_REPLY: int
     JSS_RT_OTHER: int
-    JSS_RT_SEND_PARTIAL: int
     JSS_RT_IDLE: int
-    JSS_RT_WOKEN: int
     JSS_RT_INTERRUPTED: int
     JSS_RT_EOF: int
-    JSS_RT_SEND_ERROR: int
     JSS_RT_RECV_ERROR: int
-    JSS_RT_SENT: int
     JSS_RT_RECEIVED: int
     JSS_RT_CONSUMED: int
     JSS_RT_NEED: int
@@ -266,9 +262,6 @@ class Lib:
     def jss_round_trip(
         self,
         fd: int,
-        wake_fd: int,
-        frame: bytes,
-        flen: int,
         buf: BufferView,
         have: int,
         cap: int,

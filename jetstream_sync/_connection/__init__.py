@@ -10,7 +10,7 @@ owns the socket alone; every other part of this room is private to it:
 * ``handshake.py``: opening one link: INFO, TLS upgrade, CONNECT, PING/PONG.
 * ``reader.py``: the reader thread, the read side across reconnects.
 * ``read_role.py``: which thread reads the socket now: the reader thread, or a
-  lone requester reading its own reply (one C call when the writer is idle).
+  lone requester reading its own reply (one C call per wait); the socket's one role.
 * ``read_buffer.py``: the connection's one read buffer and the parse step.
 * ``writer.py``: the one write path: a coalescing buffer and its flusher.
 * ``pings.py``: the PINGs in flight and the flushes waiting for their PONGs.

@@ -420,8 +420,6 @@ class Connection:
             self.current.transport.close()
         if self._reader is not None:
             self._reader.role.close_inherited()
-        if self._writer is not None:
-            self._writer.close_inherited()
 
     def close(self, flush_for: float) -> list[Subscription]:
         """Flush for up to ``flush_for`` seconds, close the link, join the threads.

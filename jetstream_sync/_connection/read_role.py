@@ -50,26 +50,27 @@ How the role moves (one holder at a time, under one lock):
   call that waits; the reader reads in the patched socket's blocking reads
   and requesters wait on their waiters, both through the hub.
 
-The round trip in one C call (:meth:`ReadRole.round_trip`): a requester that
-can take the role, and finds the writer idle (:meth:`Writer.claim
-<jetstream_sync._connection.writer.Writer.claim>`), hands its request frame to the
-protocol core's ``round_trip``, which sends it, polls the socket (and the
-writer's wake-up descriptor) until the deadline's slice, receives into the
-connection's read buffer and parses, all with the GIL released. When what
+The role is the one token for the socket: its holder alone reads it, and
+sends nothing past the writer. A requester that took it (:meth:`ReadRole.round_trip`)
+hands its request to the writer as every thread does (:meth:`Writer.write_nowait
+<jetstream_sync._connection.writer.Writer.write_nowait>`: sent on this thread when
+the socket is idle, never waiting for room, since the holder must not wait on a
+server that may be waiting for it to read), then waits in the protocol core's
+``round_trip``, which polls the socket until the deadline's slice, receives into
+the connection's read buffer and parses, all with the GIL released. When what
 arrived is its reply alone, only the reply's parts are made in Python: no
 waiter, no routing, no ``Msg`` unless the caller wants one. Anything else
-(other ops in the same read, a partial frame, a frame another thread queued,
-a signal, the deadline, an error) carries on as the path above: the bytes
-received are routed by :meth:`ReadBuffer.received`, and the requester reads
-on in :meth:`ReadRole._lead` on the same buffer, its waiter registered.
-``_lead`` waits with the same C call (nothing to send), so a reply that
-comes alone after other traffic is still read without routing. A signal
-handler's exception (Ctrl-C) during a wait gives the role back; only when the
-interrupted call had received bytes not yet parsed is the connection handed
-to the reader thread as failed (the buffer can no longer be trusted). Such an
-exception can come between any two steps of taking or giving back the role
-too: each caller ends in :meth:`ReadRole._leave`, which frees a role still
-held (and a writer's claim), and the socket's watch heals a flag left behind.
+(other ops in the same read, a partial frame, a signal, the deadline, an
+error) is routed by :meth:`ReadBuffer.received`, and the requester reads on in
+the same loop, its waiter registered; a reply that comes alone after other
+traffic is still read without routing. A signal handler's exception (Ctrl-C)
+during a wait gives the role back; only when the interrupted call had
+received bytes not yet parsed is the connection handed to the reader thread
+as failed (the buffer can no longer be trusted). Such an exception can come
+between any two steps of taking or giving back the role too: each caller ends
+in :meth:`ReadRole._leave`, which frees a role still held, and the socket's
+watch heals a flag left behind. What an interrupted send leaves is the
+writer's to put back (see :mod:`jetstream_sync._connection.writer`).
 """
 
 from __future__ import annotations
@@ -94,8 +95,6 @@ from .._protocol._py import (
     RT_RECEIVED,
     RT_RECV_ERROR,
     RT_REPLY,
-    RT_SEND_ERROR,
-    RT_SENT,
 )
 from .._signals import on_signal_thread
 from .read_buffer import EndOfStreamError, ReadBuffer, Route, detached
@@ -423,9 +422,9 @@ class ReadRole:
         ``mux`` only when the reply does not come alone. ``decode`` names the
         core's reader of a reply that comes alone (``DECODE_*``).
 
-        In one C call when this thread can take the role and the writer is
-        idle (see the module docstring); otherwise as :meth:`wait_reply`,
-        after writing ``frame`` (urgently).
+        Reading the socket itself when this thread can take the role and the
+        writer has room (see the module docstring); otherwise as
+        :meth:`wait_reply`, after writing ``frame`` (urgently).
 
         Returns:
             The reply's parts when it came alone; else the waiter the reply
@@ -439,16 +438,12 @@ class ReadRole:
         try:
             with self._lock:
                 link = self._take(token)  # the holder: this call's own token
-            claim = writer.claim(frame) if link is not None else None
-            if claim is not None:
-                assert link is not None  # a claim is only asked for with the role
-                return self._round_trip(
-                    link, writer, claim, frame, reply, mux, token, deadline, decode
-                )
-            if link is not None:  # the writer is busy: never hold the role while a write may wait
-                self._release(link, None)
+            if link is not None:
+                if writer.write_nowait(frame):
+                    return self._read_reply(link, reply, mux, token, deadline, decode)
+                self._release(link, None)  # never hold the role while a write may wait
         except BaseException:
-            self._leave(token, writer, frame)
+            self._leave(token)
             raise
         waiter = mux.register(token)
         try:
@@ -458,31 +453,25 @@ class ReadRole:
             mux.forget(token)
         return waiter
 
-    def _round_trip(
+    def _read_reply(
         self,
         link: _Link,
-        writer: Writer,
-        claim: tuple[Transport, int],
-        frame: bytes,
         reply: bytes,
         mux: RequestMux,
         token: str,
         deadline: Deadline,
         decode: int,
     ) -> FastReply | ReplyWaiter:
-        """Holding the role and the writer's claim: the C call, then the reply or the fallback."""
-        transport, wake_fd = claim
+        """Holding the role, the request sent: the first C call, then the reply or the fallback."""
         buffer = link.buffer
         waiter: ReplyWaiter | None = None
-        sent = received = 0  # of the call; received stays set until those bytes are parsed
+        received = 0  # of the call; stays set until those bytes are parsed
         try:
             status, out, decoded = _protocol.round_trip(
-                transport.sock, wake_fd, frame, buffer.raw, buffer.have,
+                link.transport.sock, buffer.raw, buffer.have,
                 reply, math.ceil(deadline.slice() * 1000), decode,
             )  # fmt: skip
-            sent, received = out[RT_SENT], out[RT_RECEIVED]
-            failed = _os_error(out[RT_ERRNO]) if status == RT_SEND_ERROR else None
-            writer.unclaim(transport, frame, sent, failed)
+            received = out[RT_RECEIVED]
             if status == RT_REPLY:
                 parts = self._take_reply(buffer, out, decoded)
             else:
@@ -491,10 +480,7 @@ class ReadRole:
                 error = self._handle(buffer, status, out)
             received = 0
         except BaseException:
-            in_call = _protocol.last_round_trip()  # interrupted inside the call
-            if writer.claimed:  # interrupted before the claim was given back
-                writer.unclaim(transport, frame, sent or in_call[0])
-            self._interrupted(link, received or in_call[1])
+            self._interrupted(link, received or _protocol.last_round_trip())
             mux.forget(token)
             raise
         if waiter is None:
@@ -585,9 +571,8 @@ class ReadRole:
                 if left <= 0:
                     break
                 status, out, decoded = _protocol.round_trip(
-                    sock, -1, b"", buffer.raw, buffer.have,
-                    reply, math.ceil(left * 1000), decode,
-                )  # fmt: skip
+                    sock, buffer.raw, buffer.have, reply, math.ceil(left * 1000), decode
+                )
                 received = out[RT_RECEIVED]
                 if status == RT_REPLY:
                     return self._take_reply(buffer, out, decoded)
@@ -596,7 +581,7 @@ class ReadRole:
                 if error is not None:
                     break
         except BaseException:
-            if received or _protocol.last_round_trip()[1]:
+            if received or _protocol.last_round_trip():
                 # Ctrl-C mid-parse: the buffer can no longer be trusted
                 error = ConnectionAbortedError("interrupted while reading the connection")
             raise
@@ -617,22 +602,16 @@ class ReadRole:
             return EndOfStreamError("connection closed by the server")
         return buffer.received(n)
 
-    def _leave(self, holder: object, writer: Writer | None = None, frame: bytes = b"") -> None:
+    def _leave(self, holder: object) -> None:
         """A caller is done: out of the waiters, and the role freed if it still holds it.
 
         It still does only when a signal handler's exception (on the main
         thread) came after it took the role and before the code that gives the
-        role back began; nothing was received then. With ``writer``, a claim
-        made for ``frame`` in that gap is ended too (the frame is sent later,
-        unanswered).
+        role back began; nothing was received then (a request already handed
+        to the writer goes out, its reply unawaited).
         """
         with self._lock:
             self._waiters.discard(holder)
-            if self._holder is not holder:
-                return
-        if writer is not None and writer.claimed:  # only the role's holder claims: ours
-            writer.unclaim_unsent(frame)
-        with self._lock:
             if self._holder is holder:
                 self._holder = None
                 link = self._link

@@ -34,13 +34,11 @@ with the caller's tracker under the writer's lock, atomically with appending it.
 While disconnected the buffer keeps filling up to ``reconnect_buf_size``; past
 that, writes raise instead of dropping anything silently.
 
-A lone requester's round trip (see :mod:`jetstream_sync._connection.read_role`) sends its
-frame itself, in the C call that then waits for the reply: :meth:`Writer.claim`
-gives it the sender role while nothing is buffered or being sent, so its frame
-goes out whole and after everything queued before it. Another thread that
-queues a frame meanwhile writes to the claim's wake-up descriptor (an
-``eventfd``, once per claim): the requester's wait returns, and
-:meth:`Writer.unclaim` sends what was queued.
+A requester that reads its own reply (the read role, see
+:mod:`jetstream_sync._connection.read_role`) sends its request with
+:meth:`Writer.write_nowait`: as an urgent write, but never waiting for room, since
+a thread holding the read role must not wait on the server (which may be waiting
+for it to read).
 
 On the main thread a signal handler's exception (Ctrl-C, an alarm) can land
 after any call into C or on entry to any Python function (see
@@ -53,10 +51,7 @@ unprotected:
 * an urgent send takes the sender role and the chunk by plain stores, and the
   protocol core reports the bytes a send took in memory the writer owns
   (``_protocol.send_nowait``): an interrupted send puts back exactly what did
-  not go out and frees the role;
-* a round trip's claim is given back by stores with no call between them, so
-  an interrupted :meth:`Writer.unclaim` leaves the claim held and the caller's
-  cleanup repeats it.
+  not go out and frees the role.
 """
 
 from __future__ import annotations
@@ -124,11 +119,6 @@ class Writer:
         self._pong_end = 0
         self._transport: Transport | None = None
         self._sending = False
-        # A round trip holds the sender role (see claim); a frame queued meanwhile
-        # writes once to _wake_fd (made by the first claim) to end its wait.
-        self._claimed = False
-        self._wake_fd = -1
-        self._woken = False
         self._kicked = False  # the flusher was woken and has not run yet
         self._report = _protocol.send_report()  # what _send_now's last send took
         self._closed = False
@@ -167,9 +157,6 @@ class Writer:
             else:
                 self._append(frame, msgs, deadline)
             if self._sending or self._transport is None:
-                if self._claimed and not self._woken:
-                    self._woken = True
-                    os.eventfd_write(self._wake_fd, 1)
                 return
             if not urgent:
                 if not self._kicked:  # one wake-up per burst, not one per frame
@@ -196,7 +183,7 @@ class Writer:
                     f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
                 )
             self._buf += frame
-            self._claim(False)
+            self._send_here(False)
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
         """Queue a PONG (dropped while disconnected, or while one waits): never waits for room.
@@ -213,7 +200,7 @@ class Writer:
                 return
             self._buf += frame
             self._pong_end = self.bytes_out + len(self._buf)
-            send_now = self._claim(urgent)
+            send_now = self._send_here(urgent)
         if send_now:
             self._send_now()
 
@@ -245,20 +232,16 @@ class Writer:
                     return
                 self._buf += _PING
                 ends += (end,)
-            send_now = self._claim(urgent)
+            send_now = self._send_here(urgent)
         if send_now:
             self._send_now()
 
-    def _claim(self, urgent: bool) -> bool:
+    def _send_here(self, urgent: bool) -> bool:
         """Under the lock, after appending: True to send on this thread now (urgent, socket idle).
 
-        Otherwise the frame is left to whoever sends: a round trip holding the
-        claim is woken, or the flusher is.
+        Otherwise the frame is left to whoever sends, or to the flusher.
         """
         if self._sending or self._transport is None:
-            if self._claimed and not self._woken:
-                self._woken = True
-                os.eventfd_write(self._wake_fd, 1)
             return False
         if urgent:
             return True  # _send_now takes the sender role
@@ -267,97 +250,27 @@ class Writer:
             self._kick.release()
         return False
 
-    # -- a lone round trip --------------------------------------------------------
+    def write_nowait(self, frame: bytes) -> bool:
+        """Queue one message's ``frame`` and send it now if the socket is idle; never wait.
 
-    def claim(self, frame: bytes) -> tuple[Transport, int] | None:
-        """Take the sender role for a round trip that sends ``frame`` itself, if the socket is idle.
+        For a requester holding the read role. Refuses (False, nothing queued)
+        what :meth:`write` would have to wait for: no room in the buffer, or no
+        connection; the caller then gives the role back before writing.
 
-        Only while nothing is buffered and nobody sends: then ``frame`` goes
-        out after every frame queued before it, and nothing else is written
-        until :meth:`unclaim`. ``frame`` (one message) is counted as sent now,
-        as :meth:`write` would count it when taken from the buffer.
-
-        Returns:
-            The transport to send on and the descriptor that becomes readable
-            when another thread queues a frame; or None (the caller uses
-            :meth:`write`).
+        Raises:
+            ConnectionClosedError: the writer is closed.
         """
         with self._lock:
-            if self._sending or self._buf or self._transport is None or self._closed:
-                return None
-            if self._wake_fd < 0:
-                self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-            self._sending = self._claimed = True
-            self.bytes_out += len(frame)
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if self._transport is None or len(self._buf) > HIGH_WATER:
+                return False
+            self._buf += frame
             self.msgs_out += 1
-            return self._transport, self._wake_fd
-
-    @property
-    def claimed(self) -> bool:
-        """Whether a round trip holds the sender role (from :meth:`claim` to :meth:`unclaim`)."""
-        return self._claimed
-
-    def unclaim_unsent(self, frame: bytes) -> None:
-        """End a claim whose round trip was interrupted before it sent: ``frame`` is queued whole.
-
-        For a signal handler's exception between :meth:`claim` and the send;
-        the frame then goes out through the buffer, its reply unawaited.
-        """
-        self.unclaim(self._transport, frame, 0)  # type: ignore[arg-type]
-
-    def unclaim(
-        self, transport: Transport, frame: bytes, sent: int, error: BaseException | None = None
-    ) -> None:
-        """End a claim: queue what the socket did not take, send what others queued.
-
-        Args:
-            transport: what :meth:`claim` returned.
-            frame: the frame given to :meth:`claim`.
-            sent: how many of its bytes the socket took.
-            error: the send failed (the connection is lost, as for any send).
-        """
-        # Everything that calls is done first, so that the stores that give the
-        # role back have no call between them (see jetstream_sync._signals): a
-        # signal handler's exception leaves the claim held, and a repeated
-        # unclaim finishes it.
-        rest = len(frame) - sent if error is None else 0
-        tail = memoryview(frame)[sent:] if rest else None
-        with self._lock:
-            if not self._claimed:
-                return  # a repeated call: the first one finished
-            if self._woken:
-                self._woken = False
-                os.eventfd_read(self._wake_fd)
-            if self._closed and self._wake_fd >= 0:
-                wake_fd, self._wake_fd = self._wake_fd, -1
-                os.close(wake_fd)
-            send_now = False
-            if error is not None:
-                if self._transport is transport:
-                    self._transport = None
-                self._sending = False
-            elif tail is not None:
-                if self._transport is transport:  # else: lost with that connection
-                    # As _send_now does: the rest goes first, for the flusher.
-                    self._buf[:0] = tail
-                    self._partial = rest if sent else 0
-                    self.bytes_out -= rest
-                self._sending = False
-            else:
-                if self._buf:
-                    send_now = True  # what others queued meanwhile: sent below
-                self._sending = False
-            self._claimed = False
-            # The claim is whole again; what follows may be interrupted.
-            if not send_now and self._buf and self._transport is not None and not self._kicked:
-                self._kicked = True
-                self._kick.release()
-            if self._idle_waiters or error is not None:
-                self._idle.notify_all()
-        if error is not None:
-            self._on_error(error, transport)
-        elif send_now:
-            self._send_now()
+            if self._sending:
+                return True  # whoever sends takes it too
+        self._send_now()
+        return True
 
     def _append(self, frame: bytes, msgs: int, deadline: Deadline | float | None) -> None:
         """Under the lock: wait for room (see :meth:`write`), then append ``frame``."""
@@ -568,12 +481,6 @@ class Writer:
             self._transport = None
             self._idle.notify_all()
 
-    def close_inherited(self) -> None:
-        """In a forked child: close this process's copy of the wake-up descriptor (no lock)."""
-        if self._wake_fd >= 0:
-            os.close(self._wake_fd)
-            self._wake_fd = -1
-
     def wait_drained(self, deadline: Deadline) -> bool:
         """Wait until the buffer is written; False if the deadline passed first."""
         with self._lock:
@@ -592,9 +499,6 @@ class Writer:
         with self._lock:
             self._closed = True
             self._transport = None
-            if self._wake_fd >= 0 and not self._claimed:  # else unclaim() closes it
-                os.close(self._wake_fd)
-                self._wake_fd = -1
             self._idle.notify_all()
             if not self._kicked:
                 self._kicked = True

@@ -60,7 +60,6 @@ from jetstream_sync._protocol._py import (
     RT_PUBACK_OK,
     RT_RECEIVED,
     RT_REPLY,
-    RT_SENT,
     SEND_FIELDS,
     AckBatch,
     BatchColumn,
@@ -350,15 +349,13 @@ def puback_batch(buf: BytesLike, start: int, end: int, sid: int, prefix_len: int
 
 def round_trip(
     sock: socket.socket,
-    wake_fd: int,
-    frame: bytes,
     buf: bytearray,
     have: int,
     reply: bytes,
     timeout_ms: int,
     decode: int,
 ) -> RoundTrip:
-    """Send, wait, receive and parse in one C call with the GIL released.
+    """Wait, receive and parse in one C call with the GIL released.
 
     See :func:`jetstream_sync._protocol._py.round_trip` (same results, but
     EINTR returns ``RT_INTERRUPTED`` here: the caller runs the signal
@@ -370,9 +367,8 @@ def round_trip(
         out = _arrays().round_trip
     with ffi.from_buffer(buf) as cbuf:
         status = lib.jss_round_trip(
-            sock.fileno(), wake_fd, frame, len(frame), cbuf, have, len(cbuf),
-            reply, len(reply), timeout_ms, decode, out,
-        )  # fmt: skip
+            sock.fileno(), cbuf, have, len(cbuf), reply, len(reply), timeout_ms, decode, out
+        )
     fields = ffi.unpack(out, RT_PUBACK)
     puback = None
     if status == RT_REPLY and fields[RT_PUBACK_OK]:
@@ -387,19 +383,18 @@ def round_trip(
             else buf[base + domain_off : base + domain_off + domain_len].decode("ascii")
         )
         puback = (stream, seq, bool(duplicate), domain)
-    out[RT_SENT] = out[RT_RECEIVED] = 0  # returned: nothing is pending for last_round_trip
+    out[RT_RECEIVED] = 0  # returned: nothing is pending for last_round_trip
     return status, fields, puback
 
 
-def last_round_trip() -> tuple[int, int]:
-    """``(sent, received)`` of this thread's :func:`round_trip` call that did not return.
+def last_round_trip() -> int:
+    """The bytes received by this thread's :func:`round_trip` call that did not return.
 
     For a caller interrupted (Ctrl-C) inside the call, after the C function
-    wrote them into this thread's scratch array; ``(0, 0)`` once a call
-    returned (the caller has them) or before any call.
+    wrote them into this thread's scratch array; 0 once a call returned (the
+    caller has them) or before any call.
     """
-    out = _arrays().round_trip
-    return out[RT_SENT], out[RT_RECEIVED]
+    return int(_arrays().round_trip[RT_RECEIVED])
 
 
 def send_report() -> Int64Array:

@@ -117,8 +117,8 @@ def test_the_fast_path_is_taken_and_gives_what_routing_gives(nc, other, monkeypa
     fast = [nc.request("lone.same", b"%d" % i, timeout=10, headers=headers) for i in range(50)]
     assert _round_trips(nc) - before > 25  # a quiet connection: most come alone
     assert nc.stats.in_msgs - in_msgs == 50
-    # the writer looks busy
-    monkeypatch.setattr(nc._connection._writer, "claim", lambda frame: None)
+    # the writer has no room: the request goes the routed way
+    monkeypatch.setattr(nc._connection._writer, "write_nowait", lambda frame: False)
     before = _round_trips(nc)
     routed = [nc.request("lone.same", b"%d" % i, timeout=10, headers=headers) for i in range(50)]
     assert _round_trips(nc) == before
@@ -132,11 +132,12 @@ def test_the_fast_path_is_taken_and_gives_what_routing_gives(nc, other, monkeypa
 
 
 def test_a_frame_queued_during_the_wait_goes_out_at_once(nc, other, monkeypatch):
-    """While a lone request waits in C (holding the writer), another thread's publish and
-    flush are not held back until the reply: the wait is woken and they are sent.
+    """While a lone request waits in C holding the read role, another thread's publish and
+    flush are not held back until the reply: the writer sends them, and the flush's PONG is
+    read and routed by the waiting requester.
 
-    The wait's slice is made longer than the test, and the C call's result
-    recorded: it must end woken (not at its slice, nor at a PING from the server).
+    The wait's slice is made longer than the test, and the C calls' results
+    recorded: the publish goes out while the requester is still in its first call.
     """
     monkeypatch.setattr(_deadline, "WAIT_SLICE", 60.0)
     _echo(other, "lone.warm")
@@ -156,14 +157,16 @@ def test_a_frame_queued_during_the_wait_goes_out_at_once(nc, other, monkeypatch)
     thread = threading.Thread(target=request, name="test-requester")
     thread.start()
     held = silent.next_msg(timeout=10)  # the request is out; its caller waits
+    role = nc._connection._reader.role
     wait_for(
-        lambda: nc._connection._writer.claimed,
-        message="the request does not wait in its round trip",
+        lambda: isinstance(role._holder, str),  # the holder is the request's token
+        message="the request does not read for itself",
     )
     nc.publish("lone.meanwhile", b"now")
     assert seen.next_msg(timeout=10).data == b"now"
-    assert statuses[0] == _py.RT_WOKEN  # the requester's first call, the one that sent
+    assert statuses == []  # the requester is still in its first wait
     nc.flush(timeout=10)
+    assert statuses[0] == _py.RT_OTHER  # the PONG, read and routed by the requester
     held.respond(b"done")
     thread.join(20)
     assert waiting.get("msg") is not None and waiting["msg"].data == b"done"
@@ -241,8 +244,8 @@ def test_js_publish_reads_its_pub_ack_in_the_round_trip(js, monkeypatch):
     assert _round_trips(client) > before
     assert [a.seq for a in fast] == [1, 2, 3, 4, 5] * 2
     assert [a.duplicate for a in fast] == [False] * 5 + [True] * 5
-    # the writer looks busy
-    monkeypatch.setattr(client._connection._writer, "claim", lambda frame: None)
+    # the writer has no room: the request goes the routed way
+    monkeypatch.setattr(client._connection._writer, "write_nowait", lambda frame: False)
     routed = [js.publish("loneack.x", b"%d" % i, msg_id=f"id-{i % 5}") for i in range(5)]
     assert routed == fast[5:]
     assert routed[0].stream == "LONEACK" and routed[0].domain is None

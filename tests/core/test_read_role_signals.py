@@ -3,11 +3,11 @@
 Signal handlers run on the main thread, between any two steps of Python code:
 so a requester on the main thread (a lone request reads its reply itself) can
 be interrupted after it took the role and before it reads, half-way through
-giving the socket back to the reader thread, or between claiming the writer
-and sending. Each test raises, at one such point, the exception a handler
-would raise there, and checks that the caller sees it and that the client goes
-on as before: the role free, the reader thread alive and reading, the writer
-free, no reconnect, ``close()`` prompt.
+giving the socket back to the reader thread, or between handing its request to
+the writer and reading. Each test raises, at one such point, the exception a
+handler would raise there, and checks that the caller sees it and that the
+client goes on as before: the role free, the reader thread alive and reading,
+the writer free, no reconnect, ``close()`` prompt.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_a_signal_right_after_the_role_is_taken_gives_it_back(
     hits = _interrupt_once(monkeypatch, _read_role._Link, "unwatch_socket")
     _request_until_interrupted(nc, hits)
     assert hits == ["unwatch_socket"]
-    assert not nc._connection._writer.claimed
+    wait_for(lambda: not nc._connection._writer._sending, timeout=10)
     _carries_on(nc, other, echoed)
 
 
@@ -148,16 +148,16 @@ def test_a_signal_half_way_through_giving_the_socket_back_leaves_the_reader_read
     _carries_on(nc, other, echoed)
 
 
-def test_a_signal_between_claiming_the_writer_and_sending_frees_the_writer(
+def test_a_signal_between_handing_the_request_over_and_reading_frees_the_role(
     shared_server, other, echoed, monkeypatch
 ):
-    """Interrupted with the writer claimed and nothing sent: the claim is ended, the
-    request goes out later through the buffer (unanswered), the role is free."""
+    """Interrupted with the request handed to the writer, before the wait for its reply:
+    the request goes out (unanswered), the role and the writer are free."""
     nc = js.connect(shared_server.url)
-    hits = _interrupt_once(monkeypatch, Writer, "claim", when=lambda claim: claim is not None)
+    hits = _interrupt_once(monkeypatch, Writer, "write_nowait", when=lambda queued: queued)
     payload = _request_until_interrupted(nc, hits)
-    assert hits == ["claim"]
-    assert not nc._connection._writer.claimed
+    assert hits == ["write_nowait"]
+    wait_for(lambda: not nc._connection._writer._sending, timeout=10)
     nc.flush()
     wait_for(lambda: payload in echoed, timeout=10, message=lambda: f"asked {echoed}")
     _carries_on(nc, other, echoed)
@@ -232,7 +232,7 @@ def test_a_request_interrupted_at_every_point_leaves_the_client_working(shared_s
                 except js.ConnectionLostError:
                     fired = True  # interrupted with bytes not parsed: the connection is given up
                 wait_for(lambda: _flushes(nc), timeout=20, message=f"a flush ({point})")
-                assert not nc._connection._writer.claimed
+                wait_for(lambda: not nc._connection._writer._sending, timeout=10)
                 wait_for(
                     functools.partial(lambda seen: taken[0] > seen + 1, taken[0]),
                     timeout=10,

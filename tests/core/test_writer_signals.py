@@ -2,15 +2,14 @@
 
 Signal handlers run on the main thread after a call into C returns or on entry
 to a Python function (see ``jetstream_sync._signals``). The writer must never
-be left in a state no later call can leave: a buffer nobody sends, a claim
-nobody gives back. The first tests use a bare writer over a socket pair and
+be left in a state no later call can leave: a buffer nobody sends, a sender
+role nobody gives back. The first tests use a bare writer over a socket pair and
 raise, at one point each, the exception a handler would raise there; the last
 one fires real alarms at random while the main thread makes requests.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import socket
@@ -133,7 +132,7 @@ def test_a_frame_queued_without_its_kick_is_sent_by_the_flusher_within_a_slice(w
     def interrupted(self: Writer, here: bool) -> bool:
         raise Interrupted
 
-    monkeypatch.setattr(Writer, "_claim", interrupted)
+    monkeypatch.setattr(Writer, "_send_here", interrupted)
     with pytest.raises(Interrupted):
         writer.write_small(b"SUB signals.w 1\r\n")
     assert writer._buf == b"SUB signals.w 1\r\n" and not writer._kicked
@@ -141,37 +140,31 @@ def test_a_frame_queued_without_its_kick_is_sent_by_the_flusher_within_a_slice(w
     assert not writer._sending and not writer._buf
 
 
-def test_an_interrupted_unclaim_leaves_the_claim_held_and_a_repeat_finishes_it(wired, monkeypatch):
-    """Interrupted right after the claim's wake-up was read: the claim is still held (so
-    the caller's cleanup repeats the unclaim), and the repeat gives the writer back and
-    sends what another thread queued behind the claim."""
+def test_a_request_handed_over_without_waiting_is_sent_even_when_interrupted(wired, monkeypatch):
+    """write_nowait (a requester holding the read role): interrupted in its send, after the
+    socket took part of the frame: the rest goes out with the flusher, and a buffer over the
+    high-water mark is refused whole instead of waited for."""
     writer, transport, peer = wired
-    claim = writer.claim(FRAME)
-    assert claim is not None
-    transport.sock.sendall(FRAME)  # what the round trip's C call sends
-    queued = b"PUB signals.q 1\r\nq\r\n"
-    _on_a_thread(lambda: writer.write(queued, msgs=1))  # wakes the claim
-    assert writer._woken
-    eventfd_read = os.eventfd_read
+    big = b"PUB signals.w %d\r\n%s\r\n" % (1 << 22, b"x" * (1 << 22))
+    send_nowait = transport.send_nowait
     hits: list[int] = []
 
-    def read_then_interrupted(fd: int) -> int:
-        value = eventfd_read(fd)
+    def sent_then_interrupted(data: Any, report: Any) -> None:
+        send_nowait(data, report)
         if not hits:
-            hits.append(value)
+            hits.append(report[0])
             raise Interrupted
-        return value
 
-    monkeypatch.setattr(_writer.os, "eventfd_read", read_then_interrupted)
+    monkeypatch.setattr(transport, "send_nowait", sent_then_interrupted)
     with pytest.raises(Interrupted):
-        writer.unclaim(transport, FRAME, len(FRAME))
-    assert hits == [1] and writer.claimed and writer._sending
-    writer.unclaim(transport, FRAME, len(FRAME))  # the cleanup's repeat
-    assert not writer.claimed
-    wait_for(lambda: peer.got(FRAME + queued), message=lambda: f"received {peer.received!r}")
-    assert not writer._sending and not writer._buf
-    writer.unclaim(transport, FRAME, len(FRAME))  # one more is harmless
-    assert not writer._sending
+        writer.write_nowait(big)
+    wait_for(lambda: peer.got(big), timeout=20, message=lambda: f"{len(peer.received)} bytes")
+    assert hits and writer.bytes_out == len(big) and writer.msgs_out == 1
+    monkeypatch.setattr(_writer, "HIGH_WATER", 0)
+    with writer._lock:
+        writer._buf += b"PING\r\n"  # over the mark: a write would have to wait
+        assert not writer.write_nowait(FRAME)
+        assert writer._buf == b"PING\r\n"
 
 
 class _LockInterruptedOnExit:
@@ -268,7 +261,7 @@ def test_requests_on_the_main_thread_under_random_alarms_leave_the_client_workin
         nc.flush(timeout=10)
         assert nc.request("signals.storm.echo", b"after", timeout=10).data == b"after"
         writer = nc._connection._writer
-        assert not writer.claimed
+        wait_for(lambda: not writer._sending and not writer._buf, timeout=10)
         start = time.monotonic()
         nc.close()
         assert time.monotonic() - start < 10

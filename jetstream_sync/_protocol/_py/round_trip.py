@@ -1,5 +1,5 @@
-"""The functions that do IO: a lone caller's request and reply in one call, and the writer's
-non-blocking send (mirrors ``csrc/jss_round_trip.c``)."""
+"""The functions that do IO: a lone caller's wait for its reply, and the writer's non-blocking
+send (mirrors ``csrc/jss_round_trip.c``)."""
 
 from __future__ import annotations
 
@@ -32,10 +32,6 @@ __all__ = [
     "RT_RECEIVED",
     "RT_RECV_ERROR",
     "RT_REPLY",
-    "RT_SEND_ERROR",
-    "RT_SEND_PARTIAL",
-    "RT_SENT",
-    "RT_WOKEN",
     "SEND_ERRNO",
     "SEND_FIELDS",
     "SEND_SENT",
@@ -49,23 +45,19 @@ __all__ = [
 
 RT_REPLY = 1
 RT_OTHER = 2
-RT_SEND_PARTIAL = 3
-RT_IDLE = 4
-RT_WOKEN = 5
-RT_INTERRUPTED = 6
-RT_EOF = 7
-RT_SEND_ERROR = 8
-RT_RECV_ERROR = 9
+RT_IDLE = 3
+RT_INTERRUPTED = 4
+RT_EOF = 5
+RT_RECV_ERROR = 6
 # Slots of round_trip's out list (see jss_proto.h; the Python list stops before RT_PUBACK).
-RT_SENT = 0
-RT_RECEIVED = 1
-RT_CONSUMED = 2
-RT_NEED = 3
-RT_ERRNO = 4
-RT_PUBACK_OK = 5
-RT_OP = 6
-RT_PUBACK = 16
-RT_FIELDS = 22
+RT_RECEIVED = 0
+RT_CONSUMED = 1
+RT_NEED = 2
+RT_ERRNO = 3
+RT_PUBACK_OK = 4
+RT_OP = 5
+RT_PUBACK = 15
+RT_FIELDS = 21
 # The readers round_trip can run on the reply's body (see jss_proto.h).
 DECODE_NONE = 0
 DECODE_PUBACK = 1
@@ -77,19 +69,18 @@ _RT_AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK)
 
 def round_trip(
     sock: socket.socket,
-    wake_fd: int,
-    frame: bytes,
     buf: bytearray,
     have: int,
     reply: bytes,
     timeout_ms: int,
     decode: int,
 ) -> RoundTrip:
-    """Send ``frame``, wait for ``sock``, receive once into ``buf`` and look for the reply.
+    """Wait for ``sock``, receive once into ``buf`` and look for the reply to ``reply``.
 
-    The caller's whole round trip in one call (in C, with the GIL released):
-    see ``jss_round_trip`` in ``csrc/jss_proto.h`` for every status. ``sock``
-    is borrowed (never closed, its mode unchanged: only non-blocking calls);
+    The waiting half of a lone caller's round trip, in one call (in C, with
+    the GIL released; the request went out through the caller's writer): see
+    ``jss_round_trip`` in ``csrc/jss_proto.h`` for every status. ``sock`` is
+    borrowed (never closed, its mode unchanged: only non-blocking calls);
     ``buf[:have]`` holds bytes received earlier and not yet parsed; what is
     received lands in ``buf[have:]``.
 
@@ -99,21 +90,19 @@ def round_trip(
 
     Returns:
         ``(status, out, puback)``: an ``RT_*`` status; :data:`RT_PUBACK` ints
-        (bytes sent, bytes received, bytes consumed and the next op's need
+        (bytes received, bytes consumed and the next op's need
         for :data:`RT_REPLY`, errno, 1 when ``puback`` is set, then the
         reply's :data:`OP_FIELDS`); and what the reader ``decode`` names
         (``DECODE_*``) read from the reply's body: with :data:`DECODE_PUBACK`,
         what :func:`parse_puback` reads from a reply without headers; else None.
     """
-    result = _round_trip(sock, wake_fd, frame, buf, have, reply, timeout_ms, decode)
+    result = _round_trip(sock, buf, have, reply, timeout_ms, decode)
     _last.out = None  # returned: nothing is pending for last_round_trip
     return result
 
 
 def _round_trip(
     sock: socket.socket,
-    wake_fd: int,
-    frame: bytes,
     buf: bytearray,
     have: int,
     reply: bytes,
@@ -122,26 +111,10 @@ def _round_trip(
 ) -> RoundTrip:
     """round_trip's system calls and parse; ``_last.out`` holds its out list meanwhile."""
     out = _last.out = [0] * RT_PUBACK
-    sent, size = 0, len(frame)
-    while sent < size:
-        try:
-            sent += sock.send(frame[sent:], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
-            out[RT_SENT] = sent
-        except (BlockingIOError, InterruptedError):
-            break
-        except OSError as exc:
-            out[RT_SENT], out[RT_ERRNO] = sent, exc.errno or 0
-            return RT_SEND_ERROR, out, None
-    out[RT_SENT] = sent
-    if sent < size:
-        return RT_SEND_PARTIAL, out, None
     if have >= len(buf):
         return RT_IDLE, out, None
-    fd = sock.fileno()
     poller = select.poll()
-    poller.register(fd, _RT_POLL_IN)
-    if wake_fd >= 0:
-        poller.register(wake_fd, _RT_POLL_IN)
+    poller.register(sock.fileno(), _RT_POLL_IN)
     try:
         ready = poller.poll(timeout_ms)
     except OSError as exc:
@@ -149,8 +122,6 @@ def _round_trip(
         return RT_RECV_ERROR, out, None
     if not ready:
         return RT_IDLE, out, None
-    if not any(polled == fd for polled, _ in ready):
-        return RT_WOKEN, out, None
     try:
         out[RT_RECEIVED] = got = sock.recv_into(memoryview(buf)[have:], 0, socket.MSG_DONTWAIT)
     except OSError as exc:
@@ -200,14 +171,14 @@ def send_nowait(sock: socket.socket, data: bytearray, report: list[int]) -> None
 _last = threading.local()  # each thread's last round_trip out list
 
 
-def last_round_trip() -> tuple[int, int]:
-    """``(sent, received)`` of this thread's :func:`round_trip` call that did not return.
+def last_round_trip() -> int:
+    """The bytes received by this thread's :func:`round_trip` call that did not return.
 
-    For a caller interrupted (Ctrl-C) inside the call; ``(0, 0)`` once a call
+    For a caller interrupted (Ctrl-C) inside the call; 0 once a call
     returned (the caller has them) or before any call.
     """
     out = getattr(_last, "out", None)
-    return (0, 0) if out is None else (out[RT_SENT], out[RT_RECEIVED])
+    return 0 if out is None else out[RT_RECEIVED]
 
 
 def _parse_reply(buf: bytearray, end: int, reply: bytes, decode: int, out: list[int]) -> RoundTrip:
