@@ -4,6 +4,7 @@ sink run on, against a real server, as the Spark sink drives it (``where`` names
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
 
@@ -178,6 +179,24 @@ def test_a_lost_connection_fails_the_waiting_rows(fault_proxy, js, stream):
                 publisher.wait_all()
         finally:
             publisher.close()
+
+
+def test_a_client_closed_while_rows_wait_fails_them_at_once(fault_proxy, js, stream):
+    """Acks stalled, then the client closed by another thread: the rows fail with
+    ConnectionClosedError at once, not when the ack wait (here 60 s) runs out."""
+    client = jetstream_sync.connect(fault_proxy.url)
+    publisher = _publisher(client, "closed:0:", f"{stream.name}.c", ack_wait=60)
+    try:
+        fault_proxy.stall(directions=("to_client",))
+        publisher.publish(_batch_of([b"a", b"b"]))
+        client.close()
+        started = time.monotonic()
+        with pytest.raises(RowPublishError, match="ConnectionClosedError: client closed while 2"):
+            publisher.wait_all()
+        assert time.monotonic() - started < 30
+    finally:
+        publisher.close()
+        client.close()
 
 
 def test_publishers_share_the_route_and_a_late_ack_reaches_nobody(nc, stream):
