@@ -710,3 +710,47 @@ def test_the_reach_in_check_sees_a_part_and_a_private_attribute():
         "    connection.flush(deadline)\n"
     )
     assert _connection_reach_ins(source) == {"reader", "pings", "_routes"}
+
+
+# ---------------------------------------------------------------------------- one engine, one role
+# (issue 29)
+
+
+def _modules_naming(attribute: str, owner: str | None = None) -> set[str]:
+    """The package modules whose code reads or calls ``<something>.<attribute>`` (with
+    ``owner``: ``<owner>.<attribute>``, ``owner`` a plain name)."""
+    return {
+        name
+        for name, path in MODULES.items()
+        if any(
+            isinstance(node, ast.Attribute)
+            and node.attr == attribute
+            and (owner is None or (isinstance(node.value, ast.Name) and node.value.id == owner))
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    }
+
+
+def test_replies_are_routed_by_one_engine():
+    """Only _routes.ReplyRoute subscribes a client's reply routes: the acks, the batched gets
+    and the columnar publishes are its sinks, not engines of their own."""
+    assert _modules_naming("add_reply_route") == {"jetstream_sync._routes"}
+    assert _modules_naming("add_route") == {"jetstream_sync.client"}  # Client -> Connection
+
+
+def test_the_socket_is_read_by_the_holder_of_one_role():
+    """Only the read role calls the C wait for a reply, and nothing claims the writer: a
+    requester holding the role sends through the writer like every other thread."""
+    assert _modules_naming("round_trip", "_protocol") == {"jetstream_sync._connection.read_role"}
+    assert not {"claim", "unclaim", "claimed"} & set(vars(jetstream_sync._connection.writer.Writer))
+
+
+def test_the_attribute_finder_sees_a_call(tmp_path, monkeypatch):
+    """The finder above reports a module that calls the attribute, and no other."""
+    path = tmp_path / "probe.py"
+    path.write_text("def f(client):\n    return client.add_reply_route(print)\n")
+    monkeypatch.setitem(MODULES, "jetstream_sync.probe", path)
+    assert "jetstream_sync.probe" in _modules_naming("add_reply_route")
+    assert "jetstream_sync.probe" not in _modules_naming("add_reply_route", "nc")
+    path.write_text("add_reply_route = 1\n")
+    assert "jetstream_sync.probe" not in _modules_naming("add_reply_route")
