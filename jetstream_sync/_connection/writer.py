@@ -48,10 +48,10 @@ unprotected:
 * the flusher is kicked in the same locked step that records the kick, and it
   also wakes every ``WAIT_SLICE`` to send a buffer that an interrupted caller
   left queued without a kick;
-* an urgent send takes the sender role and the chunk by plain stores, and the
+* an urgent send takes the send turn and the chunk by plain stores, and the
   protocol core reports the bytes a send took in memory the writer owns
   (``_protocol.send_nowait``): an interrupted send puts back exactly what did
-  not go out and frees the role.
+  not go out and frees the turn.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ class Writer:
         if self._sending or self._transport is None:
             return False
         if urgent:
-            return True  # _send_now takes the sender role
+            return True  # _send_now takes the send turn
         if not self._kicked:
             self._kicked = True
             self._kick.release()
@@ -301,7 +301,7 @@ class Writer:
     # -- sending ----------------------------------------------------------------
 
     def _take(self) -> tuple[bytearray, Transport] | None:
-        """Under the lock: take the buffer to send, or give up the sender role."""
+        """Under the lock: take the buffer to send, or give up the send turn."""
         if not self._buf or self._transport is None:
             self._sending = False
             if self._idle_waiters:
@@ -336,13 +336,13 @@ class Writer:
         stalled server never holds up the caller (nor its deadline).
 
         Safe against a signal handler's exception on the main thread: the
-        sender role, the chunk in hand and the bytes sent (which the protocol
+        send turn, the chunk in hand and the bytes sent (which the protocol
         core reports in ``self._report`` before the send returns) are recorded
         by stores with no call between them, and the handler below gives back
         what an interrupted send left in hand.
         """
         report = self._report
-        holding = False  # this call holds the sender role
+        holding = False  # this call holds the send turn
         chunk: bytearray | None = None  # taken from the buffer, not yet accounted for
         partial = 0
         transport: Transport | None = None
@@ -403,7 +403,7 @@ class Writer:
     def _give_back(
         self, chunk: bytearray | None, sent: int, partial: int, transport: Transport | None
     ) -> None:
-        """After an interrupted :meth:`_send_now`: put back what was not sent, free the role."""
+        """After an interrupted :meth:`_send_now`: put back what was not sent, free the turn."""
         with self._lock:
             if chunk is not None and self._transport is transport:
                 done = max(sent, 0)

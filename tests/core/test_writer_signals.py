@@ -95,7 +95,7 @@ def _interrupt_send(transport: SocketTransport, monkeypatch, *, before: bool) ->
 
 def test_an_urgent_send_interrupted_before_it_sent_puts_the_whole_chunk_back(wired, monkeypatch):
     """Interrupted with the chunk taken from the buffer and nothing sent: the chunk goes
-    back whole, the sender role is free, and the flusher sends it, once."""
+    back whole, the send turn is free, and the flusher sends it, once."""
     writer, transport, peer = wired
     hits = _interrupt_send(transport, monkeypatch, before=True)
     with pytest.raises(Interrupted):
