@@ -22,6 +22,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync._nkeys import KeyPair
+from jetstream_sync._timefmt import parse_rfc3339
 from tests.fixtures.nkeys_auth import Operator, nkey_server_for, user_jwt
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
@@ -77,7 +78,7 @@ def auth_failures(server: NatsServer) -> list[datetime]:
     """Start times of the connections the server closed for failed authentication."""
     closed = server.monitor("connz", state="closed", limit=1000)["connections"] or []
     return sorted(
-        datetime.fromisoformat(c["start"][:26])
+        parse_rfc3339(c["start"])  # the server trims the fraction's trailing zeros
         for c in closed
         if c.get("reason") == "Authentication Failure"
     )
