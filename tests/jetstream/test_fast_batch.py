@@ -52,13 +52,33 @@ def test_one_message_batch(js, stream):
     assert stream.get_msg(1).headers["K"] == "v"
 
 
-def test_add_writes_on_its_own_thread_every_so_often(js, stream, monkeypatch):
-    """Every SEND_EVERY messages add() writes what is buffered itself when the socket is
-    idle (publish_frames(send_now=True)), instead of leaving it all to the flusher thread,
-    which waits for the GIL while add() runs in a loop."""
+def test_add_asks_to_send_itself_every_send_every_messages(js, stream, monkeypatch):
+    """Every SEND_EVERY-th message add() asks to write what is buffered on its own thread
+    (publish_frames(send_now=True)), instead of leaving it all to the flusher thread, which
+    waits for the GIL while add() runs in a loop; the other messages only queue."""
     from jetstream_sync.jetstream import fast_batch
 
-    writer = js.client._connection._writer  # the one place to see which thread sends
+    client = js.client
+    asked: list[int] = []
+    publish_frames = client.publish_frames
+
+    def spy(frames: bytes, msgs: int, *, timeout: float, send_now: bool = False) -> None:
+        if send_now:
+            asked.append(int(frames.split(b" ")[2].split(b".")[-3]))  # the batch sequence
+        publish_frames(frames, msgs, timeout=timeout, send_now=send_now)
+
+    monkeypatch.setattr(client, "publish_frames", spy)
+    with js.fast_batch() as batch:
+        for i in range(5 * fast_batch.SEND_EVERY + 7):
+            batch.add(f"{stream.name}.a", b"%d" % i)
+        assert batch.commit().batch_size == 5 * fast_batch.SEND_EVERY + 7
+    assert asked == [n * fast_batch.SEND_EVERY for n in range(1, 6)]
+
+
+def test_publish_frames_send_now_writes_on_the_callers_thread_when_the_socket_is_idle(nc):
+    """publish_frames(send_now=True) on an idle socket sends on the calling thread without
+    waking the flusher; without send_now the frames are left to the flusher thread."""
+    writer = nc._connection._writer  # the one place to see which thread sends
     senders: list[str] = []
     send_now = writer._send_now
 
@@ -66,12 +86,18 @@ def test_add_writes_on_its_own_thread_every_so_often(js, stream, monkeypatch):
         senders.append(threading.current_thread().name)
         send_now()
 
-    monkeypatch.setattr(writer, "_send_now", spy)
-    with js.fast_batch() as batch:
-        for i in range(20 * fast_batch.SEND_EVERY):
-            batch.add(f"{stream.name}.a", b"%d" % i)
-        assert batch.commit().batch_size == 20 * fast_batch.SEND_EVERY
-    assert threading.current_thread().name in senders
+    writer._send_now = spy
+    try:
+        nc.flush(timeout=5)
+        wait_for(lambda: not writer._sending)  # the flusher has finished its last send
+        senders.clear()
+        nc.publish_frames(b"PUB idle.now 1\r\nx\r\n", 1, timeout=5.0, send_now=True)
+        assert senders == [threading.current_thread().name]
+        nc.publish_frames(b"PUB idle.later 1\r\ny\r\n", 1, timeout=5.0)
+        assert senders == [threading.current_thread().name]  # left to the flusher
+        nc.flush(timeout=5)
+    finally:
+        del writer._send_now
 
 
 def test_payload_kinds_and_subjects_on_the_fast_path(js, stream):
