@@ -39,7 +39,7 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
                               const char *default_subject, size_t dslen,
                               const char *id_prefix, size_t iplen, int64_t first_index,
                               const char *reply_prefix, size_t rplen, int64_t first_token,
-                              int64_t max_payload)
+                              const char *reply_suffix, size_t rslen, int64_t max_payload)
 {
     size_t used = 0;
     int64_t r;
@@ -92,7 +92,7 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
         if (total > (uint64_t)max_payload) {
             return JSS_BATCH_ERR_TOO_BIG;
         }
-        need = 5 + slen + 1 + rplen + count_digits(token) + 1 + count_digits(block) + 1 +
+        need = 5 + slen + 1 + rplen + count_digits(token) + rslen + 1 + count_digits(block) + 1 +
                count_digits(total) + 2 + total + 2;
         if (need > cap - used) {
             state[1] = -1;
@@ -102,6 +102,7 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
         p = put_head(out + used, "HPUB ", 5, subject, slen, NULL, 0);
         p = put(p, reply_prefix, rplen);
         p = put_uint(p, token);
+        p = put(p, reply_suffix, rslen);
         *p++ = ' ';
         p = put_uint(p, block);
         *p++ = ' ';

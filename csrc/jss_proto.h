@@ -214,7 +214,7 @@ enum {
 /*
  * Encode rows start..end-1 of a batch as HPUB frames into out[0..cap):
  *
- *   HPUB <subject> <reply_prefix><first_token + r - start> <hdr> <total>\r\n
+ *   HPUB <subject> <reply_prefix><first_token + r - start><reply_suffix> <hdr> <total>\r\n
  *   NATS/1.0\r\n<the row's header pairs>Nats-Msg-Id: <id>\r\n\r\n<payload>\r\n
  *
  * subjects (may be NULL): a null or empty subject takes default_subject;
@@ -240,7 +240,7 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
                               const char *default_subject, size_t dslen,
                               const char *id_prefix, size_t iplen, int64_t first_index,
                               const char *reply_prefix, size_t rplen, int64_t first_token,
-                              int64_t max_payload);
+                              const char *reply_suffix, size_t rslen, int64_t max_payload);
 
 /*
  * Batched direct get (ADR-31), decoded a whole batch at a time.

@@ -226,6 +226,8 @@ class Lib:
         reply_prefix: bytes,
         rplen: int,
         first_token: int,
+        reply_suffix: bytes,
+        rslen: int,
         max_payload: int,
         /,
     ) -> int: ...

@@ -641,6 +641,7 @@ def encode_batch_hpub(
     reply_prefix: bytes,
     first_token: int,
     max_payload: int,
+    reply_suffix: bytes = b"",
 ) -> tuple[bytes, int, int]:
     """Encode rows ``start..end-1`` as HPUB frames: one C call (see the Python twin's doc)."""
     cols = [_Column(c) for c in (payloads, subjects, msg_ids, headers)]
@@ -649,7 +650,14 @@ def encode_batch_hpub(
     cap = (
         sum(spans)
         + spans[3]  # a header pair's ": " and CRLF in place of its 2 NULs
-        + rows * (_BATCH_ROW_BYTES + len(default_subject) + len(id_prefix) + len(reply_prefix))
+        + rows
+        * (
+            _BATCH_ROW_BYTES
+            + len(default_subject)
+            + len(id_prefix)
+            + len(reply_prefix)
+            + len(reply_suffix)
+        )
     )
     state = ffi.new("int64_t[]", lib.JSS_BATCH_STATE_FIELDS)
     parts: list[bytes] = []
@@ -659,7 +667,8 @@ def encode_batch_hpub(
             out, len(out), state,
             cols[0].c, cols[1].c, cols[2].c, cols[3].c, start, end,
             default_subject, len(default_subject), id_prefix, len(id_prefix), first_index,
-            reply_prefix, len(reply_prefix), first_token, max_payload,
+            reply_prefix, len(reply_prefix), first_token, reply_suffix, len(reply_suffix),
+            max_payload,
         )  # fmt: skip
         parts.append(ffi.buffer(out, state[0])[:])
         if n < 0:

@@ -71,12 +71,13 @@ def c_encode(cap, payloads, subjects=None, ids=None, headers=None, start=0, end=
     default = kw.get("default", b"")
     prefix = kw.get("prefix", b"w:0:")
     reply = kw.get("reply", b"_INBOX.r.")
+    suffix = kw.get("suffix", b"")
     rc = lib.jss_encode_batch_hpub(
         out, cap, state,
         c_column(payloads, keep), c_column(subjects, keep), c_column(ids, keep),
         c_column(headers, keep), start, end, default, len(default), prefix, len(prefix),
-        kw.get("first_index", 0), reply, len(reply), kw.get("first_token", 1),
-        kw.get("max_payload", 1 << 20),
+        kw.get("first_index", 0), reply, len(reply), kw.get("first_token", 1), suffix,
+        len(suffix), kw.get("max_payload", 1 << 20),
     )  # fmt: skip
     return rc, ffi.buffer(out, state[0])[:], list(state)
 
@@ -130,6 +131,23 @@ class TestBatch:
                 b"d.e", b"_INBOX.r.42", b"", derived(b"w:0:", 9, b"d.e", b"x" * 300), b"x" * 300
             )
         )
+
+    def test_jss_encode_batch_hpub_reply_suffix_follows_each_token(self):
+        """A reply suffix (a fast-ingest batch's ``.1.$FI``) ends every reply, and the room a
+        row needs counts it: a buffer one byte short of the suffixed frame takes no row."""
+        payloads = column([b"a", b"b"])
+        rc, out, state = c_encode(
+            4096, payloads, default=b"s", reply=b"_I.x.9.ok.", first_token=41, suffix=b".1.$FI"
+        )
+        assert (rc, state[1]) == (2, -1)
+        assert out == frame(
+            b"s", b"_I.x.9.ok.41.1.$FI", b"", derived(b"w:0:", 0, b"s", b"a"), b"a"
+        ) + frame(b"s", b"_I.x.9.ok.42.1.$FI", b"", derived(b"w:0:", 1, b"s", b"b"), b"b")
+        one = out.index(b"HPUB ", 1)
+        rc, short, state = c_encode(
+            one - 1, payloads, default=b"s", reply=b"_I.x.9.ok.", first_token=41, suffix=b".1.$FI"
+        )
+        assert (rc, short, state[2]) == (0, b"", one)
 
     def test_jss_encode_batch_hpub_first_and_validity_bitmap(self):
         """Arrow's array offset and null bitmap pick the rows (nulls past bit 7 included)."""
@@ -228,8 +246,9 @@ _headers = st.sampled_from([None, b"", b"k\0v\0", b"k\0v1\0k\0v2\0", b":\0v\0", 
     default=st.sampled_from([b"", b"d.s"]),
     first=st.integers(0, 3),
     max_payload=st.sampled_from([64, 1 << 20]),
+    suffix=st.sampled_from([b"", b".1.$FI"]),
 )
-def test_c_and_python_agree(rows, default, first, max_payload):
+def test_c_and_python_agree(rows, default, first, max_payload, suffix):
     """Random batches: the same frames, or the same error at the same row."""
     cols = [column([r[k] for r in rows], first) for k in range(4)]
     for k in (1, 2, 3):
@@ -237,6 +256,6 @@ def test_c_and_python_agree(rows, default, first, max_payload):
             cols[k] = None
     args = dict(
         start=0, end=len(rows), default_subject=default, id_prefix=b"w:1:", first_index=2,
-        reply_prefix=b"_INBOX.z.", first_token=1, max_payload=max_payload,
+        reply_prefix=b"_INBOX.z.", first_token=1, max_payload=max_payload, reply_suffix=suffix,
     )  # fmt: skip
     assert _c.encode_batch_hpub(*cols, **args) == _py.encode_batch_hpub(*cols, **args)

@@ -120,10 +120,11 @@ def encode_batch_hpub(
     reply_prefix: bytes,
     first_token: int,
     max_payload: int,
+    reply_suffix: bytes = b"",
 ) -> tuple[bytes, int, int]:
     """Encode rows ``start..end-1`` of a batch as JetStream HPUB frames, in one call.
 
-    Row ``r`` becomes ``HPUB <subject> <reply_prefix><token> <hdr> <total>``
+    Row ``r`` becomes ``HPUB <subject> <reply_prefix><token><reply_suffix> <hdr> <total>``
     with token ``first_token + r - start``, its header pairs (``headers``:
     ``key NUL value NUL ...`` per row) and ``Nats-Msg-Id``: the row's
     ``msg_ids`` value, or when that is null (or there is no such column)
@@ -144,6 +145,8 @@ def encode_batch_hpub(
         reply_prefix: what every reply subject starts with.
         first_token: the reply token of row ``start``.
         max_payload: the most bytes of header block and payload per message.
+        reply_suffix: what every reply subject ends with after its token (a
+            fast-ingest batch's ``.<op>.$FI``).
 
     Returns:
         ``(frames, bad_row, code)``: ``code`` 0 and ``bad_row`` -1 when every
@@ -174,8 +177,8 @@ def encode_batch_hpub(
         block = b"NATS/1.0\r\n%sNats-Msg-Id: %s\r\n\r\n" % (lines, msg_id)
         if len(block) + len(payload) > max_payload:
             return bytes(out), r, BATCH_ERR_TOO_BIG
-        out += b"HPUB %s %s%d %d %d\r\n%s%s\r\n" % (
-            subject, reply_prefix, first_token + r - start,
+        out += b"HPUB %s %s%d%s %d %d\r\n%s%s\r\n" % (
+            subject, reply_prefix, first_token + r - start, reply_suffix,
             len(block), len(block) + len(payload), block, payload,
         )  # fmt: skip
     return bytes(out), -1, 0
