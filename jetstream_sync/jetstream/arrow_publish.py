@@ -31,22 +31,14 @@ import queue
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._nuid import NUID
 from .._routes import ReplyRoute
-from .._subjects import is_publish_subject
-from ..errors import (
-    BadSubjectError,
-    ConnectionLostError,
-    NatsError,
-    RowPublishError,
-    TimeoutError,
-)
+from ..errors import ConnectionLostError, NatsError, RowPublishError, TimeoutError
 from ..msg import Msg
-from ._arrow_decode import import_pyarrow
+from ._arrow_columns import ADDED_HEADERS, RowColumns, record_batches
 from .publish import parse_pub_ack
 from .replies import ArrowPubAck
 
@@ -56,8 +48,6 @@ if TYPE_CHECKING:
     from .._reply import Reply
     from ..client import Client
     from .context import JetStreamContext
-else:
-    pa = import_pyarrow("JetStreamContext.publish_arrow")
 
 __all__ = [
     "ACK_WAIT", "ADDED_HEADERS", "CHUNK_ROWS", "ROW_TOKENS", "WINDOW_ROWS", "ArrowPublisher",
@@ -68,67 +58,19 @@ CHUNK_ROWS = 4096  # rows encoded and written in one piece
 WINDOW_ROWS = 16384  # rows at most waiting for their ack
 ACK_WAIT = 60.0  # seconds without any ack before the oldest waiting row fails (the default)
 ROW_TOKENS = 1 << 32  # the reply tokens of one publisher: the most rows it publishes
-#: Headers every row of a :func:`publish_arrow` call gets, unless the row has one of the same
-#: name: the OpenTelemetry instrumentation sets its span's trace context here for the call.
-ADDED_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
-    "jetstream_sync_arrow_added_headers", default=None
-)
 _RESOURCE_KEY = "jetstream_sync.arrow_publish.route"
-
-
-def _column(array: pa.Array) -> _protocol.BatchColumn:
-    """A binary or string Arrow array as the protocol core's column (64-bit offsets)."""
-    if array.type != pa.large_binary():
-        array = array.cast(pa.large_binary())
-    valid, offsets, data = array.buffers()
-    return _protocol.BatchColumn(data, offsets, valid if array.null_count else None, array.offset)
-
-
-def _header_column(
-    array: pa.Array, added: Mapping[str, str]
-) -> tuple[_protocol.BatchColumn, int, str]:
-    """The ``headers`` map column as ``key NUL value NUL ...`` rows, or a bad row and why.
-
-    Args:
-        array: the column.
-        added: headers every row gets too, unless the row has one of the same name.
-
-    Returns:
-        ``(column, -1, "")``, or ``(column, row, reason)`` for the first row
-        whose headers cannot be sent (a null value, a NUL byte).
-    """
-    rows: list[bytes | None] = []
-    for index, pairs in enumerate(array.to_pylist()):
-        if pairs is None and not added:
-            rows.append(None)
-            continue
-        pairs = list(pairs or ())
-        named = {key for key, _ in pairs}
-        pairs += [(key, value) for key, value in added.items() if key not in named]
-        flat: list[str] = []
-        for key, value in pairs:
-            values = [value] if isinstance(value, str) else value
-            if values is None or any(v is None for v in values):
-                return _column(pa.array(rows, pa.large_binary())), index, f"header {key!r} is null"
-            for v in values:
-                flat += (key, v)
-        text = "\0".join(flat)
-        if text.count("\0") != max(len(flat) - 1, 0):
-            return _column(pa.array(rows, pa.large_binary())), index, "a header holds a NUL byte"
-        rows.append((text + "\0").encode("utf-8", "surrogateescape") if flat else b"")
-    return _column(pa.array(rows, pa.large_binary())), -1, ""
 
 
 class _Chunk:
     """Rows ``first..first+count-1`` of the publisher: what naming one of them needs."""
 
-    __slots__ = ("batch_row", "count", "first", "subjects")
+    __slots__ = ("batch_row", "columns", "count", "first")
 
-    def __init__(self, first: int, count: int, batch_row: int, subjects: pa.Array | None) -> None:
+    def __init__(self, first: int, count: int, batch_row: int, columns: RowColumns) -> None:
         self.first = first
         self.count = count
         self.batch_row = batch_row  # the batch row of the publisher's row `first`
-        self.subjects = subjects
+        self.columns = columns
 
 
 class ArrowPublisher:
@@ -192,20 +134,8 @@ class ArrowPublisher:
                 size: the rows before it are sent and acknowledged first;
                 neither it nor any row after it is sent) or was rejected.
         """
-        names = batch.schema.names
-        payloads = _column(batch.column(names.index("data")))
-        subjects_arr = batch.column(names.index("subject")) if "subject" in names else None
-        subjects = _column(subjects_arr) if subjects_arr is not None else None
-        msg_ids = _column(batch.column(names.index("msgId"))) if "msgId" in names else None
-        headers = None
-        bad_header, why = -1, ""
-        if "headers" in names:
-            column = batch.column(names.index("headers"))
-            headers, bad_header, why = _header_column(column, self._added_headers)
-        elif self._added_headers:
-            block = "".join(f"{k}\0{v}\0" for k, v in self._added_headers.items()).encode()
-            headers = _column(pa.array([block] * batch.num_rows, pa.large_binary()))
-        n = batch.num_rows
+        cols = RowColumns(batch, self._default, self._added_headers)
+        n = cols.rows
         pos = 0
         while pos < n:
             if self._max_rows is not None and self.sent >= self._max_rows:
@@ -216,30 +146,30 @@ class ArrowPublisher:
                 raise ValueError(f"one publisher sends at most {ROW_TOKENS} rows")
             if self._max_rows is not None:
                 end = min(end, pos + self._max_rows - self.sent)
-            if 0 <= bad_header < end:  # send the rows before it, then fail on it
-                end = bad_header
+            if 0 <= cols.bad_header < end:  # send the rows before it, then fail on it
+                end = cols.bad_header
                 if end == pos:
                     self.wait_all()  # an earlier row's failure comes first
-                    raise self._bad_row(self.sent, subjects_arr, pos, why)
+                    raise self._bad_row(self.sent, cols, pos, cols.why)
             self._wait(WINDOW_ROWS - (end - pos))
             frames, bad, code = _protocol.encode_batch_hpub(
-                payloads, subjects, msg_ids, headers, start=pos, end=end,
+                cols.payloads, cols.subjects, cols.msg_ids, cols.headers, start=pos, end=end,
                 default_subject=self._default_b, id_prefix=self._id_prefix,
                 first_index=self.sent, reply_prefix=self._reply,
                 first_token=self._base + self.sent, max_payload=self._client.max_payload,
             )  # fmt: skip
             if code:  # frames holds the rows before the bad one: they go, then it fails
                 if bad > pos:
-                    self._send(frames, pos, bad - pos, subjects_arr)
+                    self._send(frames, pos, bad - pos, cols)
                 self.wait_all()
-                raise self._bad_row(self.sent, subjects_arr, bad, _protocol.BATCH_ERRORS[code])
-            self._send(frames, pos, end - pos, subjects_arr)
+                raise self._bad_row(self.sent, cols, bad, _protocol.BATCH_ERRORS[code])
+            self._send(frames, pos, end - pos, cols)
             pos = end
             self._take_ready()
 
-    def _send(self, frames: bytes, pos: int, count: int, subjects: pa.Array | None) -> None:
+    def _send(self, frames: bytes, pos: int, count: int, cols: RowColumns) -> None:
         """Queue the ``count`` encoded rows from batch row ``pos`` in one write."""
-        self._chunks.append(_Chunk(self.sent, count, pos, subjects))
+        self._chunks.append(_Chunk(self.sent, count, pos, cols))
         self._acked += bytes(count)
         try:
             self._client.publish_frames(frames, count, timeout=self._ack_wait)
@@ -248,11 +178,9 @@ class ArrowPublisher:
         self.sent += count
         self.waiting += count
 
-    def _bad_row(
-        self, index: int, subjects: pa.Array | None, row: int, why: str
-    ) -> RowPublishError:
+    def _bad_row(self, index: int, cols: RowColumns, row: int, why: str) -> RowPublishError:
         """The error for row ``index``, not sent (row ``row`` of its batch)."""
-        subject = (subjects[row].as_py() if subjects is not None else None) or self._default
+        subject = cols.subject(row)
         return RowPublishError(
             f"row {index}{self._where} (subject {subject!r}) was not sent: {why}",
             row=index,
@@ -359,8 +287,8 @@ class ArrowPublisher:
         """The error for row ``index``, sent and not stored, with its subject."""
         subject = self._default
         for chunk in self._chunks:
-            if chunk.first <= index < chunk.first + chunk.count and chunk.subjects is not None:
-                subject = chunk.subjects[chunk.batch_row + index - chunk.first].as_py() or subject
+            if chunk.first <= index < chunk.first + chunk.count:
+                subject = chunk.columns.subject(chunk.batch_row + index - chunk.first)
         return RowPublishError(
             f"row {index}{self._where} (subject {subject!r}) was not stored: "
             f"{type(exc).__name__}: {exc}",
@@ -371,48 +299,6 @@ class ArrowPublisher:
 
 # -- publish_arrow --------------------------------------------------------------------
 
-_COLUMNS = ("data", "subject", "headers", "msgId")
-
-
-def _check_columns(schema: pa.Schema, subject: str | None) -> None:
-    """Refuse a table ``publish_arrow`` cannot send as asked, before anything is sent."""
-    names = schema.names
-    unknown = [name for name in names if name not in _COLUMNS]
-    if unknown:
-        raise ValueError(f"publish_arrow: unknown columns {unknown}; it takes {list(_COLUMNS)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"publish_arrow: a column name appears twice: {names}")
-    if "data" not in names:
-        raise ValueError("publish_arrow: the table has no 'data' column")
-    if subject is None and "subject" not in names:
-        raise ValueError("publish_arrow: give subject= or a 'subject' column")
-    texts = (pa.string(), pa.large_string())
-    wanted = {
-        "data": (*texts, pa.binary(), pa.large_binary()),
-        "subject": texts,
-        "msgId": texts,
-    }
-    for name, types in wanted.items():
-        if name in names and schema.field(name).type not in types:
-            raise TypeError(
-                f"publish_arrow: column {name!r} is {schema.field(name).type}, "
-                f"not one of {[str(t) for t in types]}"
-            )
-    if "headers" in names and not _is_header_map(schema.field("headers").type):
-        raise TypeError(
-            f"publish_arrow: column 'headers' is {schema.field('headers').type}, not a "
-            "map<string, string> or map<string, list<string>>"
-        )
-
-
-def _is_header_map(kind: pa.DataType) -> bool:
-    if not pa.types.is_map(kind) or not pa.types.is_string(kind.key_type):
-        return False
-    item = kind.item_type
-    return bool(
-        pa.types.is_string(item) or (pa.types.is_list(item) and pa.types.is_string(item.value_type))
-    )
-
 
 def publish_arrow(
     ctx: JetStreamContext,
@@ -422,19 +308,7 @@ def publish_arrow(
     timeout: float,
 ) -> ArrowPubAck:
     """Publish every row of ``table``: :meth:`JetStreamContext.publish_arrow`."""
-    if isinstance(table, pa.Table):
-        batches: list[pa.RecordBatch] = table.to_batches()
-    elif isinstance(table, pa.RecordBatch):
-        batches = [table]
-    else:
-        raise TypeError(
-            f"publish_arrow takes a pyarrow Table or RecordBatch, not {type(table).__name__}"
-        )
-    _check_columns(table.schema, subject)
-    if subject is not None and not is_publish_subject(subject):
-        raise BadSubjectError(f"publish_arrow: subject {subject!r} is not a publish subject")
-    if msg_id_prefix is not None and ("\r" in msg_id_prefix or "\n" in msg_id_prefix):
-        raise ValueError("publish_arrow: msg_id_prefix must not hold CR or LF")
+    batches = record_batches(table, subject, msg_id_prefix, "publish_arrow")
     prefix = f"{NUID.next()}:" if msg_id_prefix is None else msg_id_prefix
     publisher = ArrowPublisher(
         ctx.client, prefix, subject, ack_wait=timeout, added_headers=ADDED_HEADERS.get()
