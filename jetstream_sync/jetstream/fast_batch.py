@@ -39,6 +39,8 @@ from ..errors import (
 from .publish import parse_pub_ack
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..client import Client
     from ..msg import Msg
     from ..subscription import Subscription
@@ -54,9 +56,11 @@ REPLIES_AT_ONCE = 1024  # answers taken from the subscription in one go
 # Every this many messages add() writes what is buffered itself (when the socket is
 # idle): the flusher thread waits for the GIL while add() runs in a tight loop.
 SEND_EVERY = 100
+ARROW_CHUNK_ROWS = 4096  # add_arrow(): the most rows encoded and written in one piece
 SUBJECTS_KEPT = 1024  # checked subjects a batch remembers (a batch may fan out widely)
 
 _OP_START, _OP_APPEND, _OP_EOB, _OP_PING = 0, 1, 3, 4
+_START_TAIL, _APPEND_TAIL = b".%d.$FI" % _OP_START, b".%d.$FI" % _OP_APPEND
 _GAP_WORDS = {"fail": "fail", "continue": "ok"}
 _LONGEST_TAIL = f"{2**64 - 1}.{_OP_PING}.$FI"  # the longest "<seq>.<op>.$FI" a reply can end with
 
@@ -190,6 +194,107 @@ class FastBatch:
             self._client.publish_frames(frame, 1, timeout=timeout, send_now=not seq % SEND_EVERY)
         self._sent = seq
 
+    @property
+    def added(self) -> int:
+        """How many messages the batch has sent so far: the batch sequence of the last one."""
+        return self._sent
+
+    def add_arrow(
+        self,
+        table: pa.Table | pa.RecordBatch,
+        subject: str | None = None,
+        *,
+        msg_id_prefix: str | None = None,
+        first_index: int = 0,
+    ) -> None:
+        """Send every row of a pyarrow Table or RecordBatch as messages of the batch (pyarrow).
+
+        The columnar :meth:`add`, with the columns of
+        :meth:`JetStreamContext.publish_arrow`: ``data`` (binary or string,
+        required), ``subject`` (string; a null or empty one takes
+        ``subject=``), ``headers`` (a map of string to string or to a list of
+        strings) and ``msgId`` (string). The protocol core encodes as many rows
+        as the stream lets the batch run ahead in one call, and they are
+        written in one piece; like :meth:`add`, this blocks only while the
+        stream asks the batch to wait. The rows are the batch's next messages:
+        table row ``r`` is batch sequence ``added + r + 1``, counting
+        :attr:`added` as it was before the call.
+
+        Each message carries a ``Nats-Msg-Id``: its ``msgId``, or
+        ``<msg_id_prefix><first_index + r>:`` and 12 hex digits of the
+        BLAKE2b hash of its data keyed by its subject, the id
+        :meth:`JetStreamContext.publish_arrow` derives. The stream drops a
+        message whose id it stored within its duplicate window (it does not
+        end the batch), so sending the same rows again under the same prefix
+        and indexes stores them once. Without ``msg_id_prefix`` the prefix is
+        ``<batch_id>:``.
+
+        Args:
+            table: the rows.
+            subject: the subject of rows without one (required without a
+                ``subject`` column).
+            msg_id_prefix: what derived message ids start with.
+            first_index: the index in derived ids of the table's first row
+                (for a table that continues rows sent earlier under the same
+                prefix).
+
+        Raises:
+            ImportError: pyarrow is not installed.
+            TypeError, ValueError, BadSubjectError: not a Table or RecordBatch,
+                an unknown or missing column, a column of another type, a bad
+                ``subject=`` or ``first_index``; nothing was sent.
+            RowPublishError: a row cannot be sent (null data, a bad subject or
+                header, too large); ``row`` is its row in ``table``. The rows
+                before it were added to the batch, it and the rows after it
+                were not, and the batch stays open.
+            BatchPublishDisabledError, FastBatchUnsupportedError,
+            FastBatchGapError, FastBatchMessageError, FastBatchClosedError,
+            NoRespondersError, TimeoutError: as for :meth:`add`; the rows up to
+                :attr:`added` were sent.
+        """
+        from .. import _protocol
+        from ..errors import RowPublishError
+        from ._arrow_columns import ADDED_HEADERS, RowColumns, record_batches
+
+        batches = record_batches(table, subject, msg_id_prefix, "FastBatch.add_arrow")
+        if isinstance(first_index, bool) or not isinstance(first_index, int) or first_index < 0:
+            raise ValueError(f"first_index must be an int >= 0, got {first_index!r}")
+        prefix = (f"{self.batch_id}:" if msg_id_prefix is None else msg_id_prefix).encode()
+        default = (subject or "").encode()
+        added = ADDED_HEADERS.get()
+        done = 0  # rows of the table sent
+        for batch in batches:
+            cols = RowColumns(batch, subject, added)
+            pos = 0
+            while pos < cols.rows:
+                deadline = Deadline(self._timeout)
+                end = min(cols.rows, pos + self._room(deadline), pos + ARROW_CHUNK_ROWS)
+                why = ""
+                if 0 <= cols.bad_header < end:  # send the rows before it, then fail on it
+                    end, why = cols.bad_header, cols.why
+                seq = self._sent + 1
+                frames, bad, code = _protocol.encode_batch_hpub(
+                    cols.payloads, cols.subjects, cols.msg_ids, cols.headers, start=pos, end=end,
+                    default_subject=default, id_prefix=prefix, first_index=first_index + done,
+                    reply_prefix=self._prefix_b, first_token=seq,
+                    reply_suffix=_START_TAIL if seq == 1 else _APPEND_TAIL,
+                    max_payload=self._client.max_payload,
+                )  # fmt: skip
+                if code:
+                    end, why = bad, _protocol.BATCH_ERRORS[code]
+                if end > pos:
+                    self._send_encoded(frames, end - pos, cols.subject(pos) or "", deadline)
+                    done += end - pos
+                    pos = end
+                if why:
+                    bad_subject = cols.subject(pos)
+                    raise RowPublishError(
+                        f"fast batch {self.batch_id}: row {done} (subject {bad_subject!r}) "
+                        f"was not sent: {why}",
+                        row=done,
+                        subject=bad_subject,
+                    )
+
     def commit(self) -> PubAck:
         """End the batch and block until the stream confirms it.
 
@@ -248,20 +353,57 @@ class FastBatch:
     def _start(
         self, subject: str, data: bytes | str, headers: HeadersIn | None, deadline: Deadline
     ) -> None:
+        self._check_server()
+        reply = f"{self._prefix}1.{_OP_START}.$FI"
+        self._client.validate_publish(subject, data, reply, headers)
+        self._open(subject)
+        self._client.publish(
+            subject, data, reply, headers, timeout=max(deadline.remaining(), 0.001)
+        )
+        self._started(deadline)
+
+    def _room(self, deadline: Deadline) -> int:
+        """How many messages may go out now: 1 before the first, else what the window allows.
+
+        Reads the stream's answers and waits for room as :meth:`add` does.
+        """
+        self._check_open()
+        if self._committing:
+            raise FastBatchClosedError(f"fast batch {self.batch_id} is committing", self._sent)
+        if self._sent == 0:
+            self._check_server()
+            return 1
+        self._make_room(self._sent + 1, deadline)
+        return self._free - self._sent
+
+    def _send_encoded(self, frames: bytes, count: int, subject: str, deadline: Deadline) -> None:
+        """Write ``count`` messages the protocol core encoded (the first alone, then waits)."""
+        timeout = max(deadline.remaining(), 0.001)
+        if self._sent == 0:
+            self._open(subject)
+            self._client.publish_frames(frames, 1, timeout=timeout)
+            self._started(deadline)
+            return
+        self._client.publish_frames(frames, count, timeout=timeout, send_now=True)
+        self._sent += count
+
+    def _check_server(self) -> None:
         version = _server_version(self._client.server_info)
         if version < MIN_SERVER:
             raise FastBatchUnsupportedError(
                 "fast-ingest batches need nats-server 2.14 or later; "
                 f"the server is {version[0]}.{version[1]}"
             )
-        reply = f"{self._prefix}1.{_OP_START}.$FI"
-        self._client.validate_publish(subject, data, reply, headers)
-        self._sub = self._client.subscribe(f"{self._inbox}.>")
-        self._client.publish(
-            subject, data, reply, headers, timeout=max(deadline.remaining(), 0.001)
-        )
-        self._sent = 1
+
+    def _open(self, subject: str) -> None:
+        """Before the first message goes out: listen for the stream's answers."""
+        if self._sub is None:  # else an earlier first message timed out before it was sent
+            self._sub = self._client.subscribe(f"{self._inbox}.>")
         self._subject = subject
+
+    def _started(self, deadline: Deadline) -> None:
+        """The first message is out: wait for the stream to say at what pace to go on."""
+        self._sent = 1
         self._await(lambda: self._window > 0, deadline, 1)
 
     def _make_room(self, seq: int, deadline: Deadline) -> None:

@@ -49,6 +49,7 @@ def _patches() -> list[Patch]:
         (JetStreamContext, "publish_batch", w.publish_batch),
         (JetStreamContext, "publish_arrow", w.publish_arrow),
         (FastBatch, "add", w.fast_batch_add),
+        (FastBatch, "add_arrow", w.fast_batch_add_arrow),
         (FastBatch, "commit", w.fast_batch_commit),
         (JetStreamSubscription, "next_msg", lambda t, f: w.receive_one(t, f, "receive")),
         (OrderedPushSubscription, "next_msg", lambda t, f: w.receive_one(t, f, "receive")),

@@ -330,6 +330,35 @@ def fast_batch_add(tel: Telemetry, original: Fn) -> Fn:
     return wrapper
 
 
+def fast_batch_add_arrow(tel: Telemetry, original: Fn) -> Fn:
+    """``FastBatch.add_arrow``: one ``create`` span for the call's rows; every row carries its
+    context (a row's own header of the same name is kept)."""
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if busy():
+            return original(self, *args, **kwargs)
+        from ..jetstream.arrow_publish import ADDED_HEADERS  # imports pyarrow: only when used
+
+        subject = _arg(args, kwargs, 1, "subject")
+        destination = subject if isinstance(subject, str) else "jetstream"
+        attributes: dict[str, Any] = {
+            A_SYSTEM: SYSTEM, A_DESTINATION: destination, A_OP_TYPE: "create",
+            A_OP_NAME: "fast_batch",
+        }  # fmt: skip
+        before = self.added
+        with Operation(tel, f"fast_batch {destination}", SpanKind.PRODUCER, attributes) as op:
+            token = ADDED_HEADERS.set(trace_headers(op.context()))
+            try:
+                original(self, *args, **kwargs)
+            finally:
+                ADDED_HEADERS.reset(token)
+                op.span.set_attribute(A_BATCH, self.added - before)
+        tel.sent.add(self.added - before, tel.metric_attributes(attributes))
+
+    return wrapper
+
+
 def fast_batch_commit(tel: Telemetry, original: Fn) -> Fn:
     """``FastBatch.commit``: a PRODUCER ``send`` span until the batch's PubAck."""
 

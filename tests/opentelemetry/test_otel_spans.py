@@ -300,6 +300,29 @@ def test_fast_batch_has_a_create_span_per_add_and_a_send_span_for_the_commit(ote
     assert format(created[1].context.span_id, "016x") in traceparent
 
 
+def test_fast_batch_add_arrow_is_one_create_span_whose_context_every_row_carries(
+    otel, js, stream_name
+):
+    """FastBatch.add_arrow: one create span with the rows it added; each stored row carries
+    its context, but a row that brought its own traceparent keeps it."""
+    pa = pytest.importorskip("pyarrow")
+    stream = js.create_stream(
+        name=stream_name, subjects=[f"{stream_name}.>"], allow_batched=True, allow_direct=True
+    )
+    subject = f"{stream_name}.fastarrow"
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    headers = pa.array([None, [("traceparent", own)], None], pa.map_(pa.string(), pa.string()))
+    with js.fast_batch() as batch:
+        batch.add_arrow(pa.table({"data": [b"1", b"2", b"3"], "headers": headers}), subject)
+        batch.commit()
+    (span,) = otel.spans(f"fast_batch {subject}", SpanKind.PRODUCER)
+    assert span.attributes["messaging.operation.type"] == "create"
+    assert span.attributes["messaging.batch.message_count"] == 3
+    mine = format(span.context.span_id, "016x")
+    carried = [stream.get_msg(seq).headers["traceparent"] for seq in (1, 2, 3)]
+    assert mine in carried[0] and mine in carried[2] and carried[1] == own
+
+
 def test_ordered_consumer_fetch_and_next(otel, js, stream):
     """The ordered consumer's fetch and next make receive spans in the producer's trace."""
     subject = f"{stream.name}.ordered"
