@@ -4,8 +4,8 @@ A row ``subject, value`` becomes what :meth:`Counter.add` publishes (ADR-49):
 an empty message with ``Nats-Incr: +N`` (or ``-N``) to a stream with
 ``allow_msg_counter``, which adds it to the subject's total. The rows go
 through the acknowledged batch publisher of the ``jetstream`` sink
-(``_batch.py``): every increment is acknowledged, a refused one fails the task
-naming its row.
+(``jetstream/arrow_publish.py``): every increment is acknowledged, a refused
+one fails the task naming its row.
 
 An increment is not idempotent: sent twice, it counts twice. With ``dedupe``
 on (the default) each row carries the message id the ``jetstream`` sink

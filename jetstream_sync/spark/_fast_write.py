@@ -1,13 +1,15 @@
 """``mode=fast`` of the ``jetstream`` writers: a task's rows as fast-ingest batches (ADR-50).
 
 Each task sends its rows through :meth:`JetStreamContext.fast_batch`, at most
-``fastBatchRows`` rows per batch: the stream acknowledges every few hundred
-messages instead of each one, and each batch ends with one PubAck. Every row
-carries the ``Nats-Msg-Id`` the acknowledged writer gives it (the ``msgId``
-column, or the same derived id: write id, partition, row index and the
-BLAKE2b hash of its subject and data), so a retried task is deduplicated as
-in ``mode=async``: nats-server applies the stream's duplicate window to fast
-batch messages too and skips a duplicate without ending the batch
+``fastBatchRows`` rows per batch, a record batch at a time with
+:meth:`FastBatch.add_arrow` (frames encoded in C, as many rows per write as
+the stream lets the batch run ahead): the stream acknowledges every few
+thousand messages instead of each one, and each batch ends with one PubAck.
+Every row carries the ``Nats-Msg-Id`` the acknowledged writer gives it (the
+``msgId`` column, or the same derived id: write id, partition, row index and
+the BLAKE2b hash of its subject and data), so a retried task is deduplicated
+as in ``mode=async``: nats-server applies the stream's duplicate window to
+fast batch messages too and skips a duplicate without ending the batch
 (``processJetStreamFastBatchMsg`` in ``server/stream.go``).
 
 A batch is sent with ``on_gap="fail"``: the stream stores its messages in
@@ -18,9 +20,8 @@ before the failure stays; the retried task sends it again under the same ids.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, NoReturn
 
 import pyarrow as pa
 
@@ -32,29 +33,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BATCH_ROWS = 10_000  # rows per fast batch unless fastBatchRows says otherwise
 FLOW = 4096  # the most messages per stream ack we ask for; the stream may ack more often
-WAIT = 60.0  # seconds an add() or commit() may wait for the stream (as ACK_WAIT in _batch)
-_MSG_ID = "Nats-Msg-Id"
-
-
-def derived_msg_id(prefix: str, index: int, subject: str, data: bytes) -> str:
-    """The ``Nats-Msg-Id`` of a row without one, as ``mode=async`` derives it in C.
-
-    ``<prefix><index>:`` and the 12 hex digits of BLAKE2b over the data, keyed
-    by the subject's first 64 bytes: a row keeps its id whichever mode writes it.
-    """
-    digest = hashlib.blake2b(data, digest_size=6, key=subject.encode()[:64]).hexdigest()
-    return f"{prefix}{index}:{digest}"
-
-
-def _headers(pairs: list[tuple[str, Any]] | None) -> tuple[dict[str, list[str]], str]:
-    """A row's ``headers`` map as ``add()`` takes it, or a reason it cannot be sent."""
-    out: dict[str, list[str]] = {}
-    for key, value in pairs or ():
-        values = [value] if isinstance(value, str) else value
-        if values is None or any(v is None for v in values):
-            return out, f"header {key!r} is null"
-        out.setdefault(key, []).extend(values)
-    return out, ""
+WAIT = 60.0  # seconds an add_arrow() or commit() may wait for the stream (as ACK_WAIT)
 
 
 class FastPublisher:
@@ -67,6 +46,8 @@ class FastPublisher:
         default_subject: the subject of rows without one, or None.
         batch_rows: the most rows per fast batch.
         max_rows: store this many rows, then fail the task (tests of retries).
+        added_headers: headers every message gets (the trace context of a Spark
+            task's span), unless its row has one of the same name.
     """
 
     def __init__(
@@ -77,6 +58,7 @@ class FastPublisher:
         default_subject: str | None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         max_rows: int | None = None,
+        added_headers: Mapping[str, str] | None = None,
     ) -> None:
         self._ctx = ctx
         self._partition = partition
@@ -84,9 +66,12 @@ class FastPublisher:
         self._default = default_subject or None
         self._batch_rows = batch_rows
         self._max_rows = max_rows
+        self._added_headers = dict(added_headers or {})
         self._batch: FastBatch | None = None
         self._first = 0  # the task row of the open batch's first message
-        self._subjects: list[str] = []  # the open batch's subjects, to name a row in errors
+        # The open batch's record batch slices, as (task row of its first row, slice),
+        # to name the row a batch sequence stands for.
+        self._slices: list[tuple[int, pa.RecordBatch]] = []
         self.sent = 0  # rows added to a batch (stored once their batch is committed)
         self.duplicates = 0  # a fast batch does not say which rows were duplicates
         self.stream: str | None = None
@@ -98,11 +83,15 @@ class FastPublisher:
             RowPublishError: a row could not be sent (the rows before it are
                 committed first) or was not stored; the text names the row.
         """
+        from ..jetstream.arrow_publish import ADDED_HEADERS
+
+        token = ADDED_HEADERS.set(self._added_headers or None)
         try:
             for batch in batches:
                 self.publish(batch)
             self._commit()
         finally:
+            ADDED_HEADERS.reset(token)
             if self._batch is not None:
                 self._batch.abandon()
 
@@ -112,59 +101,51 @@ class FastPublisher:
         Raises:
             RowPublishError: as :meth:`publish_all`.
         """
-        names = batch.schema.names
-        data = batch.column(names.index("data")).to_pylist()
-        n = len(data)
-        subjects = self._column(batch, "subject", n)
-        msg_ids = self._column(batch, "msgId", n)
-        headers = self._column(batch, "headers", n)
-        for row in range(n):
+        pos = 0
+        while pos < batch.num_rows:
             if self._max_rows is not None and self.sent >= self._max_rows:
                 self._commit()
                 raise RuntimeError(f"max_rows: failing after {self.sent} stored rows")
-            subject = subjects[row] or self._default
-            payload = data[row]
-            if payload is None or not subject:
-                self._refuse(subject, "null data" if payload is None else "no subject")
-            if isinstance(payload, str):
-                payload = payload.encode()
-            hdrs, why = _headers(headers[row])
-            if why:
-                self._refuse(subject, why)
-            hdrs[_MSG_ID] = [
-                msg_ids[row] or derived_msg_id(self._id_prefix, self.sent, subject, payload)
-            ]
-            self._add(subject, payload, hdrs)
+            if self._batch is None:
+                self._batch = self._ctx.fast_batch(flow=FLOW, on_gap="fail", timeout=WAIT)
+                self._first = self.sent
+                self._slices = []
+            count = min(batch.num_rows - pos, self._batch_rows - (self.sent - self._first))
+            if self._max_rows is not None:
+                count = min(count, self._max_rows - self.sent)
+            piece = batch.slice(pos, count)
+            self._slices.append((self.sent, piece))
+            self._add(piece)
+            pos += count
+            if self.sent - self._first >= self._batch_rows:
+                self._commit()
 
-    @staticmethod
-    def _column(batch: pa.RecordBatch, name: str, n: int) -> list[Any]:
-        names = batch.schema.names
-        return batch.column(names.index(name)).to_pylist() if name in names else [None] * n
-
-    def _add(self, subject: str, payload: bytes, headers: dict[str, list[str]]) -> None:
-        if self._batch is None:
-            self._batch = self._ctx.fast_batch(flow=FLOW, on_gap="fail", timeout=WAIT)
-            self._first = self.sent
-            self._subjects = []
+    def _add(self, piece: pa.RecordBatch) -> None:
+        """Add one slice to the open batch; count what went in."""
+        batch = self._batch
+        assert batch is not None
+        before = batch.added
         try:
-            self._batch.add(subject, payload, headers)
-        except ValueError as exc:  # bad input (BadSubjectError, MaxPayloadError...): not sent
-            self._refuse(subject, f"{type(exc).__name__}: {exc}")
+            batch.add_arrow(
+                piece, self._default, msg_id_prefix=self._id_prefix, first_index=self.sent
+            )
+        except RowPublishError as exc:  # a row that cannot be sent: not sent
+            self.sent += exc.row or 0
+            self._refuse(exc)
         except FastBatchError as exc:
+            self.sent += batch.added - before
             raise RowPublishError(self._lost(exc)) from exc
         except NatsError as exc:
+            self.sent += batch.added - before
             raise RowPublishError(self._stopped(exc)) from exc
-        self._subjects.append(subject)
-        self.sent += 1
-        if self.sent - self._first >= self._batch_rows:
-            self._commit()
+        self.sent += piece.num_rows
 
     def _commit(self) -> None:
         """Commit the open batch (if any) and wait for its PubAck."""
         batch, self._batch = self._batch, None
         if batch is None:
             return
-        if self.sent == self._first:  # its first row was refused: nothing to commit
+        if batch.added == 0:  # its first row was refused: nothing to commit
             batch.abandon()
             return
         try:
@@ -177,19 +158,33 @@ class FastPublisher:
             batch.abandon()
         self.stream = ack.stream
 
-    def _refuse(self, subject: str | None, why: str) -> NoReturn:
-        """Commit what was added, then fail the task on the row about to be added."""
+    def _refuse(self, exc: RowPublishError) -> NoReturn:
+        """Commit what was added, then fail the task on the row that could not be sent."""
+        row = self.sent
         self._commit()
+        why = str(exc).partition(" was not sent: ")[2] or str(exc)
         raise RowPublishError(
-            f"row {self.sent} of partition {self._partition} "
-            f"(subject {(subject or self._default)!r}) was not sent: {why}"
-        )
+            f"row {row} of partition {self._partition} "
+            f"(subject {(exc.subject or self._default)!r}) was not sent: {why}",
+            row=row,
+            subject=exc.subject,
+        ) from None
 
     def _lost(self, exc: FastBatchError) -> str:
         """The error text for the row the fast batch stopped at."""
-        offset = max(exc.sequence, 1) - 1
-        subject = self._subjects[offset] if offset < len(self._subjects) else self._default
-        return self._not_stored(self._first + offset, subject, exc)
+        index = self._first + max(exc.sequence, 1) - 1
+        return self._not_stored(index, self._subject_of(index), exc)
+
+    def _subject_of(self, index: int) -> str | None:
+        """The subject of the open batch's task row ``index``."""
+        for first, piece in reversed(self._slices):
+            if first <= index < first + piece.num_rows:
+                names = piece.schema.names
+                if "subject" in names:
+                    subject = piece.column(names.index("subject"))[index - first].as_py()
+                    return subject or self._default
+                break
+        return self._default
 
     def _stopped(self, exc: BaseException) -> str:
         """The error text for a batch that stopped without naming its message.

@@ -2,7 +2,7 @@
 
 Each task publishes its rows a record batch at a time (frames encoded in
 C, one write per chunk, a bounded window of rows waiting for their ack: see
-``_batch.py``) and waits for every PubAck; a rejected row fails the task
+``jetstream/arrow_publish.py``) and waits for every PubAck; a rejected row fails the task
 naming the row. Without a ``msgId`` column each row's
 ``Nats-Msg-Id`` is derived from (the write's id fixed on the driver, the
 micro-batch id of a stream, the partition, the row's index in the
@@ -11,7 +11,7 @@ micro-batch publishes the same ids again and the stream drops the copies
 (within its duplicate window).
 
 The ``mode`` option picks how a task sends its rows: ``async`` (the
-default: every row acknowledged, see ``_batch.py``) or ``fast`` (fast-ingest
+default: every row acknowledged, see ``jetstream/arrow_publish.py``) or ``fast`` (fast-ingest
 batches of ``fastBatchRows`` rows, one PubAck each, the same message ids:
 see ``_fast_write.py``). ``mode=fast`` checks on the driver that the stream
 allows fast batches.
@@ -220,8 +220,9 @@ class _Writer:
         publisher: ArrowPublisher | FastPublisher
         if self.mode == "fast":
             publisher = FastPublisher(
-                ctx, partition, prefix, self.subject, self.fast_batch_rows, fail_at
-            )
+                ctx, partition, prefix, self.subject, self.fast_batch_rows, fail_at,
+                added_headers=self.added_headers,
+            )  # fmt: skip
         else:
             publisher = ArrowPublisher(
                 ctx.client, prefix, self.subject, where=f" of partition {partition}",

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 import jetstream_sync
-from jetstream_sync import _protocol
-from jetstream_sync.spark._fast_write import FastPublisher, derived_msg_id
+from jetstream_sync.jetstream.arrow_publish import ArrowPublisher
+from jetstream_sync.spark._fast_write import FastPublisher
 from tests.fixtures.spark import rerun_after_a_lost_commit, run_available_now
 from tests.fixtures.spark_faults import FORMAT as FAULTS
 
@@ -32,29 +32,21 @@ def _stored(stream) -> list:
     return [stream.get_msg(seq) for seq in range(info.state.first_seq, info.state.last_seq + 1)]
 
 
-def test_a_derived_msg_id_is_the_one_the_acknowledged_writer_derives():
-    """mode=fast derives each row's id as the C batch encoder does, so the modes dedupe alike."""
-    payloads = pa.array([b"alpha", b"", "é".encode()], pa.large_binary())
-    subjects = pa.array(["a.b", "c" * 80, "a.b"], pa.large_binary())
-
-    def column(array):
-        valid, offsets, data = array.buffers()
-        return _protocol.BatchColumn(data, offsets, None, array.offset)
-
-    frames, _, code = _protocol.encode_batch_hpub(
-        column(payloads), column(subjects), None, None, start=0, end=3, default_subject=b"",
-        id_prefix=b"w:0:", first_index=7, reply_prefix=b"_R.", first_token=1,
-        max_payload=1 << 20,
-    )  # fmt: skip
-    assert code == 0
-    ids = [
-        line.split(b": ")[1].decode() for line in frames.split(b"\r\n") if b"Nats-Msg-Id" in line
-    ]
-    expected = [
-        derived_msg_id("w:0:", 7 + i, s.as_py().decode(), p.as_py())
-        for i, (s, p) in enumerate(zip(subjects, payloads, strict=True))
-    ]
-    assert ids == expected
+def test_a_fast_write_gives_each_row_the_id_the_acknowledged_writer_gives_it(js, stream):
+    """mode=fast sends each row with the id ArrowPublisher derives for it (same prefix, same
+    row index, a task spread over several fast batches and record batches), so the two modes
+    dedupe alike: a rewrite through the other one stores nothing new."""
+    subjects = [f"{stream.name}.a", f"{stream.name}." + "c" * 80, f"{stream.name}.a"] * 5
+    payloads = [b"alpha", b"", "é".encode()] * 5
+    rows = pa.record_batch([pa.array(subjects), pa.array(payloads)], names=["subject", "data"])
+    fast = FastPublisher(js, 0, "w:0:", None, batch_rows=4)
+    fast.publish_all([rows.slice(0, 7), rows.slice(7)])
+    ids = [m.headers["Nats-Msg-Id"] for m in _stored(stream)]
+    assert len(ids) == 15 and len(set(ids)) == 15
+    acked = ArrowPublisher(js.client, "w:0:", None)
+    acked.publish_all([rows])
+    assert (acked.sent, acked.duplicates) == (15, 15)
+    assert stream.info().state.messages == 15
 
 
 def test_a_task_goes_out_in_fast_batches_of_fast_batch_rows(js, stream):
