@@ -367,6 +367,27 @@ def _tree_times(
     return tree
 
 
+#: The kinds of process a Spark benchmark's CPU is split into, in the order reported.
+CPU_KINDS = ("server", "workers", "jvm", "driver")
+
+
+def process_kind(pid: int, server_pid: int) -> str:
+    """Which part of a Spark run ``pid`` is: the nats-server, Spark's Python workers, a JVM
+    (Spark's, or a Connect server's), or the driver (the session's Python process)."""
+    if pid == server_pid:
+        return "server"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return "driver"
+    if argv and os.path.basename(argv[0]) == b"java":
+        return "jvm"
+    if any(arg in (b"pyspark.daemon", b"pyspark.worker") for arg in argv):
+        return "workers"
+    return "driver"
+
+
 class CpuMeter:
     """CPU seconds used by some processes and their descendants (Spark's JVM, Python workers).
 
@@ -378,29 +399,48 @@ class CpuMeter:
         roots: the pids whose trees count.
         exclude: pids left out with their descendants (a server the measuring
             process started itself, counted on its own).
+        server_pid: the nats-server's pid, for :meth:`split`.
     """
 
-    def __init__(self, roots: list[int], exclude: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, roots: list[int], exclude: frozenset[int] = frozenset(), server_pid: int = 0
+    ) -> None:
         """Take the baseline and start sampling."""
         self._roots = roots
         self._exclude = exclude
+        self._server_pid = server_pid
         self._base = _tree_times(roots, exclude)
         self._last = dict(self._base)
+        self._kinds: dict[tuple[int, str], str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-cpu-meter", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            self._last.update(_tree_times(self._roots, self._exclude))
+            self._sample()
+
+    def _sample(self) -> None:
+        times = _tree_times(self._roots, self._exclude)
+        for key in times.keys() - self._kinds.keys():
+            self._kinds[key] = process_kind(key[0], self._server_pid)
+        self._last.update(times)
 
     def stop(self) -> float:
         """Stop sampling; return the CPU seconds used since the baseline."""
         self._stop.set()
         self._thread.join()
-        self._last.update(_tree_times(self._roots, self._exclude))
+        self._sample()
         ticks = sum(last - self._base.get(key, 0) for key, last in self._last.items())
         return ticks / CLOCK_TICKS
+
+    def split(self) -> dict[str, float]:
+        """After :meth:`stop`: the CPU seconds per kind of process (see :data:`CPU_KINDS`)."""
+        out = dict.fromkeys(CPU_KINDS, 0.0)
+        for key, last in self._last.items():
+            kind = self._kinds.get(key) or process_kind(key[0], self._server_pid)
+            out[kind] += (last - self._base.get(key, 0)) / CLOCK_TICKS
+        return out
 
 
 # -- a session (in a child process) -------------------------------------------------------
@@ -428,14 +468,17 @@ def start_spark(spec: dict[str, Any]) -> Any:
     return spark
 
 
-def timed(cell: Cell, roots: list[int]) -> tuple[float, float, int]:
-    """Run ``cell`` once: its seconds, the CPU seconds of ``roots``' trees, the checked count."""
-    meter, start = CpuMeter(roots), time.perf_counter()
+def timed(
+    cell: Cell, roots: list[int], server_pid: int
+) -> tuple[float, float, int, dict[str, float]]:
+    """Run ``cell`` once: its seconds, the CPU seconds of ``roots``' trees, the checked count,
+    and the CPU seconds per kind of process."""
+    meter, start = CpuMeter(roots, server_pid=server_pid), time.perf_counter()
     try:
         count = RUNNERS[cell.scenario](cell)
     finally:
         cpu = meter.stop()
-    return time.perf_counter() - start, cpu, count
+    return time.perf_counter() - start, cpu, count, meter.split()
 
 
 def run_cells(spec: dict[str, Any], spark: Any, roots: list[int]) -> list[dict[str, Any]]:
@@ -449,12 +492,14 @@ def run_cells(spec: dict[str, Any], spark: Any, roots: list[int]) -> list[dict[s
         row: dict[str, Any] = {"scenario": scenario, "stream": kind, "client": client,
                                "session": spec["session"], "n": n}  # fmt: skip
         try:
-            runs = [timed(cell, roots) for _ in range(spec["reps"] + (index == 0))]
+            runs = [
+                timed(cell, roots, spec["server_pid"]) for _ in range(spec["reps"] + (index == 0))
+            ]
         except Exception as exc:  # reported in the table; the exit code says 1
             row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             rows.append(row)
             continue
-        wrong = [count for _, _, count in runs if count != n]
+        wrong = [count for _, _, count, _ in runs if count != n]
         if wrong:
             row["error"] = f"checked {wrong[0]:,} messages, expected {n:,}"
             rows.append(row)
@@ -463,11 +508,12 @@ def run_cells(spec: dict[str, Any], spark: Any, roots: list[int]) -> list[dict[s
             row["cold_secs"] = round(runs[0][0], 3)
             row["cold_msgs_per_s"] = round(n / runs[0][0])
             runs = runs[1:]
-        secs, cpu, _ = min(runs)
+        secs, cpu, _, split = min(runs)
         row.update(
             secs=round(secs, 3),
             msgs_per_s=round(n / secs),
             cpu_us_per_msg=round(cpu / n * 1e6, 2),
+            cpu_split_us_per_msg={kind: round(v / n * 1e6, 2) for kind, v in split.items()},
             cpu_bound_msgs_per_s=round(n * cores / cpu) if cpu else None,
         )
         rows.append(row)
@@ -581,13 +627,13 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             for r in rows}  # fmt: skip
     lines = [
         "| scenario | stream | session | client | msgs/s warm | msgs/s cold | cold − warm s "
-        "| CPU µs/msg | ours / baseline | target |",
-        "|---|---|---|---|---:|---:|---:|---:|---|---|",
+        "| CPU µs/msg | server / workers / JVM / driver | ours / baseline | target |",
+        "|---|---|---|---|---:|---:|---:|---:|---|---|---|",
     ]
     for r in rows:
         where = f"| {r['scenario']} | {r['stream']} | {r['session']} | {r['client']} "
         if "error" in r:
-            lines.append(where + f"| error: {r['error']} | | | | | |")
+            lines.append(where + f"| error: {r['error']} | | | | | | |")
             continue
         cold = cold_extra = ratios = target = ""
         if "cold_secs" in r:
@@ -603,9 +649,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         elif r["session"] == "connect":
             classic = rate.get((*key, r["client"], "classic"))
             ratios = f"{_ratio(r['msgs_per_s'], classic)} classic" if classic else ""
+        split = r.get("cpu_split_us_per_msg") or {}
+        parts = " / ".join(f"{split.get(kind, 0.0):.1f}" for kind in CPU_KINDS)
         lines.append(
             where + f"| {r['msgs_per_s']:,} | {cold} | {cold_extra} | {r['cpu_us_per_msg']:.1f} "
-            f"| {ratios} | {target} |"
+            f"| {parts} | {ratios} | {target} |"
         )
     return "\n".join(lines)
 

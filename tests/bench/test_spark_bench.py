@@ -82,6 +82,10 @@ def test_small_spark_benchmark_reports_every_cell(tmp_path: Path):
     rows = json.loads(out.read_text())["rows"]
     assert {(r["scenario"], r["stream"], r["client"], r["session"]) for r in rows} == EVERY_CELL
     assert all(isinstance(r["msgs_per_s"], int) for r in rows)
+    for r in rows:  # the CPU per message, split by kind of process, adds up to the total
+        split = r["cpu_split_us_per_msg"]
+        assert list(split) == ["server", "workers", "jvm", "driver"]
+        assert sum(split.values()) == pytest.approx(r["cpu_us_per_msg"], abs=0.05), r
     firsts = [r for r in rows if "cold_secs" in r]  # the first query of each session
     assert [r["session"] for r in firsts] == ["classic", "connect"]
     assert all(r["cold_msgs_per_s"] > 0 for r in firsts)
@@ -107,6 +111,35 @@ def test_first_query_probe_reports_each_kind(tmp_path: Path):
     runs = json.loads(out.read_text())["runs"]
     assert [r["kind"] for r in runs] == ["trivial", "ours"]
     assert all(len(r["runs"]) == 3 and min(r["runs"]) > 0 for r in runs)
+
+
+def test_process_kind_tells_the_server_a_jvm_the_workers_and_the_driver(tmp_path: Path):
+    """The CPU split's kinds: the server's pid, a program named java, a process whose argv
+    holds pyspark.daemon or pyspark.worker, anything else (and a pid that is gone)."""
+    from benchmarks.spark_bench import process_kind
+
+    java = tmp_path / "java"
+    java.symlink_to(sys.executable)
+    code = "print('ready', flush=True); input()"  # 'ready': it runs its own argv, not ours
+    argvs = {
+        "jvm": [str(java), "-c", code],
+        "workers": [sys.executable, "-c", code, "pyspark.worker"],
+        "driver": [sys.executable, "-c", code],
+    }
+    children = {
+        kind: subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for kind, argv in argvs.items()
+    }
+    for child in children.values():
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    try:
+        for kind, child in children.items():
+            assert process_kind(child.pid, server_pid=0) == kind
+            assert process_kind(child.pid, server_pid=child.pid) == "server"
+    finally:
+        for child in children.values():
+            child.communicate(b"\n", timeout=30)
+    assert process_kind(children["jvm"].pid, server_pid=0) == "driver"  # gone: no argv
 
 
 def test_cpu_meter_leaves_out_an_excluded_process_and_its_descendants():
