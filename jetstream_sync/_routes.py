@@ -144,8 +144,12 @@ class ReplyRoute(Generic[S]):
             if self._lasting.pop(first, None) is not None:
                 self._firsts.remove(first)
 
-    def _lasting_slot(self, token: int) -> tuple[S | None, int, int]:
-        """The lasting slot holding ``token``: ``(sink, first, end)``, or ``(None, 0, 0)``."""
+    def lasting_slot(self, token: int) -> tuple[S | None, int, int]:
+        """The lasting slot holding ``token``: ``(sink, first, end)``, or ``(None, 0, 0)``.
+
+        For a ``buffer_handler``, which reads tokens itself; lock-free (the
+        reading thread's lookup), like the route's own.
+        """
         firsts = self._firsts
         at = bisect_right(firsts, token) - 1
         if at >= 0:
@@ -171,7 +175,7 @@ class ReplyRoute(Generic[S]):
                 continue
             sink = once_pop(token, None)
             if sink is None:
-                sink, low, high = self._lasting_slot(token)
+                sink, low, high = self.lasting_slot(token)
                 if sink is None:
                     continue
             else:

@@ -7,12 +7,16 @@ checks, the ``Nats-Msg-Id`` derived in C, a reply subject per row on one inbox) 
 the client queues the whole blob in one write (:meth:`Client.publish_frames`). The
 PubAcks come back on the client's reply route for columnar publishes (one
 :class:`~jetstream_sync._routes.ReplyRoute`, shared by every publisher of the
-client) as ``(token, payload, headers)`` tuples, a list per buffer the reader
-parsed, straight into the publisher's queue: no future and no JSON per row. Each
-publisher holds a range of :data:`ROW_TOKENS` tokens on the route; the token of its
-row ``i`` is the range's first plus ``i``, and a row counts as stored once its
-success ack arrived. At most :data:`WINDOW_ROWS` rows wait for their ack. Once the
-publisher is done its range is released, so a late ack is dropped.
+client) straight into the publisher's queue, a piece per buffer the reader parsed:
+no future and no JSON per row. A buffer of nothing but acks is decoded in one C
+call (``_protocol.puback_batch``: each ack's token, and whether it is a plain
+success) and split per publisher; acks that came with other messages come as
+``(token, payload, headers)`` tuples. Each publisher holds a range of
+:data:`ROW_TOKENS` tokens on the route; the token of its row ``i`` is the range's
+first plus ``i``, and a row counts as stored once its success ack arrived, so an
+in-order run of plain acks is settled with one slice assignment. At most
+:data:`WINDOW_ROWS` rows wait for their ack. Once the publisher is done its range is
+released, so a late ack is dropped.
 
 Every row is either acknowledged or :class:`RowPublishError` names it: a row that
 cannot be sent (the rows before it are sent and acknowledged first, none after it
@@ -59,6 +63,63 @@ WINDOW_ROWS = 16384  # rows at most waiting for their ack
 ACK_WAIT = 60.0  # seconds without any ack before the oldest waiting row fails (the default)
 ROW_TOKENS = 1 << 32  # the reply tokens of one publisher: the most rows it publishes
 _RESOURCE_KEY = "jetstream_sync.arrow_publish.route"
+_ACK_NEW, _ACK_OTHER = _protocol.ACK_NEW, _protocol.ACK_OTHER
+
+
+class _AckGroup:
+    """One publisher's acks of a buffer of nothing but acks (decoded by the protocol core)."""
+
+    __slots__ = ("others", "stream", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []  # the plain successes
+        self.stream: str | None = None  # the stream the first of them names
+        self.others: list[Reply] = []  # the rest (errors, duplicates...) as reply tuples
+
+
+class _AckRoute:
+    """The reply route every columnar publisher of a client shares (a shared resource, closed
+    with the client), with the C decode of the buffers that hold nothing but its acks."""
+
+    def __init__(self, client: Client) -> None:
+        self.route: ReplyRoute[ArrowPublisher] = ReplyRoute(client, self._on_buffer)
+        self._prefix_len = 0
+
+    def _on_buffer(self, buffer: memoryview, end: int, sid: int) -> None:
+        """The reading thread: decode a buffer of acks, hand each publisher its own."""
+        if not self._prefix_len:
+            self._prefix_len = len(self.route.prefix.encode())
+        batch = _protocol.puback_batch(buffer, 0, end, sid, self._prefix_len)
+        streams, others = iter(batch.streams), iter(batch.others)
+        stream: str | None = None
+        other: tuple[bytes, bytes | None] = (b"", None)
+        groups: dict[ArrowPublisher, _AckGroup] = {}
+        group = _AckGroup()
+        low = high = 0  # the token range of the publisher `group` belongs to
+        slot_of = self.route.lasting_slot
+        for token, kind in zip(batch.tokens, batch.kinds, strict=True):
+            if kind == _ACK_NEW:
+                stream = next(streams)[0]
+            elif kind == _ACK_OTHER:
+                other = next(others)
+            if not low <= token < high:
+                sink, low, high = slot_of(token)
+                if sink is None:  # a released range's late ack, or not a token
+                    continue
+                found = groups.get(sink)
+                group = groups[sink] = _AckGroup() if found is None else found
+            if kind == _ACK_OTHER:
+                group.others.append((str(token), *other))
+            else:
+                group.tokens.append(token)
+                if group.stream is None:
+                    group.stream = stream
+        for sink, own in groups.items():
+            sink.deliver_group(own)
+
+    def close(self) -> None:
+        """Fail every publisher still waiting for acks (the client closes)."""
+        self.route.close()
 
 
 class _Chunk:
@@ -114,9 +175,9 @@ class ArrowPublisher:
         self._default_b = (default_subject or "").encode()
         self._max_rows = max_rows
         self._ack_wait = ack_wait
-        self._route: ReplyRoute[ArrowPublisher] = client.shared_resource(_RESOURCE_KEY, ReplyRoute)
+        self._route = client.shared_resource(_RESOURCE_KEY, _AckRoute).route
         # Each received buffer's acks, or the error that says no more will come.
-        self._acks: queue.SimpleQueue[list[Reply] | NatsError] = queue.SimpleQueue()
+        self._acks: queue.SimpleQueue[list[Reply] | _AckGroup | NatsError] = queue.SimpleQueue()
         self._base = self._route.open(self, ROW_TOKENS)
         self._reply = self._route.prefix.encode()
         self._acked = bytearray()  # per row: 1 once its success ack came
@@ -219,6 +280,10 @@ class ArrowPublisher:
         """The reading thread: this publisher's acks of one received buffer."""
         self._acks.put(replies)
 
+    def deliver_group(self, group: _AckGroup) -> None:
+        """The reading thread: this publisher's acks of a buffer of nothing but acks."""
+        self._acks.put(group)
+
     def fail(self, error: NatsError) -> None:
         """The connection dropped or the client closed: the acks still due will not come."""
         self._acks.put(error)
@@ -244,7 +309,7 @@ class ArrowPublisher:
             if self._settle(item):
                 due = time.monotonic() + self._ack_wait
 
-    def _settle(self, item: list[Reply] | NatsError) -> bool:
+    def _settle(self, item: list[Reply] | _AckGroup | NatsError) -> bool:
         """Count the acks of one received buffer; True when one was for a waiting row."""
         if isinstance(item, NatsError):  # lost connection, or closed client
             if self.waiting:
@@ -254,11 +319,48 @@ class ArrowPublisher:
                 error = type(item)(f"{what} while {self.waiting} rows waited for their PubAck")
                 raise self._row_error(self._acked.find(0), error)
             return False
+        if isinstance(item, _AckGroup):
+            settled = self._settle_plain(item.tokens, item.stream) if item.tokens else 0
+            settled += self._settle_replies(item.others) if item.others else 0
+        else:
+            settled = self._settle_replies(item)
+        if settled:
+            self.waiting -= settled
+            acked, chunks = self._acked, self._chunks
+            while chunks and acked.find(0, chunks[0].first, chunks[0].first + chunks[0].count) < 0:
+                chunks.popleft()
+        return settled > 0
+
+    def _settle_plain(self, tokens: list[int], stream: str | None) -> int:
+        """Mark the rows of plain success acks stored; how many were waiting."""
+        if self.stream is None:
+            self.stream = stream
+        acked = self._acked
+        base, sent = self._base, self.sent
+        first, count = tokens[0] - base, len(tokens)
+        if (
+            tokens[-1] - tokens[0] == count - 1  # in order, one each: the common case
+            and 0 <= first
+            and first + count <= sent
+            and acked.count(0, first, first + count) == count
+        ):
+            acked[first : first + count] = b"\x01" * count
+            return count
+        settled = 0
+        for token in tokens:
+            index = token - base
+            if 0 <= index < sent and not acked[index]:  # else an earlier publisher's
+                acked[index] = 1
+                settled += 1
+        return settled
+
+    def _settle_replies(self, replies: list[Reply]) -> int:
+        """Settle acks that came as reply tuples; how many were for waiting rows."""
         acked = self._acked
         base, sent = self._base, self.sent
         unknown = self.stream is None
         settled = 0
-        for token, data, headers in item:
+        for token, data, headers in replies:
             index = int(token) - base
             if index < 0 or index >= sent or acked[index]:
                 continue  # an earlier publisher's, or not ours
@@ -267,12 +369,7 @@ class ArrowPublisher:
                 unknown = False
             acked[index] = 1
             settled += 1
-        if settled:
-            self.waiting -= settled
-            chunks = self._chunks
-            while chunks and acked.find(0, chunks[0].first, chunks[0].first + chunks[0].count) < 0:
-                chunks.popleft()
-        return settled > 0
+        return settled
 
     def _full_ack(self, index: int, token: str, data: bytes, headers: bytes | None) -> None:
         """Parse an ack that is not a plain success: count a duplicate, raise an error."""

@@ -9,11 +9,28 @@ import time
 import pytest
 
 import jetstream_sync
+from jetstream_sync._routes import ReplyRoute
 from jetstream_sync.errors import RowPublishError
+from jetstream_sync.jetstream import arrow_publish
 from jetstream_sync.jetstream.arrow_publish import ROW_TOKENS, ArrowPublisher
 from tests.fixtures.polling import wait_for
 
 pa = pytest.importorskip("pyarrow")
+
+
+@pytest.fixture(autouse=True, params=["c-decoded", "tuples"])
+def ack_path(request, monkeypatch) -> str:
+    """Each test runs twice: with a buffer of nothing but acks decoded in one C call (the
+    usual way), and with every ack handed over as a reply tuple (the way of acks that arrive
+    in a buffer with other messages)."""
+    if request.param == "tuples":
+
+        def tuples_only(self, client) -> None:
+            self.route = ReplyRoute(client)
+            self._prefix_len = 0
+
+        monkeypatch.setattr(arrow_publish._AckRoute, "__init__", tuples_only)
+    return request.param
 
 
 def _batch_of(data, subject=None, headers=None, msg_id=None, data_type=None):
@@ -211,6 +228,24 @@ def test_publishers_share_the_route_and_a_late_ack_reaches_nobody(nc, stream):
     nc.flush(timeout=5)  # the server routes the reply back before it answers the PING
     assert first._acks.empty() and second._acks.empty()
     assert stream.info().state.messages == 3
+
+
+def test_replies_whose_token_is_not_a_plain_number_reach_nobody(nc, stream):
+    """Plain PubAcks sent by hand to the route's inbox with tokens that are not plain ASCII
+    decimals (a sign, an underscore, another script's digit, 25 digits) are dropped; the same
+    body to the publisher's first token reaches it (so the check can see a delivery)."""
+    publisher = _publisher(nc, "f:0:", f"{stream.name}.f")
+    try:
+        prefix, body = publisher._route.prefix, b'{"stream":"S","seq":1}'
+        for token in (f"+{publisher._base}", f"{publisher._base}_0", "\u0663", "9" * 25):
+            nc.publish(f"{prefix}{token}", body)
+        nc.flush(timeout=5)  # the server routes them back before it answers the PING
+        assert publisher._acks.empty()
+        nc.publish(f"{prefix}{publisher._base}", body)
+        nc.flush(timeout=5)
+        assert not publisher._acks.empty()
+    finally:
+        publisher.close()
 
 
 def test_publishers_at_once_on_one_client_each_get_their_acks(nc, stream):

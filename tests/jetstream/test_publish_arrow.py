@@ -40,6 +40,24 @@ def test_a_table_and_a_record_batch_are_stored_in_order(js, stream):
     ) * 2
 
 
+def test_a_buffer_of_nothing_but_acks_is_settled_from_one_c_decode(js, stream, monkeypatch):
+    """20,000 rows: the acks come in buffers of nothing but acks, which the reading thread
+    decodes in one C call each and hands over per publisher; every row is settled once."""
+    from jetstream_sync.jetstream.arrow_publish import ArrowPublisher
+
+    groups: list[int] = []
+    deliver_group = ArrowPublisher.deliver_group
+
+    def counting(self, group) -> None:
+        groups.append(len(group.tokens) + len(group.others))
+        deliver_group(self, group)
+
+    monkeypatch.setattr(ArrowPublisher, "deliver_group", counting)
+    ack = js.publish_arrow(_table([b"%d" % i for i in range(20_000)]), f"{stream.name}.c")
+    assert (ack.rows, ack.duplicates) == (20_000, 0)
+    assert groups and sum(groups) <= 20_000
+
+
 def test_subject_is_the_subject_of_rows_without_one(js, stream):
     """``subject=`` serves a table without a subject column and the null or empty rows."""
     default = f"{stream.name}.default"
