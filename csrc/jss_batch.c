@@ -39,7 +39,8 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
                               const char *default_subject, size_t dslen,
                               const char *id_prefix, size_t iplen, int64_t first_index,
                               const char *reply_prefix, size_t rplen, int64_t first_token,
-                              const char *reply_suffix, size_t rslen, int64_t max_payload)
+                              const char *reply_suffix, size_t rslen, int64_t max_payload,
+                              int64_t line_room)
 {
     size_t used = 0;
     int64_t r;
@@ -68,6 +69,9 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
         }
         if (!jss_valid_subject(subject, slen, 0)) {
             return JSS_BATCH_ERR_SUBJECT;
+        }
+        if ((int64_t)(slen + rplen + count_digits(token) + rslen) > line_room) {
+            return JSS_BATCH_ERR_LINE;
         }
         if (column_row(headers, r, &kv, &kvlen)) {
             rc = scan_kv((const uint8_t *)kv, kvlen, &block);

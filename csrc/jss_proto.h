@@ -206,6 +206,7 @@ enum {
     JSS_BATCH_ERR_SUBJECT = -23,    /* a row's subject is not one to publish to */
     JSS_BATCH_ERR_MSG_ID = -24,     /* a row's msg id holds CR or LF */
     JSS_BATCH_ERR_TOO_BIG = -25,    /* header block + payload larger than max_payload */
+    JSS_BATCH_ERR_LINE = -26,       /* subject + reply subject longer than line_room */
     /* int64 slots of jss_encode_batch_hpub's state: bytes written, row in
        error, bytes the next row needs when it did not fit */
     JSS_BATCH_STATE_FIELDS = 3
@@ -224,7 +225,9 @@ enum {
  * bytes of the subject (what Python's hashlib.blake2b(payload,
  * digest_size=6, key=subject[:64]).hexdigest() gives). headers (may be
  * NULL; null rows have none): each row holds kv pairs as for jss_encode_hpub.
- * A frame whose header block and payload exceed max_payload is an error.
+ * A frame whose header block and payload exceed max_payload is an error, and
+ * so is one whose subject and reply subject together take more than
+ * line_room bytes (what the server's max_control_line leaves them).
  *
  * Returns the number of rows written (end - start unless out filled up:
  * then state[2] = the bytes the next row needs), with state[0] = bytes
@@ -240,7 +243,8 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
                               const char *default_subject, size_t dslen,
                               const char *id_prefix, size_t iplen, int64_t first_index,
                               const char *reply_prefix, size_t rplen, int64_t first_token,
-                              const char *reply_suffix, size_t rslen, int64_t max_payload);
+                              const char *reply_suffix, size_t rslen, int64_t max_payload,
+                              int64_t line_room);
 
 /*
  * Batched direct get (ADR-31), decoded a whole batch at a time.

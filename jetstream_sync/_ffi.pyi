@@ -229,6 +229,7 @@ class Lib:
         reply_suffix: bytes,
         rslen: int,
         max_payload: int,
+        line_room: int,
         /,
     ) -> int: ...
     def jss_direct_batch_decode(

@@ -306,6 +306,17 @@ class Client:
         return value if isinstance(value, int) and value > 0 else D.MAX_CONTROL_LINE
 
     @property
+    def control_line_room(self) -> int:
+        """The bytes a PUB or HPUB line leaves its subject and reply subject together.
+
+        :attr:`max_control_line` less what the op, the sizes, the spaces and the
+        CRLF take at most: for library machinery that encodes its frames itself
+        (the columnar publishers), which must refuse a longer subject as
+        :meth:`publish` does, before anything is sent.
+        """
+        return self._line_room
+
+    @property
     def stats(self) -> ClientStats:
         """Message and byte counters, and the number of reconnects."""
         in_msgs, in_bytes, out_msgs, out_bytes, reconnects = self._connection.counters()

@@ -641,6 +641,7 @@ def encode_batch_hpub(
     reply_prefix: bytes,
     first_token: int,
     max_payload: int,
+    line_room: int,
     reply_suffix: bytes = b"",
 ) -> tuple[bytes, int, int]:
     """Encode rows ``start..end-1`` as HPUB frames: one C call (see the Python twin's doc)."""
@@ -668,7 +669,7 @@ def encode_batch_hpub(
             cols[0].c, cols[1].c, cols[2].c, cols[3].c, start, end,
             default_subject, len(default_subject), id_prefix, len(id_prefix), first_index,
             reply_prefix, len(reply_prefix), first_token, reply_suffix, len(reply_suffix),
-            max_payload,
+            max_payload, line_room,
         )  # fmt: skip
         parts.append(ffi.buffer(out, state[0])[:])
         if n < 0:

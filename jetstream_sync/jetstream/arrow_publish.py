@@ -218,6 +218,7 @@ class ArrowPublisher:
                 default_subject=self._default_b, id_prefix=self._id_prefix,
                 first_index=self.sent, reply_prefix=self._reply,
                 first_token=self._base + self.sent, max_payload=self._client.max_payload,
+                line_room=self._client.control_line_room,
             )  # fmt: skip
             if code:  # frames holds the rows before the bad one: they go, then it fails
                 if bad > pos:

@@ -279,6 +279,7 @@ class FastBatch:
                     reply_prefix=self._prefix_b, first_token=seq,
                     reply_suffix=_START_TAIL if seq == 1 else _APPEND_TAIL,
                     max_payload=self._client.max_payload,
+                    line_room=self._client.control_line_room,
                 )  # fmt: skip
                 if code:
                     end, why = bad, _protocol.BATCH_ERRORS[code]

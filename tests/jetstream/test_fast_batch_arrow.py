@@ -121,11 +121,13 @@ def test_an_unsendable_row_is_named_and_the_batch_stays_open(js, stream):
         ({"subjects": ["{s}.a b"]}, "subject"),
         ({"data": [b"x" * (1 << 20 + 1)]}, "payload"),
         ({"headers": [[("K", "a\0b")]]}, "NUL"),
+        ({"subjects": ["{s}." + "k" * 4100]}, "max_control_line"),
     ],
 )
 def test_a_bad_first_row_sends_nothing(js, stream, rows, why):
     """A first row that cannot be sent (a wildcard or malformed subject, too large, a NUL in a
-    header): RowPublishError for row 0, nothing sent, the batch still usable."""
+    header, a subject past the server's max_control_line): RowPublishError for row 0, nothing
+    sent (the connection stays up), the batch still usable."""
     subjects = [s.format(s=stream.name) for s in rows.get("subjects", [f"{stream.name}.a"])]
     columns = {}
     if "headers" in rows:
@@ -134,7 +136,7 @@ def test_a_bad_first_row_sends_nothing(js, stream, rows, why):
     with js.fast_batch() as batch:
         with pytest.raises(RowPublishError, match=f"row 0 .*{why}") as caught:
             batch.add_arrow(table)
-        assert (caught.value.row, batch.added) == (0, 0)
+        assert (caught.value.row, batch.added, js.client.stats.reconnects) == (0, 0, 0)
         batch.add_arrow(_table([b"ok"]), f"{stream.name}.a")
         assert batch.commit().batch_size == 1
     assert [m.data for m in _stored(stream)] == [b"ok"]

@@ -182,6 +182,19 @@ def test_a_row_subject_no_one_can_publish_to_is_named(js, stream, bad):
     assert [m.data for m in _stored(stream)] == [b"a"]
 
 
+def test_a_subject_too_long_for_the_servers_control_line_is_refused_before_sending(nc, js, stream):
+    """A row whose subject would pass the server's max_control_line is refused (the server
+    would drop the connection, and every call on it): the row before it, whose subject is
+    long but fits, is stored; the connection stays up."""
+    fits = f"{stream.name}." + "k" * 3900
+    too_long = f"{stream.name}." + "k" * (nc.max_control_line + 10)
+    with pytest.raises(RowPublishError, match="row 1 .*max_control_line") as caught:
+        js.publish_arrow(_table([b"a", b"b", b"c"], [fits, too_long, fits]))
+    assert caught.value.row == 1
+    assert [m.subject for m in _stored(stream)] == [fits]
+    assert nc.stats.reconnects == 0
+
+
 def test_a_row_the_stream_refuses_is_named_with_the_servers_reason(js, stream_name):
     """A row over the stream's max_msg_size: its index, subject and the server's error."""
     js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], max_msg_size=256)

@@ -77,14 +77,14 @@ def c_encode(cap, payloads, subjects=None, ids=None, headers=None, start=0, end=
         c_column(payloads, keep), c_column(subjects, keep), c_column(ids, keep),
         c_column(headers, keep), start, end, default, len(default), prefix, len(prefix),
         kw.get("first_index", 0), reply, len(reply), kw.get("first_token", 1), suffix,
-        len(suffix), kw.get("max_payload", 1 << 20),
+        len(suffix), kw.get("max_payload", 1 << 20), kw.get("line_room", 4064),
     )  # fmt: skip
     return rc, ffi.buffer(out, state[0])[:], list(state)
 
 
 def test_constants_match_the_python_twin():
     """The batch error codes in the header equal the Python module's."""
-    for name in ("NULL_DATA", "NO_SUBJECT", "SUBJECT", "MSG_ID", "TOO_BIG"):
+    for name in ("NULL_DATA", "NO_SUBJECT", "SUBJECT", "MSG_ID", "TOO_BIG", "LINE"):
         assert getattr(lib, f"JSS_BATCH_ERR_{name}") == getattr(_py, f"BATCH_ERR_{name}")
     assert (_py.ENC_ERR_KEY, _py.ENC_ERR_VALUE, _py.ENC_ERR_KV) == (
         lib.JSS_ENC_ERR_KEY, lib.JSS_ENC_ERR_VALUE, lib.JSS_ENC_ERR_KV,
@@ -179,6 +179,12 @@ class TestBatch:
                 "BATCH_ERR_TOO_BIG",
                 0,
             ),
+            (
+                {"payloads": [b"a", b"b"], "subjects": [b"s", b"s.t"]},
+                {"reply": b"R.", "first_token": 9, "line_room": 4},  # row 0 takes 4 exactly
+                "BATCH_ERR_LINE",
+                1,
+            ),
             ({"payloads": [b"a"], "headers": [b"k:\0v\0"]}, {"default": b"s"}, "ENC_ERR_KEY", 0),
             ({"payloads": [b"a"], "headers": [b"k\0v\r\0"]}, {"default": b"s"}, "ENC_ERR_VALUE", 0),
             ({"payloads": [b"a"], "headers": [b"k\0v"]}, {"default": b"s"}, "ENC_ERR_KV", 0),
@@ -213,7 +219,7 @@ def test_encode_batch_hpub_results(impl):
     frames, bad, code = impl.encode_batch_hpub(
         payloads, column([b"x.y", b"x.y", b"x.*"]), None, None, start=0, end=3,
         default_subject=b"", id_prefix=b"i:", first_index=0, reply_prefix=b"R.",
-        first_token=5, max_payload=1024,
+        first_token=5, max_payload=1024, line_room=4064,
     )  # fmt: skip
     assert (bad, code) == (2, _py.BATCH_ERR_SUBJECT)
     assert frames == frame(b"x.y", b"R.5", b"", derived(b"i:", 0, b"x.y", b"a"), b"a") + frame(
@@ -227,7 +233,7 @@ def test_the_c_wrapper_grows_a_short_estimate(monkeypatch):
     payloads = column([b"%d" % i for i in range(50)])
     args = dict(
         start=0, end=50, default_subject=b"s", id_prefix=b"p:", first_index=3,
-        reply_prefix=b"R.", first_token=9, max_payload=1024,
+        reply_prefix=b"R.", first_token=9, max_payload=1024, line_room=4064,
     )  # fmt: skip
     want = _py.encode_batch_hpub(payloads, None, None, None, **args)
     monkeypatch.setattr(_c, "_BATCH_ROW_BYTES", 0)
@@ -247,8 +253,9 @@ _headers = st.sampled_from([None, b"", b"k\0v\0", b"k\0v1\0k\0v2\0", b":\0v\0", 
     first=st.integers(0, 3),
     max_payload=st.sampled_from([64, 1 << 20]),
     suffix=st.sampled_from([b"", b".1.$FI"]),
+    line_room=st.sampled_from([4064, 16, 13, 12]),
 )
-def test_c_and_python_agree(rows, default, first, max_payload, suffix):
+def test_c_and_python_agree(rows, default, first, max_payload, suffix, line_room):
     """Random batches: the same frames, or the same error at the same row."""
     cols = [column([r[k] for r in rows], first) for k in range(4)]
     for k in (1, 2, 3):
@@ -257,5 +264,6 @@ def test_c_and_python_agree(rows, default, first, max_payload, suffix):
     args = dict(
         start=0, end=len(rows), default_subject=default, id_prefix=b"w:1:", first_index=2,
         reply_prefix=b"_INBOX.z.", first_token=1, max_payload=max_payload, reply_suffix=suffix,
+        line_room=line_room,
     )  # fmt: skip
     assert _c.encode_batch_hpub(*cols, **args) == _py.encode_batch_hpub(*cols, **args)

@@ -29,6 +29,7 @@ namespace.
 from __future__ import annotations
 
 from .batch import (
+    BATCH_ERR_LINE,
     BATCH_ERR_MSG_ID,
     BATCH_ERR_NO_SUBJECT,
     BATCH_ERR_NULL_DATA,
@@ -165,6 +166,7 @@ __all__ = [
     "parse_puback",
     "puback_batch",
     # .batch
+    "BATCH_ERR_LINE",
     "BATCH_ERR_MSG_ID",
     "BATCH_ERR_NO_SUBJECT",
     "BATCH_ERR_NULL_DATA",

@@ -12,6 +12,7 @@ from .proto import BytesLike
 from .subjects import valid_subject
 
 __all__ = [
+    "BATCH_ERR_LINE",
     "BATCH_ERR_MSG_ID",
     "BATCH_ERR_NO_SUBJECT",
     "BATCH_ERR_NULL_DATA",
@@ -36,6 +37,7 @@ BATCH_ERR_NO_SUBJECT = -22
 BATCH_ERR_SUBJECT = -23
 BATCH_ERR_MSG_ID = -24
 BATCH_ERR_TOO_BIG = -25
+BATCH_ERR_LINE = -26
 BATCH_ERRORS = {
     ENC_ERR_KEY: "a header key is empty or holds a byte below 0x21, ':' or 0x7f",
     ENC_ERR_VALUE: "a header value holds CR or LF",
@@ -45,6 +47,7 @@ BATCH_ERRORS = {
     BATCH_ERR_SUBJECT: "not a subject to publish to",
     BATCH_ERR_MSG_ID: "the msg id holds CR or LF",
     BATCH_ERR_TOO_BIG: "headers and payload are larger than the server's max_payload",
+    BATCH_ERR_LINE: "the subject is too long for the server's max_control_line",
 }
 """What each error code of :func:`encode_batch_hpub` means."""
 
@@ -120,6 +123,7 @@ def encode_batch_hpub(
     reply_prefix: bytes,
     first_token: int,
     max_payload: int,
+    line_room: int,
     reply_suffix: bytes = b"",
 ) -> tuple[bytes, int, int]:
     """Encode rows ``start..end-1`` of a batch as JetStream HPUB frames, in one call.
@@ -145,6 +149,8 @@ def encode_batch_hpub(
         reply_prefix: what every reply subject starts with.
         first_token: the reply token of row ``start``.
         max_payload: the most bytes of header block and payload per message.
+        line_room: the most bytes of subject and reply subject together (what
+            the server's ``max_control_line`` leaves them).
         reply_suffix: what every reply subject ends with after its token (a
             fast-ingest batch's ``.<op>.$FI``).
 
@@ -164,6 +170,9 @@ def encode_batch_hpub(
             return bytes(out), r, BATCH_ERR_NO_SUBJECT
         if not valid_subject(subject, False):
             return bytes(out), r, BATCH_ERR_SUBJECT
+        token = b"%d" % (first_token + r - start)
+        if len(subject) + len(reply_prefix) + len(token) + len(reply_suffix) > line_room:
+            return bytes(out), r, BATCH_ERR_LINE
         kv = _row(headers, hdr_off, r)
         lines = _kv_lines(kv) if kv is not None else b""
         if isinstance(lines, int):
@@ -177,8 +186,8 @@ def encode_batch_hpub(
         block = b"NATS/1.0\r\n%sNats-Msg-Id: %s\r\n\r\n" % (lines, msg_id)
         if len(block) + len(payload) > max_payload:
             return bytes(out), r, BATCH_ERR_TOO_BIG
-        out += b"HPUB %s %s%d%s %d %d\r\n%s%s\r\n" % (
-            subject, reply_prefix, first_token + r - start, reply_suffix,
+        out += b"HPUB %s %s%s%s %d %d\r\n%s%s\r\n" % (
+            subject, reply_prefix, token, reply_suffix,
             len(block), len(block) + len(payload), block, payload,
         )  # fmt: skip
     return bytes(out), -1, 0
