@@ -4,7 +4,7 @@ Each task sends its rows through :meth:`JetStreamContext.fast_batch`, at most
 ``fastBatchRows`` rows per batch, a record batch at a time with
 :meth:`FastBatch.add_arrow` (frames encoded in C, as many rows per write as
 the stream lets the batch run ahead): the stream acknowledges every few
-thousand messages instead of each one, and each batch ends with one PubAck.
+hundred messages instead of each one, and each batch ends with one PubAck.
 Every row carries the ``Nats-Msg-Id`` the acknowledged writer gives it (the
 ``msgId`` column, or the same derived id: write id, partition, row index and
 the BLAKE2b hash of its subject and data), so a retried task is deduplicated
