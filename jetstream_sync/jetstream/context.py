@@ -351,8 +351,9 @@ class JetStreamContext:
                 unknown or missing column, a column of another type, a bad
                 ``subject=``; raised before anything is sent.
             RowPublishError: a row could not be sent (null data, a bad subject or
-                header, too large: the rows before it are acknowledged first and
-                it is not sent) or was not stored (refused by the stream, no
+                header, too large, a subject too long for the server's
+                ``max_control_line``: the rows before it are acknowledged first
+                and it is not sent) or was not stored (refused by the stream, no
                 stream for its subject, no PubAck in time, the connection lost).
                 ``row`` and ``subject`` name it; rows after it may have been sent.
         """

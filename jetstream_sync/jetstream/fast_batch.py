@@ -244,7 +244,8 @@ class FastBatch:
                 an unknown or missing column, a column of another type, a bad
                 ``subject=`` or ``first_index``; nothing was sent.
             RowPublishError: a row cannot be sent (null data, a bad subject or
-                header, too large); ``row`` is its row in ``table``. The rows
+                header, too large, a subject too long for the server's
+                ``max_control_line``); ``row`` is its row in ``table``. The rows
                 before it were added to the batch, it and the rows after it
                 were not, and the batch stays open.
             BatchPublishDisabledError, FastBatchUnsupportedError,
