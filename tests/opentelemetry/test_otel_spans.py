@@ -80,7 +80,8 @@ def test_a_response_is_a_producer_span_in_the_requesters_trace_and_carries_it(ot
     metric attribute."""
     nc.subscribe("otel.resp", cb=lambda msg: msg.respond(b"pong", headers={"k": "v"}))
     reply = nc.request("otel.resp", b"ping", timeout=5)
-    wait_for(lambda: otel.spans("publish (temporary)"))
+    # The process span ends when the callback returns, after its response went out.
+    wait_for(lambda: otel.spans("publish (temporary)") and otel.spans("process otel.resp"))
     request = otel.span("request otel.resp", SpanKind.CLIENT)
     process = otel.span("process otel.resp")
     response = otel.span("publish (temporary)", SpanKind.PRODUCER)
@@ -170,8 +171,9 @@ def test_push_subscription_callback_and_next_msg(otel, js, stream):
     got = []
     sub = js.subscribe(subject, cb=got.append)
     js.publish(subject, b"x")
-    wait_for(lambda: got)
+    wait_for(lambda: otel.spans(f"process {subject}"))  # ends when the callback returned
     sub.unsubscribe()
+    assert len(got) == 1
     publish = otel.span(f"publish {subject}")
     assert otel.span(f"process {subject}").parent.span_id == publish.context.span_id
     pull = js.subscribe(subject, durable=None)
