@@ -9,6 +9,7 @@ unchanged but for the headers it adds the trace context to.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -274,6 +275,27 @@ def publish_batch(tel: Telemetry, original: Fn) -> Fn:
     return wrapper
 
 
+@contextlib.contextmanager
+def _columnar(
+    tel: Telemetry, args: tuple[Any, ...], kwargs: dict[str, Any], op_type: str, op_name: str
+) -> Iterator[tuple[Operation, dict[str, Any]]]:
+    """A PRODUCER span around a columnar call (``<op_name> <subject>``), its context in the
+    headers every row gets; yields the operation and its attributes."""
+    from ..jetstream.arrow_publish import ADDED_HEADERS  # imports pyarrow: only when used
+
+    subject = _arg(args, kwargs, 1, "subject")
+    destination = subject if isinstance(subject, str) else "jetstream"
+    attributes: dict[str, Any] = {
+        A_SYSTEM: SYSTEM, A_DESTINATION: destination, A_OP_TYPE: op_type, A_OP_NAME: op_name,
+    }  # fmt: skip
+    with Operation(tel, f"{op_name} {destination}", SpanKind.PRODUCER, attributes) as op:
+        token = ADDED_HEADERS.set(trace_headers(op.context()))
+        try:
+            yield op, attributes
+        finally:
+            ADDED_HEADERS.reset(token)
+
+
 def publish_arrow(tel: Telemetry, original: Fn) -> Fn:
     """A columnar publish: one PRODUCER ``send`` span until every row's PubAck; every row
     carries its trace context (a row's own header of the same name is kept)."""
@@ -282,20 +304,8 @@ def publish_arrow(tel: Telemetry, original: Fn) -> Fn:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if busy():
             return original(self, *args, **kwargs)
-        from ..jetstream.arrow_publish import ADDED_HEADERS  # imports pyarrow: only when used
-
-        subject = _arg(args, kwargs, 1, "subject")
-        destination = subject if isinstance(subject, str) else "jetstream"
-        attributes: dict[str, Any] = {
-            A_SYSTEM: SYSTEM, A_DESTINATION: destination, A_OP_TYPE: "send",
-            A_OP_NAME: "publish_arrow",
-        }  # fmt: skip
-        with Operation(tel, f"publish_arrow {destination}", SpanKind.PRODUCER, attributes) as op:
-            token = ADDED_HEADERS.set(trace_headers(op.context()))
-            try:
-                ack = original(self, *args, **kwargs)
-            finally:
-                ADDED_HEADERS.reset(token)
+        with _columnar(tel, args, kwargs, "send", "publish_arrow") as (op, attributes):
+            ack = original(self, *args, **kwargs)
             found = {A_BATCH: ack.rows, "messaging.nats.duplicates": ack.duplicates}
             if ack.stream is not None:
                 found[A_STREAM] = ack.stream
@@ -338,21 +348,11 @@ def fast_batch_add_arrow(tel: Telemetry, original: Fn) -> Fn:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if busy():
             return original(self, *args, **kwargs)
-        from ..jetstream.arrow_publish import ADDED_HEADERS  # imports pyarrow: only when used
-
-        subject = _arg(args, kwargs, 1, "subject")
-        destination = subject if isinstance(subject, str) else "jetstream"
-        attributes: dict[str, Any] = {
-            A_SYSTEM: SYSTEM, A_DESTINATION: destination, A_OP_TYPE: "create",
-            A_OP_NAME: "fast_batch",
-        }  # fmt: skip
         before = self.added
-        with Operation(tel, f"fast_batch {destination}", SpanKind.PRODUCER, attributes) as op:
-            token = ADDED_HEADERS.set(trace_headers(op.context()))
+        with _columnar(tel, args, kwargs, "create", "fast_batch") as (op, attributes):
             try:
                 original(self, *args, **kwargs)
             finally:
-                ADDED_HEADERS.reset(token)
                 op.span.set_attribute(A_BATCH, self.added - before)
         tel.sent.add(self.added - before, tel.metric_attributes(attributes))
 

@@ -4,35 +4,22 @@ real nats-server (``add``'s own cases are in test_fast_batch.py)."""
 from __future__ import annotations
 
 import hashlib
-import threading
 
 import pytest
 
 import jetstream_sync
 from jetstream_sync import BadSubjectError, RowPublishError
+from tests.fixtures.arrow_tables import stored, table_of
+from tests.fixtures.threads import run_in_threads
 
 pa = pytest.importorskip("pyarrow")
 
 
 @pytest.fixture
 def stream_options() -> dict[str, object]:
-    """The module's streams allow fast-ingest batches (and direct gets, to read them back)."""
+    """The module's streams allow fast-ingest batches (and direct gets, to read one thread's
+    messages back by subject)."""
     return {"allow_batched": True, "allow_direct": True}
-
-
-def _table(data, subjects=None, **columns):
-    arrays = {"data": pa.array(data, pa.binary())}
-    if subjects is not None:
-        arrays["subject"] = pa.array(subjects, pa.string())
-    arrays.update(columns)
-    return pa.table(arrays)
-
-
-def _stored(stream) -> list:
-    state = stream.info().state
-    return (
-        stream.get_msgs(start_seq=state.first_seq, batch=state.messages) if state.messages else []
-    )
 
 
 def _derived(prefix: str, index: int, subject: str, data: bytes) -> str:
@@ -46,13 +33,13 @@ def test_ten_thousand_rows_in_one_call_commit_in_order(js, stream):
     subject = f"{stream.name}.a"
     rows = [b"%d" % i for i in range(10_000)]
     with js.fast_batch(flow=100) as batch:
-        batch.add_arrow(_table(rows), subject)
+        batch.add_arrow(table_of(rows), subject)
         assert batch.added == 10_000
         ack = batch.commit()
     assert (ack.stream, ack.batch_size, ack.seq) == (stream.name, 10_000, 10_000)
-    stored = _stored(stream)
-    assert [m.data for m in stored] == rows
-    assert stored[7].headers["Nats-Msg-Id"] == _derived(f"{batch.batch_id}:", 7, subject, b"7")
+    msgs = stored(stream)
+    assert [m.data for m in msgs] == rows
+    assert msgs[7].headers["Nats-Msg-Id"] == _derived(f"{batch.batch_id}:", 7, subject, b"7")
 
 
 def test_columns_subjects_headers_and_ids_land_as_with_publish_arrow(js, stream):
@@ -62,17 +49,17 @@ def test_columns_subjects_headers_and_ids_land_as_with_publish_arrow(js, stream)
     headers = pa.array(
         [[("K", "v")], None, [("K", "w"), ("L", "x")]], pa.map_(pa.string(), pa.string())
     )
-    table = _table(
+    table = table_of(
         [b"a", b"b", b"c"], [own, None, ""], headers=headers, msgId=pa.array(["given", None, None])
     )
     with js.fast_batch() as batch:
         batch.add_arrow(table, default, msg_id_prefix="p:", first_index=40)
         batch.commit()
-    stored = _stored(stream)
-    assert [m.subject for m in stored] == [own, default, default]
-    assert [m.headers.get("K") for m in stored] == ["v", None, "w"]
-    assert stored[2].headers["L"] == "x"
-    assert [m.headers["Nats-Msg-Id"] for m in stored] == [
+    msgs = stored(stream)
+    assert [m.subject for m in msgs] == [own, default, default]
+    assert [m.headers.get("K") for m in msgs] == ["v", None, "w"]
+    assert msgs[2].headers["L"] == "x"
+    assert [m.headers["Nats-Msg-Id"] for m in msgs] == [
         "given", _derived("p:", 41, default, b"b"), _derived("p:", 42, default, b"c"),
     ]  # fmt: skip
 
@@ -82,18 +69,18 @@ def test_add_and_add_arrow_continue_one_sequence(js, stream):
     subject = f"{stream.name}.m"
     with js.fast_batch(flow=2) as batch:
         batch.add(subject, b"first")
-        batch.add_arrow(pa.concat_tables([_table([b"x1", b"x2"]), _table([b"x3"])]), subject)
+        batch.add_arrow(pa.concat_tables([table_of([b"x1", b"x2"]), table_of([b"x3"])]), subject)
         batch.add(subject, b"last")
         assert batch.added == 5
         assert batch.commit().batch_size == 5
-    assert [m.data for m in _stored(stream)] == [b"first", b"x1", b"x2", b"x3", b"last"]
+    assert [m.data for m in stored(stream)] == [b"first", b"x1", b"x2", b"x3", b"last"]
 
 
 def test_the_same_rows_again_under_the_same_ids_are_stored_once(js, stream):
     """A second batch sending the same rows under the same prefix and indexes adds nothing:
     the stream drops the duplicates without ending the batch."""
     subject = f"{stream.name}.d"
-    table = _table([b"%d" % i for i in range(50)])
+    table = table_of([b"%d" % i for i in range(50)])
     for _ in range(2):
         with js.fast_batch() as batch:
             batch.add_arrow(table, subject, msg_id_prefix="retry:")
@@ -107,11 +94,11 @@ def test_an_unsendable_row_is_named_and_the_batch_stays_open(js, stream):
     subject = f"{stream.name}.n"
     with js.fast_batch() as batch:
         with pytest.raises(RowPublishError, match="row 3 .*null data") as caught:
-            batch.add_arrow(_table([b"0", b"1", b"2", None, b"4"]), subject)
+            batch.add_arrow(table_of([b"0", b"1", b"2", None, b"4"]), subject)
         assert (caught.value.row, caught.value.subject, batch.added) == (3, subject, 3)
         batch.add(subject, b"after")
         assert batch.commit().batch_size == 4
-    assert [m.data for m in _stored(stream)] == [b"0", b"1", b"2", b"after"]
+    assert [m.data for m in stored(stream)] == [b"0", b"1", b"2", b"after"]
 
 
 @pytest.mark.parametrize(
@@ -132,14 +119,14 @@ def test_a_bad_first_row_sends_nothing(js, stream, rows, why):
     columns = {}
     if "headers" in rows:
         columns["headers"] = pa.array(rows["headers"], pa.map_(pa.string(), pa.string()))
-    table = _table(rows.get("data", [b"v"]), subjects, **columns)
+    table = table_of(rows.get("data", [b"v"]), subjects, **columns)
     with js.fast_batch() as batch:
         with pytest.raises(RowPublishError, match=f"row 0 .*{why}") as caught:
             batch.add_arrow(table)
         assert (caught.value.row, batch.added, js.client.stats.reconnects) == (0, 0, 0)
-        batch.add_arrow(_table([b"ok"]), f"{stream.name}.a")
+        batch.add_arrow(table_of([b"ok"]), f"{stream.name}.a")
         assert batch.commit().batch_size == 1
-    assert [m.data for m in _stored(stream)] == [b"ok"]
+    assert [m.data for m in stored(stream)] == [b"ok"]
 
 
 BAD_CALLS = {
@@ -149,11 +136,11 @@ BAD_CALLS = {
         {"subject": "x.y"},
         ValueError,
     ),
-    "no subject at all": (_table([b"a"]), {}, ValueError),
-    "a wildcard subject=": (_table([b"a"]), {"subject": "x.*"}, BadSubjectError),
-    "CR in the prefix": (_table([b"a"]), {"subject": "x.y", "msg_id_prefix": "a\r"}, ValueError),
-    "a negative first_index": (_table([b"a"]), {"subject": "x.y", "first_index": -1}, ValueError),
-    "a float first_index": (_table([b"a"]), {"subject": "x.y", "first_index": 1.0}, ValueError),
+    "no subject at all": (table_of([b"a"]), {}, ValueError),
+    "a wildcard subject=": (table_of([b"a"]), {"subject": "x.*"}, BadSubjectError),
+    "CR in the prefix": (table_of([b"a"]), {"subject": "x.y", "msg_id_prefix": "a\r"}, ValueError),
+    "a negative first_index": (table_of([b"a"]), {"subject": "x.y", "first_index": -1}, ValueError),
+    "a float first_index": (table_of([b"a"]), {"subject": "x.y", "first_index": 1.0}, ValueError),
 }
 
 
@@ -174,7 +161,7 @@ def test_a_stream_without_allow_batched_refuses_the_first_row(js, stream_name):
     """On a stream without allow_batched the first row is refused and nothing is stored."""
     stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"])
     with js.fast_batch() as batch, pytest.raises(jetstream_sync.BatchPublishDisabledError):
-        batch.add_arrow(_table([b"a", b"b"]), f"{stream_name}.a")
+        batch.add_arrow(table_of([b"a", b"b"]), f"{stream_name}.a")
     assert stream.info().state.messages == 0
 
 
@@ -185,7 +172,6 @@ def test_a_row_the_stream_refuses_stops_the_batch_at_its_sequence(js, stream_nam
         name=stream_name,
         subjects=[f"{stream_name}.>"],
         allow_batched=True,
-        allow_direct=True,
         max_msg_size=256,
     )
     rows = [b"x" * (1024 if i == 6 else 8) for i in range(40)]
@@ -193,42 +179,34 @@ def test_a_row_the_stream_refuses_stops_the_batch_at_its_sequence(js, stream_nam
         js.fast_batch(flow=4) as batch,
         pytest.raises(jetstream_sync.FastBatchMessageError) as caught,
     ):
-        batch.add_arrow(_table(rows), f"{stream_name}.big")
+        batch.add_arrow(table_of(rows), f"{stream_name}.big")
         batch.commit()
     assert caught.value.sequence == 7
-    assert [m.data for m in _stored(stream)] == rows[:6]
+    assert [m.data for m in stored(stream)] == rows[:6]
 
 
 def test_after_commit_the_batch_is_closed(js, stream):
     """add_arrow() on a committed batch raises FastBatchClosedError and sends nothing."""
     with js.fast_batch() as batch:
-        batch.add_arrow(_table([b"a"]), f"{stream.name}.c")
+        batch.add_arrow(table_of([b"a"]), f"{stream.name}.c")
         batch.commit()
         with pytest.raises(jetstream_sync.FastBatchClosedError):
-            batch.add_arrow(_table([b"b"]), f"{stream.name}.c")
+            batch.add_arrow(table_of([b"b"]), f"{stream.name}.c")
     assert stream.info().state.messages == 1
 
 
 def test_four_threads_add_tables_to_their_own_batches_on_one_client(js, stream):
     """Four threads, each its own batch of 5,000 rows in 5 calls, on one client: all stored."""
     sizes: dict[int, int] = {}
-    errors: list[BaseException] = []
 
     def run(n: int) -> None:
-        try:
-            with js.fast_batch() as batch:
-                for part in range(5):
-                    rows = [b"%d-%d" % (n, part * 1000 + i) for i in range(1000)]
-                    batch.add_arrow(_table(rows), f"{stream.name}.t{n}", first_index=part * 1000)
-                sizes[n] = batch.commit().batch_size
-        except BaseException as exc:
-            errors.append(exc)
+        with js.fast_batch() as batch:
+            for part in range(5):
+                rows = [b"%d-%d" % (n, part * 1000 + i) for i in range(1000)]
+                batch.add_arrow(table_of(rows), f"{stream.name}.t{n}", first_index=part * 1000)
+            sizes[n] = batch.commit().batch_size
 
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    errors = run_in_threads(run, 4)
     assert not errors and sizes == {n: 5000 for n in range(4)}
     for n in range(4):
         got = [m.data for m in stream.get_msgs(subject=f"{stream.name}.t{n}", batch=6000)]

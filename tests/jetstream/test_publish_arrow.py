@@ -10,32 +10,21 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync import ArrowPubAck, BadSubjectError, RowPublishError
+from tests.fixtures.arrow_tables import stored, table_of
+from tests.fixtures.threads import run_in_threads
 
 pa = pytest.importorskip("pyarrow")
-
-
-def _table(data, subjects=None, **columns):
-    arrays = {"data": pa.array(data, pa.binary())}
-    if subjects is not None:
-        arrays["subject"] = pa.array(subjects, pa.string())
-    arrays.update(columns)
-    return pa.table(arrays)
-
-
-def _stored(stream) -> list:
-    state = stream.info().state
-    return [stream.get_msg(seq) for seq in range(state.first_seq, state.last_seq + 1)]
 
 
 def test_a_table_and_a_record_batch_are_stored_in_order(js, stream):
     """Every row lands once, in order, on its subject; the ack names the stream and count."""
     subjects = [f"{stream.name}.a", f"{stream.name}.b", f"{stream.name}.a"]
-    table = _table([b"1", b"2", b"3"], subjects)
+    table = table_of([b"1", b"2", b"3"], subjects)
     assert js.publish_arrow(table) == ArrowPubAck(stream=stream.name, rows=3, duplicates=0)
     batch = table.to_batches()[0]
     assert js.publish_arrow(batch).rows == 3
-    stored = _stored(stream)
-    assert [(m.subject, m.data) for m in stored] == list(
+    msgs = stored(stream)
+    assert [(m.subject, m.data) for m in msgs] == list(
         zip(subjects, [b"1", b"2", b"3"], strict=True)
     ) * 2
 
@@ -53,7 +42,7 @@ def test_a_buffer_of_nothing_but_acks_is_settled_from_one_c_decode(js, stream, m
         deliver_group(self, group)
 
     monkeypatch.setattr(ArrowPublisher, "deliver_group", counting)
-    ack = js.publish_arrow(_table([b"%d" % i for i in range(20_000)]), f"{stream.name}.c")
+    ack = js.publish_arrow(table_of([b"%d" % i for i in range(20_000)]), f"{stream.name}.c")
     assert (ack.rows, ack.duplicates) == (20_000, 0)
     assert groups and sum(groups) <= 20_000
 
@@ -61,9 +50,9 @@ def test_a_buffer_of_nothing_but_acks_is_settled_from_one_c_decode(js, stream, m
 def test_subject_is_the_subject_of_rows_without_one(js, stream):
     """``subject=`` serves a table without a subject column and the null or empty rows."""
     default = f"{stream.name}.default"
-    js.publish_arrow(_table([b"a", b"b"]), f"{stream.name}.all")
-    js.publish_arrow(_table([b"c", b"d", b"e"], [None, "", f"{stream.name}.own"]), default)
-    assert [m.subject for m in _stored(stream)] == [
+    js.publish_arrow(table_of([b"a", b"b"]), f"{stream.name}.all")
+    js.publish_arrow(table_of([b"c", b"d", b"e"], [None, "", f"{stream.name}.own"]), default)
+    assert [m.subject for m in stored(stream)] == [
         f"{stream.name}.all", f"{stream.name}.all", default, default, f"{stream.name}.own"
     ]  # fmt: skip
 
@@ -72,7 +61,7 @@ def test_many_rows_over_several_batches_pass_the_window(js, stream):
     """40,000 rows in three record batches (more than the 16,384 waiting at most): all
     stored, in order."""
     rows = [b"r%d" % i for i in range(40_000)]
-    parts = [_table(rows[a:b]) for a, b in ((0, 15_000), (15_000, 15_001), (15_001, 40_000))]
+    parts = [table_of(rows[a:b]) for a, b in ((0, 15_000), (15_000, 15_001), (15_001, 40_000))]
     table = pa.concat_tables(parts)
     assert len(table.to_batches()) == 3
     ack = js.publish_arrow(table, f"{stream.name}.many", timeout=30)
@@ -87,13 +76,13 @@ def test_many_rows_over_several_batches_pass_the_window(js, stream):
 def test_a_retry_under_the_same_prefix_stores_nothing_twice(js, stream):
     """With ``msg_id_prefix`` a second call is counted as duplicates; without one each call
     gets a fresh prefix and stores its rows."""
-    table = _table([b"x", b"y", b"z"])
+    table = table_of([b"x", b"y", b"z"])
     subject = f"{stream.name}.d"
     first = js.publish_arrow(table, subject, msg_id_prefix="load-7:")
     again = js.publish_arrow(table, subject, msg_id_prefix="load-7:")
     assert (first.duplicates, again.rows, again.duplicates) == (0, 3, 3)
     assert stream.info().state.messages == 3
-    assert _stored(stream)[0].headers["Nats-Msg-Id"].startswith("load-7:0:")
+    assert stored(stream)[0].headers["Nats-Msg-Id"].startswith("load-7:0:")
     js.publish_arrow(table, subject)
     js.publish_arrow(table, subject)
     assert stream.info().state.messages == 9
@@ -107,9 +96,9 @@ def test_msgid_and_headers_columns(js, stream):
         [[("k", ["a", "b"])], [("z", ["1"])]], pa.map_(pa.string(), pa.list_(pa.string()))
     )
     ids = pa.array(["id-1", None], pa.string())
-    js.publish_arrow(_table([b"1", b"2"], headers=one, msgId=ids), f"{stream.name}.h")
-    js.publish_arrow(_table([b"3", b"4"], headers=many), f"{stream.name}.h")
-    first, second, third, fourth = _stored(stream)
+    js.publish_arrow(table_of([b"1", b"2"], headers=one, msgId=ids), f"{stream.name}.h")
+    js.publish_arrow(table_of([b"3", b"4"], headers=many), f"{stream.name}.h")
+    first, second, third, fourth = stored(stream)
     assert (first.headers["k"], first.headers["Nats-Msg-Id"]) == ("v", "id-1")
     assert second.headers.get("k") is None and second.headers["Nats-Msg-Id"] != "id-1"
     assert third.headers.get_all("k") == ["a", "b"] and fourth.headers["z"] == "1"
@@ -119,7 +108,7 @@ def test_string_data_is_utf_8(js, stream):
     """A string ``data`` column is sent as its UTF-8 bytes."""
     table = pa.table({"data": pa.array(["é", "ü"], pa.string())})
     js.publish_arrow(table, f"{stream.name}.s")
-    assert [m.data for m in _stored(stream)] == ["é".encode(), "ü".encode()]
+    assert [m.data for m in stored(stream)] == ["é".encode(), "ü".encode()]
 
 
 BAD_CALLS = {
@@ -139,10 +128,10 @@ BAD_CALLS = {
         {"subject": "x.y"},
         TypeError,
     ),
-    "no subject at all": (_table([b"a"]), {}, ValueError),
-    "a wildcard subject=": (_table([b"a"]), {"subject": "x.*"}, BadSubjectError),
-    "a negative timeout": (_table([b"a"]), {"subject": "x.y", "timeout": -1}, ValueError),
-    "CR in the prefix": (_table([b"a"]), {"subject": "x.y", "msg_id_prefix": "a\r"}, ValueError),
+    "no subject at all": (table_of([b"a"]), {}, ValueError),
+    "a wildcard subject=": (table_of([b"a"]), {"subject": "x.*"}, BadSubjectError),
+    "a negative timeout": (table_of([b"a"]), {"subject": "x.y", "timeout": -1}, ValueError),
+    "CR in the prefix": (table_of([b"a"]), {"subject": "x.y", "msg_id_prefix": "a\r"}, ValueError),
 }
 
 
@@ -168,7 +157,7 @@ def test_an_unsendable_row_is_named_and_the_rows_before_it_are_stored(js, stream
     assert (caught.value.row, caught.value.subject) == (5, subject)
     copy = pickle.loads(pickle.dumps(caught.value))
     assert (str(copy), copy.row, copy.subject) == (str(caught.value), 5, subject)
-    assert [m.data for m in _stored(stream)] == data[:5]
+    assert [m.data for m in stored(stream)] == data[:5]
 
 
 @pytest.mark.parametrize("bad", ["*", ">", "a b", "a..b"])
@@ -177,9 +166,9 @@ def test_a_row_subject_no_one_can_publish_to_is_named(js, stream, bad):
     stored, the one after it not sent."""
     subjects = [f"{stream.name}.ok", f"{stream.name}.{bad}"]
     with pytest.raises(RowPublishError, match="row 1 .*was not sent") as caught:
-        js.publish_arrow(_table([b"a", b"b", b"c"], [*subjects, subjects[0]]))
+        js.publish_arrow(table_of([b"a", b"b", b"c"], [*subjects, subjects[0]]))
     assert caught.value.row == 1
-    assert [m.data for m in _stored(stream)] == [b"a"]
+    assert [m.data for m in stored(stream)] == [b"a"]
 
 
 def test_a_subject_too_long_for_the_servers_control_line_is_refused_before_sending(nc, js, stream):
@@ -189,9 +178,9 @@ def test_a_subject_too_long_for_the_servers_control_line_is_refused_before_sendi
     fits = f"{stream.name}." + "k" * 3900
     too_long = f"{stream.name}." + "k" * (nc.max_control_line + 10)
     with pytest.raises(RowPublishError, match="row 1 .*max_control_line") as caught:
-        js.publish_arrow(_table([b"a", b"b", b"c"], [fits, too_long, fits]))
+        js.publish_arrow(table_of([b"a", b"b", b"c"], [fits, too_long, fits]))
     assert caught.value.row == 1
-    assert [m.subject for m in _stored(stream)] == [fits]
+    assert [m.subject for m in stored(stream)] == [fits]
     assert nc.stats.reconnects == 0
 
 
@@ -200,7 +189,7 @@ def test_a_row_the_stream_refuses_is_named_with_the_servers_reason(js, stream_na
     js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], max_msg_size=256)
     rows = [b"x" * (1024 if i == 3 else 4) for i in range(6)]
     with pytest.raises(RowPublishError, match="row 3 .*not stored") as caught:
-        js.publish_arrow(_table(rows), f"{stream_name}.big")
+        js.publish_arrow(table_of(rows), f"{stream_name}.big")
     assert (caught.value.row, caught.value.subject) == (3, f"{stream_name}.big")
     assert "maximum" in str(caught.value).lower()
 
@@ -208,7 +197,7 @@ def test_a_row_the_stream_refuses_is_named_with_the_servers_reason(js, stream_na
 def test_no_stream_for_the_subject_names_the_first_row(js, stream):
     """No stream captures the subject: NoResponders, row 0."""
     with pytest.raises(RowPublishError, match="row 0 .*NoResponders"):
-        js.publish_arrow(_table([b"a"]), f"{stream.name}X.nowhere")
+        js.publish_arrow(table_of([b"a"]), f"{stream.name}X.nowhere")
 
 
 def test_an_empty_table_publishes_nothing(js, stream):
@@ -223,20 +212,12 @@ def test_an_empty_table_publishes_nothing(js, stream):
 def test_sixteen_threads_publish_tables_on_one_client(js, stream):
     """16 threads at once, 2,000 rows each: every row of every call acknowledged once."""
     acks: list[ArrowPubAck] = []
-    errors: list[BaseException] = []
 
     def publish(n: int) -> None:
-        try:
-            rows = [b"%d-%d" % (n, i) for i in range(2000)]
-            acks.append(js.publish_arrow(_table(rows), f"{stream.name}.t{n}", timeout=30))
-        except BaseException as exc:
-            errors.append(exc)
+        rows = [b"%d-%d" % (n, i) for i in range(2000)]
+        acks.append(js.publish_arrow(table_of(rows), f"{stream.name}.t{n}", timeout=30))
 
-    threads = [threading.Thread(target=publish, args=(n,)) for n in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    errors = run_in_threads(publish, 16)
     assert not errors and len(acks) == 16
     assert all((a.rows, a.duplicates) == (2000, 0) for a in acks)
     assert stream.info().state.messages == 32_000
@@ -249,7 +230,7 @@ def test_from_a_subscription_callback(nc, js, stream):
 
     def on_message(msg: jetstream_sync.Msg) -> None:
         try:
-            done.append(js.publish_arrow(_table([msg.data] * 3), f"{stream.name}.cb"))
+            done.append(js.publish_arrow(table_of([msg.data] * 3), f"{stream.name}.cb"))
         except BaseException as exc:
             done.append(exc)
         finished.set()
@@ -263,7 +244,7 @@ def test_from_a_subscription_callback(nc, js, stream):
 def test_what_read_arrow_reads_publish_arrow_writes_back(js, stream, stream_name):
     """The mirror: a stream read with read_arrow, its data and subject columns published
     into a second stream, holds the same messages."""
-    js.publish_arrow(_table([b"a", b"b", b"c"], [f"{stream.name}.x"] * 3))
+    js.publish_arrow(table_of([b"a", b"b", b"c"], [f"{stream.name}.x"] * 3))
     copy_name = f"{stream_name}COPY"
     copy = js.create_stream(name=copy_name, subjects=[f"{copy_name}.>"])
     try:
@@ -271,6 +252,6 @@ def test_what_read_arrow_reads_publish_arrow_writes_back(js, stream, stream_name
         subjects = [s.replace(stream.name, copy_name) for s in table.column("subject").to_pylist()]
         renamed = pa.table({"data": table.column("data"), "subject": pa.array(subjects)})
         assert js.publish_arrow(renamed).rows == 3
-        assert [m.data for m in _stored(copy)] == [b"a", b"b", b"c"]
+        assert [m.data for m in stored(copy)] == [b"a", b"b", b"c"]
     finally:
         js.delete_stream(copy_name)
