@@ -75,7 +75,8 @@ def test_a_descriptor_number_reused_for_something_new_is_a_leak():
     earlier.close()
     with socket.socket() as reused:
         assert reused.fileno() == number  # the lowest free number comes back
-        assert len(check.leaks(grace=0).fds) == 1
+        # Other threads of the process may open descriptors meanwhile; only this one matters.
+        assert f"fd {number}" in [line.split(" -> ")[0] for line in check.leaks(grace=0).fds]
 
 
 def test_a_thread_left_running_is_a_leak_unless_it_is_not_ours(parked):
