@@ -129,6 +129,48 @@ def test_frames_of_a_buffer_sliced_in_place(shared_server, monkeypatch):
         raw.close()
 
 
+def _frame_to(sid: int, subject: bytes, reply: bytes, data: bytes, block: bytes | None) -> bytes:
+    """The MSG or HMSG a server sends for ``sid``."""
+    tail = b" " + reply if reply else b""
+    if block is None:
+        return b"MSG %s %d%s %d\r\n%s\r\n" % (subject, sid, tail, len(data), data)
+    total = len(block) + len(data)
+    return b"HMSG %s %d%s %d %d\r\n%s%s\r\n" % (subject, sid, tail, len(block), total, block, data)
+
+
+def test_a_read_of_one_subscriptions_messages_reads_as_a_mixed_one(fake, monkeypatch):
+    """A read holding only one subscription's messages is queued in one pass; its messages
+    read as those of a read that mixes subscriptions and control lines, frame for frame."""
+    one_pass: list[bool] = []
+    original = connection.Connection._route_one_subscription
+
+    def recorded(self, ops, whole):
+        one_pass.append(original(self, ops, whole))
+        return one_pass[-1]
+
+    monkeypatch.setattr(connection.Connection, "_route_one_subscription", recorded)
+    with js.connect(fake.url) as nc:
+        sub = nc.subscribe("views.>")
+        other = nc.subscribe("elsewhere")
+        nc.flush()
+        server = fake.connection(0)
+        sid, other_sid = server.sid_of(b"views.>"), server.sid_of(b"elsewhere")
+        server.send(b"".join(_frame_to(sid, *frame) for frame in FRAMES))
+        for frame in FRAMES:
+            msg = sub.next_msg(timeout=5)
+            assert _fields(msg) == _eager(*frame)
+            assert msg.sid == sub.sid
+        assert True in one_pass
+        one_pass.clear()
+        mixed = [_frame_to(sid, *frame) + b"PING\r\n" for frame in FRAMES[:-1]]
+        mixed.insert(2, _frame_to(other_sid, b"elsewhere", b"", b"between", None))
+        server.send(b"".join(mixed))
+        for frame in FRAMES[:-1]:
+            assert _fields(sub.next_msg(timeout=5)) == _eager(*frame)
+        assert other.next_msg(timeout=5).data == b"between"
+        assert one_pass and True not in one_pass
+
+
 def test_messages_kept_across_fetches_read_right(js, stream):
     """Messages of a fetch kept while the next fetches run still read their own fields."""
     for i in range(30):
