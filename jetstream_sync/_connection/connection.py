@@ -65,8 +65,8 @@ _FIELDS = _protocol.OP_FIELDS
 # One bytes copy of a parsed buffer up to this size; larger ones are sliced in place.
 _COPY_LIMIT = 4 << 20
 _MESSAGE_KINDS = frozenset((_OP_MSG, _OP_HMSG))
-# Below about six messages the general loop is cheaper than the one-pass one (measured).
-_ONE_PASS_OPS = 8 * _FIELDS
+# For one or two messages the general loop is as cheap as the one-pass one (measured).
+_ONE_PASS_OPS = 3 * _FIELDS
 CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, ConnectionError)
 # A server refusing the credentials this many times in a row ends the reconnecting
 # (and closes the client), as in nats.go: retrying them would only hammer it.
@@ -513,26 +513,17 @@ class Connection:
                         pending.append(reply)
                     continue
                 # Copies of the fields, each its own bytes (a message kept keeps
-                # nothing else of the buffer alive); subject and reply are
-                # decoded by the Msg when first read.
-                if copied:
-                    msg = received(
-                        whole[so : so + sl],
-                        whole[ro : ro + rl],
-                        whole[po : po + pl],
-                        whole[ho : ho + hl] if hl else None,
-                        owner,
-                        sid,
-                    )
-                else:
-                    msg = received(
-                        bytes(src[so : so + sl]),
-                        bytes(src[ro : ro + rl]),
-                        bytes(src[po : po + pl]),
-                        bytes(src[ho : ho + hl]) if hl else None,
-                        owner,
-                        sid,
-                    )
+                # nothing else of the buffer alive; bytes() of a slice of the
+                # copied buffer is that slice); subject and reply are decoded by
+                # the Msg when first read.
+                msg = received(
+                    bytes(src[so : so + sl]),
+                    bytes(src[ro : ro + rl]),
+                    bytes(src[po : po + pl]),
+                    bytes(src[ho : ho + hl]) if hl else None,
+                    owner,
+                    sid,
+                )
                 if sid == mux_sid:
                     assert self._mux is not None  # set before any request is sent
                     self.in_msgs += n_msgs
