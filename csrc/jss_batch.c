@@ -53,7 +53,7 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
         size_t plen = 0, slen = 0, idlen = 0, kvlen = 0, j;
         uint64_t block = 0, total, need, token = (uint64_t)(first_token + (r - start));
         uint64_t index = (uint64_t)(first_index + (r - start));
-        int has_id, rc;
+        int has_id, with_id, rc;
         char *p;
 
         state[1] = r;
@@ -88,10 +88,15 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
                     return JSS_BATCH_ERR_MSG_ID;
                 }
             }
-        } else {
+        } else if (id_prefix != NULL) {
             idlen = iplen + count_digits(index) + 1 + HASH_HEX_LEN;
         }
-        block += MSG_ID_KEY_LEN + idlen + 2;
+        with_id = has_id || id_prefix != NULL;
+        if (with_id) {
+            block += MSG_ID_KEY_LEN + idlen + 2;
+        } else if (kv == NULL) {
+            block = 0; /* neither headers nor an id: a PUB frame */
+        }
         total = block + plen;
         if (total > (uint64_t)max_payload) {
             return JSS_BATCH_ERR_TOO_BIG;
@@ -103,31 +108,42 @@ int64_t jss_encode_batch_hpub(char *out, size_t cap, int64_t *state,
             state[2] = (int64_t)need;
             return r - start;
         }
-        p = put_head(out + used, "HPUB ", 5, subject, slen, NULL, 0);
+        if (block == 0) {
+            p = put_head(out + used, "PUB ", 4, subject, slen, NULL, 0);
+        } else {
+            p = put_head(out + used, "HPUB ", 5, subject, slen, NULL, 0);
+        }
         p = put(p, reply_prefix, rplen);
         p = put_uint(p, token);
         p = put(p, reply_suffix, rslen);
         *p++ = ' ';
-        p = put_uint(p, block);
-        *p++ = ' ';
+        if (block != 0) {
+            p = put_uint(p, block);
+            *p++ = ' ';
+        }
         p = put_uint(p, total);
         p = put(p, "\r\n", 2);
         if (kv != NULL) {
-            p = put_headers(p, kv, kvlen) - 2; /* the id line goes before the blank line */
-        } else {
+            p = put_headers(p, kv, kvlen);
+            if (with_id) {
+                p -= 2; /* the id line goes before the blank line */
+            }
+        } else if (with_id) {
             p = put(p, HDR_PREFIX, HDR_PREFIX_LEN);
         }
-        p = put(p, MSG_ID_KEY, MSG_ID_KEY_LEN);
-        if (has_id) {
-            p = put(p, id, idlen);
-        } else {
-            p = put(p, id_prefix, iplen);
-            p = put_uint(p, index);
-            *p++ = ':';
-            p = jss_put_blake2b48_hex(p, (const uint8_t *)subject, slen < 64 ? slen : 64,
-                                      (const uint8_t *)payload, plen);
+        if (with_id) {
+            p = put(p, MSG_ID_KEY, MSG_ID_KEY_LEN);
+            if (has_id) {
+                p = put(p, id, idlen);
+            } else {
+                p = put(p, id_prefix, iplen);
+                p = put_uint(p, index);
+                *p++ = ':';
+                p = jss_put_blake2b48_hex(p, (const uint8_t *)subject, slen < 64 ? slen : 64,
+                                          (const uint8_t *)payload, plen);
+            }
+            p = put(p, "\r\n\r\n", 4);
         }
-        p = put(p, "\r\n\r\n", 4);
         p = put(p, payload, plen);
         p = put(p, "\r\n", 2);
         used = (size_t)(p - out);

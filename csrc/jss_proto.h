@@ -223,7 +223,9 @@ enum {
  * null id is derived as id_prefix + decimal(first_index + r - start) + ":"
  * + the 12 hex digits of BLAKE2b-48 of the payload keyed with the first 64
  * bytes of the subject (what Python's hashlib.blake2b(payload,
- * digest_size=6, key=subject[:64]).hexdigest() gives). headers (may be
+ * digest_size=6, key=subject[:64]).hexdigest() gives); with id_prefix NULL
+ * such a row gets no id, and a row with neither id nor headers is written
+ * as "PUB <subject> <reply> <len>" instead. headers (may be
  * NULL; null rows have none): each row holds kv pairs as for jss_encode_hpub.
  * A frame whose header block and payload exceed max_payload is an error, and
  * so is one whose subject and reply subject together take more than

@@ -220,7 +220,7 @@ class Lib:
         end: int,
         default_subject: bytes,
         dslen: int,
-        id_prefix: bytes,
+        id_prefix: bytes | CData,  # NULL: derive no ids
         iplen: int,
         first_index: int,
         reply_prefix: bytes,

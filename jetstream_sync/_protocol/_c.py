@@ -636,7 +636,7 @@ def encode_batch_hpub(
     start: int,
     end: int,
     default_subject: bytes,
-    id_prefix: bytes,
+    id_prefix: bytes | None,
     first_index: int,
     reply_prefix: bytes,
     first_token: int,
@@ -655,19 +655,20 @@ def encode_batch_hpub(
         * (
             _BATCH_ROW_BYTES
             + len(default_subject)
-            + len(id_prefix)
+            + len(id_prefix or b"")
             + len(reply_prefix)
             + len(reply_suffix)
         )
     )
     state = ffi.new("int64_t[]", lib.JSS_BATCH_STATE_FIELDS)
+    c_prefix = ffi.NULL if id_prefix is None else id_prefix
     parts: list[bytes] = []
     while True:
         out = _new_raw("char[]", max(cap, 1))
         n = lib.jss_encode_batch_hpub(
             out, len(out), state,
             cols[0].c, cols[1].c, cols[2].c, cols[3].c, start, end,
-            default_subject, len(default_subject), id_prefix, len(id_prefix), first_index,
+            default_subject, len(default_subject), c_prefix, len(id_prefix or b""), first_index,
             reply_prefix, len(reply_prefix), first_token, reply_suffix, len(reply_suffix),
             max_payload, line_room,
         )  # fmt: skip

@@ -70,12 +70,13 @@ def c_encode(cap, payloads, subjects=None, ids=None, headers=None, start=0, end=
     state = ffi.new("int64_t[]", lib.JSS_BATCH_STATE_FIELDS)
     default = kw.get("default", b"")
     prefix = kw.get("prefix", b"w:0:")
+    c_prefix = ffi.NULL if prefix is None else prefix
     reply = kw.get("reply", b"_INBOX.r.")
     suffix = kw.get("suffix", b"")
     rc = lib.jss_encode_batch_hpub(
         out, cap, state,
         c_column(payloads, keep), c_column(subjects, keep), c_column(ids, keep),
-        c_column(headers, keep), start, end, default, len(default), prefix, len(prefix),
+        c_column(headers, keep), start, end, default, len(default), c_prefix, len(prefix or b""),
         kw.get("first_index", 0), reply, len(reply), kw.get("first_token", 1), suffix,
         len(suffix), kw.get("max_payload", 1 << 20), kw.get("line_room", 4064),
     )  # fmt: skip
@@ -158,6 +159,31 @@ class TestBatch:
         assert rc == 10
         got = [line.split(b" ")[1] for line in out.split(b"\r\n") if line.startswith(b"HPUB ")]
         assert got == [b"s.%d" % i if i % 3 else b"dflt" for i in range(2, 12)]
+
+    def test_jss_encode_batch_hpub_without_a_prefix_derives_no_id(self):
+        """With a NULL prefix a row without headers or id is a PUB frame, a row with headers
+        an HPUB of them alone, and a given id is still written."""
+        payloads = column([b"one", b"two", b"three", b""])
+        ids = column([None, None, b"given", None])
+        headers = column([None, b"k\0v\0", None, None])
+        rc, out, state = c_encode(
+            4096, payloads, None, ids, headers, default=b"d.e", prefix=None, first_token=7
+        )
+        assert (rc, state[0], state[1]) == (4, len(out), -1)
+        block = b"NATS/1.0\r\nk: v\r\n\r\n"
+        assert out == (
+            b"PUB d.e _INBOX.r.7 3\r\none\r\n"
+            + b"HPUB d.e _INBOX.r.8 %d %d\r\n%stwo\r\n" % (len(block), len(block) + 3, block)
+            + frame(b"d.e", b"_INBOX.r.9", b"", b"given", b"three")
+            + b"PUB d.e _INBOX.r.10 0\r\n\r\n"
+        )
+
+    def test_jss_encode_batch_hpub_without_a_prefix_checks_the_payload_size(self):
+        """A PUB frame's payload alone counts against max_payload: 100 bytes fit, 101 do not."""
+        payloads = column([b"a" * 100, b"b" * 101])
+        rc, out, state = c_encode(4096, payloads, default=b"s", prefix=None, max_payload=100)
+        assert (rc, state[1]) == (lib.JSS_BATCH_ERR_TOO_BIG, 1)
+        assert out == b"PUB s _INBOX.r.1 100\r\n" + b"a" * 100 + b"\r\n"
 
     @pytest.mark.parametrize(
         ("rows", "kw", "code", "row"),
@@ -254,15 +280,16 @@ _headers = st.sampled_from([None, b"", b"k\0v\0", b"k\0v1\0k\0v2\0", b":\0v\0", 
     max_payload=st.sampled_from([64, 1 << 20]),
     suffix=st.sampled_from([b"", b".1.$FI"]),
     line_room=st.sampled_from([4064, 16, 13, 12]),
+    prefix=st.sampled_from([b"w:1:", None]),
 )
-def test_c_and_python_agree(rows, default, first, max_payload, suffix, line_room):
+def test_c_and_python_agree(rows, default, first, max_payload, suffix, line_room, prefix):
     """Random batches: the same frames, or the same error at the same row."""
     cols = [column([r[k] for r in rows], first) for k in range(4)]
     for k in (1, 2, 3):
         if all(r[k] is None for r in rows):
             cols[k] = None
     args = dict(
-        start=0, end=len(rows), default_subject=default, id_prefix=b"w:1:", first_index=2,
+        start=0, end=len(rows), default_subject=default, id_prefix=prefix, first_index=2,
         reply_prefix=b"_INBOX.z.", first_token=1, max_payload=max_payload, reply_suffix=suffix,
         line_room=line_room,
     )  # fmt: skip

@@ -118,7 +118,7 @@ def encode_batch_hpub(
     start: int,
     end: int,
     default_subject: bytes,
-    id_prefix: bytes,
+    id_prefix: bytes | None,
     first_index: int,
     reply_prefix: bytes,
     first_token: int,
@@ -133,8 +133,10 @@ def encode_batch_hpub(
     ``key NUL value NUL ...`` per row) and ``Nats-Msg-Id``: the row's
     ``msg_ids`` value, or when that is null (or there is no such column)
     ``id_prefix + str(first_index + r - start) + ":"`` and the 12 hex digits
-    of ``blake2b(payload, digest_size=6, key=subject[:64])``. A null or
-    empty subject takes ``default_subject``.
+    of ``blake2b(payload, digest_size=6, key=subject[:64])``. With
+    ``id_prefix`` None a row without an id gets none, and a row with neither
+    id nor headers becomes a plain ``PUB`` frame. A null or empty subject
+    takes ``default_subject``.
 
     Args:
         payloads: the message bodies (a null row is an error).
@@ -144,7 +146,7 @@ def encode_batch_hpub(
         start: the first row to encode.
         end: one past the last row to encode.
         default_subject: the subject of rows without one (``b""``: none).
-        id_prefix: what derived ids start with.
+        id_prefix: what derived ids start with, or None to derive none.
         first_index: the index in derived ids of row ``start``.
         reply_prefix: what every reply subject starts with.
         first_token: the reply token of row ``start``.
@@ -178,16 +180,26 @@ def encode_batch_hpub(
         if isinstance(lines, int):
             return bytes(out), r, lines
         msg_id = _row(msg_ids, id_off, r)
-        if msg_id is None:
+        if msg_id is None and id_prefix is not None:
             digest = hashlib.blake2b(payload, digest_size=6, key=subject[:64]).hexdigest()
             msg_id = b"%s%d:%s" % (id_prefix, first_index + r - start, digest.encode())
-        elif b"\r" in msg_id or b"\n" in msg_id:
+        elif msg_id is not None and (b"\r" in msg_id or b"\n" in msg_id):
             return bytes(out), r, BATCH_ERR_MSG_ID
-        block = b"NATS/1.0\r\n%sNats-Msg-Id: %s\r\n\r\n" % (lines, msg_id)
+        if msg_id is not None:
+            block = b"NATS/1.0\r\n%sNats-Msg-Id: %s\r\n\r\n" % (lines, msg_id)
+        elif kv is not None:
+            block = b"NATS/1.0\r\n%s\r\n" % lines
+        else:
+            block = b""  # neither headers nor an id: a PUB frame
         if len(block) + len(payload) > max_payload:
             return bytes(out), r, BATCH_ERR_TOO_BIG
-        out += b"HPUB %s %s%s%s %d %d\r\n%s%s\r\n" % (
-            subject, reply_prefix, token, reply_suffix,
-            len(block), len(block) + len(payload), block, payload,
-        )  # fmt: skip
+        if block:
+            out += b"HPUB %s %s%s%s %d %d\r\n%s%s\r\n" % (
+                subject, reply_prefix, token, reply_suffix,
+                len(block), len(block) + len(payload), block, payload,
+            )  # fmt: skip
+        else:
+            out += b"PUB %s %s%s%s %d\r\n%s\r\n" % (
+                subject, reply_prefix, token, reply_suffix, len(payload), payload,
+            )  # fmt: skip
     return bytes(out), -1, 0
