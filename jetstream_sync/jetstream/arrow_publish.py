@@ -142,10 +142,11 @@ class ArrowPublisher:
     ``<id_prefix><i>:`` and 12 hex digits of the BLAKE2b of its data keyed
     by its subject. The same rows published again under the same prefix get
     the same ids, so the stream stores them once (within its duplicate window).
+    Without a prefix such a row gets no id.
 
     Args:
         client: the connection.
-        id_prefix: what derived message ids start with.
+        id_prefix: what derived message ids start with, or None to derive none.
         default_subject: the subject of rows without one (null or empty), or None.
         where: what follows ``row <i>`` in error texts (the Spark writer's
             `` of partition <p>``).
@@ -159,7 +160,7 @@ class ArrowPublisher:
     def __init__(
         self,
         client: Client,
-        id_prefix: str,
+        id_prefix: str | None,
         default_subject: str | None,
         *,
         where: str = "",
@@ -170,7 +171,7 @@ class ArrowPublisher:
         self._client = client
         self._added_headers = dict(added_headers or {})
         self._where = where
-        self._id_prefix = id_prefix.encode()
+        self._id_prefix = None if id_prefix is None else id_prefix.encode()
         self._default = default_subject
         self._default_b = (default_subject or "").encode()
         self._max_rows = max_rows
@@ -404,10 +405,16 @@ def publish_arrow(
     subject: str | None,
     msg_id_prefix: str | None,
     timeout: float,
+    *,
+    dedupe: bool = True,
 ) -> ArrowPubAck:
     """Publish every row of ``table``: :meth:`JetStreamContext.publish_arrow`."""
     batches = record_batches(table, subject, msg_id_prefix, "publish_arrow")
-    prefix = f"{NUID.next()}:" if msg_id_prefix is None else msg_id_prefix
+    prefix: str | None = msg_id_prefix
+    if not dedupe:
+        prefix = None
+    elif msg_id_prefix is None:
+        prefix = f"{NUID.next()}:"
     publisher = ArrowPublisher(
         ctx.client, prefix, subject, ack_wait=timeout, added_headers=ADDED_HEADERS.get()
     )

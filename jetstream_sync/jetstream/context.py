@@ -316,6 +316,7 @@ class JetStreamContext:
         subject: str | None = None,
         *,
         msg_id_prefix: str | None = None,
+        dedupe: bool = True,
         timeout: float | None = None,
     ) -> ArrowPubAck:
         """Publish every row of a pyarrow Table or RecordBatch, each acknowledged (needs pyarrow).
@@ -331,13 +332,17 @@ class JetStreamContext:
         ``<msg_id_prefix><row>:<12 hex digits of its data's hash>``. Without
         ``msg_id_prefix`` a fresh one is made per call; give your own to make a
         retry of the same table idempotent: the stream stores each row once
-        (within its duplicate window) and counts the rest as duplicates.
+        (within its duplicate window) and counts the rest as duplicates. With
+        ``dedupe=False`` a row without a ``msgId`` gets no id (a row with
+        neither id nor headers goes as a plain ``PUB``): the server does less
+        per row, and publishing the table again stores it again.
 
         Args:
             table: the rows.
             subject: the subject of rows without one (required without a
                 ``subject`` column).
             msg_id_prefix: what derived message ids start with.
+            dedupe: derive an id for every row without a ``msgId`` (the default).
             timeout: seconds without any PubAck before the oldest waiting row
                 fails, and the longest wait for room in the write buffer
                 (default: the context's timeout).
@@ -360,7 +365,7 @@ class JetStreamContext:
         from .arrow_publish import publish_arrow
 
         wait = check_timeout("timeout", timeout, self.timeout)
-        return publish_arrow(self, table, subject, msg_id_prefix, wait)
+        return publish_arrow(self, table, subject, msg_id_prefix, wait, dedupe=dedupe)
 
     # ---------------------------------------------------------------- account
 

@@ -206,6 +206,7 @@ class FastBatch:
         *,
         msg_id_prefix: str | None = None,
         first_index: int = 0,
+        dedupe: bool = True,
     ) -> None:
         """Send every row of a pyarrow Table or RecordBatch as messages of the batch (pyarrow).
 
@@ -227,7 +228,9 @@ class FastBatch:
         message whose id it stored within its duplicate window (it does not
         end the batch), so sending the same rows again under the same prefix
         and indexes stores them once. Without ``msg_id_prefix`` the prefix is
-        ``<batch_id>:``.
+        ``<batch_id>:``. With ``dedupe=False`` a row without a ``msgId`` gets
+        no id (the server does less per row; sending the rows again stores
+        them again).
 
         Args:
             table: the rows.
@@ -237,6 +240,7 @@ class FastBatch:
             first_index: the index in derived ids of the table's first row
                 (for a table that continues rows sent earlier under the same
                 prefix).
+            dedupe: derive an id for every row without a ``msgId`` (the default).
 
         Raises:
             ImportError: pyarrow is not installed.
@@ -261,6 +265,7 @@ class FastBatch:
         if isinstance(first_index, bool) or not isinstance(first_index, int) or first_index < 0:
             raise ValueError(f"first_index must be an int >= 0, got {first_index!r}")
         prefix = (f"{self.batch_id}:" if msg_id_prefix is None else msg_id_prefix).encode()
+        id_prefix = prefix if dedupe else None
         default = (subject or "").encode()
         added = ADDED_HEADERS.get()
         done = 0  # rows of the table sent
@@ -276,7 +281,7 @@ class FastBatch:
                 seq = self._sent + 1
                 frames, bad, code = _protocol.encode_batch_hpub(
                     cols.payloads, cols.subjects, cols.msg_ids, cols.headers, start=pos, end=end,
-                    default_subject=default, id_prefix=prefix, first_index=first_index + done,
+                    default_subject=default, id_prefix=id_prefix, first_index=first_index + done,
                     reply_prefix=self._prefix_b, first_token=seq,
                     reply_suffix=_START_TAIL if seq == 1 else _APPEND_TAIL,
                     max_payload=self._client.max_payload,

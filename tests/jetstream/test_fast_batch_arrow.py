@@ -88,6 +88,19 @@ def test_the_same_rows_again_under_the_same_ids_are_stored_once(js, stream):
     assert stream.info().state.messages == 50
 
 
+def test_without_dedupe_the_same_rows_again_are_stored_again(js, stream):
+    """``dedupe=False``: rows without a ``msgId`` carry no id (no headers at all here), so a
+    second batch of the same rows under the same prefix stores them again."""
+    subject = f"{stream.name}.n"
+    table = table_of([b"%d" % i for i in range(50)])
+    for _ in range(2):
+        with js.fast_batch() as batch:
+            batch.add_arrow(table, subject, msg_id_prefix="retry:", dedupe=False)
+            batch.commit()
+    msgs = stored(stream)
+    assert len(msgs) == 100 and not any(m.headers for m in msgs)
+
+
 def test_an_unsendable_row_is_named_and_the_batch_stays_open(js, stream):
     """Null data at row 3: rows 0-2 are in the batch, the error names row 3 and its subject,
     nothing after it is sent, and the batch goes on."""

@@ -88,6 +88,25 @@ def test_a_retry_under_the_same_prefix_stores_nothing_twice(js, stream):
     assert stream.info().state.messages == 9
 
 
+def test_without_dedupe_rows_carry_no_derived_id_and_a_retry_stores_them_again(js, stream):
+    """``dedupe=False``: a row with neither id nor headers is stored without headers, a row
+    with headers keeps them without an id, a ``msgId`` is still sent and deduplicated on;
+    publishing the table again stores the rows without an id again."""
+    headers = pa.array([None, [("k", "v")], None], pa.map_(pa.string(), pa.string()))
+    ids = pa.array([None, None, "own-1"], pa.string())
+    table = table_of([b"plain", b"with-headers", b"own-id"], headers=headers, msgId=ids)
+    subject = f"{stream.name}.n"
+    first = js.publish_arrow(table, subject, msg_id_prefix="p:", dedupe=False)
+    again = js.publish_arrow(table, subject, msg_id_prefix="p:", dedupe=False)
+    assert (first.rows, first.duplicates, again.rows, again.duplicates) == (3, 0, 3, 1)
+    msgs = stored(stream)
+    first_call = [b"plain", b"with-headers", b"own-id"]
+    assert [m.data for m in msgs] == first_call + first_call[:2]
+    assert not msgs[0].headers
+    assert dict(msgs[1].headers) == {"k": "v"}
+    assert msgs[2].headers["Nats-Msg-Id"] == "own-1"
+
+
 def test_msgid_and_headers_columns(js, stream):
     """``msgId`` becomes Nats-Msg-Id; ``headers`` as map<string, string> or map<string,
     list<string>> reach the messages."""
