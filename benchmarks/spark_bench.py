@@ -15,6 +15,9 @@ Scenarios (``TARGETS``):
 - ``write``: a batch write of N 128-byte rows into a fresh stream;
 - ``write-fast``: the same into a stream with ``allow_batched``, ours with
   ``mode=fast`` (fast-ingest batches, the same derived message ids);
+- ``write-nodedupe``: ``write`` with ``dedupe=false``, ours only (no message
+  ids: the same work for the server as nats-py's writes), beside the
+  baselines of ``write``;
 - ``batch-step``: the main job's batch step (``examples/pipeline.py``: N order
   events as JSON, read, decoded by ``from_json``, aggregated per region and
   hour), ours only, with ``batch-step-read`` beside it: the same read into
@@ -73,6 +76,7 @@ TARGETS = {
     "read-agg": 150_000,
     "write": 75_000,
     "write-fast": 75_000,
+    "write-nodedupe": 75_000,
     "batch-step": 92_000,  # events/s: 2.5x the 36,790 of issue 20
     "batch-step-read": 150_000,
 }
@@ -85,6 +89,7 @@ CLIENTS = {
 KINDS = {"read-count": tuple(STREAMS), "read-agg": tuple(STREAMS)}
 CONNECT = ("read-count", "write")  # the scenarios run through Spark Connect too
 BASELINES = ("nats-py", "nats-py-window")
+BASELINE_SCENARIO = {"write-nodedupe": "write"}  # ratios against that scenario's baselines
 SESSION_TIMEOUT = 3600.0  # seconds one child session may run
 
 
@@ -224,14 +229,16 @@ def rows_to_write(spark: Any, n: int, partitions: int, subject: str) -> Any:
 
 
 def write(cell: Cell) -> int:
-    """``write``: N rows into a fresh stream; the messages it then holds."""
+    """``write`` (``write-nodedupe``: ours with ``dedupe=false``): N rows into a fresh stream;
+    the messages it then holds."""
     token = (cell.client + cell.session).replace("-", "")
     target, subject = f"W{token.upper()}", f"{WRITE_SUBJECTS}.{token}"
     fresh_write_stream(cell.url, target, subject)
     frame = rows_to_write(cell.spark, cell.n, cell.partitions, subject)
     url = cell.url
     if cell.client == "ours":
-        frame.write.format("jetstream").option("servers", url).mode("append").save()
+        writer = frame.write.format("jetstream").option("servers", url).mode("append")
+        writer.option("dedupe", str(cell.scenario != "write-nodedupe").lower()).save()
     else:
         from benchmarks import spark_natspy
 
@@ -326,6 +333,7 @@ RUNNERS: dict[str, Callable[[Cell], int]] = {
     "read-agg": read_agg,
     "write": write,
     "write-fast": write_fast,
+    "write-nodedupe": write,
     "batch-step": batch_step,
     "batch-step-read": batch_step_read,
 }
@@ -639,7 +647,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         if "cold_secs" in r:
             cold = f"{r['cold_msgs_per_s']:,}"
             cold_extra = f"{r['cold_secs'] - r['secs']:+.2f}"
-        key = (r["scenario"], r["stream"])
+        key = (BASELINE_SCENARIO.get(r["scenario"], r["scenario"]), r["stream"])
         if r["client"] == "ours" and r["session"] == "classic":
             mine = r["msgs_per_s"]
             pairs = [(b, rate.get((*key, b, "classic"))) for b in BASELINES]

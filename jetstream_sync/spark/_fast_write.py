@@ -42,7 +42,8 @@ class FastPublisher:
     Args:
         ctx: the JetStream context of the task's connection.
         partition: the task's partition (named in errors).
-        id_prefix: what derived message ids start with (``<write>:<partition>:``).
+        id_prefix: what derived message ids start with (``<write>:<partition>:``), or
+            None to derive none (``dedupe=false``).
         default_subject: the subject of rows without one, or None.
         batch_rows: the most rows per fast batch.
         max_rows: store this many rows, then fail the task (tests of retries).
@@ -54,7 +55,7 @@ class FastPublisher:
         self,
         ctx: JetStreamContext,
         partition: int,
-        id_prefix: str,
+        id_prefix: str | None,
         default_subject: str | None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         max_rows: int | None = None,
@@ -127,8 +128,9 @@ class FastPublisher:
         before = batch.added
         try:
             batch.add_arrow(
-                piece, self._default, msg_id_prefix=self._id_prefix, first_index=self.sent
-            )
+                piece, self._default, msg_id_prefix=self._id_prefix, first_index=self.sent,
+                dedupe=self._id_prefix is not None,
+            )  # fmt: skip
         except RowPublishError as exc:  # a row that cannot be sent: not sent
             self.sent += exc.row or 0
             self._refuse(exc)

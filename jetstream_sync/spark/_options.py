@@ -84,11 +84,11 @@ STREAM_READ = Role(
 )  # fmt: skip
 BATCH_WRITE = Role(
     f"a batch write to {_STREAM}",
-    (*CONNECTION, "subject", "stream", "writeId", "mode", "fastBatchRows"),
+    (*CONNECTION, "subject", "stream", "writeId", "mode", "fastBatchRows", "dedupe"),
 )
 STREAM_WRITE = Role(
     f"a streaming write to {_STREAM}",
-    (*CONNECTION, "subject", "stream", "mode", "fastBatchRows", *_SPARK_STREAM_SINK),
+    (*CONNECTION, "subject", "stream", "mode", "fastBatchRows", "dedupe", *_SPARK_STREAM_SINK),
 )
 KV_READ = Role(
     f"a batch read of {_KV}", (*CONNECTION, "bucket", "keys", "includeDeletes", "includeHistory")

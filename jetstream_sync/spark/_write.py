@@ -8,7 +8,8 @@ naming the row. Without a ``msgId`` column each row's
 micro-batch id of a stream, the partition, the row's index in the
 partition, a short hash of its content): a retried task or a re-run
 micro-batch publishes the same ids again and the stream drops the copies
-(within its duplicate window).
+(within its duplicate window). With ``dedupe=false`` rows without a
+``msgId`` get no id: at least once, and less work for the server per row.
 
 The ``mode`` option picks how a task sends its rows: ``async`` (the
 default: every row acknowledged, see ``jetstream/arrow_publish.py``) or ``fast`` (fast-ingest
@@ -191,11 +192,12 @@ class _Writer:
         self.write_id = uuid.uuid4().hex[:12]
         self.mode = write_mode(opts)
         self.fast_batch_rows = opts.integer("fastBatchRows", DEFAULT_BATCH_ROWS, minimum=1)
+        self.dedupe = opts.boolean("dedupe", True)
         stream = opts.get("stream")
         ctx = context(self.conn)
         if not stream and self.subject:
             stream = ctx.stream_name_by_subject(self.subject)
-        if stream:
+        if stream and self.dedupe:
             try:
                 check_duplicate_window(ctx, stream)
             except StreamNotFoundError:
@@ -216,7 +218,7 @@ class _Writer:
         task = TaskContext.get()
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
-        prefix = f"{id_prefix}:{partition}:"
+        prefix = f"{id_prefix}:{partition}:" if self.dedupe else None
         publisher: ArrowPublisher | FastPublisher
         if self.mode == "fast":
             publisher = FastPublisher(
@@ -229,7 +231,7 @@ class _Writer:
                 max_rows=fail_at, added_headers=self.added_headers,
             )  # fmt: skip
         publisher.publish_all(batches)
-        if publisher.stream is not None:
+        if publisher.stream is not None and self.dedupe:
             check_duplicate_window(ctx, publisher.stream)
         return WriteCommit(
             partition=partition, rows=publisher.sent, duplicates=publisher.duplicates

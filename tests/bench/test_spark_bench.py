@@ -29,7 +29,7 @@ READS = {(s, k, c, "classic") for s in ("read-count", "read-agg")
 WRITES = (
     {("write", "-", c, "classic") for c in ("ours", "nats-py", "nats-py-window")}
     | {("write-fast", "-", c, "classic") for c in ("ours", "nats-py-window")}
-    | {(s, "-", "ours", "classic") for s in ("batch-step", "batch-step-read")}
+    | {(s, "-", "ours", "classic") for s in ("write-nodedupe", "batch-step", "batch-step-read")}
 )
 CONNECT = {("read-count", k, "ours", "connect") for k in ("default", "direct")} | {
     ("write", "-", "ours", "connect")

@@ -94,6 +94,16 @@ def test_a_fast_rewrite_of_an_acknowledged_write_adds_nothing(spark, shared_serv
     assert (state.messages, state.last_seq) == (40, 40)
 
 
+def test_a_fast_write_without_dedupe_sends_no_ids(spark, shared_server, stream):
+    """mode=fast with dedupe=false: no message id, so the same writeId twice stores twice."""
+    df = spark.createDataFrame([(f"v{i}",) for i in range(40)], "data STRING").coalesce(2)
+    subject = f"{stream.name}.w"
+    for _ in range(2):
+        _write(df, shared_server, subject=subject, writeId="same", mode="fast", dedupe="false")
+    msgs = _stored(stream)
+    assert len(msgs) == 80 and not any(m.headers for m in msgs)
+
+
 def test_a_fast_task_failing_mid_partition_is_retried_without_duplicates(
     spark, shared_server, stream
 ):

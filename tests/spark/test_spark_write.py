@@ -86,6 +86,25 @@ def test_a_task_failing_mid_partition_is_retried_without_duplicates(spark, share
     assert sorted(m.data for m in _stored(stream)) == sorted(b"row-%d" % i for i in range(200))
 
 
+def test_without_dedupe_a_retried_task_stores_its_stored_rows_again(spark, shared_server, stream):
+    """dedupe=false: rows carry no message id (no headers at all), so the 120 rows stored
+    before the failure are stored again by the retried task."""
+    df = spark.createDataFrame([(f"row-{i}",) for i in range(200)], "data STRING").coalesce(1)
+    group = f"nodedupe-{stream.name}"
+    spark.sparkContext.setJobGroup(group, "a write without dedupe whose task fails once")
+    try:
+        _write(
+            df, shared_server, FAULTS, subject=f"{stream.name}.w", failAfterRows=120, dedupe="false"
+        )
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    msgs = _stored(stream)
+    assert len(msgs) == 320 and not any(m.headers for m in msgs)
+    assert sorted(m.data for m in msgs) == sorted(
+        [b"row-%d" % i for i in range(200)] + [b"row-%d" % i for i in range(120)]
+    )
+
+
 def test_a_streaming_write_rerun_from_its_checkpoint_adds_no_duplicates(
     spark, shared_server, js, stream, tmp_path
 ):
