@@ -11,9 +11,8 @@ An increment is not idempotent: sent twice, it counts twice. With ``dedupe``
 on (the default) each row carries the message id the ``jetstream`` sink
 derives (write or query id, micro-batch, partition, row index, a hash of the
 subject), so a retried task or a re-run micro-batch is dropped by the stream
-within its duplicate window; with ``dedupe=false`` the rows carry an empty
-``Nats-Msg-Id``, which the stream does not deduplicate on, and a retried task
-adds its rows again.
+within its duplicate window; with ``dedupe=false`` the rows carry no
+``Nats-Msg-Id``, and a retried task adds its rows again.
 """
 
 from __future__ import annotations
@@ -152,11 +151,10 @@ def increments(values: pa.Array) -> pa.Array:
     return pc.if_else(pc.less(values, 0), text, signed)
 
 
-def increment_batch(batch: pa.RecordBatch, value_column: str, dedupe: bool) -> pa.RecordBatch:
+def increment_batch(batch: pa.RecordBatch, value_column: str) -> pa.RecordBatch:
     """The rows of ``batch`` (no null value) as the ``jetstream`` sink's columns.
 
-    ``data`` empty, ``subject`` as given, ``headers`` holding ``Nats-Incr``;
-    without ``dedupe``, a ``msgId`` column of empty ids.
+    ``data`` empty, ``subject`` as given, ``headers`` holding ``Nats-Incr``.
     """
     n = batch.num_rows
     names = batch.schema.names
@@ -167,8 +165,6 @@ def increment_batch(batch: pa.RecordBatch, value_column: str, dedupe: bool) -> p
     if "subject" in names:
         columns["subject"] = batch.column(names.index("subject"))
     columns["headers"] = headers
-    if not dedupe:
-        columns["msgId"] = pa.array([""] * n, pa.string())
     return pa.RecordBatch.from_pydict(columns)
 
 
@@ -237,14 +233,14 @@ class _CounterWriter:
         partition = task.partitionId() if task else 0
         fail_at = self.fail_after if task is None or task.attemptNumber() == 0 else None
         publisher = ArrowPublisher(
-            ctx.client, f"{id_prefix}:{partition}:", self.subject,
+            ctx.client, f"{id_prefix}:{partition}:" if self.dedupe else None, self.subject,
             where=f" of partition {partition}", max_rows=fail_at,
         )  # fmt: skip
         try:
             for batch in batches:
                 stop, why = self._first_bad_row(batch)
                 good = batch.slice(0, stop) if stop >= 0 else batch
-                publisher.publish(increment_batch(good, self.value_column, self.dedupe))
+                publisher.publish(increment_batch(good, self.value_column))
                 if stop >= 0:
                     publisher.wait_all()
                     raise RowPublishError(

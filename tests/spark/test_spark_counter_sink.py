@@ -88,6 +88,7 @@ def test_a_retried_task_counts_its_stored_rows_again_without_dedupe(
         counter_faults.sparkContext.setJobGroup("", "")
     assert _failed_tasks(counter_faults, group) == 1
     assert js.counter(stream.name).load(f"{stream.name}.c") == 130
+    assert "Nats-Msg-Id" not in (stream.get_msg(1).headers or {})
 
 
 def test_bad_columns_options_and_streams_are_refused_at_planning(spark, shared_server, js, stream):
