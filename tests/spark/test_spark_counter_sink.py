@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.fixtures.spark import rerun_after_a_lost_commit, run_available_now
+from tests.fixtures.spark import failed_tasks, rerun_after_a_lost_commit, run_available_now
 from tests.fixtures.spark_counter_faults import FORMAT as FAULTS
 from tests.fixtures.spark_counter_faults import FaultsCounterDataSource
 
@@ -33,16 +33,6 @@ def _write(df, server, source="jetstream-counter", **options) -> None:
     writer.save()
 
 
-def _failed_tasks(spark, group: str) -> int:
-    tracker = spark.sparkContext.statusTracker()
-    stages = [
-        tracker.getStageInfo(s)
-        for job in tracker.getJobIdsForGroup(group)
-        for s in tracker.getJobInfo(job).stageIds
-    ]
-    return sum(stage.numFailedTasks for stage in stages if stage)
-
-
 def test_rows_add_their_values_to_the_counters_of_their_subjects(spark, shared_server, js, stream):
     """Each subject's total is the sum of its rows, negatives and values past 64 bits too."""
     name = stream.name
@@ -63,13 +53,11 @@ def test_rows_add_their_values_to_the_counters_of_their_subjects(spark, shared_s
 def test_a_retried_task_is_not_counted_twice_with_dedupe(counter_faults, shared_server, js, stream):
     """A task failing after 30 of its 100 increments is retried: each row counts once."""
     df = counter_faults.createDataFrame([(1,)] * 100, "value INT").coalesce(1)
-    group = f"counter-retry-{stream.name}"
-    counter_faults.sparkContext.setJobGroup(group, "a counter write whose task fails once")
-    try:
+
+    def write() -> None:
         _write(df, shared_server, FAULTS, subject=f"{stream.name}.c", failAfterRows=30)
-    finally:
-        counter_faults.sparkContext.setJobGroup("", "")
-    assert _failed_tasks(counter_faults, group) == 1  # it did fail once
+
+    assert failed_tasks(counter_faults, f"counter-retry-{stream.name}", write) == 1
     assert js.counter(stream.name).load(f"{stream.name}.c") == 100
 
 
@@ -78,15 +66,13 @@ def test_a_retried_task_counts_its_stored_rows_again_without_dedupe(
 ):
     """dedupe=false: the 30 increments stored before the failure are added again by the retry."""
     df = counter_faults.createDataFrame([(1,)] * 100, "value INT").coalesce(1)
-    group = f"counter-nodedupe-{stream.name}"
-    counter_faults.sparkContext.setJobGroup(group, "a counter write without dedupe")
-    try:
+
+    def write() -> None:
         _write(
             df, shared_server, FAULTS, subject=f"{stream.name}.c", failAfterRows=30, dedupe="false"
         )
-    finally:
-        counter_faults.sparkContext.setJobGroup("", "")
-    assert _failed_tasks(counter_faults, group) == 1
+
+    assert failed_tasks(counter_faults, f"counter-nodedupe-{stream.name}", write) == 1
     assert js.counter(stream.name).load(f"{stream.name}.c") == 130
     assert "Nats-Msg-Id" not in (stream.get_msg(1).headers or {})
 

@@ -8,7 +8,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync.jetstream.arrow_publish import ArrowPublisher
 from jetstream_sync.spark._fast_write import FastPublisher
-from tests.fixtures.spark import rerun_after_a_lost_commit, run_available_now
+from tests.fixtures.spark import failed_tasks, rerun_after_a_lost_commit, run_available_now
 from tests.fixtures.spark_faults import FORMAT as FAULTS
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -109,22 +109,14 @@ def test_a_fast_task_failing_mid_partition_is_retried_without_duplicates(
 ):
     """A task that stored 130 rows in fast batches, then failed, is retried: 300 rows, once."""
     df = spark.createDataFrame([(f"row-{i}",) for i in range(300)], "data STRING").coalesce(1)
-    group = f"fast-retry-{stream.name}"
-    spark.sparkContext.setJobGroup(group, "a fast write whose task fails once")
-    try:
+
+    def write() -> None:
         _write(
             df, shared_server, FAULTS, subject=f"{stream.name}.w", mode="fast",
             fastBatchRows=50, failAfterRows=130,
         )  # fmt: skip
-    finally:
-        spark.sparkContext.setJobGroup("", "")
-    tracker = spark.sparkContext.statusTracker()
-    stages = [
-        tracker.getStageInfo(s)
-        for job in tracker.getJobIdsForGroup(group)
-        for s in tracker.getJobInfo(job).stageIds
-    ]
-    assert sum(stage.numFailedTasks for stage in stages if stage) == 1  # it did fail once
+
+    assert failed_tasks(spark, f"fast-retry-{stream.name}", write) == 1  # it did fail once
     state = stream.info().state
     assert (state.messages, state.first_seq, state.last_seq) == (300, 1, 300)
     assert sorted(m.data for m in _stored(stream)) == sorted(b"row-%d" % i for i in range(300))

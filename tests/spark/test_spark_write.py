@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fixtures.spark import rerun_after_a_lost_commit, run_available_now
+from tests.fixtures.spark import failed_tasks, rerun_after_a_lost_commit, run_available_now
 from tests.fixtures.spark_faults import FORMAT as FAULTS
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -68,19 +68,11 @@ def test_a_rejected_row_fails_the_write_naming_it(spark, shared_server, js, stre
 def test_a_task_failing_mid_partition_is_retried_without_duplicates(spark, shared_server, stream):
     """A task failing after storing part of its rows is retried: no duplicate, no gap."""
     df = spark.createDataFrame([(f"row-{i}",) for i in range(200)], "data STRING").coalesce(1)
-    group = f"retry-{stream.name}"
-    spark.sparkContext.setJobGroup(group, "a write whose task fails once")
-    try:
-        _write(df, shared_server, FAULTS, subject=f"{stream.name}.w", failAfterRows=120)
-    finally:
-        spark.sparkContext.setJobGroup("", "")
-    tracker = spark.sparkContext.statusTracker()
-    stages = [
-        tracker.getStageInfo(s)
-        for job in tracker.getJobIdsForGroup(group)
-        for s in tracker.getJobInfo(job).stageIds
-    ]
-    assert sum(stage.numFailedTasks for stage in stages if stage) == 1  # it did fail once
+    failed = failed_tasks(
+        spark, f"retry-{stream.name}",
+        lambda: _write(df, shared_server, FAULTS, subject=f"{stream.name}.w", failAfterRows=120),
+    )  # fmt: skip
+    assert failed == 1  # it did fail once
     state = stream.info().state
     assert (state.messages, state.first_seq, state.last_seq) == (200, 1, 200)
     assert sorted(m.data for m in _stored(stream)) == sorted(b"row-%d" % i for i in range(200))
@@ -90,14 +82,13 @@ def test_without_dedupe_a_retried_task_stores_its_stored_rows_again(spark, share
     """dedupe=false: rows carry no message id (no headers at all), so the 120 rows stored
     before the failure are stored again by the retried task."""
     df = spark.createDataFrame([(f"row-{i}",) for i in range(200)], "data STRING").coalesce(1)
-    group = f"nodedupe-{stream.name}"
-    spark.sparkContext.setJobGroup(group, "a write without dedupe whose task fails once")
-    try:
+
+    def write() -> None:
         _write(
             df, shared_server, FAULTS, subject=f"{stream.name}.w", failAfterRows=120, dedupe="false"
         )
-    finally:
-        spark.sparkContext.setJobGroup("", "")
+
+    assert failed_tasks(spark, f"nodedupe-{stream.name}", write) == 1  # it did fail once
     msgs = _stored(stream)
     assert len(msgs) == 320 and not any(m.headers for m in msgs)
     assert sorted(m.data for m in msgs) == sorted(
