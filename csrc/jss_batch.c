@@ -1,6 +1,6 @@
 /*
  * jss_batch.c - jss_encode_batch_hpub: a whole batch of JetStream messages from Arrow
- * columns as HPUB frames.
+ * columns as HPUB frames (PUB for a row with neither headers nor message id).
  *
  * Part of the C protocol core (declared in jss_proto.h; shared helpers in
  * jss_internal.h; csrc/README.md says which file does what). The pure-Python
