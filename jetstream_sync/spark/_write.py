@@ -197,9 +197,12 @@ class _Writer:
         ctx = context(self.conn)
         if not stream and self.subject:
             stream = ctx.stream_name_by_subject(self.subject)
-        if stream and self.dedupe:
+        if stream:
             try:
-                check_duplicate_window(ctx, stream)
+                if self.dedupe:
+                    check_duplicate_window(ctx, stream)
+                else:
+                    ctx.stream(stream)  # it must exist all the same
             except StreamNotFoundError:
                 raise StreamNotFoundError(
                     404, 10059, f"the jetstream sink's stream {stream!r} does not exist"

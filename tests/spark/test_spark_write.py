@@ -96,6 +96,15 @@ def test_without_dedupe_a_retried_task_stores_its_stored_rows_again(spark, share
     )
 
 
+@pytest.mark.parametrize("dedupe", ["true", "false"])
+def test_a_missing_stream_fails_the_write_at_planning(spark, shared_server, stream_name, dedupe):
+    """The ``stream`` option names a stream that does not exist: the write fails before any
+    task runs, with or without dedupe."""
+    df = spark.createDataFrame([("x",)], "data STRING")
+    with pytest.raises(Exception, match="does not exist"):
+        _write(df, shared_server, stream=stream_name, subject=f"{stream_name}.x", dedupe=dedupe)
+
+
 def test_a_streaming_write_rerun_from_its_checkpoint_adds_no_duplicates(
     spark, shared_server, js, stream, tmp_path
 ):
