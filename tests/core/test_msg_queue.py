@@ -1,15 +1,18 @@
-"""MsgQueue: a batch is queued whole when it fits, else up to the limits; the rest is refused."""
+"""MsgQueue: a batch is queued whole when it fits, else up to the limits; the rest is refused.
+The callback thread's wait on its Doorbell: woken by a put, never left with a stale ring."""
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections import deque
 from typing import Any
 
 import pytest
 
+from jetstream_sync import _dispatch
 from jetstream_sync._deadline import Deadline
-from jetstream_sync._dispatch import MsgQueue
+from jetstream_sync._dispatch import Doorbell, MsgQueue
 from jetstream_sync.msg import Msg
 from tests.fixtures.signals import interrupted_at, taken_by_another_thread
 
@@ -101,4 +104,81 @@ def test_a_step_interrupted_at_any_point_leaves_the_queue_unlocked(step):
         if not interrupted_at(points, functools.partial(step, queue)):
             break
         assert taken_by_another_thread(queue._lock), f"left locked at point {points}"
+    assert points > 2
+
+
+def test_next_for_worker_takes_in_order_then_none_once_closed_and_empty():
+    queue = MsgQueue(100, 1 << 20)
+    queue.put_batch(_msgs(1, 2))
+    queue.close()
+    assert [len(queue.next_for_worker().data), len(queue.next_for_worker().data)] == [1, 2]
+    assert queue.next_for_worker() is None
+    assert queue.pending_bytes == 0
+
+
+@pytest.mark.parametrize(
+    "wake",
+    [lambda q: q.put_batch(_msgs(7)), lambda q: q.close(), lambda q: q.close_at(0, 0)],
+    ids=["put_batch", "close", "close_at"],
+)
+def test_a_waiting_worker_is_woken_by_the_ring_not_by_its_wait_slice(monkeypatch, wake):
+    """With a wait slice longer than the test's patience, only the doorbell can wake it."""
+    monkeypatch.setattr(_dispatch, "WORKER_WAIT_SLICE", 600.0)
+    queue = MsgQueue(100, 1 << 20)
+    got: list[Msg | None] = []
+    worker = threading.Thread(target=lambda: got.append(queue.next_for_worker()), daemon=True)
+    worker.start()
+    with queue._lock:  # armed under the queue's lock before it waits: ring after that
+        while not queue._bell._armed:
+            queue._wait(0.01)  # the worker takes the lock in turn; no ring is missed
+    wake(queue)
+    worker.join(timeout=10)
+    woken = not worker.is_alive()
+    if not woken:  # free it for the test's own end: the ring it missed, by hand
+        queue._bell._lock.release()
+        worker.join()
+    assert woken
+    assert [None if m is None else len(m.data) for m in got] in ([7], [None])
+
+
+def test_a_doorbell_rings_only_an_armed_waiter():
+    bell = Doorbell()
+    bell.ring()  # nobody armed: no effect
+    assert not bell.wait(0)
+    bell.arm()
+    bell.ring()
+    bell.ring()  # one ring per wait: the second is not a release of a free lock
+    assert bell.wait(0)
+    assert not bell.wait(0)
+
+
+def test_a_ring_after_a_timed_out_wait_is_taken_back():
+    """Rung between the timeout and ``settle``: the next wait blocks, the next ring works."""
+    bell = Doorbell()
+    bell.arm()
+    assert not bell.wait(0)
+    bell.ring()  # the reading thread, just after the timeout
+    bell.settle()
+    assert not bell.wait(0)  # no stale ring left behind
+    bell.arm()
+    bell.ring()  # would raise RuntimeError on a lock left released
+    assert bell.wait(0)
+
+
+def test_a_put_interrupted_at_any_point_leaves_the_doorbell_whole():
+    """Ctrl-C at each point of a put for an armed worker (the main thread may route):
+    the worker's next look finds the message, and the doorbell is armed no more and held."""
+    points = 0
+    while True:
+        points += 1
+        queue = MsgQueue(100, 1 << 20)
+        bell = queue._bell
+        bell.arm()  # a callback thread waits
+        reached = interrupted_at(points, functools.partial(queue.put_batch, _msgs(5)))
+        if not bell.wait(0):  # the worker's wait: rung, or its slice ended
+            with queue._lock:
+                bell.settle()
+        assert not bell._armed and not bell.wait(0), f"doorbell left rung at point {points}"
+        if not reached:
+            break
     assert points > 2
