@@ -176,23 +176,13 @@ class KeyValue:
         subject, direct_subject, _, _ = self._subjects(key)
         if revision is not None and (isinstance(revision, bool) or revision < 1):
             raise ValueError(f"revision must be an int >= 1, not {revision!r}")
+        got = None
         if self._direct:
-            body = b""
-            if revision is not None:
-                direct_subject, body = self._direct_pre, b'{"seq":%d}' % revision
             wait = self._ctx.timeout if timeout is None else timeout  # request() checks it
-            try:
-                msg = self._ctx.client.request(direct_subject, body, timeout=wait)
-            except NoRespondersError:
-                self.status(timeout)  # BucketNotFoundError when the bucket is gone
-                raise
-            status = msg.status
-            if status is not None:
-                if status == 404:
-                    raise self._missing(key)
-                raise api_error(status, 0, msg.description or f"direct get failed ({status})")
-            stored, entry = entry_from_direct(self.bucket, key, msg)
-        else:
+            start = monotonic()
+            got = self._direct_get(key, revision, direct_subject, wait)
+            timeout = max(wait - (monotonic() - start), 0.001)  # for the API get, if any
+        if got is None:  # StreamNotFoundError there tells a bucket that is gone
             try:
                 if revision is None:
                     raw = self._stream.get_last_msg_for_subject(subject, timeout=timeout)
@@ -202,10 +192,36 @@ class KeyValue:
                 raise self._missing(key) from None
             except StreamNotFoundError as exc:
                 raise BucketNotFoundError(exc.code, exc.err_code, self._gone) from None
-            stored, entry = raw.subject, entry_from_stored(self.bucket, key, raw)
+            got = raw.subject, entry_from_stored(self.bucket, key, raw)
+        stored, entry = got
         if stored != subject:
             raise KeyNotFoundError(f"revision {revision} of bucket {self.bucket!r} is not {key!r}")
         return entry
+
+    def _direct_get(
+        self, key: str, revision: int | None, direct_subject: str, wait: float
+    ) -> tuple[str, KeyValueEntry] | None:
+        """The stored subject and entry by a direct get; None when nobody answered it.
+
+        Nobody answers while no replica of the bucket's stream is subscribed to
+        its direct gets (a leader election; on a loaded cluster, a new R3
+        bucket whose replicas' interest has not reached this server yet), or
+        when the bucket is gone: the caller then asks the stream's leader
+        through the API, as for a bucket without ``allow_direct``.
+        """
+        body = b""
+        if revision is not None:
+            direct_subject, body = self._direct_pre, b'{"seq":%d}' % revision
+        try:
+            msg = self._ctx.client.request(direct_subject, body, timeout=wait)
+        except NoRespondersError:
+            return None
+        status = msg.status
+        if status is not None:
+            if status == 404:
+                raise self._missing(key)
+            raise api_error(status, 0, msg.description or f"direct get failed ({status})")
+        return entry_from_direct(self.bucket, key, msg)
 
     def get(
         self, key: str, revision: int | None = None, timeout: float | None = None

@@ -7,6 +7,7 @@ import datetime
 import time
 from collections.abc import Iterator
 
+import attrs
 import pytest
 
 import jetstream_sync as nats_sync
@@ -261,6 +262,23 @@ def test_bucket_without_direct_gets(js, bucket):
         kv.get("other")
     with pytest.raises(ValueError):
         kv.get("k", revision=0)
+
+
+def test_a_direct_get_nobody_answers_reads_through_the_stream_leader(js, bucket):
+    """No replica answers the direct get (here: the stream stopped allowing it under a
+    handle that knows it allowed; on a cluster: an election, interest still spreading):
+    the get asks the stream leader instead of raising NoRespondersError."""
+    kv = js.create_key_value(bucket=bucket, history=2)
+    r = kv.put("k", b"1")
+    kv.put("k", b"2")
+    config = js.stream(kv.stream_name).info().config
+    js.update_stream(attrs.evolve(config, allow_direct=False))
+    assert kv.get("k").value == b"2" and kv.get("k", revision=r).value == b"1"
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("other")
+    js.delete_key_value(bucket)
+    with pytest.raises(nats_sync.BucketNotFoundError):
+        kv.get("k")
 
 
 def test_max_value_size_is_enforced(js, bucket):
