@@ -31,7 +31,7 @@ OBJ_BUCKET = "BENCH"
 OBJ_SIZE = 100 * 1024 * 1024  # OBJput/OBJget: one "message" is one 100 MiB object
 
 CLIENTS = ("raw", "ours", "nats-py")  # a run's clients unless --clients says otherwise
-# nats.js runs FASTB only (it needs node), ours-gevent is ours under gevent: when asked
+# nats.js runs FASTB, S5 and S5x (it needs node), ours-gevent is ours under gevent: when asked
 ALL_CLIENTS = (*CLIENTS, "nats.js", "ours-gevent")
 S8_THREADS = 16  # S8: threads sharing one client (a web server's workers)
 

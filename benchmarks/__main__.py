@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=None, help="repetitions (3 full, 1 quick)")
     ap.add_argument("--only", default="", help="scenarios, e.g. S1,S3 (S6 = all of S6_*)")
     ap.add_argument("--clients", default=",".join(CLIENTS),
-                    help="ours,nats-py,raw (default), nats.js (FASTB), "
+                    help="ours,nats-py,raw (default), nats.js (FASTB, S5, S5x), "
                          "ours-gevent (ours under gevent's monkey-patch)")  # fmt: skip
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     ap.add_argument(

@@ -1,10 +1,13 @@
-"""nats.js (``@nats-io/jetstream`` 3.4) for the FASTB scenario, through node.
+"""nats.js (``@nats-io/jetstream`` 3.4) for FASTB and the latency scenarios, through node.
 
-``python -m benchmarks.driver_natsjs --port P --scenario FASTB --n N [--size B]``
+``python -m benchmarks.driver_natsjs --port P --scenario FASTB|S5|S5x --n N [--size B]``
 
-Runs ``benchmarks/nats_js_fastb.mjs`` (nats.js's own fast ingest, ``startFastIngest``)
-and passes its result line on. It needs ``node`` on ``PATH`` and a directory whose
-``node_modules`` holds ``@nats-io/transport-node`` and ``@nats-io/jetstream``: the
+FASTB runs ``benchmarks/nats_js_fastb.mjs`` (nats.js's own fast ingest,
+``startFastIngest``); S5 (with S5info, S5cinfo, S5ccreate) and S5x run
+``benchmarks/nats_js_latency.mjs`` (a responder whose callback runs on the event loop
+that read the request, in the same process for S5 and in a process of its own for S5x).
+The driver passes their result lines on. It needs ``node`` on ``PATH`` and a directory
+whose ``node_modules`` holds ``@nats-io/transport-node`` and ``@nats-io/jetstream``: the
 environment variable ``NATS_JS_DIR``, else ``benchmarks/js`` (``npm install
 --prefix benchmarks/js @nats-io/jetstream@3.4.0 @nats-io/transport-node@3.4.0``).
 Without them, or for any other scenario, it prints an "unavailable" row.
@@ -19,11 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import driver_args, emit, unavailable
+from . import driver_args, emit, responder_process, unavailable
 
 CLIENT = "nats.js"
 HERE = Path(__file__).resolve().parent
-SCRIPT = HERE / "nats_js_fastb.mjs"
+SCRIPTS = {"FASTB": HERE / "nats_js_fastb.mjs", "S5": HERE / "nats_js_latency.mjs",
+           "S5x": HERE / "nats_js_latency.mjs"}  # fmt: skip
 MODULES = ("@nats-io/transport-node", "@nats-io/jetstream")
 
 
@@ -43,18 +47,24 @@ def jetstream_version(where: Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args, sc = driver_args(argv)
-    if sc.base != "FASTB":
-        unavailable(CLIENT, args.label, "the nats.js peer runs FASTB only")
+    if sc.base not in SCRIPTS:
+        unavailable(CLIENT, args.label, f"the nats.js peer runs {', '.join(SCRIPTS)} only")
         return
     node, where = shutil.which("node"), modules_dir()
     if node is None or where is None:
         missing = "node" if node is None else "nats.js modules (set NATS_JS_DIR)"
         unavailable(CLIENT, args.label, f"{missing} not found")
         return
-    cmd = [node, str(SCRIPT), "--modules", str(where), "--port", str(args.port),
-           "--n", str(args.n), "--size", str(args.size), "--storage", args.storage,
-           "--label", args.label]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd = [node, str(SCRIPTS[sc.base]), "--modules", str(where), "--port", str(args.port),
+           "--scenario", sc.base, "--n", str(args.n), "--size", str(args.size),
+           "--storage", args.storage, "--label", args.label]  # fmt: skip
+    if args.serve:  # S5x's responder: node answers on this process's stdin and stdout
+        sys.exit(subprocess.run([*cmd, "--serve"], check=False).returncode)
+    if sc.base == "S5x":
+        with responder_process("driver_natsjs", args.port, args.size):
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    else:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not rows:
         sys.stderr.write(done.stderr[-3000:])

@@ -126,6 +126,8 @@ TARGETS = (
     Target("S4", "msgs/s >= 0.85x raw", _ratio("msgs_per_s"), _at_least(0.85), "x"),
     Target("S5", "p50 <= 1.2x raw", _ratio("p50_us"), _at_most(1.2), "x"),
     Target("S5", "p99 <= 1.4x raw", _ratio("p99_us"), _at_most(1.4), "x"),
+    # Issue 30: a request answered in the same process no slower than nats.js's.
+    Target("S5", "p50 <= nats.js's", _vs_natsjs("p50_us"), _at_most(1), "x nats.js"),
     Target("S5info", "p50 <= 1.5x raw", _ratio("p50_us"), _at_most(1.5), "x"),
     Target("S5info", "p50 <= 0.8x nats-py", _vs_natspy("p50_us"), _at_most(0.8), "x nats-py"),
     Target("S6_64k", "MB/s >= 0.7x raw", _ratio("mb_per_s"), _at_least(0.7), "x"),
