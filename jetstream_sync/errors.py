@@ -459,6 +459,17 @@ class ConsumerNameExistsError(APIError, err_code=10013):
     """A consumer of that name already exists (older servers' refusal)."""
 
 
+class MaximumConsumersLimitError(APIError, err_code=10026):
+    """The stream (or the account) holds as many consumers as it may.
+
+    Every consumer counts, the ephemeral and ordered ones behind a Key-Value
+    watch or an ordered read too. nats-server 2.15 allows 1,000 per stream
+    unless the stream sets a positive ``max_consumers`` or the server's
+    ``jetstream { limits { default_max_consumers: N } }`` says otherwise
+    (``-1``: no limit); a stream's ``max_consumers=-1`` does not lift it.
+    """
+
+
 class PullStatusError(JetStreamError):
     """A pull request ended with a status the server sent instead of messages.
 

@@ -209,6 +209,12 @@ def _consumer_exists(env: Env) -> None:
     s.create_consumer(durable_name="d", ack_wait=9)
 
 
+def _too_many_consumers(env: Env) -> None:
+    s = env.stream(max_consumers=1)
+    s.create_consumer(durable_name="only")
+    s.create_consumer(durable_name="one_more")
+
+
 def _name_in_use(env: Env) -> None:
     s = env.stream()
     env.js.create_stream(name=s.name, subjects=[f"{s.name}.other"])
@@ -283,6 +289,7 @@ CASES: dict[str, Case] = {
     "MsgAlreadyAckedError": lambda e: [m.ack() for m in [_fetched(e)] * 2],
     "NotJetStreamMsgError": lambda e: _core_msg(e).ack(),
     "ConsumerExistsError": _consumer_exists,
+    "MaximumConsumersLimitError": _too_many_consumers,
     "ConsumerDoesNotExistError": lambda e: e.stream().update_consumer(durable_name="nope"),
     "DirectGetNotAllowedError": lambda e: e.stream().direct_get(1),
     "IteratorClosedError": _closed_iterator,

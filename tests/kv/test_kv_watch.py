@@ -269,3 +269,22 @@ def test_next_interrupted_at_any_point_keeps_the_watch_going(kv):
                 entry = w.next(timeout=5)
             assert entry is not None and entry.revision == after
         assert point > 2
+
+
+def test_a_watch_past_the_consumer_limit_is_refused_and_leaves_nothing(js, kv):
+    """Each watcher is a consumer on the bucket's stream: past its ``max_consumers`` a watch
+    raises MaximumConsumersLimitError and starts no thread; once a watcher stopped, a new
+    watch fits again."""
+    kv.put("k", b"1")
+    stream_name = f"KV_{kv.bucket}"
+    js.update_stream(js.stream(stream_name).info().config, max_consumers=2)
+    with kv.watch() as first, kv.watch():
+        before = set(threading.enumerate())
+        with pytest.raises(nats_sync.MaximumConsumersLimitError) as refused:
+            kv.watch()
+        assert refused.value.stream == stream_name
+        assert set(threading.enumerate()) - before == set()
+        first.stop()
+        wait_for(lambda: js.stream(stream_name).info().state.consumer_count == 1)
+        with kv.watch("k") as third:
+            assert third.next(timeout=5).value == b"1"
