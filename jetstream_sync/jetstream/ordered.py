@@ -45,6 +45,7 @@ from ..errors import (
     ConsumerNotFoundError,
     ForkedClientError,
     IteratorClosedError,
+    MaximumConsumersLimitError,
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
@@ -136,6 +137,7 @@ class OrderedConsumer:
         self._resume_seq: int | None = None
         self._consumer_seq = 0  # the last consumer sequence of the current link
         self._current: Consumer | None = None
+        self._linked = False  # a link was made once: later attempts are resets
         self._retired: deque[str] = deque()  # replaced links still to delete on the server
         self._lock = threading.Lock()
         self._closed = False
@@ -200,12 +202,15 @@ class OrderedConsumer:
         context's timeout and attempts go on until one succeeds (or
         ``max_reset_attempts``). Errors that cannot heal by waiting (bad
         input, a config the server refuses, a missing stream, a closed
-        client) are raised at once; see :func:`_can_heal`.
+        client) are raised at once; see :func:`_can_heal`. A stream holding as
+        many consumers as it may refuses the first link at once, but a later
+        one is retried: another consumer may stop.
 
         Raises:
             TimeoutError: no link could be made before the deadline.
             OrderedConsumerResetError: ``max_reset_attempts`` failed in a row.
             StreamNotFoundError: the stream is gone.
+            MaximumConsumersLimitError: the stream is full (the first link only).
             APIError: the server refused the link's config.
         """
         if not self._lock.acquire(timeout=-1 if deadline is None else deadline.remaining()):
@@ -234,7 +239,9 @@ class OrderedConsumer:
             except APIError as exc:
                 if exc.err_code == _THRESHOLD_OVER_LIMIT and self._fit_inactive_threshold(attempt):
                     continue  # retried at once with the stream's limit
-                if not _can_heal(exc):
+                # A full stream refuses a new consumer at once; a running one waits for room.
+                full = isinstance(exc, MaximumConsumersLimitError)
+                if not (_can_heal(exc) or (full and self._linked)):
                     raise
                 error: NatsError = exc
             except NatsError as exc:
@@ -243,6 +250,7 @@ class OrderedConsumer:
                 error = exc
             else:
                 self._current = cons
+                self._linked = True
                 self._consumer_seq = 0
                 if self._resume_seq is None:
                     self._resume_seq = self._first_link_start(cons.cached_info)

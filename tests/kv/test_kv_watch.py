@@ -288,3 +288,24 @@ def test_a_watch_past_the_consumer_limit_is_refused_and_leaves_nothing(js, kv):
         wait_for(lambda: js.stream(stream_name).info().state.consumer_count == 1)
         with kv.watch("k") as third:
             assert third.next(timeout=5).value == b"1"
+
+
+def test_a_running_watch_waits_for_room_to_replace_its_consumer(js, kv):
+    """A watcher whose consumer is deleted while the stream holds as many consumers as it
+    may keeps trying to replace it (only a new watch is refused at once), and once another
+    consumer stopped it delivers what was written meanwhile."""
+    kv.put("k", b"1")
+    stream = js.stream(f"KV_{kv.bucket}")
+    with kv.watch("k") as watcher:
+        assert [e.value for e in _until_marker(watcher)] == [b"1"]
+        stream.create_consumer(durable_name="filler")
+        js.update_stream(stream.info().config, max_consumers=1)
+        errors_before = js.account_info().api.errors
+        for name in list(stream.consumer_names()):
+            if name != "filler":
+                stream.delete_consumer(name)
+        kv.put("k", b"2")
+        # deleting the link it lost and a first new one refused: two failed API calls
+        wait_for(lambda: js.account_info().api.errors >= errors_before + 2, timeout=10)
+        stream.delete_consumer("filler")
+        assert watcher.next(timeout=10).value == b"2"
