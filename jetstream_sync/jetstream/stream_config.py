@@ -204,7 +204,8 @@ class StreamConfig(Wire):
         description: free text (at most 4 KiB).
         subjects: the subjects stored (default: the stream's name).
         retention: when messages may be removed (default LIMITS).
-        max_consumers: the most consumers (-1 unlimited).
+        max_consumers: the most consumers (-1: as many as the server allows;
+            nats-server 2.15 allows 1,000 unless this is set higher).
         max_msgs: the most messages kept (-1 unlimited).
         max_bytes: the most bytes kept (-1 unlimited).
         max_age: seconds a message is kept (0 forever; else at least 0.1).
