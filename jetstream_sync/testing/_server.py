@@ -731,7 +731,7 @@ def _all_threads_stopped(pid: int) -> bool:
     """Whether every thread of ``pid`` is in state T (SIGSTOP arrives asynchronously)."""
     states = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended
             stat = (task / "stat").read_text()
             states.append(stat[stat.rindex(")") + 2])
     return bool(states) and all(state in "tT" for state in states)
