@@ -638,6 +638,25 @@ class ObjectSizeMismatchError(ObjectStoreError):
     """The chunks read do not add up to the size or chunk count the meta records."""
 
 
+class ObjectReplacedError(ObjectStoreError):
+    """The object was replaced while it was read: its chunks were purged under the reader.
+
+    ``get`` and ``get_into`` read a name again when this happens before they
+    handed out any byte; a reader that got part of the old version gets this
+    error (a ``get_into`` writer holds the start of the old version).
+
+    Attributes:
+        written: how many bytes of the replaced version the writer got.
+    """
+
+    def __init__(self, message: str = "object was replaced", written: int = 0) -> None:
+        super().__init__(message)
+        self.written = written
+
+    def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
+        return (type(self), (str(self), self.written))
+
+
 class ObjectLinkError(ObjectStoreError, ValueError):
     """A link rule was broken: a put over a link, a link to a link or to a deleted object."""
 

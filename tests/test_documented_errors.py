@@ -423,6 +423,8 @@ ELSEWHERE: dict[str, str] = {
     "ObjectSizeMismatchError": "tests/object_store/test_object_store.py::"
     "test_size_mismatch_is_detected",
     "BadObjectMetaError": "tests/object_store/test_object_store.py::test_bad_meta_is_reported",
+    "ObjectReplacedError": "tests/object_store/test_object_store_races.py::"
+    "test_get_into_a_writer_raises_when_the_object_is_replaced_mid_read",
     "AtomicPublishMissingSeqError": "tests/jetstream/test_fast_batch.py::"
     "test_malformed_atomic_batch_codes_map_to_types",
     "AtomicPublishIncompleteBatchError": "tests/jetstream/test_fast_batch.py::"

@@ -13,28 +13,32 @@ import builtins
 import hashlib
 import json
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from .._seam import NUID
+from .._seam import NUID, Deadline
 from ..errors import (
     BadObjectMetaError,
+    ConnectionLostError,
     DigestMismatchError,
     DirectGetNotAllowedError,
     LimitExceededError,
     LinkIsABucketError,
     MessageNotFoundError,
     NatsError,
+    NoRespondersError,
     ObjectAlreadyExistsError,
     ObjectLinkError,
     ObjectNotFoundError,
+    ObjectReplacedError,
     ObjectSizeMismatchError,
     ObjectStoreNotFoundError,
     StreamNotFoundError,
     TimeoutError,
+    WrongLastSequenceError,
 )
 from ..jetstream._seam import merge_config
 from ..jetstream.info import RawStreamMsg
@@ -55,8 +59,10 @@ from .watch import ObjectWatcher
 
 if TYPE_CHECKING:
     from ..jetstream.context import JetStreamContext
+    from ..jetstream.ordered import OrderedMessageIterator
     from ..jetstream.publish import PubAckFuture
     from ..jetstream.stream import Stream
+    from ..msg import Msg
 
 __all__ = ["ObjectStore"]
 
@@ -65,6 +71,8 @@ _ROLLUP = {"Nats-Rollup": "sub"}
 # requested ahead during a get: what bounds the memory a transfer uses.
 WINDOW_BYTES = 8 * 1024 * 1024
 _MAX_WINDOW_CHUNKS = 64
+# How many times a get reads a name again that was replaced under it.
+_REREADS = 3
 # A reply inbox's request counter at most (``<inbox>.<counter>``).
 _REPLY_COUNTER = 1 + 20
 
@@ -135,6 +143,12 @@ def _ack(future: PubAckFuture, wait: float) -> None:
         raise
     except builtins.TimeoutError:
         raise TimeoutError(f"no ack for a chunk within {wait} s") from None
+
+
+def _refuse_link(existing: ObjectInfo | None) -> None:
+    """Raise ``ObjectLinkError`` when a put would replace a link (a deleted one may be)."""
+    if existing is not None and existing.is_link and not existing.deleted:
+        raise ObjectLinkError(f"object {existing.name!r} is a link: a put cannot replace it")
 
 
 def _write_all(writer: Writable, data: bytes) -> None:
@@ -275,12 +289,16 @@ class ObjectStore:
             raise ObjectNotFoundError(f"object {name!r} in {self.bucket!r} was deleted")
         return info, raw.seq
 
-    def _find(self, name: str, timeout: float | None) -> ObjectInfo | None:
-        """The info of ``name``, deleted ones included; ``None`` when there is none."""
+    def _find(self, name: str, timeout: float | None) -> tuple[ObjectInfo | None, int]:
+        """The info of ``name`` (deleted ones included) and its meta's stream sequence.
+
+        ``(None, 0)`` when the name has no meta: a publish expecting sequence 0
+        on the name's subject stores only while there still is none.
+        """
         try:
-            return self.get_info(name, show_deleted=True, timeout=timeout)
+            return self._info_and_seq(name, True, timeout)
         except ObjectNotFoundError:
-            return None
+            return None, 0
 
     def _publish_meta(
         self,
@@ -315,9 +333,11 @@ class ObjectStore:
 
         A file is read chunk by chunk, never whole; at most about 8 MiB of
         chunks wait for their acks at once. The meta is stored once every
-        chunk is; then the chunks of the object it replaced are purged. If
-        anything fails, the chunks sent so far are purged and the name keeps
-        what it held.
+        chunk is, over exactly the version the put read (another put of the
+        name meanwhile, by any client, makes it read the newer version and
+        store over that); then the chunks of the version it replaced are
+        purged. If anything fails, the chunks sent so far are purged and the
+        name keeps what it held.
 
         Args:
             name: the object's name (any non-empty ``str``).
@@ -335,7 +355,8 @@ class ObjectStore:
         Raises:
             InvalidObjectNameError, TypeError, ValueError: bad input, raised
                 before anything is sent.
-            ObjectLinkError: ``name`` is a link (delete it first).
+            ObjectLinkError: ``name`` is a link (delete it first), or became
+                one while the chunks were sent.
             APIError: the server refused a chunk or the meta (bucket sealed,
                 full...).
         """
@@ -347,9 +368,8 @@ class ObjectStore:
             raise ValueError(f"chunk_size must be in 1..{max_payload} (max payload)")
         meta = ObjectMeta(name=name, description=description, headers=headers, metadata=metadata)
         chunks = _chunks(data, chunk_size)
-        existing = self._find(name, timeout)
-        if existing is not None and existing.is_link and not existing.deleted:
-            raise ObjectLinkError(f"object {name!r} is a link: a put cannot replace it")
+        existing, seq = self._find(name, timeout)
+        _refuse_link(existing)
         nuid = NUID.next()
         wait = self._ctx.timeout if timeout is None else timeout
         try:
@@ -362,7 +382,7 @@ class ObjectStore:
                 metadata=meta.metadata,
                 options=ObjectMetaOptions(max_chunk_size=chunk_size),
             )  # fmt: skip
-            info = self._publish_meta(info, timeout)
+            info, existing = self._replace_meta(info, existing, seq, timeout)
         except BaseException:
             try:
                 self._purge_chunks(nuid, timeout)
@@ -372,6 +392,27 @@ class ObjectStore:
         if existing is not None and not existing.deleted and existing.nuid:
             self._purge_chunks(existing.nuid, timeout)
         return info
+
+    def _replace_meta(
+        self, info: ObjectInfo, existing: ObjectInfo | None, seq: int, timeout: float | None
+    ) -> tuple[ObjectInfo, ObjectInfo | None]:
+        """Store a put's meta over exactly the version read; return it and the version replaced.
+
+        The meta is stored only if the name still holds the version read (at
+        stream sequence ``seq``); when another put (of any client) stored one
+        meanwhile, the newer version is read and the store tried again. So each
+        version's chunks are purged by the put that replaced it, and concurrent
+        puts of one name leave no chunks behind that no meta names.
+
+        Raises:
+            ObjectLinkError: the name became a link meanwhile.
+        """
+        while True:
+            try:
+                return self._publish_meta(info, timeout, expected_last_subject_seq=seq), existing
+            except WrongLastSequenceError:
+                existing, seq = self._find(info.name, timeout)
+                _refuse_link(existing)
 
     def _put_chunks(
         self, subject: str, chunks: Iterator[bytes | memoryview], chunk_size: int, wait: float
@@ -428,6 +469,8 @@ class ObjectStore:
         is computed as the chunks arrive and checked at the end, with the
         size and chunk count; on a mismatch what was written is not the
         object (the error says so). At most about 8 MiB is requested ahead.
+        When another put replaces the object before ``writer`` got a byte,
+        the new version is read instead.
 
         Args:
             writer: anything with ``write(bytes)``.
@@ -438,11 +481,38 @@ class ObjectStore:
             LinkIsABucketError: ``name`` links to a whole bucket.
             DigestMismatchError, ObjectSizeMismatchError: the bytes read are
                 not those the meta describes.
+            ObjectReplacedError: another put replaced the object after
+                ``writer`` got part of it (its chunks are gone).
             BadObjectMetaError: the meta has no ``nuid`` or a bad digest form.
-            TimeoutError: a chunk did not arrive within ``timeout``.
+            TimeoutError: a chunk did not arrive within ``timeout`` (and the
+                object was not replaced or deleted meanwhile).
         """
-        store, info = self._resolve(name, timeout)
-        return store._read_chunks(info, writer, timeout)
+        return self._get(name, writer, timeout, None)
+
+    def _get(
+        self,
+        name: str,
+        writer: Writable,
+        timeout: float | None,
+        restart: Callable[[], None] | None,
+    ) -> ObjectInfo:
+        """Read ``name`` into ``writer``, again when it is replaced under the read.
+
+        A read whose version was replaced starts over with the new one when
+        the writer got nothing yet, or when ``restart`` (which empties the
+        writer) is given; at most :data:`_REREADS` times.
+        """
+        rereads = 0
+        while True:
+            store, info = self._resolve(name, timeout)
+            try:
+                return store._read_chunks(info, writer, timeout)
+            except ObjectReplacedError as exc:
+                rereads += 1
+                if rereads > _REREADS or (exc.written and restart is None):
+                    raise
+                if restart is not None:
+                    restart()
 
     def _read_chunks(self, info: ObjectInfo, writer: Writable, timeout: float | None) -> ObjectInfo:
         if not info.nuid:
@@ -461,7 +531,7 @@ class ObjectStore:
             )
             with oc, oc.messages(max_messages=_window(chunk_size)) as msgs:
                 while count < info.chunks:
-                    msg = msgs.next(timeout=wait)
+                    msg = self._next_chunk(msgs, info, size, wait)
                     data = msg.data
                     sha.update(data)
                     _write_all(writer, data)
@@ -483,16 +553,55 @@ class ObjectStore:
             )
         return info
 
+    def _next_chunk(
+        self, msgs: OrderedMessageIterator, info: ObjectInfo, written: int, wait: float
+    ) -> Msg:
+        """The next chunk of ``info``'s version, waiting up to ``wait`` seconds.
+
+        A put that replaces the object (or a delete) purges its chunks, after
+        which they never come: while none arrives, the name's meta is read
+        every half second to tell that from a slow transfer.
+
+        Raises:
+            ObjectReplacedError: the name holds another version now.
+            ObjectNotFoundError: the object was deleted meanwhile.
+            TimeoutError: no chunk within ``wait`` and the object is unchanged.
+        """
+        deadline = Deadline(wait)
+        while True:
+            try:
+                return msgs.next(timeout=max(deadline.slice(), 0.001))
+            except TimeoutError:
+                if deadline.expired():
+                    raise TimeoutError(
+                        f"object {info.name!r}: no chunk within {wait:g} s"
+                    ) from None
+            try:  # within the chunk's own wait
+                current, _ = self._find(info.name, max(deadline.remaining(), 0.001))
+            except (TimeoutError, ConnectionLostError, NoRespondersError):
+                continue  # the meta cannot be read either: keep waiting for the chunk
+            if current is None or current.deleted:
+                raise ObjectNotFoundError(
+                    f"object {info.name!r} in {self.bucket!r} was deleted while it was read"
+                )
+            if current.nuid != info.nuid:
+                raise ObjectReplacedError(
+                    f"object {info.name!r} in {self.bucket!r} was replaced while it was read "
+                    f"({written} bytes of the old version read)", written,
+                )  # fmt: skip
+
     def get(self, name: str, timeout: float | None = None) -> bytes:
         """Object ``name``'s bytes, checked as :meth:`get_into` checks them.
 
         Holds the whole object in memory: prefer :meth:`get_into` for big ones.
+        An object replaced while it is read is read again, whatever was read of
+        it (up to three times).
 
         Raises:
             As :meth:`get_into`.
         """
         out = _Collect()
-        self.get_into(name, out, timeout)
+        self._get(name, out, timeout, out.parts.clear)
         return b"".join(out.parts)
 
     # -- changes ----------------------------------------------------------------
@@ -522,7 +631,9 @@ class ObjectStore:
         """Change object ``name``'s name, description, headers and metadata.
 
         ``meta.options`` is ignored: the chunks, size and link stay. A new
-        ``meta.name`` renames the object (links and bucket links too).
+        ``meta.name`` renames the object (links and bucket links too). When
+        another put of the name comes between the read and the write, the
+        update is made on the new version.
 
         Raises:
             ObjectNotFoundError: no such object, or it was deleted.
@@ -530,39 +641,53 @@ class ObjectStore:
         """
         if not isinstance(meta, ObjectMeta):
             raise TypeError(f"meta must be an ObjectMeta, not {type(meta).__name__}")
-        info = self.get_info(name, timeout=timeout)
         renamed = meta.name != name
-        if renamed:
-            taken = self._find(meta.name, timeout)
-            if taken is not None and not taken.deleted:
-                raise ObjectAlreadyExistsError(f"object {meta.name!r} exists in {self.bucket!r}")
-        info = attrs.evolve(
-            info, name=meta.name, description=meta.description, headers=meta.headers,
-            metadata=meta.metadata, mtime=None,
-        )  # fmt: skip
-        info = self._publish_meta(info, timeout)
-        if renamed:
-            self._stream.purge(subject=self._meta_subject(name), timeout=timeout)
-        return info
+        while True:
+            info, seq = self._info_and_seq(name, False, timeout)
+            # The meta is stored only over the version read (the new name's
+            # when renaming): a put meanwhile makes the update start again.
+            expected = seq
+            if renamed:
+                taken, expected = self._find(meta.name, timeout)
+                if taken is not None and not taken.deleted:
+                    raise ObjectAlreadyExistsError(
+                        f"object {meta.name!r} exists in {self.bucket!r}"
+                    )
+            info = attrs.evolve(
+                info, name=meta.name, description=meta.description, headers=meta.headers,
+                metadata=meta.metadata, mtime=None,
+            )  # fmt: skip
+            try:
+                info = self._publish_meta(info, timeout, expected_last_subject_seq=expected)
+            except WrongLastSequenceError:
+                continue
+            if renamed:  # the old name's meta up to the version renamed, not a newer one
+                self._stream.purge(subject=self._meta_subject(name), seq=seq + 1, timeout=timeout)
+            return info
 
     def _link(self, name: str, link: ObjectLink, timeout: float | None) -> ObjectInfo:
         self._check_name(name)
-        existing = self._find(name, timeout)
-        if existing is not None and not existing.deleted and not existing.is_link:
-            raise ObjectAlreadyExistsError(
-                f"object {name!r} exists in {self.bucket!r}: a link cannot replace it"
-            )
         info = ObjectInfo(
             name=name, bucket=self.bucket, nuid=NUID.next(),
             options=ObjectMetaOptions(link=link),
         )  # fmt: skip
-        return self._publish_meta(info, timeout)
+        while True:
+            existing, seq = self._find(name, timeout)
+            if existing is not None and not existing.deleted and not existing.is_link:
+                raise ObjectAlreadyExistsError(
+                    f"object {name!r} exists in {self.bucket!r}: a link cannot replace it"
+                )
+            try:  # only over the version checked: a put meanwhile makes it check again
+                return self._publish_meta(info, timeout, expected_last_subject_seq=seq)
+            except WrongLastSequenceError:
+                continue
 
     def add_link(self, name: str, obj: ObjectInfo, timeout: float | None = None) -> ObjectInfo:
         """Make ``name`` a link to the object ``obj`` describes (in any bucket).
 
         A get of ``name`` reads the linked object. The name may be new, a
-        deleted object's or another link's (replaced).
+        deleted object's or another link's (replaced); an object put under it
+        while the link is made is never replaced.
 
         Raises:
             ObjectLinkError: ``obj`` is deleted or is itself a link.
