@@ -82,7 +82,7 @@ class ObjectStoreRoom(Protocol):
     def create_object_store(
         self,
         ctx: JetStreamContext,
-        config: ObjectStoreConfig | None,
+        config: ObjectStoreConfig | str | None,
         fields: dict[str, Any],
         timeout: float | None,
     ) -> ObjectStore: ...
@@ -90,7 +90,7 @@ class ObjectStoreRoom(Protocol):
     def update_object_store(
         self,
         ctx: JetStreamContext,
-        config: ObjectStoreConfig | None,
+        config: ObjectStoreConfig | str | None,
         fields: dict[str, Any],
         timeout: float | None,
     ) -> ObjectStore: ...
@@ -98,7 +98,7 @@ class ObjectStoreRoom(Protocol):
     def create_or_update_object_store(
         self,
         ctx: JetStreamContext,
-        config: ObjectStoreConfig | None,
+        config: ObjectStoreConfig | str | None,
         fields: dict[str, Any],
         timeout: float | None,
     ) -> ObjectStore: ...

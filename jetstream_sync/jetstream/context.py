@@ -726,12 +726,14 @@ class JetStreamContext:
     # ---------------------------------------------------------------- Object Store (object_store/)
 
     def create_object_store(
-        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        self, config: ObjectStoreConfig | str | None = None, *, timeout: float | None = None,
         **fields: Any,
     ) -> ObjectStore:  # fmt: skip
         """Create a bucket from an :class:`ObjectStoreConfig` and/or its fields.
 
-        Creating a bucket that exists with the same config succeeds.
+        Creating a bucket that exists with the same config succeeds. As in
+        nats.py, ``config`` may be the bucket's name: ``create_object_store("b")``
+        is ``create_object_store(bucket="b")`` (so for the update calls).
 
         Raises:
             ObjectStoreExistsError: the bucket exists with another config.
@@ -741,7 +743,7 @@ class JetStreamContext:
         return ROOMS.object_store.create_object_store(self, config, fields, timeout)
 
     def update_object_store(
-        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        self, config: ObjectStoreConfig | str | None = None, *, timeout: float | None = None,
         **fields: Any,
     ) -> ObjectStore:  # fmt: skip
         """Change an existing bucket's config.
@@ -753,7 +755,7 @@ class JetStreamContext:
         return ROOMS.object_store.update_object_store(self, config, fields, timeout)
 
     def create_or_update_object_store(
-        self, config: ObjectStoreConfig | None = None, *, timeout: float | None = None,
+        self, config: ObjectStoreConfig | str | None = None, *, timeout: float | None = None,
         **fields: Any,
     ) -> ObjectStore:  # fmt: skip
         """Update the bucket, or create it when it does not exist."""

@@ -48,10 +48,14 @@ def _not_found(bucket: str) -> ObjectStoreNotFoundError:
 def _call(
     call: Callable[..., Stream],
     ctx: JetStreamContext,
-    config: ObjectStoreConfig | None,
+    config: ObjectStoreConfig | str | None,
     fields: dict[str, Any],
     timeout: float | None,
 ) -> ObjectStore:
+    if isinstance(config, str):  # nats.py's create_object_store("bucket", ...)
+        if "bucket" in fields:
+            raise TypeError("the bucket is named twice: positionally and as bucket=")
+        config, fields = None, {**fields, "bucket": config}
     cfg = merge_config(ObjectStoreConfig, config, fields)
     try:
         stream = call(cfg.stream_config(), timeout=timeout)
@@ -66,7 +70,7 @@ def _call(
 
 def create_object_store(
     ctx: JetStreamContext,
-    config: ObjectStoreConfig | None,
+    config: ObjectStoreConfig | str | None,
     fields: dict[str, Any],
     timeout: float | None,
 ) -> ObjectStore:
@@ -76,7 +80,7 @@ def create_object_store(
 
 def update_object_store(
     ctx: JetStreamContext,
-    config: ObjectStoreConfig | None,
+    config: ObjectStoreConfig | str | None,
     fields: dict[str, Any],
     timeout: float | None,
 ) -> ObjectStore:
@@ -86,7 +90,7 @@ def update_object_store(
 
 def create_or_update_object_store(
     ctx: JetStreamContext,
-    config: ObjectStoreConfig | None,
+    config: ObjectStoreConfig | str | None,
     fields: dict[str, Any],
     timeout: float | None,
 ) -> ObjectStore:

@@ -65,6 +65,16 @@ def test_create_makes_the_adr_stream(js, bucket):
     assert cfg.description == "d" and cfg.metadata["owner"] == "infra"
 
 
+def test_the_bucket_may_come_first_as_in_nats_py(js, bucket):
+    """create_object_store("b") (nats.py's shape) names the bucket; the update calls take
+    it the same way; naming it twice is a TypeError before anything is sent."""
+    assert js.create_object_store(bucket, description="d").bucket == bucket
+    assert js.update_object_store(bucket, description="e").status().description == "e"
+    assert js.create_or_update_object_store(bucket).status().description is None
+    with pytest.raises(TypeError, match="named twice"):
+        js.create_object_store(bucket, bucket="other")
+
+
 def test_config_maps_to_stream_fields():
     """ttl, max_bytes, storage, replicas and compression become the stream's fields."""
     cfg = ObjectStoreConfig(
