@@ -32,6 +32,7 @@ from ..errors import (
     NoRespondersError,
     PinIdMismatchError,
     ServerShutdownError,
+    StreamNotFoundError,
     TimeoutError,
 )
 from ..msg import Msg, first_status, pull_size
@@ -492,12 +493,16 @@ class MessageIterator(BaseMessageIterator):
 
 
 def consumer_exists(check: Callable[[], object]) -> Callable[[], bool | None]:
-    """Wrap an info call: False when the consumer is gone, None when unknown."""
+    """Wrap an info call: False when the consumer is gone, None when unknown.
+
+    A consumer whose stream was deleted went with it: the info call's
+    ``StreamNotFoundError`` counts as gone.
+    """
 
     def exists() -> bool | None:
         try:
             check()
-        except ConsumerNotFoundError:
+        except (ConsumerNotFoundError, StreamNotFoundError):
             return False
         except NatsError:
             return None

@@ -22,6 +22,7 @@ from jetstream_sync.jetstream._pull import DONE, HEARTBEAT, TERMINAL, WARNING, c
 from jetstream_sync.jetstream.consumer import Consumer
 from jetstream_sync.jetstream.enums import PriorityPolicy
 from jetstream_sync.msg import Msg
+from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
 
 
@@ -175,6 +176,23 @@ def test_503_no_responders(js, stream):
     ghost = Consumer(js.client, js._api, stream.name, "ghost")
     with pytest.raises(NoRespondersError):
         ghost.fetch(1, timeout=1)
+
+
+def test_a_consumer_whose_stream_was_deleted_is_gone_not_unreachable(js):
+    """The stream (and with it the consumer) deleted before the first pull reached the
+    server: the pull gets a 503, the info call "stream not found". messages() ends with
+    ConsumerDeletedError and fetch raises NoRespondersError, as for a deleted consumer;
+    before, both pulled again every half second until their timeout."""
+    name = unique_stream_name("GONE")
+    st = js.create_stream(name=name, subjects=[f"{name}.>"])
+    cons = st.create_consumer(durable_name="d")
+    js.delete_stream(name)
+    it = cons.messages()
+    with pytest.raises(ConsumerDeletedError):
+        it.next(timeout=10)
+    it.stop()
+    with pytest.raises(NoRespondersError):
+        cons.fetch(1, timeout=10)
 
 
 def test_409_server_shutdown(restartable_server):
