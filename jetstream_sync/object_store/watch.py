@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING
 
 from .._seam import Deadline, check_timeout, logger
-from ..errors import IteratorClosedError
+from ..errors import IteratorClosedError, ObjectStoreNotFoundError, StreamNotFoundError
 from ..jetstream._seam import WatchFeed, initial_end
 from ..jetstream.enums import DeliverPolicy
 from .config import ObjectInfo
@@ -42,6 +42,9 @@ class ObjectWatcher:
     deletes its server-side consumer. Survives reconnects, server restarts
     and the deletion of its consumer (it rides on the ordered consumer, on a
     thread of its own: ``jetstream_sync-object-watch-N``). One reader at a time.
+
+    Attributes:
+        bucket: the bucket watched.
     """
 
     def __init__(
@@ -54,19 +57,26 @@ class ObjectWatcher:
         timeout: float | None,
     ) -> None:
         timeout = check_timeout("timeout", timeout, ctx.timeout)
+        self.bucket = store.bucket
         self._ignore_deletes = ignore_deletes
         all_meta = f"$O.{store.bucket}.M.>"
         end = None  # no marker
         if updates_only:
             policy = DeliverPolicy.NEW
         else:
-            end = initial_end(ctx.stream_no_info(store.stream_name), [all_meta], timeout)
+            try:
+                end = initial_end(ctx.stream_no_info(store.stream_name), [all_meta], timeout)
+            except StreamNotFoundError as exc:
+                raise self._gone(exc) from None
             policy = DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
         self._oc = ctx.ordered_consumer(
             store.stream_name, filter_subjects=[all_meta], deliver_policy=policy
         )
         try:
             messages = self._oc.messages(max_messages=_PREFETCH)
+        except StreamNotFoundError as exc:
+            self._oc.close()
+            raise self._gone(exc) from None
         except BaseException:
             self._oc.close()
             raise
@@ -94,10 +104,19 @@ class ObjectWatcher:
 
         Raises:
             TimeoutError: nothing within ``timeout``.
+            ObjectStoreNotFoundError: the bucket was deleted.
             IteratorClosedError: the watcher was stopped.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
-        return self._feed.take(deadline)
+        try:
+            return self._feed.take(deadline)
+        except StreamNotFoundError as exc:
+            raise self._gone(exc) from None
+
+    def _gone(self, exc: StreamNotFoundError) -> ObjectStoreNotFoundError:
+        return ObjectStoreNotFoundError(
+            exc.code, exc.err_code, f"object store {self.bucket!r} not found"
+        )
 
     def stop(self) -> None:
         """Stop watching and delete the server-side consumer. Safe from any thread."""

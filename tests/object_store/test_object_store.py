@@ -109,11 +109,21 @@ def test_bucket_lookup_listing_and_delete(js, bucket):
 
 
 def test_calls_on_a_deleted_bucket(js, bucket):
-    """A handle on a bucket deleted since raises ObjectStoreNotFoundError."""
+    """A handle on a bucket deleted since raises ObjectStoreNotFoundError, and so does a
+    watcher running when it went (it raised the bare StreamNotFoundError of its consumer)."""
     obs = js.create_object_store(bucket=bucket)
     obs.put("a", b"1")
+    watcher = obs.watch()
+    assert watcher.next(timeout=5).name == "a" and watcher.next(timeout=5) is None
     js.delete_object_store(bucket)
-    for call in (lambda: obs.get_info("a"), lambda: obs.put("b", b"2"), obs.status):
+    with pytest.raises(jsync.ObjectStoreNotFoundError, match=repr(bucket)):
+        watcher.next(timeout=10)
+    watcher.stop()
+    calls = (
+        lambda: obs.get_info("a"), lambda: obs.put("b", b"2"), obs.status, lambda: obs.get("a"),
+        lambda: obs.delete("a"), obs.list, obs.watch,
+    )  # fmt: skip
+    for call in calls:
         with pytest.raises(jsync.ObjectStoreNotFoundError):
             call()
 
