@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InvalidBucketNameError, InvalidKeyError
+from ..errors import InvalidBucketNameError, InvalidKeyError, LimitExceededError
+from ..jetstream._seam import checks as ck
 
 STREAM_PREFIX = "KV_"
+_MAX_BUCKET_LEN = ck.MAX_NAME_LEN - len(STREAM_PREFIX)
 _BUCKET = re.compile(r"[a-zA-Z0-9_-]+")
 _KEY = re.compile(r"[-/_=.a-zA-Z0-9]+")
 # What no subject token may hold: ASCII space and control characters.
@@ -27,9 +29,16 @@ def check_bucket(bucket: str) -> str:
     Raises:
         InvalidBucketNameError: empty, not a ``str``, or a character outside
             ``a-z A-Z 0-9 _ -`` (also a ``ValueError``).
+        LimitExceededError: longer than its stream's name may be (252 bytes).
     """
     if not isinstance(bucket, str) or not _BUCKET.fullmatch(bucket):
         raise InvalidBucketNameError(f"invalid bucket name {bucket!r}: use a-z A-Z 0-9 _ -")
+    if len(bucket) > _MAX_BUCKET_LEN:
+        raise LimitExceededError(
+            "bucket", len(bucket), _MAX_BUCKET_LEN,
+            f"its stream's name, {STREAM_PREFIX}<bucket>, takes at most the server's "
+            f"{ck.MAX_NAME_LEN} bytes",
+        )  # fmt: skip
     return bucket
 
 

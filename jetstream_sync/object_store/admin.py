@@ -19,7 +19,7 @@ from ..errors import (
     StreamNotFoundError,
 )
 from ..jetstream._seam import merge_config
-from .config import ObjectStoreConfig, ObjectStoreStatus, check_bucket
+from .config import STREAM_PREFIX, ObjectStoreConfig, ObjectStoreStatus, check_bucket
 from .store import ObjectStore
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ __all__ = [
     "update_object_store",
 ]
 
-_PREFIX = "OBJ_"
 _ANY_CHUNKS = "$O.*.C.>"
 
 
@@ -102,7 +101,7 @@ def object_store(ctx: JetStreamContext, bucket: str, timeout: float | None) -> O
     """See :meth:`JetStreamContext.object_store`."""
     check_bucket(bucket)
     try:
-        stream = ctx.stream(_PREFIX + bucket, timeout=timeout)
+        stream = ctx.stream(STREAM_PREFIX + bucket, timeout=timeout)
     except StreamNotFoundError as exc:
         raise _not_found(bucket) from exc
     return ObjectStore(ctx, bucket, stream)
@@ -112,12 +111,13 @@ def delete_object_store(ctx: JetStreamContext, bucket: str, timeout: float | Non
     """See :meth:`JetStreamContext.delete_object_store`."""
     check_bucket(bucket)
     try:
-        info = ctx.stream(_PREFIX + bucket, timeout=timeout).cached_info
+        info = ctx.stream(STREAM_PREFIX + bucket, timeout=timeout).cached_info
         if info is None or not _is_bucket(info, bucket):
             raise ObjectStoreError(
-                f"stream {_PREFIX + bucket!r} is not an Object Store bucket; nothing was deleted"
+                f"stream {STREAM_PREFIX + bucket!r} is not an Object Store bucket; "
+                "nothing was deleted"
             )
-        return ctx.delete_stream(_PREFIX + bucket, timeout=timeout)
+        return ctx.delete_stream(STREAM_PREFIX + bucket, timeout=timeout)
     except StreamNotFoundError as exc:
         raise _not_found(bucket) from exc
 
@@ -130,9 +130,9 @@ def _is_bucket(info: StreamInfo, bucket: str) -> bool:
 def object_store_names(ctx: JetStreamContext, timeout: float | None) -> Iterator[str]:
     """See :meth:`JetStreamContext.object_store_names`."""
     return (
-        name[len(_PREFIX) :]
+        name[len(STREAM_PREFIX) :]
         for name in ctx.stream_names(subject=_ANY_CHUNKS, timeout=timeout)
-        if name.startswith(_PREFIX)
+        if name.startswith(STREAM_PREFIX)
     )
 
 
@@ -140,10 +140,10 @@ def object_stores(ctx: JetStreamContext, timeout: float | None) -> Iterator[Obje
     """See :meth:`JetStreamContext.object_stores`."""
 
     def status(info: StreamInfo) -> ObjectStoreStatus:
-        return ObjectStoreStatus.from_stream_info(info.config.name[len(_PREFIX) :], info)
+        return ObjectStoreStatus.from_stream_info(info.config.name[len(STREAM_PREFIX) :], info)
 
     return (
         status(info)
         for info in ctx.streams(subject=_ANY_CHUNKS, timeout=timeout)
-        if info.config.name.startswith(_PREFIX)
+        if info.config.name.startswith(STREAM_PREFIX)
     )

@@ -18,7 +18,12 @@ from typing import Any
 import attrs
 
 from .._seam import format_rfc3339, parse_rfc3339
-from ..errors import BadObjectMetaError, InvalidObjectNameError, InvalidObjectStoreNameError
+from ..errors import (
+    BadObjectMetaError,
+    InvalidObjectNameError,
+    InvalidObjectStoreNameError,
+    LimitExceededError,
+)
 from ..jetstream._seam import DUR, ENUM, MAP, OBJ, Wire, extra_field, field, strip_nats
 from ..jetstream._seam import checks as ck
 from ..jetstream.enums import DiscardPolicy, StorageType, StoreCompression
@@ -38,6 +43,8 @@ __all__ = [
 DEFAULT_CHUNK_SIZE = 128 * 1024
 DIGEST_PREFIX = "SHA-256="
 _BUCKET = re.compile(r"[A-Za-z0-9_-]+")
+STREAM_PREFIX = "OBJ_"
+_MAX_BUCKET_LEN = ck.MAX_NAME_LEN - len(STREAM_PREFIX)
 
 
 def check_bucket(bucket: Any, what: str = "bucket") -> str:
@@ -45,12 +52,19 @@ def check_bucket(bucket: Any, what: str = "bucket") -> str:
 
     Raises:
         InvalidObjectStoreNameError: anything else (also a non-``str``).
+        LimitExceededError: longer than its stream's name may be (251 bytes).
     """
     if not isinstance(bucket, str) or not _BUCKET.fullmatch(bucket):
         raise InvalidObjectStoreNameError(
             f"{what}: {bucket!r} is not a valid Object Store bucket name "
             "(1 or more of A-Z, a-z, 0-9, '_', '-')"
         )
+    if len(bucket) > _MAX_BUCKET_LEN:
+        raise LimitExceededError(
+            what, len(bucket), _MAX_BUCKET_LEN,
+            f"its stream's name, {STREAM_PREFIX}<bucket>, takes at most the server's "
+            f"{ck.MAX_NAME_LEN} bytes",
+        )  # fmt: skip
     return bucket
 
 
@@ -140,7 +154,7 @@ class ObjectStoreConfig(Wire):
     @property
     def stream_name(self) -> str:
         """``OBJ_<bucket>``."""
-        return f"OBJ_{self.bucket}"
+        return STREAM_PREFIX + self.bucket
 
     def stream_config(self) -> StreamConfig:
         """The stream config ADR-20 prescribes for this bucket.

@@ -52,6 +52,20 @@ def test_create_bind_list_and_delete(js, bucket):
         js.delete_key_value(bucket)
 
 
+def test_a_bucket_name_at_the_stream_name_limit_works_one_byte_more_is_refused(js):
+    """KV_ and the bucket must fit the server's 255-byte stream names: 252 bytes work, 253
+    raise LimitExceededError naming the bucket's own length, before anything is sent."""
+    longest = unique_stream_name("K").ljust(252, "k")
+    try:
+        assert js.create_key_value(bucket=longest).put("k", b"v") == 1
+        assert js.key_value(longest).get("k").value == b"v"
+    finally:
+        js.delete_key_value(longest)
+    for call in (lambda b: js.create_key_value(bucket=b), js.key_value, js.delete_key_value):
+        with pytest.raises(nats_sync.LimitExceededError, match="bucket is too long: 253 bytes"):
+            call(longest + "k")
+
+
 def test_calls_on_a_deleted_bucket(js, bucket):
     """Reads and status on a bucket deleted under the handle raise BucketNotFoundError."""
     for direct in (True, False):

@@ -94,6 +94,20 @@ def test_bad_bucket_names_are_refused(js, bad):
         js.object_store(bad)
 
 
+def test_a_bucket_name_at_the_stream_name_limit_works_one_byte_more_is_refused(js):
+    """OBJ_ and the bucket must fit the server's 255-byte stream names: 251 bytes work, 252
+    raise LimitExceededError naming the bucket's own length, before anything is sent."""
+    longest = unique_stream_name("O").ljust(251, "o")
+    try:
+        js.create_object_store(bucket=longest).put("o", b"v")
+        assert js.object_store(longest).get("o") == b"v"
+    finally:
+        js.delete_object_store(longest)
+    for call in (lambda b: js.create_object_store(bucket=b), js.object_store):
+        with pytest.raises(jsync.LimitExceededError, match="bucket is too long: 252 bytes"):
+            call(longest + "o")
+
+
 def test_bucket_lookup_listing_and_delete(js, bucket):
     """A bucket is found by name, listed with its status, and gone after delete."""
     with pytest.raises(jsync.ObjectStoreNotFoundError):
