@@ -13,7 +13,11 @@ from .errors import InlineCallbackError, TimeoutError
 from .msg import Msg
 
 WORKER_WAIT_SLICE = 0.5
-"""Seconds a callback thread waits on its doorbell before it looks at its queue again."""
+"""Seconds a callback thread first waits on its doorbell before it looks at its queue again."""
+
+WORKER_IDLE_SLICE = 8.0
+"""The longest such wait: each look that finds nothing doubles the wait up to this, so
+thousands of idle callback threads do not wake thousands of times a second."""
 
 
 class MsgQueue:
@@ -147,11 +151,14 @@ class MsgQueue:
         """The callback thread's :meth:`get`: the next message, or None once closed and empty.
 
         Waits on the doorbell (never on the main thread, so no signal handler
-        runs here). A wait also ends every :data:`WORKER_WAIT_SLICE` seconds, so
-        a ring that an interrupted reading thread never made delays a message,
-        never loses it.
+        runs here). A wait also ends after :data:`WORKER_WAIT_SLICE` seconds,
+        then twice as long each time nothing came, up to
+        :data:`WORKER_IDLE_SLICE`: a ring that an interrupted reading thread
+        never made delays a message, never loses it, and an idle subscription
+        costs a wake-up every few seconds.
         """
         bell = self._bell
+        slice_ = WORKER_WAIT_SLICE
         while True:
             with self._lock:
                 items = self._items
@@ -162,9 +169,10 @@ class MsgQueue:
                 if self._closed:
                     return None
                 bell.arm()
-            if not bell.wait(WORKER_WAIT_SLICE):
+            if not bell.wait(slice_):
                 with self._lock:
                     bell.settle()
+                slice_ = min(slice_ * 2, WORKER_IDLE_SLICE)
 
     def get_batch(self, max_count: int, deadline: Deadline | None) -> list[Msg]:
         """Take up to ``max_count`` messages at once, waiting until ``deadline`` for the first.
