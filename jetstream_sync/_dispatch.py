@@ -15,9 +15,10 @@ from .msg import Msg
 WORKER_WAIT_SLICE = 0.5
 """Seconds a callback thread first waits on its doorbell before it looks at its queue again."""
 
-WORKER_IDLE_SLICE = 8.0
-"""The longest such wait: each look that finds nothing doubles the wait up to this, so
-thousands of idle callback threads do not wake thousands of times a second."""
+IDLE_SLICE = 8.0
+"""The longest wait for a message between two looks at a queue: each look that finds
+nothing doubles the wait (from half a second) up to this, so thousands of idle
+subscriptions, consumers and watchers do not wake thousands of times a second."""
 
 
 class MsgQueue:
@@ -115,6 +116,7 @@ class MsgQueue:
             ConnectionClosedError: the queue was closed because the client closed.
         """
         items = self._items
+        slice_ = WORKER_WAIT_SLICE  # doubled after each wait, as the callback thread's
         while not items:
             if interruptible and self._interrupted:
                 self._interrupted = False
@@ -124,11 +126,12 @@ class MsgQueue:
                     raise self._close_reason
                 return False
             if deadline is None:
-                self._wait(0.5)
-                continue
-            if deadline.expired():
+                self._wait(slice_)
+            elif deadline.expired():
                 raise TimeoutError("timed out waiting for a message")
-            self._wait(deadline.slice())
+            else:
+                self._wait(min(slice_, deadline.remaining()))
+            slice_ = min(slice_ * 2, IDLE_SLICE)
         return True
 
     def get(self, deadline: Deadline | None) -> Msg | None:
@@ -153,7 +156,7 @@ class MsgQueue:
         Waits on the doorbell (never on the main thread, so no signal handler
         runs here). A wait also ends after :data:`WORKER_WAIT_SLICE` seconds,
         then twice as long each time nothing came, up to
-        :data:`WORKER_IDLE_SLICE`: a ring that an interrupted reading thread
+        :data:`IDLE_SLICE`: a ring that an interrupted reading thread
         never made delays a message, never loses it, and an idle subscription
         costs a wake-up every few seconds.
         """
@@ -172,7 +175,7 @@ class MsgQueue:
             if not bell.wait(slice_):
                 with self._lock:
                     bell.settle()
-                slice_ = min(slice_ * 2, WORKER_IDLE_SLICE)
+                slice_ = min(slice_ * 2, IDLE_SLICE)
 
     def get_batch(self, max_count: int, deadline: Deadline | None) -> list[Msg]:
         """Take up to ``max_count`` messages at once, waiting until ``deadline`` for the first.
