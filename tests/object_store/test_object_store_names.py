@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 
 import jetstream_sync as nats_sync
 from jetstream_sync import ObjectMeta
 from tests.fixtures.in_flight import request_in_flight
-from tests.fixtures.jetstream import unique_stream_name
-
-
-@pytest.fixture
-def obs(js: nats_sync.JetStreamContext) -> Iterator[nats_sync.ObjectStore]:
-    """A fresh object store, deleted afterwards."""
-    name = unique_stream_name("NAMES")
-    yield js.create_object_store(bucket=name)
-    with contextlib.suppress(nats_sync.ObjectStoreNotFoundError):
-        js.delete_object_store(name)
 
 
 def test_a_too_long_name_fails_alone_and_spares_a_request_in_flight(nc, obs):

@@ -8,7 +8,6 @@ client's call right after it.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import pickle
@@ -21,19 +20,9 @@ import pytest
 import jetstream_sync as jsync
 from jetstream_sync import ObjectMeta
 from jetstream_sync.object_store.store import ObjectStore
-from tests.fixtures.jetstream import unique_stream_name
 
 CHUNK = 1024
 BIG = 200 * CHUNK  # more chunks than a get requests ahead (64 of 1 KiB)
-
-
-@pytest.fixture
-def obs(js: jsync.JetStreamContext) -> Iterator[jsync.ObjectStore]:
-    """A fresh object store, deleted afterwards."""
-    name = unique_stream_name("RACE")
-    yield js.create_object_store(bucket=name)
-    with contextlib.suppress(jsync.ObjectStoreNotFoundError):
-        js.delete_object_store(name)
 
 
 @pytest.fixture
