@@ -110,6 +110,14 @@ def _stream_query(spark, server, stream: str, tmp_path, trigger=None, **options)
     )
 
 
+def _why(spark, query) -> str:
+    """What a streaming test reports when its rows did not come: the query's state."""
+    return (
+        f"rows {_memory(spark, query)}, exception {query.exception()}, "
+        f"status {query.status}, last progress {query.lastProgress}"
+    )
+
+
 def _memory(spark, query) -> list[int]:
     return sorted(r.seq for r in spark.sql(f"SELECT seq FROM {query.name}").collect())
 
@@ -157,7 +165,10 @@ def test_min_offsets_per_trigger_waits_for_enough_messages(
         wait_for(lambda: query.lastProgress is not None, timeout=60, interval=0.1)
         assert _memory(spark, query) == []
         _fill(js, stream.name, 6, 12)
-        wait_for(lambda: len(_memory(spark, query)) == 12, timeout=60, interval=0.2)
+        wait_for(
+            lambda: len(_memory(spark, query)) == 12, timeout=60, interval=0.2,
+            message=lambda: _why(spark, query),
+        )  # fmt: skip
 
         def batches() -> list[int]:
             return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
