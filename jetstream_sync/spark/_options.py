@@ -80,7 +80,8 @@ STREAM_READ = Role(
     f"a streaming read of {_STREAM}",
     (*CONNECTION, "stream", "subject", "startingOffsets", "startingTimestamp",
      "maxMessagesPerTrigger", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-     "pollInterval", "numPartitions", "failOnDataLoss", "includeHeaders"),
+     "pollInterval", "numPartitions", "failOnDataLoss", "includeHeaders",
+     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs"),
 )  # fmt: skip
 BATCH_WRITE = Role(
     f"a batch write to {_STREAM}",
@@ -97,7 +98,8 @@ KV_WRITE = Role(f"a batch write to {_KV}", (*CONNECTION, "bucket"))
 KV_FEED = Role(
     f"a streaming read of {_KV}",
     (*CONNECTION, "bucket", "keys", "startingOffsets", "maxMessagesPerTrigger",
-     "maxOffsetsPerTrigger", "pollInterval", "numPartitions", "failOnDataLoss"),
+     "maxOffsetsPerTrigger", "pollInterval", "numPartitions", "failOnDataLoss",
+     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs"),
 )  # fmt: skip
 _COUNTER = 'format("jetstream-counter")'
 COUNTER_WRITE = Role(

@@ -32,6 +32,7 @@ from ._kafka import EARLIEST, LATEST, parse_duration, parse_millis, parse_offset
 from ._loss import PlannedPartition, planned_partitions, read_checked
 from ._options import Options
 from ._plan import StreamPosition, data_loss, first_seq_at, split
+from ._retry import Retries
 from ._subjects import check_filter
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         opts: the data source options (``startingOffsets``,
             ``startingTimestamp``, ``maxMessagesPerTrigger`` or
             ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and
-            ``maxTriggerDelay``, ``pollInterval``, ``failOnDataLoss``, ``subject``...).
+            ``maxTriggerDelay``, ``pollInterval``, ``failOnDataLoss``, ``subject``,
+            ``fetchOffset.numRetries`` and ``fetchOffset.retryIntervalMs``...).
         schema: the read schema.
         default_partitions: partitions per micro-batch without ``numPartitions``.
     """
@@ -82,6 +84,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.last_batch = time.monotonic()  # when a micro-batch was last planned
         poll = opts.get("pollInterval") or _DEFAULT_POLL_INTERVAL
         self.poll_interval = parse_duration(poll, "pollInterval")
+        self.retries = Retries.of(opts)
         self.found_nothing_at: float | None = None  # when the last look found nothing new
         self.looked: tuple[float, StreamPosition] | None = None  # when, and what, it saw
         self.fail_on_data_loss = opts.boolean("failOnDataLoss", True)
@@ -90,7 +93,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.target: int | None = None  # availableNow: the end fixed when the query started
 
     def _position(self) -> StreamPosition:
-        return stream_position(self.conn, self.stream)
+        what = f"stream {self.stream!r}: asking for its first and last sequence"
+        return self.retries.call(what, lambda: stream_position(self.conn, self.stream))
 
     def _offset(self, seq: int, pos: StreamPosition) -> dict[str, Any]:
         return {"stream": self.stream, "seq": int(seq), "created": pos.created}

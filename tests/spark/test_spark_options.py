@@ -188,7 +188,7 @@ def test_every_option_of_every_role_is_in_the_docs_table():
         name.lower()
         for line in text.splitlines()
         if line.startswith("| `")
-        for name in re.findall(r"`([A-Za-z]+)`", line.split("|")[1])
+        for name in re.findall(r"`([A-Za-z.]+)`", line.split("|")[1])
     }
     missing = {
         (role.what, option)
