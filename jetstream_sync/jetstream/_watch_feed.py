@@ -53,16 +53,17 @@ _MARKER = _Marker()
 def initial_end(stream: Stream, filters: Sequence[str], timeout: float) -> int:
     """The stream sequence of the newest message matching any of ``filters`` (0: none).
 
-    Asked of the stream leader, which holds every acknowledged message.
+    Asked of the stream leader, which holds every acknowledged message: one request
+    per filter, each with ``timeout`` of its own (a watch of thousands of keys makes as
+    many round trips, which one shared deadline cut short on a busy machine).
 
     Raises:
         StreamNotFoundError: the stream does not exist.
     """
-    deadline = Deadline(timeout)
     last = 0
     for subject in filters:
         try:
-            msg = stream.get_last_msg_for_subject(subject, timeout=max(deadline.remaining(), 1e-3))
+            msg = stream.get_last_msg_for_subject(subject, timeout=timeout)
         except MessageNotFoundError:
             continue
         last = max(last, msg.seq)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from collections.abc import Iterator
 
 import nats
 import pytest
 
 import jetstream_sync as nats_sync
+from jetstream_sync.jetstream._watch_feed import initial_end
 from tests.fixtures.in_flight import request_in_flight
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
@@ -78,6 +80,34 @@ def test_the_limit_counts_utf8_bytes(kv):
         kv.get("é" * (kv.max_key_length // 2 + 1))
     with pytest.raises(nats_sync.KeyNotFoundError):
         kv.get("é" * (kv.max_key_length // 2))
+
+
+# -- many filters ---------------------------------------------------------------------
+
+
+def test_each_filter_has_the_whole_timeout_to_find_its_last_message(js, kv):
+    """keys() and watch() of many filters ask the stream leader once per filter, each
+    request with the call's timeout: a first answer that took all of it leaves the others
+    theirs (one deadline shared by every request timed out a keys() of 3,000 filters on a
+    busy machine)."""
+    revisions = [kv.put(key, b"v") for key in ("a", "b", "c")]
+    stream = js.stream_no_info(f"KV_{kv.bucket}")
+    given: list[float] = []
+    began = time.monotonic()
+
+    class SlowFirstAnswer:
+        """The bucket's stream, whose first answer comes when the whole timeout has passed."""
+
+        def get_last_msg_for_subject(self, subject: str, timeout: float) -> object:
+            given.append(timeout)
+            msg = stream.get_last_msg_for_subject(subject, timeout=timeout)
+            if len(given) == 1:
+                wait_for(lambda: time.monotonic() > began + 0.5, timeout=5)
+            return msg
+
+    filters = [f"$KV.{kv.bucket}.{key}" for key in ("a", "b", "c")]
+    assert initial_end(SlowFirstAnswer(), filters, 0.5) == revisions[-1]  # type: ignore[arg-type]
+    assert given == [0.5, 0.5, 0.5]
 
 
 # -- keys other clients stored ----------------------------------------------------------
