@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.stages import main
+from tests.support.stages import QUIET_NICENESS, main
 
 MAKEFILE = """\
 slow:
@@ -48,3 +48,15 @@ def test_the_quiet_stages_run_beside_the_foreground_one(project, capfd):
     assert main(("writer", "reader"), foreground="reader") == 0
     out = capfd.readouterr().out
     assert "met" in out and "make test passed" in out
+
+
+def test_the_quiet_stages_yield_the_cpu_to_the_foreground_one(project, capfd):
+    """A quiet stage runs niced by QUIET_NICENESS more than the foreground stage."""
+    (project / "Makefile").write_text(
+        "quiet:\n\t@echo quiet-$$(nice)\nloud:\n\t@echo loud-$$(nice)\n"
+    )
+    assert main(("quiet", "loud"), foreground="loud") == 0
+    out = capfd.readouterr().out
+    own = os.nice(0)
+    assert f"loud-{own}" in out
+    assert f"quiet-{min(own + QUIET_NICENESS, 19)}" in out
