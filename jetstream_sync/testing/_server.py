@@ -17,7 +17,7 @@ import contextlib
 import importlib.metadata
 import json
 import os
-import select
+import selectors
 import shutil
 import signal
 import socket
@@ -624,9 +624,11 @@ class NatsServer:
         """Block until the server serves, or raise ServerStartError."""
         watchdog = self._watchdog
         assert watchdog is not None and watchdog.stdout is not None
-        ready, _, _ = select.select(
-            [watchdog.stdout], [], [], max(0.0, deadline - time.monotonic())
-        )
+        # A selector, not select(): a process holding more than 1,024 files gives the
+        # pipe a descriptor select() cannot take.
+        with selectors.DefaultSelector() as selector:
+            selector.register(watchdog.stdout, selectors.EVENT_READ)
+            ready = selector.select(max(0.0, deadline - time.monotonic()))
         line = watchdog.stdout.readline() if ready else b""
         if not line.strip().isdigit():
             raise self._start_error("the watchdog did not report the server's pid")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -151,6 +152,24 @@ def test_the_suites_fixture_servers_use_this_launchers_binary_and_error(
     monkeypatch.setenv("NATS_SERVER_BIN", str(tmp_path / "missing"))
     with pytest.raises(FileNotFoundError, match="NATS_SERVER_BIN"):
         fixture.NatsServer()
+
+
+def test_starts_in_a_process_holding_more_than_1024_files():
+    """A process with 1,100 files open starts a server (its pipe's descriptor is past what
+    select() takes: it raised ValueError)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip(f"the file limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with NatsServer() as server, jetstream_sync.connect(server.url) as nc:
+            assert nc.request("$JS.API.INFO", b"", timeout=5).data
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_restart_kill_freeze_and_monitor(tmp_path: Path):
