@@ -18,6 +18,8 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 import jetstream_sync  # noqa: E402
+from jetstream_sync.errors import APIError, ConnectionLostError, NoRespondersError  # noqa: E402
+from jetstream_sync.spark._retry import passes  # noqa: E402
 from jetstream_sync.spark._source import JetStreamDataSource  # noqa: E402
 from tests.fixtures.polling import wait_for  # noqa: E402
 
@@ -96,3 +98,22 @@ def test_bad_retry_options_are_refused_when_the_query_is_planned(nats_server, op
     """The reader refuses a negative or non-integer value before it asks the server."""
     with pytest.raises(ValueError, match=option.split(".")[1]):
         _reader(nats_server, "ANY", **{option: value})
+
+
+@pytest.mark.parametrize(
+    ("error", "tried_again"),
+    [
+        (jetstream_sync.TimeoutError("no reply"), True),
+        (ConnectionLostError("cut"), True),
+        (NoRespondersError("no responders"), True),
+        (APIError(503, 10008, "JetStream system temporarily unavailable"), True),
+        (jetstream_sync.StreamNotFoundError(404, 10059, "stream not found"), False),
+        (APIError(400, 10003, "bad request"), False),
+        (jetstream_sync.PermissionViolationError("publish to $JS.API.STREAM.INFO.S"), False),
+        (ValueError("a bug"), False),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v),
+)
+def test_what_is_tried_again(error, tried_again):
+    """An outage is tried again (no reply, a cut, no responders, a 503); an answer is not."""
+    assert passes(error) is tried_again
