@@ -17,28 +17,19 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _py
 from jetstream_sync.errors import BadHeaderError, ProtocolError
+from tests.fixtures.fuzz import fuzz_settings
 
 IMPLS = (_c, _py)
 INPUTS: Counter[str] = Counter()  # inputs generated per test, summed by test_zz_enough_inputs
 # the last test sums what every test of this file generated: one pytest-xdist worker runs them all
 pytestmark = [pytest.mark.fuzz, pytest.mark.xdist_group("protocol-fuzz")]
 REQUIRED_INPUTS = 100_000
-
-
-def fuzz_settings(examples: int):
-    """Hypothesis settings of this file: no deadline, fresh randomness every run."""
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 # --------------------------------------------------------------------------

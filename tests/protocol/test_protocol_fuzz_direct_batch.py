@@ -18,13 +18,14 @@ from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from jetstream_sync._ffi import ffi, lib
 from jetstream_sync._protocol import _c, _direct_batch
 from jetstream_sync._timefmt import datetime_to_ns
 from jetstream_sync.errors import ProtocolError
+from tests.fixtures.fuzz import fuzz_settings
 
 INPUTS: Counter[str] = Counter()
 # the last test sums what every test of this file generated: one pytest-xdist worker runs them all
@@ -53,16 +54,6 @@ PIECES = [
     b"+01:00",
 ]
 MUTATION_BYTES = b"\r\n :.-+TZ0912\t\x00\xff"
-
-
-def settings_for(examples: int):
-    """Hypothesis settings: no deadline, fresh randomness every run."""
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 def outcome(decode, data: bytes, count: int, unit: int):
@@ -187,7 +178,7 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
     return bytes(buf)
 
 
-@settings_for(400)
+@fuzz_settings(400, scaled=False)
 @given(rng=st.randoms(use_true_random=True))
 def test_generated_batches_decode_to_what_was_generated(rng):
     """Valid batches: both agree, and the columns are the generated values."""
@@ -216,7 +207,7 @@ def test_generated_batches_decode_to_what_was_generated(rng):
                 assert result[5][start:end] == subject
 
 
-@settings_for(400)
+@fuzz_settings(400, scaled=False)
 @given(rng=st.randoms(use_true_random=True))
 def test_mutated_batches_agree(rng):
     """Valid batches with random edits, with the right count or one off: the same outcome."""
@@ -228,7 +219,7 @@ def test_mutated_batches_agree(rng):
         agree(data, max(count, 0), rng.choice(UNITS))
 
 
-@settings_for(300)
+@fuzz_settings(300, scaled=False)
 @given(rng=st.randoms(use_true_random=True))
 def test_garbage_agrees(rng):
     """Header-ish garbage, laid end to end: the same outcome."""
