@@ -114,7 +114,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     f"option 'startingTimestamp' on a streaming read needs stream "
                     f"{self.stream!r} to allow direct get (allow_direct), to find the sequence"
                 )
-            found = first_seq_at(context(self.conn), self.stream, self.starting_time)
+            what = f"stream {self.stream!r}: looking for the first message at startingTimestamp"
+            when = self.starting_time
+            found = self.retries.call(
+                what, lambda: first_seq_at(context(self.conn), self.stream, when)
+            )
             seq = pos.last + 1 if found is None else found
         elif self.starting == EARLIEST:
             seq = max(pos.first, 1)

@@ -10,6 +10,7 @@ Python worker, against a real server that is stopped and started again.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ pytest.importorskip("pyarrow")
 
 import jetstream_sync  # noqa: E402
 from jetstream_sync.errors import APIError, ConnectionLostError, NoRespondersError  # noqa: E402
+from jetstream_sync.spark import _stream as _stream_module  # noqa: E402
 from jetstream_sync.spark._retry import passes  # noqa: E402
 from jetstream_sync.spark._source import JetStreamDataSource  # noqa: E402
 from tests.fixtures.polling import wait_for  # noqa: E402
@@ -75,6 +77,51 @@ def test_a_look_rides_out_a_restart_longer_than_one_request(restartable_server, 
             thread.join(90)
     assert outcome["patient"] == {**start, "seq": 4}
     assert "TimeoutError" in caplog.text and "OUTAGE" in caplog.text
+
+
+def test_the_start_time_search_rides_out_an_outage(restartable_server, caplog, monkeypatch):
+    """A new query with ``startingTimestamp`` looks for its first sequence after the
+    stream's end; the server going down between the two looks is tried again too, and
+    the query starts where the timestamp says once the server is back."""
+    server = restartable_server
+    with jetstream_sync.connect(server.url) as nc:
+        js = nc.jetstream()
+        js.create_stream(name="SINCE", subjects=["since.>"], allow_direct=True)
+        js.publish("since.x", b"before")
+        after_first = int(js.stream("SINCE").get_msg(1).time.timestamp() * 1000) + 1
+        wait_for(lambda: time.time() * 1000 > after_first, timeout=5, interval=0.001)
+        js.publish("since.x", b"after")
+    reader = _reader(server, "SINCE", startingTimestamp=str(after_first),
+                     **{"fetchOffset.retryIntervalMs": "100"})  # fmt: skip
+    search = _stream_module.first_seq_at
+    stopped = threading.Event()
+
+    def search_while_down(*args: Any) -> Any:
+        if not stopped.is_set():  # the first search only: the server then stays down
+            stopped.set()
+            server.stop(keep_store=True)
+        return search(*args)
+
+    monkeypatch.setattr(_stream_module, "first_seq_at", search_while_down)
+    outcome: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            outcome["offset"] = reader.initialOffset()
+        except Exception as exc:
+            outcome["offset"] = exc
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    try:
+        wait_for(lambda: "try 2 of 4" in caplog.text or "offset" in outcome, timeout=60,
+                 interval=0.05)  # fmt: skip
+        assert "offset" not in outcome, outcome
+        server.start()
+    finally:
+        thread.join(90)
+    assert outcome["offset"]["seq"] == 2
+    assert "startingTimestamp" in caplog.text
 
 
 def test_a_deleted_stream_is_not_tried_again(restartable_server, caplog):
