@@ -21,6 +21,17 @@ def redact_url(url: str) -> str:
     return f"{scheme}{sep}{rest}"
 
 
+def split_servers(servers: str | Iterable[str]) -> list[str]:
+    """The URLs ``servers`` names: a list as given, a string split at its commas.
+
+    A comma-separated string is how nats.go, the NATS CLI and ``NATS_URL`` name
+    several servers; a comma inside credentials must be percent-encoded (``%2C``).
+    """
+    if isinstance(servers, str):
+        return [url.strip() for url in servers.split(",") if url.strip()]
+    return list(servers)
+
+
 class ServerAddress:
     """One server: host, port, whether it wants TLS, and credentials from its URL."""
 

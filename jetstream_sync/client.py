@@ -28,6 +28,7 @@ from ._events import EventRunner, log
 from ._nuid import NUID
 from ._protocol._py import DECODE_NONE, JOIN_ABOVE
 from ._reply import Reply, ReplyDecoder
+from ._server_pool import split_servers
 from ._subjects import ApiSubject
 from .errors import (
     AuthorizationError,
@@ -197,7 +198,7 @@ class Client:
         connection = self._connection
         self._events = EventRunner(f"jetstream_sync-{self._id}-events")
         try:
-            connection.open([servers] if isinstance(servers, str) else list(servers))
+            connection.open(split_servers(servers))
         except BaseException:
             self._events.stop()
             raise
@@ -1032,8 +1033,9 @@ def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Clie
     """Connect to a NATS server and return a ready, thread-safe :class:`Client`.
 
     Args:
-        servers: a URL or a list of URLs (``nats://``, ``tls://``; ``user:pass@``
-            and ``token@`` work), tried in a random order unless
+        servers: a URL, URLs separated by commas (as ``NATS_URL`` may hold them)
+            or a list of URLs (``nats://``, ``tls://``; ``user:pass@`` and
+            ``token@`` work), tried in a random order unless
             ``no_randomize=True``. Servers the cluster announces join the pool.
         **options: see :class:`Client` and ``docs/connecting.md``.
 

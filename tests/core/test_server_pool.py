@@ -1,4 +1,5 @@
-"""The server pool: a list of servers is shuffled unless ``no_randomize=True``."""
+"""The server pool: a list of servers is shuffled unless ``no_randomize=True``; a string
+may name several servers separated by commas."""
 
 from __future__ import annotations
 
@@ -45,3 +46,12 @@ def test_no_randomize_keeps_the_given_order(three_servers):
     assert _first_servers(urls, no_randomize=True) == Counter({urls[0]: CLIENTS})
     reordered = urls[2:] + urls[:2]
     assert _first_servers(reordered, no_randomize=True) == Counter({reordered[0]: CLIENTS})
+
+
+def test_a_comma_separated_string_names_several_servers(three_servers):
+    """``connect("nats://a, nats://b")`` (how nats.go, the NATS CLI and ``NATS_URL`` name a
+    cluster) is the list of both; empty items are skipped."""
+    urls = [server.url for server in three_servers]
+    with jetstream_sync.connect(f"{urls[1]}, ,{urls[0]},", no_randomize=True) as nc:
+        assert nc.connected_url == urls[1]
+        assert nc.servers == [urls[1], urls[0]]
