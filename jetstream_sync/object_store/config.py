@@ -99,15 +99,22 @@ def digest_value(sha256: bytes) -> str:
     return DIGEST_PREFIX + base64.urlsafe_b64encode(sha256).decode()
 
 
+_URL_TO_STANDARD = str.maketrans("-_", "+/")
+
+
 def decode_digest(digest: str) -> bytes:
     """The raw SHA-256 of a digest in the ADR's form (the algorithm name in any case).
+
+    The ``=`` padding may be left out and the standard base64 alphabet used
+    instead of base64url: nats.js wrote digests in those forms.
 
     Raises:
         BadObjectMetaError: not ``SHA-256=<base64url of 32 bytes>``.
     """
     algo, _, value = digest.partition("=")
+    value = value.rstrip("=").translate(_URL_TO_STANDARD)
     try:
-        raw = base64.urlsafe_b64decode(value)
+        raw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
     except ValueError:
         raw = b""
     if algo.upper() != DIGEST_PREFIX[:-1] or len(raw) != hashlib.sha256().digest_size:

@@ -341,6 +341,24 @@ def test_bad_meta_is_reported(js, obs):
             obs.get("p")
 
 
+def test_digest_without_padding_or_in_standard_base64_is_read(js, obs):
+    """A digest stored without its "=" padding, or in standard base64 (as nats.js wrote), reads."""
+    data = os.urandom(3 * CHUNK)
+    info = obs.put("o", data, chunk_size=CHUNK)
+    raw = hashlib.sha256(data).digest()
+    for encoded in (base64.urlsafe_b64encode(raw), base64.b64encode(raw)):
+        for digest in (encoded.decode(), encoded.decode().rstrip("=")):
+            foreign = dict(info.stored_json(), digest="SHA-256=" + digest)
+            js.publish(_meta_subject(obs.bucket, "o"), json.dumps(foreign).encode(),
+                       headers={"Nats-Rollup": "sub"})  # fmt: skip
+            assert obs.get("o") == data
+    wrong = dict(info.stored_json(), digest="SHA-256=" + _digest(b"x")[8:].rstrip("="))
+    js.publish(_meta_subject(obs.bucket, "o"), json.dumps(wrong).encode(),
+               headers={"Nats-Rollup": "sub"})  # fmt: skip
+    with pytest.raises(jsync.DigestMismatchError):
+        obs.get("o")
+
+
 # ---------------------------------------------------------------- delete and update_meta
 
 
