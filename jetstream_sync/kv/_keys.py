@@ -92,16 +92,35 @@ def check_stored_key(key: str) -> str:
     return key
 
 
+def is_utf8(key: str) -> bool:
+    """Whether ``key`` holds no byte that was not UTF-8 (kept as a surrogate escape)."""
+    if key.isascii():
+        return True
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_filter(key: str) -> str:
     """Return ``key`` if it is a valid key filter: stored keys' tokens (see
     :func:`check_stored_key`), ``*`` for one whole token, and ``>`` as the last token.
 
+    A filter goes to the server in a consumer's JSON config, which the server
+    reads as UTF-8 (a byte that is not becomes U+FFFD), so a key holding such
+    bytes cannot be filtered on.
+
     Raises:
-        InvalidKeyError: not a valid filter.
+        InvalidKeyError: not a valid filter, or not UTF-8.
     """
     tokens = _subject_tokens(key)
     if tokens is None or ">" in tokens[:-1]:
         raise InvalidKeyError(f"invalid key filter {key!r}")
+    if not is_utf8(key):
+        raise InvalidKeyError(
+            f"invalid key filter {key!r}: not UTF-8, which the server needs to filter on it"
+        )
     return key
 
 

@@ -27,6 +27,7 @@ from ._keys import (
     check_key,
     check_stored_key,
     is_new_key,
+    is_utf8,
     key_bytes,
     subjects_prefix,
 )
@@ -411,7 +412,8 @@ class KeyValue:
             timeout: seconds to set the watch up.
 
         Raises:
-            InvalidKeyError: a bad filter.
+            InvalidKeyError: a bad filter, or one holding bytes that are not
+                UTF-8 (the server cannot filter on it; ``keys()`` lists such keys).
             ValueError: ``include_history`` together with ``updates_only``.
         """
         filters = [keys] if isinstance(keys, str) else list(keys)
@@ -452,6 +454,8 @@ class KeyValue:
 
         Raises:
             KeyNotFoundError: the key has no revision stored.
+            InvalidKeyError: a bad key, or one holding bytes that are not UTF-8
+                (read through a consumer, whose filter the server reads as UTF-8).
         """
         entries = self._initial(check_stored_key(key), timeout, include_history=True)
         if not entries:
@@ -469,13 +473,19 @@ class KeyValue:
                 negative value removes every marker.
 
         Each key is purged below its marker's revision (or up to it): a value put on
-        the key after the markers were listed stays.
+        the key after the markers were listed stays. A key holding bytes that are
+        not UTF-8 is left as it is: a purge request cannot name it.
         """
         if isinstance(older_than, timedelta):
             older_than = older_than.total_seconds()
         if older_than is None or older_than == 0:
             older_than = PURGE_DELETES_OLDER_THAN
-        markers = [e for e in self._initial(">", timeout) if e.operation is not KeyValueOp.PUT]
+        # A key that is not UTF-8 cannot be named in a purge request (JSON): it is left as it is.
+        markers = [
+            e
+            for e in self._initial(">", timeout)
+            if e.operation is not KeyValueOp.PUT and is_utf8(e.key)
+        ]
         limit = datetime.now(UTC) - timedelta(seconds=max(older_than, 0))
         for entry in markers:
             # By sequence, not by count: a value put after the listing is never purged.

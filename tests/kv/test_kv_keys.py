@@ -162,3 +162,26 @@ def test_foreign_keys_are_readable_and_deletable(shared_server, js, kv):
         for call in (kv.get, kv.delete, kv.purge, kv.history):
             with pytest.raises(nats_sync.InvalidKeyError):
                 call(key)
+
+
+def test_non_utf8_key_is_refused_by_consumer_reads_and_left_by_purge_deletes(shared_server, js, kv):
+    """history() and watch() of a non-UTF-8 key raise InvalidKeyError (the server reads a
+    consumer's filter as UTF-8); purge_deletes() leaves its marker and history alone."""
+    prefix = f"$KV.{kv.bucket}."
+    _raw_publish(shared_server, b"PUB " + prefix.encode() + b"caf\xe9 3\r\nraw\r\n")
+    stream = js.stream(f"KV_{kv.bucket}")
+    wait_for(lambda: stream.info().state.messages == 1, message="the raw key was not stored")
+    cafe = "caf\udce9"
+    for call in (kv.history, kv.watch, kv.keys, lambda k: kv.watch(["x", k])):
+        with pytest.raises(nats_sync.InvalidKeyError, match="not UTF-8"):
+            call(cafe)
+    kv.put("plain", b"1")
+    kv.delete("plain")
+    marker = kv.delete(cafe)
+    assert kv.purge_deletes(older_than=-1) == 1
+    with pytest.raises(nats_sync.KeyNotFoundError):
+        kv.get("plain")
+    assert kv.get(cafe, revision=1).value == b"raw"
+    with pytest.raises(nats_sync.KeyDeletedError) as deleted:
+        kv.get(cafe)
+    assert deleted.value.entry.revision == marker
