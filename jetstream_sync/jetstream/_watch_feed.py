@@ -12,7 +12,9 @@ buffer.
 The end of the initial values is decided from the stream leader's answer
 (:func:`initial_end`), not from the count a consumer reports when it is
 created: on a cluster, the consumer may sit on a replica that has not yet
-stored the newest messages and report none pending.
+stored the newest messages and report none pending. The message at that end
+may be removed before it is delivered (purged, expired): while the end is due
+and nothing arrives, the feed asks the leader again (:data:`RECHECK`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from .._ack_subject import ack_tokens
 from .._deadline import Deadline
 from .._signals import wait
-from ..errors import IteratorClosedError, MessageNotFoundError, TimeoutError
+from ..errors import IteratorClosedError, MessageNotFoundError, NatsError, TimeoutError
 
 if TYPE_CHECKING:
     from ..msg import Msg
@@ -39,6 +41,9 @@ T = TypeVar("T")
 # How many items the feed holds ahead of its reader; then its thread waits
 # (and stops pulling) until the reader takes some.
 BUFFER = 10_000
+# While the end of the initial values is due and no message came for this many
+# seconds, the feed asks the stream leader again where they end.
+RECHECK = 1.0
 
 
 class _Marker:
@@ -75,7 +80,10 @@ class WatchFeed(Generic[T]):
 
     ``convert`` turns a message into an item, or ``None`` to leave it out.
     :data:`None` is handed out once, right after the message at stream
-    sequence ``end`` or later (at once when ``end`` is 0). Errors that end
+    sequence ``end`` or later (at once when ``end`` is 0). ``recheck`` gives
+    the end again (:func:`initial_end`'s answer now): when that message was
+    removed before it came, ``None`` follows the last one delivered up to
+    the new end instead of never coming. Errors that end
     the iterator (the stream deleted, the client closed) are raised by
     :meth:`take` once the items before them were taken.
     """
@@ -86,6 +94,7 @@ class WatchFeed(Generic[T]):
         convert: Callable[[Msg], T | None],
         end: int | None,
         name: str,
+        recheck: Callable[[], int] | None = None,
     ) -> None:
         self._messages = messages
         self._convert = convert
@@ -107,6 +116,8 @@ class WatchFeed(Generic[T]):
             self._items.append(_MARKER)
         self._end = end or 0
         self._marker_due = bool(end)
+        self._recheck = recheck
+        self._delivered = 0  # the stream sequence of the last message, while the end is due
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         try:
             self._thread.start()
@@ -118,7 +129,15 @@ class WatchFeed(Generic[T]):
         messages = self._messages
         try:
             while True:
-                self._put(messages.next_buffered())
+                if self._marker_due and self._recheck is not None:
+                    try:
+                        batch = messages.next_buffered(RECHECK)
+                    except TimeoutError:
+                        self._check_end()
+                        continue
+                else:
+                    batch = messages.next_buffered()
+                self._put(batch)
         except BaseException as exc:  # the end of the iteration: kept for the reader
             with self._lock:
                 self._error = exc
@@ -135,10 +154,28 @@ class WatchFeed(Generic[T]):
                 self._wait_for_room()
             if item is not None:
                 items.append(item)
-            if self._marker_due and int(ack_tokens(msg.reply)[5]) >= self._end:
-                self._marker_due = False
-                items.append(_MARKER)
+            if self._marker_due:
+                self._delivered = int(ack_tokens(msg.reply)[5])
+                if self._delivered >= self._end:
+                    self._marker_due = False
+                    items.append(_MARKER)
         if self._readers_waiting:
+            with self._lock:
+                self._ready.notify_all()
+
+    def _check_end(self) -> None:
+        """Ask where the initial values end now; hand out the marker when the message at
+        the old end is gone and every one up to the new end was delivered."""
+        try:
+            end = self._recheck()  # type: ignore[misc]
+        except NatsError:  # unanswered (a timeout, a lost link): asked again after a wait
+            return
+        if end >= self._end:  # still stored, or newer ones came: it will be delivered
+            return
+        self._end = end
+        if self._delivered >= end and not self._stopped:
+            self._marker_due = False
+            self._items.append(_MARKER)
             with self._lock:
                 self._ready.notify_all()
 

@@ -524,20 +524,25 @@ class OrderedMessageIterator(BaseMessageIterator):
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the iterator was made.
         """
+        return self._take(timeout, resets_bounded=True)
+
+    def _take(self, timeout: float | None, resets_bounded: bool) -> Msg:
+        """:meth:`next`; ``resets_bounded=False``: ``timeout`` bounds only the wait for a
+        message, and a reset of the consumer meanwhile runs to its end."""
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         try:
-            return self._next(deadline)
+            return self._next(deadline, deadline if resets_bounded else None)
         except (TimeoutError, ForkedClientError):
             raise
         except BaseException:  # the iteration is over: stop listening
             self._end()
             raise
 
-    def _next(self, deadline: Deadline | None) -> Msg:
+    def _next(self, deadline: Deadline | None, reset_deadline: Deadline | None) -> Msg:
         while True:
             inner = self._inner
             if inner is None:
-                self._restart("no link", deadline)
+                self._restart("no link", reset_deadline)
                 continue
             try:
                 left = None if deadline is None else max(deadline.remaining(), 1e-6)
@@ -545,19 +550,22 @@ class OrderedMessageIterator(BaseMessageIterator):
             except IteratorClosedError:
                 if self._stopped:
                     raise
-                self._restart(self._reset_reason or "link ended", deadline)
+                self._restart(self._reset_reason or "link ended", reset_deadline)
                 continue
             except (ConsumerDeletedError, ConsumerNotFoundError):
-                self._restart("consumer deleted", deadline)
+                self._restart("consumer deleted", reset_deadline)
                 continue
             ok = self._oc._accept(msg, self._current)  # type: ignore[arg-type]
             if ok:
                 return msg
             if ok is False and not self._draining:
-                self._restart("sequence gap", deadline)
+                self._restart("sequence gap", reset_deadline)
 
-    def next_buffered(self) -> deque[Msg]:
+    def next_buffered(self, timeout: float | None = None) -> deque[Msg]:
         """Block like :meth:`next`; return the messages in order that are here now.
+
+        ``timeout`` bounds only the wait for a message (``TimeoutError`` then):
+        a reset of the consumer meanwhile runs to its end, as without one.
 
         The first is :meth:`next`'s; then the current link's buffered ones,
         each checked as :meth:`next` checks it: one from an old link is
@@ -566,10 +574,10 @@ class OrderedMessageIterator(BaseMessageIterator):
         is empty (the consume loop, the watch feed): one hand-over per batch.
 
         Raises:
-            As :meth:`next` without a timeout.
+            As :meth:`next` (``TimeoutError`` only with a ``timeout``).
         """
         out = self._batch
-        out.append(self.next())
+        out.append(self._take(timeout, resets_bounded=False))
         inner, current = self._inner, self._current
         if inner is None or current is None:
             return out

@@ -102,9 +102,11 @@ class KeyWatcher:
         except BaseException:
             self._consumer.close()
             raise
+        stream_handle = ctx.stream_no_info(stream)
         self._feed: WatchFeed[KeyValueEntry] = WatchFeed(
-            messages, self._entry, end, f"jetstream_sync-watch-{next(_serial)}"
-        )
+            messages, self._entry, end, f"jetstream_sync-watch-{next(_serial)}",
+            lambda: initial_end(stream_handle, subjects, self._timeout),
+        )  # fmt: skip
 
     def _entry(self, msg: Msg) -> KeyValueEntry | None:
         """The entry a message holds; ``None`` for a marker left out by ``ignore_deletes``."""

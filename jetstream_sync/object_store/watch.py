@@ -80,9 +80,11 @@ class ObjectWatcher:
         except BaseException:
             self._oc.close()
             raise
+        stream = ctx.stream_no_info(store.stream_name)
         self._feed: WatchFeed[ObjectInfo] = WatchFeed(
-            messages, self._info, end, f"jetstream_sync-object-watch-{next(_serial)}"
-        )
+            messages, self._info, end, f"jetstream_sync-object-watch-{next(_serial)}",
+            lambda: initial_end(stream, [all_meta], timeout),
+        )  # fmt: skip
 
     def _info(self, msg: Msg) -> ObjectInfo | None:
         """The info a meta message holds; ``None`` for one left out (deleted, or not a meta)."""

@@ -155,6 +155,25 @@ def test_purge_deletes(kv):
         kv.history("a")
 
 
+def test_marker_comes_when_the_newest_initial_entry_is_removed_before_delivery(nc, js, kv):
+    """None still comes, and keys() answers, when the entry that ended the initial values
+    at the start is purged before the watcher got to it."""
+    many = 15_000  # more than a watcher buffers unread: the last entry waits for the reader
+    for i in range(many):
+        nc.publish(f"$KV.{kv.bucket}.k{i}", b"v")
+    kv.put("last", b"x")
+    stream = js.stream(f"KV_{kv.bucket}")
+    with kv.watch(timeout=5) as w:
+        stream.purge(subject=f"$KV.{kv.bucket}.last")
+        assert len(_until_marker(w)) == many
+        rev = kv.put("after", b"1")
+        assert w.next(timeout=5).revision == rev
+    kv.put("last", b"y")
+    with kv.watch(timeout=5) as w:
+        stream.purge(subject=f"$KV.{kv.bucket}.last")
+        assert len(w.initial()) == many + 1  # what keys() and history() read
+
+
 def _collect(watcher, seen, until):
     while len(seen) < until:
         entry = watcher.next(timeout=30)
