@@ -20,6 +20,7 @@ from ..errors import (
     WrongLastSequenceError,
     api_error,
 )
+from ..jetstream._seam import checks as ck
 from ..jetstream.info import StreamInfo
 from ..jetstream.publish import pub_ack_seq
 from ._keys import (
@@ -175,8 +176,8 @@ class KeyValue:
     def _get(self, key: str, revision: int | None, timeout: float | None) -> KeyValueEntry:
         """The entry at ``revision`` (or the latest), markers included as entries."""
         subject, direct_subject, _, _ = self._subjects(key)
-        if revision is not None and (isinstance(revision, bool) or revision < 1):
-            raise ValueError(f"revision must be an int >= 1, not {revision!r}")
+        if revision is not None:
+            revision = ck.sequence(revision, "revision")
         got = None
         if self._direct:
             wait = self._ctx.timeout if timeout is None else timeout  # request() checks it
@@ -239,6 +240,8 @@ class KeyValue:
             KeyDeletedError: the entry is a delete/purge marker (a
                 ``KeyNotFoundError`` too); ``.entry`` is the marker.
             InvalidKeyError: a bad key, before anything is sent.
+            ValueError, TypeError: ``revision`` is not a stream sequence (an
+                int from 1 to 2**64 - 1), before anything is sent.
             TimeoutError: no answer within ``timeout``.
         """
         entry = self._get(key, revision, timeout)

@@ -278,6 +278,17 @@ def test_bucket_without_direct_gets(js, bucket):
         kv.get("k", revision=0)
 
 
+def test_a_revision_that_is_no_stream_sequence_is_refused_before_sending(kv):
+    """get(revision=) takes a stream sequence: past 64 bits is a ValueError, a float or a
+    str a TypeError, before anything is sent (not a server error, not another revision)."""
+    kv.put("k", b"1")
+    with pytest.raises(ValueError, match="64 bits"):
+        kv.get("k", revision=2**64)
+    for revision in (1.5, "1", True):
+        with pytest.raises(TypeError):
+            kv.get("k", revision=revision)
+
+
 def test_a_direct_get_nobody_answers_reads_through_the_stream_leader(js, bucket):
     """No replica answers the direct get (here: the stream stopped allowing it under a
     handle that knows it allowed; on a cluster: an election, interest still spreading):
