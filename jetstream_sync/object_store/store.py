@@ -326,7 +326,7 @@ class ObjectStore:
         description: str | None = None,
         headers: Mapping[str, str | Sequence[str]] | None = None,
         metadata: Mapping[str, str] | None = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_size: int | None = None,
         timeout: float | None = None,
     ) -> ObjectInfo:
         """Store ``data`` as object ``name``, replacing what the name held.
@@ -346,7 +346,8 @@ class ObjectStore:
             description: stored in the object's meta.
             headers: stored in the object's meta.
             metadata: stored in the object's meta.
-            chunk_size: bytes per chunk (at most the server's max payload).
+            chunk_size: bytes per chunk (at most the server's max payload);
+                ``None``: 128 KiB, or the max payload when the server's is smaller.
             timeout: seconds each round trip may take.
 
         Returns:
@@ -362,6 +363,8 @@ class ObjectStore:
         """
         self._check_name(name)
         max_payload = int(self._ctx.client.server_info.get("max_payload", 1024 * 1024))
+        if chunk_size is None:
+            chunk_size = min(DEFAULT_CHUNK_SIZE, max_payload)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
             raise TypeError(f"chunk_size must be an int, got {type(chunk_size).__name__}")
         if not 0 < chunk_size <= max_payload:

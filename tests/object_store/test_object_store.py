@@ -16,6 +16,7 @@ import pytest
 
 import jetstream_sync as jsync
 from jetstream_sync import ObjectStoreConfig
+from jetstream_sync.testing import NatsServer
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
 from tests.fixtures.signals import interrupted_at
@@ -290,6 +291,20 @@ def test_overwrite_purges_old_chunks(js, obs):
     second = obs.put("o", b"new", chunk_size=CHUNK)
     assert first.nuid != second.nuid and obs.get("o") == b"new"
     assert _chunk_count(js, obs.bucket) == 1
+
+
+def test_default_chunks_fit_a_server_with_a_small_max_payload(tmp_path):
+    """On a server whose max payload is below 128 KiB, a put without chunk_size makes
+    chunks of the max payload (not a ValueError about a chunk_size nobody gave)."""
+    data = os.urandom(300_000)
+    with NatsServer(directory=tmp_path / "srv", max_payload=65536) as server:
+        with jsync.connect(server.url) as nc:
+            obs = nc.jetstream().create_object_store(bucket="small")
+            info = obs.put("o", data)
+            assert (info.chunks, info.options.max_chunk_size) == (5, 65536)
+            assert obs.get("o") == data
+            with pytest.raises(ValueError, match="max payload"):
+                obs.put("o", data, chunk_size=65537)
 
 
 def test_failed_put_purges_its_chunks_and_keeps_the_old_object(js, bucket):
