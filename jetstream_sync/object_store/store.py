@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -84,6 +85,25 @@ class Writable(Protocol):
 
     def write(self, data: bytes, /) -> int | None:
         """Write ``data``; return how many bytes were written (or ``None``: all)."""
+
+
+# A nuid names its chunks' subject, ``$O.<bucket>.C.<nuid>``: it must be literal (no
+# wildcard, space or empty token), or a read, delete or purge would reach other objects.
+_LITERAL_NUID = re.compile(r"[^\s.*>]+(?:\.[^\s.*>]+)*")
+
+
+def _chunks_nuid(info: ObjectInfo) -> str:
+    """The nuid of ``info``'s chunks.
+
+    Raises:
+        BadObjectMetaError: the meta has none, or one that is not a literal subject
+            tail (``>`` would name every object's chunks).
+    """
+    if not _LITERAL_NUID.fullmatch(info.nuid):
+        raise BadObjectMetaError(
+            f"the meta of object {info.name!r} has no usable nuid ({info.nuid!r})"
+        )
+    return info.nuid
 
 
 def _window(chunk_size: int) -> int:
@@ -392,7 +412,7 @@ class ObjectStore:
             except NatsError:
                 pass  # best effort: the failure is what is raised
             raise
-        if existing is not None and not existing.deleted and existing.nuid:
+        if existing is not None and not existing.deleted and _LITERAL_NUID.fullmatch(existing.nuid):
             self._purge_chunks(existing.nuid, timeout)
         return info
 
@@ -486,7 +506,8 @@ class ObjectStore:
                 not those the meta describes.
             ObjectReplacedError: another put replaced the object after
                 ``writer`` got part of it (its chunks are gone).
-            BadObjectMetaError: the meta has no ``nuid`` or a bad digest form.
+            BadObjectMetaError: the meta has no ``nuid`` (or one that is not a
+                literal subject token) or a bad digest form.
             TimeoutError: a chunk did not arrive within ``timeout`` (and the
                 object was not replaced or deleted meanwhile).
         """
@@ -518,8 +539,7 @@ class ObjectStore:
                     restart()
 
     def _read_chunks(self, info: ObjectInfo, writer: Writable, timeout: float | None) -> ObjectInfo:
-        if not info.nuid:
-            raise BadObjectMetaError(f"the meta of object {info.name!r} has no nuid")
+        _chunks_nuid(info)
         want = decode_digest(info.digest) if info.digest is not None else None
         sha = hashlib.sha256()
         size = count = 0
@@ -618,13 +638,13 @@ class ObjectStore:
         Raises:
             ObjectNotFoundError: no object of that name ever existed.
             WrongLastSequenceError: the object was replaced meanwhile; nothing was deleted.
-            BadObjectMetaError: its meta has no ``nuid``.
+            BadObjectMetaError: its meta has no ``nuid``, or one that is not a literal
+                subject token (a wildcard would name other objects' chunks).
         """
         info, seq = self._info_and_seq(name, True, timeout)
         if info.deleted:
             return
-        if not info.nuid:
-            raise BadObjectMetaError(f"the meta of object {name!r} has no nuid")
+        _chunks_nuid(info)
         gone = attrs.evolve(info, deleted=True, size=0, chunks=0, digest=None, mtime=None)
         # Only the version read: a put of the name meanwhile makes this refuse.
         self._publish_meta(gone, timeout, expected_last_subject_seq=seq)

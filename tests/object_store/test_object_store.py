@@ -356,6 +356,23 @@ def test_bad_meta_is_reported(js, obs):
             obs.get("p")
 
 
+def test_a_meta_whose_nuid_is_a_wildcard_touches_no_other_object(js, obs):
+    """A meta another client wrote with nuid ">" (or "*", "a.>") names every object's chunks:
+    get and delete raise BadObjectMetaError and a put over it purges nothing else."""
+    obs.put("keep", b"precious", chunk_size=4)
+    info = obs.put("bad", b"x")
+    for nuid in (">", "*", "a.>", "a b", "a..b"):
+        bad = dict(info.stored_json(), nuid=nuid)
+        js.publish(_meta_subject(obs.bucket, "bad"), json.dumps(bad).encode(),
+                   headers={"Nats-Rollup": "sub"})  # fmt: skip
+        for call in (obs.get, obs.delete):
+            with pytest.raises(jsync.BadObjectMetaError, match="nuid"):
+                call("bad")
+        assert obs.get("keep") == b"precious"
+    obs.put("bad", b"replaced")
+    assert (obs.get("bad"), obs.get("keep")) == (b"replaced", b"precious")
+
+
 def test_digest_without_padding_or_in_standard_base64_is_read(js, obs):
     """A digest stored without its "=" padding, or in standard base64 (as nats.js wrote), reads."""
     data = os.urandom(3 * CHUNK)
