@@ -92,18 +92,21 @@ class Writable(Protocol):
 _LITERAL_NUID = re.compile(r"[^\s.*>]+(?:\.[^\s.*>]+)*")
 
 
-def _chunks_nuid(info: ObjectInfo) -> str:
-    """The nuid of ``info``'s chunks.
+def _has_literal_nuid(info: ObjectInfo) -> bool:
+    """Whether ``info``'s nuid names only its own chunks (``>`` would name every object's)."""
+    return _LITERAL_NUID.fullmatch(info.nuid) is not None
+
+
+def _check_nuid(info: ObjectInfo) -> None:
+    """Raise unless ``info``'s chunks can be read or purged by their subject.
 
     Raises:
-        BadObjectMetaError: the meta has none, or one that is not a literal subject
-            tail (``>`` would name every object's chunks).
+        BadObjectMetaError: the meta has no nuid, or one that is not a literal subject tail.
     """
-    if not _LITERAL_NUID.fullmatch(info.nuid):
+    if not _has_literal_nuid(info):
         raise BadObjectMetaError(
             f"the meta of object {info.name!r} has no usable nuid ({info.nuid!r})"
         )
-    return info.nuid
 
 
 def _window(chunk_size: int) -> int:
@@ -412,7 +415,7 @@ class ObjectStore:
             except NatsError:
                 pass  # best effort: the failure is what is raised
             raise
-        if existing is not None and not existing.deleted and _LITERAL_NUID.fullmatch(existing.nuid):
+        if existing is not None and not existing.deleted and _has_literal_nuid(existing):
             self._purge_chunks(existing.nuid, timeout)
         return info
 
@@ -539,7 +542,7 @@ class ObjectStore:
                     restart()
 
     def _read_chunks(self, info: ObjectInfo, writer: Writable, timeout: float | None) -> ObjectInfo:
-        _chunks_nuid(info)
+        _check_nuid(info)
         want = decode_digest(info.digest) if info.digest is not None else None
         sha = hashlib.sha256()
         size = count = 0
@@ -644,7 +647,7 @@ class ObjectStore:
         info, seq = self._info_and_seq(name, True, timeout)
         if info.deleted:
             return
-        _chunks_nuid(info)
+        _check_nuid(info)
         gone = attrs.evolve(info, deleted=True, size=0, chunks=0, digest=None, mtime=None)
         # Only the version read: a put of the name meanwhile makes this refuse.
         self._publish_meta(gone, timeout, expected_last_subject_seq=seq)
