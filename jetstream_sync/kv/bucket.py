@@ -320,25 +320,32 @@ class KeyValue:
         Returns:
             The new revision.
 
+        ``timeout`` bounds the whole call: over a deleted key it makes three
+        round trips (the refused publish, a get, the publish over the marker).
+
         Raises:
             KeyExistsError: the key holds a value (a ``KeyWrongLastSequenceError``).
             APIError: e.g. a ``ttl`` on a bucket without limit markers.
+            TimeoutError: no answer within what is left of ``timeout``.
         """
         if isinstance(ttl, timedelta):
             ttl = ttl.total_seconds()
+        wait = self._ctx.timeout if timeout is None else timeout  # _publish checks it
+        start = monotonic()
         try:
-            return self._publish(key, value, last=0, ttl=ttl, timeout=timeout)
+            return self._publish(key, value, last=0, ttl=ttl, timeout=wait)
         except KeyWrongLastSequenceError as exc:
             first = exc
         # ADR-8: the key may only hold a delete/purge marker; retry over it once.
         try:
-            latest = self._get(key, None, timeout)
+            latest = self._get(key, None, max(wait - (monotonic() - start), 0.001))
         except KeyNotFoundError:
             latest = None
         if latest is None or latest.operation is KeyValueOp.PUT:
             raise _wrong_last(first, KeyExistsError) from None
+        left = max(wait - (monotonic() - start), 0.001)
         try:
-            return self._publish(key, value, last=latest.revision, ttl=ttl, timeout=timeout)
+            return self._publish(key, value, last=latest.revision, ttl=ttl, timeout=left)
         except KeyWrongLastSequenceError as exc:
             raise _wrong_last(exc, KeyExistsError) from None
 

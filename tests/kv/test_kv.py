@@ -464,3 +464,26 @@ def test_imported_api_prefix_in_key_subjects(tmp_path):
                 assert w.next(timeout=5) is None
                 mine.put("k", b"from A")
                 assert w.next(timeout=5).value == b"from A"
+
+
+def test_create_over_a_deleted_key_keeps_to_one_timeout(kv, monkeypatch):
+    """Over a delete marker create makes three round trips; each gets what is left of the
+    one ``timeout``, not a whole one of its own (which made the call last up to 3x)."""
+    given: list[float] = []
+    publish, get = kv._publish, kv._get
+
+    def timed_publish(*args, timeout, **kwargs):
+        given.append(timeout)
+        return publish(*args, timeout=timeout, **kwargs)
+
+    def timed_get(key, revision, timeout):
+        given.append(timeout)
+        return get(key, revision, timeout)
+
+    kv.put("k", b"1")
+    kv.delete("k")
+    monkeypatch.setattr(kv, "_publish", timed_publish)
+    monkeypatch.setattr(kv, "_get", timed_get)
+    kv.create("k", b"2", timeout=5)
+    assert len(given) == 3, given
+    assert given[0] == 5 and 5 > given[1] > given[2] > 0, given
