@@ -132,6 +132,14 @@ def _chunks(data: Any, chunk_size: int) -> Iterator[bytes | memoryview]:
     raise TypeError(f"data must be bytes, str or a binary file, not {type(data).__name__}")
 
 
+def _not_ready(f: Any) -> BlockingIOError:
+    """The error for a non-blocking file with no data ready: not its end, so not stored."""
+    return BlockingIOError(
+        f"{type(f).__name__} is non-blocking and had no data ready: the object would be "
+        "cut short, so nothing was stored (pass a blocking file)"
+    )
+
+
 def _read_into(f: Any, chunk_size: int) -> Iterator[memoryview]:
     """Fill one reused buffer per chunk (each chunk is published before the next read)."""
     buf = memoryview(bytearray(chunk_size))
@@ -139,6 +147,8 @@ def _read_into(f: Any, chunk_size: int) -> Iterator[memoryview]:
         n = 0
         while n < chunk_size:
             got = f.readinto(buf[n:])
+            if got is None:
+                raise _not_ready(f)
             if not got:
                 break
             n += got
@@ -151,6 +161,8 @@ def _read_into(f: Any, chunk_size: int) -> Iterator[memoryview]:
 def _read(f: Any, chunk_size: int) -> Iterator[bytes]:
     while True:
         data = f.read(chunk_size)
+        if data is None:
+            raise _not_ready(f)
         if isinstance(data, str):
             raise TypeError("data is a text file: open it in binary mode ('rb')")
         if not data:
@@ -381,6 +393,8 @@ class ObjectStore:
                 before anything is sent.
             ObjectLinkError: ``name`` is a link (delete it first), or became
                 one while the chunks were sent.
+            BlockingIOError: ``data`` is a non-blocking file that had no data
+                ready (its read returned ``None``); the chunks sent are removed.
             APIError: the server refused a chunk or the meta (bucket sealed,
                 full...).
         """

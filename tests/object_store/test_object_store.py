@@ -248,6 +248,29 @@ def test_put_str_file_and_empty(obs, tmp_path: Path):
     assert obs.get("empty") == b""
 
 
+class _ReadOnly:
+    """A file that has ``read`` and nothing else (the ``read`` path of put)."""
+
+    def __init__(self, f) -> None:
+        self.read = f.read
+
+
+@pytest.mark.parametrize("shape", ["readinto", "read"])
+def test_a_non_blocking_file_with_no_data_ready_stores_nothing(obs, shape):
+    """A read of a non-blocking pipe returns None when no data is ready: that is not the
+    end of the file, so put raises instead of storing the object cut short."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    with open(read_end, "rb", buffering=0) as f, open(write_end, "wb", buffering=0) as w:
+        w.write(b"x" * (CHUNK + 10))  # more is still to come: the writer stays open
+        source = f if shape == "readinto" else _ReadOnly(f)
+        with pytest.raises(BlockingIOError, match="non-blocking"):
+            obs.put("cut", source, chunk_size=CHUNK)
+    with pytest.raises(jsync.ObjectNotFoundError):
+        obs.get_info("cut")
+    assert obs.status().size == 0  # the chunk sent before the error was removed
+
+
 def test_get_into_streams_to_a_writer(obs, tmp_path: Path):
     """get_into writes every chunk to a file and returns the info."""
     data = os.urandom(10 * CHUNK + 1)
