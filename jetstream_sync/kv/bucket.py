@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from .._seam import check_control_line
 from ..errors import (
     BucketNotFoundError,
+    InvalidKeyError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
@@ -184,6 +185,11 @@ class KeyValue:
             start = monotonic()
             got = self._direct_get(key, revision, direct_subject, wait)
             timeout = max(wait - (monotonic() - start), 0.001)  # for the API get, if any
+        if got is None and not is_utf8(key):
+            raise InvalidKeyError(
+                f"key {key!r} of bucket {self.bucket!r} is not UTF-8: it can be read only "
+                "with a direct get, which the bucket does not allow or nobody answered"
+            )
         if got is None:  # StreamNotFoundError there tells a bucket that is gone
             try:
                 if revision is None:
@@ -239,7 +245,9 @@ class KeyValue:
             BucketNotFoundError: the bucket was deleted.
             KeyDeletedError: the entry is a delete/purge marker (a
                 ``KeyNotFoundError`` too); ``.entry`` is the marker.
-            InvalidKeyError: a bad key, before anything is sent.
+            InvalidKeyError: a bad key, before anything is sent; or a key that
+                is not UTF-8 on a bucket without direct get (the API's JSON
+                request cannot name it).
             ValueError, TypeError: ``revision`` is not a stream sequence (an
                 int from 1 to 2**64 - 1), before anything is sent.
             TimeoutError: no answer within ``timeout``.

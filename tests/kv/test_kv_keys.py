@@ -8,6 +8,7 @@ import socket
 import time
 from collections.abc import Iterator
 
+import attrs
 import nats
 import pytest
 
@@ -185,3 +186,23 @@ def test_non_utf8_key_is_refused_by_consumer_reads_and_left_by_purge_deletes(sha
     with pytest.raises(nats_sync.KeyDeletedError) as deleted:
         kv.get(cafe)
     assert deleted.value.entry.revision == marker
+
+
+def test_non_utf8_key_on_a_bucket_without_direct_get_is_refused_not_missing(shared_server, js):
+    """Without direct get a read names the key in the API's JSON request, which the server
+    reads as UTF-8: a non-UTF-8 key raises InvalidKeyError instead of a KeyNotFoundError
+    that says a stored key is not there."""
+    bucket = unique_stream_name("nd")
+    js.create_key_value(bucket=bucket)
+    stream = js.stream(f"KV_{bucket}")
+    js.update_stream(attrs.evolve(stream.info().config, allow_direct=False))
+    kv = js.key_value(bucket)
+    try:
+        _raw_publish(shared_server, f"PUB $KV.{bucket}.".encode() + b"caf\xe9 3\r\nraw\r\n")
+        wait_for(lambda: stream.info().state.messages == 1, message="the raw key was not stored")
+        assert kv.keys() == ["caf\udce9"]
+        for revision in (None, 1):
+            with pytest.raises(nats_sync.InvalidKeyError, match="not UTF-8"):
+                kv.get("caf\udce9", revision=revision)
+    finally:
+        js.delete_key_value(bucket)
