@@ -232,6 +232,7 @@ class NatsServer:
         self._cluster_port = cluster_port
         self._lock = threading.RLock()
         self._watchdog: subprocess.Popen[bytes] | None = None
+        self._owner_pid = os.getpid()  # the process whose watchdog runs the server
         self._pid: int | None = None
         self._exit_code: int | None = None
         self._log_offset = 0
@@ -439,13 +440,18 @@ class NatsServer:
         removed (and the ports forgotten); a given ``directory`` is kept but
         its default store is removed; a given ``store_dir`` is always kept.
         With ``keep_store=True`` nothing is removed: ``start()`` brings the
-        server back on the same ports with its data.
+        server back on the same ports with its data. In a process forked from
+        the one that started it, it does nothing: the server and its files are
+        the parent's (so a child's ``with`` block and interpreter exit leave them).
 
         Args:
             timeout: seconds to wait for the process to end before SIGKILL.
             keep_store: keep every file for a later ``start()``.
         """
         with self._lock:
+            if self._owner_pid != os.getpid():  # a forked child: not its server to stop
+                _RUNNING.discard(self)
+                return
             self._end_run(signal.SIGTERM, timeout)
             _RUNNING.discard(self)
             if keep_store or self._directory is None:
@@ -612,6 +618,7 @@ class NatsServer:
             self._log_offset = log.tell()
             cleanup = str(directory) if self._owns_directory else ""
             command = [self.binary, "-c", str(self.config_path), *self.args]
+            self._owner_pid = os.getpid()
             self._watchdog = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(_WATCHDOG), cleanup, "--", *command],
                 stdin=subprocess.PIPE,

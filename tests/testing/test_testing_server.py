@@ -285,3 +285,34 @@ def test_a_temporary_server_starts_afresh_after_stop():
     finally:
         server.stop()
         squatter.close()
+
+
+def test_a_forked_child_leaves_its_parents_server_alone():
+    """A child forked after start() exits normally (stop() and the exit hook included)
+    without hanging, and the parent's server keeps running with its files."""
+    owner = _run_owner(_OWNER.replace("AFTER", _FORKING_CHILD))
+    child = None
+    try:
+        started = _started(owner)
+        child = _started(owner)["child"]
+        wait_for(lambda: _process_gone(child), timeout=20, message="the child hangs")
+        assert _started(owner) == {"exit": 0}
+        assert owner.wait(30) == 0
+        _assert_cleaned_up(started)
+    finally:
+        for pid in (child, owner.pid):
+            if pid is not None and not _process_gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        owner.wait()
+
+
+_FORKING_CHILD = """import os, socket
+    child = os.fork()
+    if child == 0:
+        server.stop()  # the parent's server: nothing to do here
+        sys.exit(0)  # the exit hook stops nothing either
+    print(json.dumps(dict(child=child)), flush=True)
+    _, status = os.waitpid(child, 0)
+    socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+    assert server.store_dir.parent.exists()
+    print(json.dumps(dict(exit=os.waitstatus_to_exitcode(status))), flush=True)"""
