@@ -110,6 +110,51 @@ def test_jetstream_consumer_reads_a_non_utf8_subject(shared_server, js, stream, 
     assert js.client.is_connected
 
 
+# Header blocks the server forwards as another client wrote them: the frame's sizes
+# are right, only the block is not NATS/1.0 ... CRLFCRLF (nats.go delivers these).
+_BAD_BLOCKS = [b"", b"NATS/1.0", b"NATS/1.0\r\n", b"NATS/1.0\r\nA: 1\r\n", b"HTTP/1.1 200\r\n\r\n"]
+
+
+def _hpub(subject: bytes, block: bytes, payload: bytes) -> bytes:
+    """An HPUB frame carrying ``block`` as its header block, as it is."""
+    return b"HPUB %s %d %d\r\n%s%s\r\n" % (
+        subject, len(block), len(block) + len(payload), block, payload
+    )  # fmt: skip
+
+
+def test_a_bad_header_block_from_another_client_is_delivered_not_a_disconnect(shared_server, raw):
+    """A message whose header block is malformed arrives between its neighbours; reading its
+    headers raises ProtocolError; the connection stays up."""
+    errors = Errors()
+    with js.connect(shared_server.url, error_cb=errors) as nc:
+        sub = nc.subscribe("rr5.>")
+        nc.flush()
+        frames = b"".join(
+            _hpub(b"rr5.bad", block, b"%d" % i) for i, block in enumerate(_BAD_BLOCKS)
+        )
+        raw.send(b"PUB rr5.before 1\r\na\r\n" + frames + b"PUB rr5.after 1\r\nb\r\n")
+        got = [sub.next_msg(timeout=5) for _ in range(len(_BAD_BLOCKS) + 2)]
+        assert [m.data for m in got] == [b"a", *(b"%d" % i for i in range(len(_BAD_BLOCKS))), b"b"]
+        for msg in got[2:-1]:  # "" is no header block at all
+            with pytest.raises(js.ProtocolError):
+                msg.headers  # noqa: B018
+        assert nc.stats.reconnects == 0 and errors.seen == []
+        assert_works(nc)
+
+
+def test_a_stored_message_with_a_bad_header_block_is_no_poison(shared_server, js, stream, raw):
+    """A pull consumer fetches a stored message whose header block is malformed, and acks it,
+    without losing its connection (else every redelivery would cut it again)."""
+    name = stream.name.encode()
+    raw.send(_hpub(name + b".bad", b"NATS/1.0\r\n", b"bad") + b"PUB %s.ok 2\r\nok\r\n" % name)
+    wait_for(lambda: stream.info().state.messages == 2)
+    msgs = stream.create_consumer().fetch(2, timeout=5)
+    assert [m.data for m in msgs] == [b"bad", b"ok"]
+    for m in msgs:
+        m.ack_sync(timeout=5)
+    assert js.client.stats.reconnects == 0
+
+
 # --------------------------------------------------------------------------
 # B2: INFO the client cannot use, from a fake server
 

@@ -207,9 +207,8 @@ class TestParser:
             (b"MSG a 1\r\n", lib.JSS_ERR_ARGS),
             (b"MSG a b 1\r\n", lib.JSS_ERR_NUMBER),
             (b"MSG a 1 67108865\r\n", lib.JSS_ERR_SIZE),
-            (b"HMSG a 1 11 20\r\n", lib.JSS_ERR_HDR_SIZE),
+            (b"HMSG a 1 21 20\r\n", lib.JSS_ERR_HDR_SIZE),
             (b"MSG a 1 1\r\nxyz", lib.JSS_ERR_PAYLOAD_END),
-            (b"HMSG a 1 12 12\r\nNATS/1.0\r\n\r\r\r\n", lib.JSS_ERR_HDR_BLOCK),
             (b"INFO " + b"x" * lib.JSS_MAX_CONTROL_LINE, lib.JSS_ERR_LINE_TOO_LONG),
         ],
     )

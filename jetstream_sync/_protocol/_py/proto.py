@@ -85,7 +85,7 @@ ERR_NUMBER = -7
 ERR_SIZE = -8
 ERR_HDR_SIZE = -9
 ERR_PAYLOAD_END = -10
-ERR_HDR_BLOCK = -11
+ERR_HDR_BLOCK = -11  # unused: the parser hands header blocks on unchecked
 ERR_HDR_PREFIX = -12
 ERR_HDR_END = -13
 ERR_HDR_STATUS = -14
@@ -102,7 +102,7 @@ ERROR_MESSAGES = {
     ERR_ARGS: "wrong arguments for the operation",
     ERR_NUMBER: "sid or size is not an unsigned 64-bit decimal",
     ERR_SIZE: f"payload larger than {MAX_PAYLOAD} bytes",
-    ERR_HDR_SIZE: f"header size larger than total size or smaller than {MIN_HEADER_BLOCK}",
+    ERR_HDR_SIZE: "header size larger than total size",
     ERR_PAYLOAD_END: "payload not followed by CRLF",
     ERR_HDR_BLOCK: "HMSG header block not framed by NATS/1.0 and a blank line",
     ERR_HDR_PREFIX: "header block does not start with a NATS/1.0 line",
