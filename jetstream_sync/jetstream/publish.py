@@ -68,7 +68,8 @@ def publish_headers(
     """The headers of a JetStream publish, or None when there are none.
 
     The one place ``publish``, ``publish_async`` and ``publish_batch`` build the
-    ``Nats-*`` headers of their options. A publish without headers or options
+    ``Nats-*`` headers of their options. An option that is set replaces a header
+    of the same name in ``headers``. A publish without headers or options
     (the common case) returns at the first comparison.
 
     Args:
@@ -85,7 +86,7 @@ def publish_headers(
     if not headers and options == NO_OPTIONS:
         return None
     msg_id, expected_stream, last_seq, last_subject_seq, last_msg_id, ttl = options
-    pairs = header_pairs(headers) if headers else []
+    pairs: list[tuple[str, str]] = []
     if msg_id is not None:
         pairs.append((MSG_ID, str(msg_id)))
     if expected_stream is not None:
@@ -99,6 +100,14 @@ def publish_headers(
         pairs.append((EXPECTED_LAST_MSG_ID, last_msg_id))
     if ttl is not None:
         pairs.append((MSG_TTL, ttl_header_value(ttl)))
+    if headers:
+        # An option replaces the caller's header of the same name, as in nats.go and
+        # nats.py (the server reads the first one: the copied headers would win).
+        own = header_pairs(headers)
+        if pairs:
+            replaced = {key for key, _ in pairs}
+            own = [pair for pair in own if pair[0] not in replaced]
+        pairs = own + pairs
     return Headers.from_pairs(pairs) if pairs else None
 
 

@@ -50,6 +50,27 @@ def test_msg_id_deduplicates(ctx, stream):
     assert stream.info().state.messages == 1
 
 
+def test_an_option_replaces_the_same_header_of_headers(ctx, stream):
+    """msg_id= and the expectations replace a header of the same name in headers= (as
+    nats.go and nats.py do): republishing a received message's headers with a new
+    msg_id stores it, not a duplicate of the old one."""
+    copied = {"Nats-Msg-Id": "old", "Nats-Expected-Last-Sequence": "99", "Trace": "t"}
+    first = ctx.publish(f"{stream.name}.r", b"1", msg_id="old")
+    for send in (ctx.publish, lambda *a, **k: ctx.publish_async(*a, **k).result(5)):
+        ack = send(
+            f"{stream.name}.r", b"2", headers=copied, msg_id=f"new-{first.seq}",
+            expected_last_seq=first.seq,
+        )  # fmt: skip
+        assert (ack.seq, ack.duplicate) == (first.seq + 1, False)
+        headers = stream.get_msg(ack.seq).headers
+        assert {k: headers.get_all(k) for k in headers} == {
+            "Nats-Msg-Id": [f"new-{first.seq}"],
+            "Nats-Expected-Last-Sequence": [str(first.seq)],
+            "Trace": ["t"],
+        }
+        first = ack
+
+
 def test_expected_stream(ctx, stream):
     """A wrong expected_stream raises StreamWrongExpectedError."""
     ctx.publish(f"{stream.name}.e", b"x", expected_stream=stream.name)
