@@ -404,9 +404,12 @@ class Client:
         if type(reply) is str:
             if self._token_under_checked(reply):
                 return reply.encode("utf-8", "surrogateescape")
+            # The whole reply first: an error quotes it, not the prefix.
+            reply_b = self._subject_bytes(reply, "reply subject", cache=False)
             head, _, token = reply.rpartition(".")
             if head and token:
                 self._subject_bytes(head, "reply subject")  # cache the prefix for next time
+            return reply_b
         return self._subject_bytes(reply, "reply subject", cache=False)
 
     def _token_under_checked(self, subject: str) -> bool:

@@ -28,10 +28,12 @@ def test_bad_publish_subjects(nc, subject):
     assert isinstance(err, js.BadSubjectError)
 
 
-def test_bad_reply_subject(nc):
-    """An invalid reply subject is rejected too."""
-    err = _nothing_sent(nc, lambda: nc.publish("ok", b"x", reply="bad reply"))
+@pytest.mark.parametrize("reply", ["bad reply", "r..b", "x.y..zz", "a.", ".a", "r.*.t"])
+def test_bad_reply_subject(nc, reply):
+    """An invalid reply subject is rejected too, and the error quotes the whole of it."""
+    err = _nothing_sent(nc, lambda: nc.publish("ok", b"x", reply=reply))
     assert isinstance(err, js.BadSubjectError)
+    assert str(err).endswith(f": {reply!r}")
 
 
 @pytest.mark.parametrize(
