@@ -153,6 +153,7 @@ def ack_batch(msgs: Iterable[Msg]) -> None:
     replies: list[bytes] = []
     client = None
     others: dict[int, tuple[AckSender, list[bytes]]] | None = None
+    sent: set[int] = set()  # the clients whose write went out
     try:
         for msg in msgs:
             owner = msg._client
@@ -175,17 +176,18 @@ def ack_batch(msgs: Iterable[Msg]) -> None:
                 others[id(owner)] = (owner, [reply])
             else:
                 group[1].append(reply)
-    except BaseException:
+        if client is None:
+            return
+        for owner, group_replies in [(client, replies), *(others or {}).values()]:
+            owner.send_acks(
+                b"PUB " + _ACK_SEPARATOR.join(group_replies) + _ACK_TAIL, len(group_replies)
+            )
+            sent.add(id(owner))
+    except BaseException:  # a refused check or write sent nothing: those are not acked
         for msg in marked:
-            msg._ackd = False
+            if id(msg._client) not in sent:
+                msg._ackd = False
         raise
-    if client is None:
-        return
-    client.send_acks(b"PUB " + _ACK_SEPARATOR.join(replies) + _ACK_TAIL, len(replies))
-    for owner, group_replies in (others or {}).values():
-        owner.send_acks(
-            b"PUB " + _ACK_SEPARATOR.join(group_replies) + _ACK_TAIL, len(group_replies)
-        )
 
 
 class Msg:
@@ -350,11 +352,11 @@ class Msg:
         reply = self.reply
         if not reply.startswith(_ACK_PREFIX) or self._client is None:
             raise NotJetStreamMsgError(f"not a JetStream message (reply {reply!r})")
-        if final:
-            if self._ackd:
-                raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
-            self._ackd = True
+        if final and self._ackd:
+            raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
         self._client.send_reply(reply, body, ack=True)
+        if final:  # marked once sent: a send that raised sent nothing
+            self._ackd = True
 
     def ack(self) -> None:
         """Acknowledge the message (fire and forget; returns once buffered).
@@ -373,8 +375,8 @@ class Msg:
         if self._ackd or client is None or not reply.startswith(_ACK_PREFIX_BYTES):
             self._send_ack(_ACK, True)  # raises what applies
             return
-        self._ackd = True
         client.send_acks(_ACK_FRAME % reply, 1)
+        self._ackd = True  # once sent: a send that raised sent nothing
 
     def ack_sync(self, timeout: float | None = None) -> None:
         """Acknowledge and block until the server confirms it (a "double ack").

@@ -157,9 +157,15 @@ def test_messages_published_by_nats_py(nc, js, stream, shared_server):
 
 
 def test_a_closed_client_raises(shared_server, js, stream):
-    """Acking the messages of a closed client raises ConnectionClosedError."""
+    """Acking the messages of a closed client raises ConnectionClosedError and marks none
+    of them acked: nothing was sent (as nats.go and nats.py mark only a sent ack)."""
     _fill(js, stream, 2)
     with jetstream_sync.connect(shared_server.url) as other:
         msgs = other.jetstream().stream(stream.name).create_consumer().fetch(2, timeout=2)
     with pytest.raises(jetstream_sync.ConnectionClosedError):
         ack_batch(msgs)
+    assert not any(m.is_acked for m in msgs)
+    for final in (msgs[0].ack, msgs[0].nak, msgs[0].term):
+        with pytest.raises(jetstream_sync.ConnectionClosedError):
+            final()
+        assert not msgs[0].is_acked
