@@ -185,8 +185,12 @@ class ArrowPubAck:
 
 
 def parse_header_block(raw: bytes) -> Headers:
-    """Parse a stored ``NATS/1.0`` header block into :class:`Headers`."""
-    lines = raw.decode("utf-8", "replace").split("\r\n")
+    """Parse a stored ``NATS/1.0`` header block into :class:`Headers`.
+
+    Bytes that are not UTF-8 are decoded as a received message's headers are
+    (``surrogateescape``), so they read the same and encode back to themselves.
+    """
+    lines = raw.decode("utf-8", "surrogateescape").split("\r\n")
     pairs = []
     for line in lines[1:]:
         key, sep, value = line.partition(":")
@@ -198,7 +202,7 @@ def parse_header_block(raw: bytes) -> Headers:
 def format_header_block(headers: Mapping[str, Any]) -> bytes:
     """The ``NATS/1.0`` header block for ``headers`` (the inverse of :func:`parse_header_block`)."""
     body = "".join(f"{k}: {v}\r\n" for k, v in header_pairs(headers))
-    return f"NATS/1.0\r\n{body}\r\n".encode()
+    return f"NATS/1.0\r\n{body}\r\n".encode("utf-8", "surrogateescape")
 
 
 @attrs.frozen(kw_only=True, repr=False)

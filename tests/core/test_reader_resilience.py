@@ -155,6 +155,22 @@ def test_a_stored_message_with_a_bad_header_block_is_no_poison(shared_server, js
     assert js.client.stats.reconnects == 0
 
 
+def test_a_stored_header_that_is_not_utf8_reads_back_as_a_subscriber_sees_it(
+    shared_server, js, stream, raw
+):
+    """get_msg() (the JSON API, base64 headers) decodes a header that is not UTF-8 as the
+    core does (surrogateescape): the same Headers, and its bytes are not replaced."""
+    block = b"NATS/1.0\r\nA: caf\xe9\r\nB: 1\r\nB: 2\r\n\r\n"
+    sub = js.client.subscribe(f"{stream.name}.>")
+    js.client.flush()
+    raw.send(_hpub(stream.name.encode() + b".h", block, b"x"))
+    seen = sub.next_msg(timeout=5).headers
+    stored = stream.get_msg(1)
+    assert stored.headers == seen
+    assert stored.headers["A"].encode("utf-8", "surrogateescape") == b"caf\xe9"
+    assert type(stored).from_api(stored.to_api()).headers == seen
+
+
 # --------------------------------------------------------------------------
 # B2: INFO the client cannot use, from a fake server
 
