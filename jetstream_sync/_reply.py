@@ -19,16 +19,17 @@ import attrs
 
 from ._protocol._py import DECODE_PUBACK
 
-__all__ = ["PUBACK_FIELDS", "STATUS_SEPARATORS", "Reply", "ReplyDecoder", "is_status_block"]
+__all__ = ["PUBACK_FIELDS", "STATUS_OPENINGS", "Reply", "ReplyDecoder", "is_status_block"]
 
 # What Client.add_reply_route hands its handler per reply: (token, payload, raw headers).
 Reply = tuple[str, bytes, bytes | None]
 
-# The bytes that may follow ``NATS/1.0`` before a status code: the header
-# parser reads a space or a tab there (anything else is a protocol error), and
-# a block without a status has its CRLF there. Compare ``block[8:9]`` with
-# these in loops over many replies; elsewhere call :func:`is_status_block`.
-STATUS_SEPARATORS = (b" ", b"\t")
+# How a status block opens: ``NATS/1.0`` then a space or a tab (the header
+# parser reads either there; a block without a status has its CRLF there). The
+# version is compared too: a block another client wrote is delivered as it came
+# and may open otherwise. Compare ``block[:9]`` with these in loops over many
+# replies; elsewhere call :func:`is_status_block`.
+STATUS_OPENINGS = (b"NATS/1.0 ", b"NATS/1.0\t")
 
 
 def is_status_block(raw_headers: bytes | None) -> bool:
@@ -37,7 +38,7 @@ def is_status_block(raw_headers: bytes | None) -> bool:
     Cheap: nothing is parsed. ``None`` (no headers) and ``NATS/1.0\\r\\n``
     followed by headers are not status blocks.
     """
-    return raw_headers is not None and raw_headers[8:9] in STATUS_SEPARATORS
+    return raw_headers is not None and raw_headers[:9] in STATUS_OPENINGS
 
 
 @attrs.frozen

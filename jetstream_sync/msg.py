@@ -13,7 +13,7 @@ from ._ack_subject import ACK_PREFIX as _ACK_PREFIX
 from ._ack_subject import IN_PROGRESS as _WPI
 from ._ack_subject import NAK as _NAK
 from ._ack_subject import MsgMetadata, nak_body, parse_metadata, term_body
-from ._reply import STATUS_SEPARATORS
+from ._reply import STATUS_OPENINGS
 from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
 from .headers import Headers
 
@@ -114,7 +114,7 @@ def first_status(msgs: Sequence[Msg], start: int = 0) -> int:
     """
     for i in range(start, len(msgs)):
         raw = msgs[i]._raw_headers
-        if raw is not None and raw[8:9] in STATUS_SEPARATORS:
+        if raw is not None and raw[:9] in STATUS_OPENINGS:
             return i
     return len(msgs)
 
@@ -291,7 +291,7 @@ class Msg:
         but no status code, is not one.
         """
         raw = self._raw_headers
-        return raw is not None and raw[8:9] in STATUS_SEPARATORS
+        return raw is not None and raw[:9] in STATUS_OPENINGS
 
     @property
     def header_size(self) -> int:
@@ -308,7 +308,7 @@ class Msg:
         """The status code of a status message (e.g. 503, 408), else ``None``."""
         raw = self._raw_headers
         # "NATS/1.0\r\n" has no status; only parse when a code follows the version.
-        if raw is None or raw[8:9] not in STATUS_SEPARATORS:
+        if raw is None or raw[:9] not in STATUS_OPENINGS:
             return None
         return self._parse_headers()[0]
 

@@ -12,6 +12,9 @@ BLOCKS = [
     (b"NATS/1.0\t404 No Messages\r\n\r\n", 404),  # the parser reads a tab there too
     (b"NATS/1.0\r\nK: v\r\n\r\n", None),
     (None, None),
+    # Blocks another client wrote (delivered as they came): no status line, so no status.
+    (b"HTTP/1.1 200\r\n\r\n", None),
+    (b"XATS/1.0 503\r\n\r\n", None),
 ]
 
 
