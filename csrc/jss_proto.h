@@ -58,7 +58,6 @@ enum {
     JSS_ERR_SIZE = -8,          /* payload larger than JSS_MAX_PAYLOAD */
     JSS_ERR_HDR_SIZE = -9,      /* header size > total size */
     JSS_ERR_PAYLOAD_END = -10,  /* payload not followed by CRLF */
-    JSS_ERR_HDR_BLOCK = -11,    /* unused: jss_parse hands header blocks on unchecked */
     JSS_ERR_HDR_PREFIX = -12,   /* header block does not start with the NATS/1.0 line */
     JSS_ERR_HDR_END = -13,      /* header block does not end with a blank line */
     JSS_ERR_HDR_STATUS = -14,   /* status code is not three digits */

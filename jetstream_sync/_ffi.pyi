@@ -126,7 +126,6 @@ class Lib:
     JSS_ERR_SIZE: int
     JSS_ERR_HDR_SIZE: int
     JSS_ERR_PAYLOAD_END: int
-    JSS_ERR_HDR_BLOCK: int
     JSS_ERR_HDR_PREFIX: int
     JSS_ERR_HDR_END: int
     JSS_ERR_HDR_STATUS: int

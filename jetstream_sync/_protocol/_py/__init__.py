@@ -49,7 +49,6 @@ from .parser import parse
 from .proto import (
     ERR_ARGS,
     ERR_BARE_LF,
-    ERR_HDR_BLOCK,
     ERR_HDR_CRLF,
     ERR_HDR_END,
     ERR_HDR_KEY,
@@ -115,7 +114,6 @@ __all__ = [
     # .proto
     "ERR_ARGS",
     "ERR_BARE_LF",
-    "ERR_HDR_BLOCK",
     "ERR_HDR_CRLF",
     "ERR_HDR_END",
     "ERR_HDR_KEY",

@@ -16,7 +16,6 @@ from jetstream_sync.errors import ProtocolError
 __all__ = [
     "ERR_ARGS",
     "ERR_BARE_LF",
-    "ERR_HDR_BLOCK",
     "ERR_HDR_CRLF",
     "ERR_HDR_END",
     "ERR_HDR_KEY",
@@ -85,7 +84,6 @@ ERR_NUMBER = -7
 ERR_SIZE = -8
 ERR_HDR_SIZE = -9
 ERR_PAYLOAD_END = -10
-ERR_HDR_BLOCK = -11  # unused: the parser hands header blocks on unchecked
 ERR_HDR_PREFIX = -12
 ERR_HDR_END = -13
 ERR_HDR_STATUS = -14
@@ -104,7 +102,6 @@ ERROR_MESSAGES = {
     ERR_SIZE: f"payload larger than {MAX_PAYLOAD} bytes",
     ERR_HDR_SIZE: "header size larger than total size",
     ERR_PAYLOAD_END: "payload not followed by CRLF",
-    ERR_HDR_BLOCK: "HMSG header block not framed by NATS/1.0 and a blank line",
     ERR_HDR_PREFIX: "header block does not start with a NATS/1.0 line",
     ERR_HDR_END: "header block does not end with a blank line",
     ERR_HDR_STATUS: "header status is not a 3-digit code",
