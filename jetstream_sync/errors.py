@@ -232,6 +232,10 @@ class InlineCallbackError(NatsError, RuntimeError):
     The callback runs on the thread that reads the connection, so that wait could only
     end at its timeout. Publish from the callback (``msg.respond()``, ``publish``,
     ``msg.ack()``), or hand the work to a thread of your own.
+
+    Also raised by ``PubAckFuture.result()`` / ``exception()`` called from a
+    done-callback on the ack thread before that future resolved: the ack thread
+    settles it, so the wait could only time out as well.
     """
 
 

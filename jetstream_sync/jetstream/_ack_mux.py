@@ -65,7 +65,7 @@ from ..errors import (
 )
 from ..msg import Msg
 from .info import PubAck
-from .publish import PubAckFuture, parse_pub_ack
+from .publish import ACK_THREAD, PubAckFuture, parse_pub_ack
 
 if TYPE_CHECKING:
     from .._reply import Reply
@@ -194,8 +194,9 @@ class AckMux:
     def _ack_loop(self, prefix: str) -> None:
         """Settle what the reader left (errors, others, futures with waiters) until closed.
 
-        Outside every lock: a done-callback may run.
+        Outside every lock: a done-callback may run (and may not wait for a future).
         """
+        ACK_THREAD.lock = self._lock  # the futures of this mux: see PubAckFuture.result
         while True:
             acks = self._next_acks()
             if acks is None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import _protocol
 from .._reply import PUBACK_FIELDS
-from ..errors import NoRespondersError, api_error
+from ..errors import InlineCallbackError, NoRespondersError, api_error
 from ..headers import Headers, header_pairs
 from ._checks import sequence
 from .info import PubAck
@@ -246,6 +246,25 @@ def pub_ack_seq(msg: Msg) -> int:
     return parse_pub_ack(msg).seq
 
 
+class _AckThread(threading.local):
+    """Per thread: on an ack thread, the lock its futures share (it settles those)."""
+
+    lock: object = None
+
+
+ACK_THREAD = _AckThread()
+
+
+def _refuse_wait_on_ack_thread(future: PubAckFuture, call: str) -> None:
+    """Raise when an ack thread (a done-callback) would wait for a future it must settle."""
+    if ACK_THREAD.lock is not None and ACK_THREAD.lock is future._ack_lock:
+        raise InlineCallbackError(
+            f"PubAckFuture.{call}() of a publish not yet acknowledged, from a done-callback: "
+            "the callback runs on the thread that settles the futures, so it would wait for "
+            "itself; publish from the callback, or wait on a thread of your own"
+        )
+
+
 # Orders a future's resolution against making its Future state; the async
 # publisher gives each future its ack mux's lock instead, under which the reader
 # thread settles futures without a call per future.
@@ -361,12 +380,17 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             TimeoutError: not resolved in time (the builtin ``TimeoutError``).
             The publish's error: ``WrongLastSequenceError``, ``NoRespondersError``,
                 ``ConnectionLostError``, ``TimeoutError`` (no ack in ``ack_timeout``)...
+            InlineCallbackError: called from a done-callback on the ack thread
+                before this future resolved: that thread settles it, so the wait
+                could only time out (raised at once instead).
         """
         if self._ack_done and not self._ack_real:
             if self._ack_error is not None:
                 raise self._ack_error
             value = self._ack_value
         else:
+            if not self.done():
+                _refuse_wait_on_ack_thread(self, "result")
             value = super().result(timeout)
         kind = type(value)
         if kind is int or kind is bytes:  # made on first read
@@ -386,7 +410,11 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
 
         Raises:
             TimeoutError: not resolved in time (the builtin ``TimeoutError``).
+            InlineCallbackError: called from a done-callback before the future
+                resolved (see :meth:`result`).
         """
         if self._ack_done and not self._ack_real:
             return self._ack_error
+        if not self.done():
+            _refuse_wait_on_ack_thread(self, "exception")
         return super().exception(timeout)

@@ -138,3 +138,32 @@ def test_error_reply_fails_the_future(manual):
     )
     with pytest.raises(jetstream_sync.WrongLastSequenceError):
         future.result(timeout=5)
+
+
+def test_a_done_callback_waiting_for_another_ack_is_refused_at_once(shared_server, js, stream):
+    """A done-callback runs on the ack thread, which settles the futures waited on: waiting
+    there for a pending future could only time out, so it raises InlineCallbackError at
+    once. Its own (done) future reads fine, and a future of another client, settled by
+    that client's ack thread, can be waited for."""
+    seen: dict[str, object] = {}
+    ran = threading.Event()
+
+    with jetstream_sync.connect(shared_server.url) as other:
+        other_js = other.jetstream()
+
+        def on_ack(future):
+            seen["own"] = future.result().seq
+            for name, ctx in (("same", js), ("other", other_js)):
+                try:
+                    seen[name] = ctx.publish_async(f"{stream.name}.{name}", b"2").result(10)
+                except Exception as exc:
+                    seen[name] = exc
+            ran.set()
+
+        js.publish_async(f"{stream.name}.first", b"1").add_done_callback(on_ack)
+        assert ran.wait(30)
+    assert seen["own"] == 1
+    assert isinstance(seen["same"], jetstream_sync.InlineCallbackError), seen
+    assert "done-callback" in str(seen["same"])
+    assert isinstance(seen["other"], jetstream_sync.PubAck), seen
+    assert js.publish_async(f"{stream.name}.after", b"3").result(10).seq == 4
