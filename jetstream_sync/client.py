@@ -834,6 +834,8 @@ class Client:
                 (raised at once, not at the timeout); the request may or may not
                 have been processed.
             ConnectionClosedError: the client closed while waiting.
+            ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is
+                used up; nothing was sent.
             InlineCallbackError: called from an inline callback.
         """
         deadline = Deadline(check_timeout("timeout", timeout))

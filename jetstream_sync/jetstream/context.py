@@ -173,6 +173,8 @@ class JetStreamContext:
                 (raised at once); the message may or may not be stored.
             BadSubjectError, BadHeaderError, MaxPayloadError, ValueError: bad
                 input, raised before anything is sent.
+            ReconnectBufferFullError: disconnected, and the client's
+                ``reconnect_buf_size`` is used up; nothing was sent.
         """
         deadline = self._deadline(timeout)
         hdrs = publish_headers(headers, (
@@ -225,6 +227,9 @@ class JetStreamContext:
             TooManyPendingAcksError: the window is full and backpressure is off.
             TimeoutError: no room in the window or the write buffer within
                 ``timeout``; nothing was sent and no future is pending.
+            ReconnectBufferFullError: disconnected, and the client's
+                ``reconnect_buf_size`` is used up; nothing was sent and no
+                future is pending.
         """
         hdrs = publish_headers(headers, (
             msg_id, expected_stream, expected_last_seq,

@@ -157,7 +157,8 @@ def test_publishes_while_disconnected_are_sent_after_reconnect(restartable_serve
 
 
 def test_reconnect_buffer_overflow_raises(restartable_server):
-    """Past reconnect_buf_size a publish raises instead of dropping the message."""
+    """Past reconnect_buf_size a publish raises instead of dropping the message; so do a
+    request, a JetStream publish and an async publish (which then leaves no future)."""
     disconnected = threading.Event()
     nc = js.connect(
         restartable_server.url,
@@ -166,11 +167,20 @@ def test_reconnect_buffer_overflow_raises(restartable_server):
         disconnected_cb=disconnected.set,
     )
     try:
+        ctx = nc.jetstream()
         restartable_server.stop()
         assert disconnected.wait(10)
-        with pytest.raises(js.NatsError, match="reconnect buffer"):
+        with pytest.raises(js.ReconnectBufferFullError, match="reconnect buffer"):
             for _ in range(100):
                 nc.publish("overflow", b"x" * 100)
+        big = b"x" * 2048
+        with pytest.raises(js.ReconnectBufferFullError):
+            nc.request("overflow.req", big, timeout=5)
+        with pytest.raises(js.ReconnectBufferFullError):
+            ctx.publish("overflow.js", big, timeout=5)
+        with pytest.raises(js.ReconnectBufferFullError):
+            ctx.publish_async("overflow.js", big, timeout=5)
+        assert ctx.publish_async_pending() == 0
     finally:
         nc.close()
 
