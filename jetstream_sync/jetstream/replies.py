@@ -195,7 +195,7 @@ def parse_header_block(raw: bytes) -> Headers:
     for line in lines[1:]:
         key, sep, value = line.partition(":")
         if sep and key:
-            pairs.append((key, value.strip()))
+            pairs.append((key, value.strip(" \t")))  # as the core parser strips
     return Headers.from_pairs(pairs)
 
 

@@ -159,8 +159,9 @@ def test_a_stored_header_that_is_not_utf8_reads_back_as_a_subscriber_sees_it(
     shared_server, js, stream, raw
 ):
     """get_msg() (the JSON API, base64 headers) decodes a header that is not UTF-8 as the
-    core does (surrogateescape): the same Headers, and its bytes are not replaced."""
-    block = b"NATS/1.0\r\nA: caf\xe9\r\nB: 1\r\nB: 2\r\n\r\n"
+    core does (surrogateescape), and trims only spaces and tabs from values as the core
+    does: the same Headers, and its bytes are not replaced."""
+    block = b"NATS/1.0\r\nA: caf\xe9\r\nB: 1\r\nB: 2\r\nC: \x0bv\xc2\xa0 \r\n\r\n"
     sub = js.client.subscribe(f"{stream.name}.>")
     js.client.flush()
     raw.send(_hpub(stream.name.encode() + b".h", block, b"x"))
@@ -168,6 +169,7 @@ def test_a_stored_header_that_is_not_utf8_reads_back_as_a_subscriber_sees_it(
     stored = stream.get_msg(1)
     assert stored.headers == seen
     assert stored.headers["A"].encode("utf-8", "surrogateescape") == b"caf\xe9"
+    assert stored.headers["C"] == "\x0bv\u00a0"  # only spaces and tabs are trimmed
     assert type(stored).from_api(stored.to_api()).headers == seen
 
 
