@@ -78,7 +78,9 @@ class ConsumeContext:
         self._source = source  # a MessageIterator or an ordered iterator
         self._callback = callback
         self._error_handler = error_handler
-        source._on_warning = error_handler  # warnings, too, go to the handler
+        # Warnings, too, go to the handler; through _report, so that a handler
+        # that raises does not end consumption. Without one, the source logs them.
+        source._on_warning = self._report if error_handler is not None else None
         with ConsumeContext._serial_lock:
             ConsumeContext._serial += 1
             n = ConsumeContext._serial

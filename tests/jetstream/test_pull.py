@@ -310,3 +310,19 @@ def test_iterator_drain_and_listener_cleanup(js, stream):
     rest = list(it)
     assert [int(m.data) for m in [first, *rest]] == list(range(20))
     assert len(js.client._listeners) == before
+
+
+def test_consume_survives_an_error_handler_that_raises_on_a_warning(stream):
+    """An error_handler raising on a warning (a refused pull) does not end consumption."""
+    cons = stream.create_consumer(durable_name="strict", max_batch=5)
+    warnings = []
+
+    def handler(exc):
+        warnings.append(exc)
+        raise RuntimeError("a bug in the handler")
+
+    ctx = cons.consume(lambda m: None, error_handler=handler, max_messages=10)
+    wait_for(lambda: len(warnings) >= 2, timeout=10)  # the pull is refused, then retried
+    assert not ctx.closed
+    assert all(isinstance(e, jetstream_sync.PullRequestLimitError) for e in warnings)
+    ctx.stop()
