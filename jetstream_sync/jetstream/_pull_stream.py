@@ -31,6 +31,7 @@ from ..errors import (
     NoHeartbeatError,
     NoRespondersError,
     PinIdMismatchError,
+    PullStatusError,
     ServerShutdownError,
     StreamNotFoundError,
     TimeoutError,
@@ -409,6 +410,9 @@ class MessageIterator(BaseMessageIterator):
                     self._pending_bytes = max(self._pending_bytes - b, 0)
             if error is not None:
                 self._warn(error)
+            elif self._max_bytes is not None and b >= self._max_bytes:
+                if "maxbytes" in msg.description.lower():
+                    self._too_big(msg)
             return
         if kind == TERMINAL:
             self._fail(error)  # type: ignore[arg-type]
@@ -436,6 +440,17 @@ class MessageIterator(BaseMessageIterator):
         else:  # the request was refused: do not hammer the server
             self._reset_pending(RETRY_WAIT)
         self._warn(error)  # type: ignore[arg-type]
+
+    def _too_big(self, msg: Msg) -> None:
+        """A request of the whole ``max_bytes`` got nothing: the next message is larger.
+
+        Every request would be refused the same way ("409 Message Size Exceeds
+        MaxBytes"), so say so and pull again only after a pause, not in a hot loop
+        (the message may be acked or removed by someone else meanwhile).
+        """
+        with self._lock:
+            self._retry_at = monotonic() + RETRY_WAIT
+        self._warn(PullStatusError(409, msg.description))
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:

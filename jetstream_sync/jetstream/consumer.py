@@ -455,7 +455,9 @@ class Consumer:
         Each request lives ``expires`` seconds; the server sends heartbeats
         every ``heartbeat`` seconds (default: half of ``expires``, at most
         30); after two missed ones, or a reconnect, it pulls again. Use it in
-        a ``with`` block or call ``stop()``.
+        a ``with`` block or call ``stop()``. A message larger than ``max_bytes``
+        makes every pull fail: that is a warning (:class:`PullStatusError`, 409),
+        and the next pull waits half a second.
 
         The priority-group options are those of :meth:`fetch`; every pull
         carries the group's pin id. A 423 (pin lost) clears the pin and pulls

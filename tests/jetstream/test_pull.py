@@ -109,6 +109,27 @@ def test_messages_by_bytes(js, stream):
     assert len(got) == 100
 
 
+def test_messages_by_bytes_backs_off_from_a_message_larger_than_max_bytes(nc, js, stream):
+    """A message larger than max_bytes is reported and pulled for again after a pause.
+
+    The server refuses every request with "409 Message Size Exceeds MaxBytes";
+    pulling again at once would be a hot loop of requests.
+    """
+    js.publish(f"{stream.name}.x", b"x" * 1000)
+    cons = stream.create_consumer(durable_name="small")
+    pulls = nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream.name}.small")
+    warnings = []
+    start = time.monotonic()
+    ctx = cons.consume(lambda m: None, error_handler=warnings.append, max_bytes=100)
+    wait_for(lambda: len(warnings) >= 3, timeout=10)
+    ctx.stop()
+    assert time.monotonic() - start >= 2 * 0.5  # RETRY_WAIT between refused pulls
+    assert all(isinstance(e, jetstream_sync.PullStatusError) for e in warnings[:3])
+    assert "MaxBytes" in str(warnings[0])
+    assert pulls.pending_msgs <= 10
+    pulls.unsubscribe()
+
+
 def test_messages_next_timeout_and_stop(stream):
     """next(timeout) raises TimeoutError; after stop() iteration ends."""
     cons = stream.create_consumer()
