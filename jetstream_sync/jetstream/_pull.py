@@ -252,7 +252,7 @@ def request_body(
 
 
 def check_heartbeat(heartbeat: float | None, expires: float | None) -> float | None:
-    """Validate an idle-heartbeat interval against the request expiry."""
+    """Validate an idle-heartbeat interval against the request expiry (a fetch: its timeout)."""
     if heartbeat is None:
         return None
     heartbeat = check_timeout("heartbeat", heartbeat)
@@ -277,7 +277,9 @@ def fetch(
 ) -> list[Msg]:
     """One pull request on a fresh inbox; collect until done, full, or ``timeout``.
 
-    Returns the user messages received (possibly none). A 423 (this handle's
+    Returns the user messages received (possibly none). A ``heartbeat`` over half
+    the request's expiry is lowered to it (the caller checks it against its own
+    timeout: see :func:`check_heartbeat`). A 423 (this handle's
     pin in its priority group is no longer valid) clears the pin and, when
     nothing came yet, pulls again without it for the rest of ``timeout``, as
     ADR-42 asks of clients: the request then waits as a candidate for the pin.
@@ -298,7 +300,11 @@ def fetch(
     deadline = Deadline(timeout)
     expires = None if no_wait else max(timeout - EXPIRY_MARGIN, timeout / 2)
     if not no_wait:
-        heartbeat = check_heartbeat(heartbeat, expires)
+        # The request expires a little before the timeout: it asks for heartbeats at
+        # most half its expiry apart (the server's rule).
+        heartbeat = check_heartbeat(heartbeat, None)
+        if heartbeat is not None:
+            heartbeat = min(heartbeat, expires / 2)  # type: ignore[operator]
     else:
         heartbeat = None
     inbox = client.new_inbox()

@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..msg import Msg
 from . import _api
-from ._pull import Pin, Priority, fetch
+from ._pull import Pin, Priority, check_heartbeat, fetch
 from ._pull_stream import RETRY_WAIT, MessageIterator, consumer_exists
 from .enums import PriorityPolicy
 from .info import ConsumerInfo
@@ -321,9 +321,11 @@ class Consumer:
         is returned if nothing came by then.
         """
         size = _check_batch(batch)
+        timeout = check_timeout("timeout", timeout)
+        check_heartbeat(heartbeat, timeout)
         group_options = self._group(group, min_pending, min_ack_pending, priority)
         return self._pull(
-            check_timeout("timeout", timeout),
+            timeout,
             lambda left: fetch(
                 self._client, self._next_subject, size, left,
                 heartbeat=heartbeat, priority=group_options,
@@ -370,9 +372,11 @@ class Consumer:
         """
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        timeout = check_timeout("timeout", timeout)
+        check_heartbeat(heartbeat, timeout)
         group_options = self._group(group, min_pending, min_ack_pending, priority)
         return self._pull(
-            check_timeout("timeout", timeout),
+            timeout,
             lambda left: fetch(
                 self._client, self._next_subject, 1_000_000, left,
                 max_bytes=max_bytes, heartbeat=heartbeat, priority=group_options,

@@ -59,7 +59,7 @@ from ..errors import (
 )
 from ..msg import Msg
 from . import _api
-from ._pull import fetch
+from ._pull import check_heartbeat, fetch
 from ._pull_stream import RETRY_WAIT, BaseMessageIterator, MessageIterator
 from .consumer import ConsumeContext, Consumer
 from .consumer_admin import CREATE, create_consumer
@@ -356,6 +356,7 @@ class OrderedConsumer:
             ValueError: bad arguments.
         """
         timeout = check_timeout("timeout", timeout)
+        check_heartbeat(heartbeat, timeout)
         deadline = Deadline(timeout)
         while True:
             current = self._current or self._reset(deadline)

@@ -75,6 +75,14 @@ def test_fetch_with_heartbeat(js, stream):
         cons.fetch(1, timeout=1.0, heartbeat=0.9)
 
 
+def test_fetch_heartbeat_may_be_half_the_timeout(js, stream):
+    """heartbeat= may be half the timeout, as documented (and as nats.go allows)."""
+    cons = stream.create_consumer()
+    assert cons.fetch(5, timeout=1.0, heartbeat=0.5) == []
+    js.publish(f"{stream.name}.x", b"1")
+    assert [m.data for m in cons.fetch(5, timeout=1.0, heartbeat=0.5)] == [b"1"]
+
+
 def test_bad_arguments(stream):
     """Bad batch/timeout values raise ValueError naming the parameter."""
     cons = stream.create_consumer()
