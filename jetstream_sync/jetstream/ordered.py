@@ -638,6 +638,7 @@ class OrderedMessageIterator(BaseMessageIterator):
         self._end()
         if self._inner is not None:
             self._inner.stop()
+        self._batch.clear()  # what next_buffered() handed out and was not taken yet
 
     def drain(self) -> None:
         """Stop pulling; deliver what was received, then end.

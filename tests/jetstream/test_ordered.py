@@ -234,3 +234,30 @@ def test_next_buffered_hands_out_what_is_here_in_one_batch(js, stream):
         js.publish(f"{stream.name}.a", b"50")
         later = it.next_buffered()
         assert [m.data for m in later] == [b"50"]
+
+
+def test_stop_discards_the_batch_next_buffered_handed_out(js, stream):
+    """stop() empties the batch being taken, as the plain iterator's stop() empties its buffer:
+    a consume callback that stops gets no further message."""
+    publish_numbered(js, f"{stream.name}.a", 20)
+    oc = stream.ordered_consumer()
+    it = oc.messages(max_messages=100)
+    wait_for(lambda: it._inner._sub.pending_msgs >= 20, message="the 20 never arrived")
+    batch = it.next_buffered()
+    assert len(batch) == 20
+    batch.popleft()
+    it.stop()
+    assert not batch
+
+    seen = []
+    holder = []
+
+    def cb(msg):
+        seen.append(msg)
+        holder[0].stop()
+
+    oc.close()
+    with stream.ordered_consumer() as fresh:
+        holder.append(fresh.consume(cb, max_messages=100))
+        wait_for(lambda: holder[0].closed, timeout=10)
+    assert len(seen) == 1
