@@ -54,7 +54,7 @@ from ..errors import (
     ServerShutdownError,
     TimeoutError,
 )
-from ..msg import Msg, first_status
+from ..msg import Msg, first_status, pull_size
 from ._checks import group_names
 
 if TYPE_CHECKING:
@@ -319,7 +319,9 @@ def fetch(
         except TimeoutError:  # no room in the write buffer: nothing was asked, nothing came
             return msgs
         hb_wait = None if heartbeat is None else Deadline(2 * heartbeat)
-        while len(msgs) < batch:
+        # The server ends a request whose bytes are used up exactly without a status.
+        bytes_left = max_bytes
+        while len(msgs) < batch and (bytes_left is None or bytes_left > 0):
             wait = hb_wait if hb_wait is not None and hb_wait.end < deadline.end else deadline
             sub.read_pending(batch - len(msgs), deadline=wait)  # no hand-off when we can read
             try:
@@ -341,6 +343,8 @@ def fetch(
                 if j > i:  # user messages up to the next status
                     user = got[i:j] if i or j < n else got
                     msgs.extend(user)
+                    if bytes_left is not None:
+                        bytes_left -= sum(map(pull_size, user))
                     if track:
                         for msg in user:
                             priority.track(msg)  # type: ignore[union-attr]

@@ -368,7 +368,8 @@ class Consumer:
         """Pull messages until about ``max_bytes`` (payloads plus headers and subjects).
 
         Like :meth:`fetch` (with the same priority-group options); the server
-        stops before a message that would go past the limit.
+        stops before a message that would go past the limit, and the call returns
+        as soon as the messages fill ``max_bytes`` exactly.
         """
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")

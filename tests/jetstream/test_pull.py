@@ -10,6 +10,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync.errors import ConsumerDeletedError, TimeoutError
 from jetstream_sync.jetstream.enums import PriorityPolicy, StorageType
+from jetstream_sync.msg import pull_size
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
 
@@ -50,6 +51,22 @@ def test_fetch_bytes_respects_the_limit(js, stream):
     msgs = cons.fetch_bytes(1000, timeout=2)
     assert 1 <= len(msgs) < 10
     assert sum(len(m.data) for m in msgs) <= 1000
+
+
+def test_fetch_bytes_returns_as_soon_as_the_messages_fill_it(js, stream):
+    """Messages that fill max_bytes exactly end the fetch at once, as nats.go's does.
+
+    The server ends such a request without a status; waiting for one would take the
+    whole timeout.
+    """
+    publish_numbered(js, f"{stream.name}.x", 3, size=100)
+    twin = stream.create_consumer(durable_name="twin1")  # the same deliveries, to measure
+    size = sum(map(pull_size, twin.fetch(2, timeout=5)))
+    cons = stream.create_consumer(durable_name="twin2")
+    start = time.monotonic()
+    msgs = cons.fetch_bytes(size, timeout=10)
+    assert [int(m.data.rstrip(b".")) for m in msgs] == [0, 1]
+    assert time.monotonic() - start < 5
 
 
 def test_fetch_no_wait_and_next(js, stream):
