@@ -202,7 +202,9 @@ class MessageIterator(BaseMessageIterator):
         self._listener = self._on_status  # one bound method, so it can be removed
         client.add_status_listener(self._listener)
         try:
-            self._pull()
+            self._pull(Deadline(RETRY_WAIT))
+        except TimeoutError:  # no room in the write buffer (a stalled server): next() pulls
+            self._reset_pending()
         except BaseException:
             self._close_sub(drain=False)
             raise
@@ -319,12 +321,16 @@ class MessageIterator(BaseMessageIterator):
             self._reset_pending()
         now = monotonic()
         if not self._stopped and self._needs_pull() and now >= self._retry_at:
+            # Waiting for room in the write buffer in slices keeps stop() prompt.
+            room = Deadline(RETRY_WAIT)
+            if deadline is not None and deadline.end < room.end:
+                room = deadline
             try:
-                self._pull(deadline)
+                self._pull(room)
             except ConnectionClosedError as exc:
                 self._fail(exc)
                 return
-            except TimeoutError:  # no room to send it before the caller's deadline
+            except TimeoutError:  # no room to send it yet: pull again after a pause
                 self._reset_pending(RETRY_WAIT)
             except NatsError as exc:  # e.g. the reconnect buffer is full
                 self._warn(exc)

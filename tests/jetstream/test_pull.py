@@ -13,6 +13,8 @@ from jetstream_sync.jetstream.enums import PriorityPolicy, StorageType
 from jetstream_sync.msg import pull_size
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
+from tests.fixtures.server import stopped
+from tests.fixtures.stall import fill_past_high_water
 
 
 def test_fetch_on_empty_consumer_returns_empty_within_timeout(stream):
@@ -372,3 +374,30 @@ def test_consume_survives_an_error_handler_that_raises_on_a_warning(stream):
     assert not ctx.closed
     assert all(isinstance(e, jetstream_sync.PullRequestLimitError) for e in warnings)
     ctx.stop()
+
+
+def test_messages_and_consume_do_not_block_on_a_full_write_buffer(nats_server):
+    """With a stalled server and a full write buffer, messages() and consume() return at
+    once, next(timeout=) keeps its deadline and stop() joins; then messages flow."""
+    with jetstream_sync.connect(nats_server.url, ping_interval=60) as nc:
+        js = nc.jetstream()
+        st = js.create_stream(name="FULLBUF", subjects=["fullbuf"])
+        cons = st.create_consumer(durable_name="d")
+        seen = []
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            made = []
+            starter = threading.Thread(
+                target=lambda: made.extend([cons.messages(), cons.consume(seen.append)]),
+                daemon=True,
+            )
+            starter.start()
+            starter.join(5)
+            assert len(made) == 2, "messages() or consume() blocked on the full write buffer"
+            it, ctx = made
+            with pytest.raises(TimeoutError):
+                it.next(timeout=0.5)
+            ctx.stop(timeout=5)
+        js.publish("fullbuf", b"1", timeout=30)
+        assert it.next(timeout=30).data == b"1"
+        it.stop()
