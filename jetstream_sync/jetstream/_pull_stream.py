@@ -72,6 +72,34 @@ def pending_of(msg: Msg) -> tuple[int, int]:
         return 0, 0
 
 
+def check_limits(
+    max_messages: int, max_bytes: int | None, expires: float, heartbeat: float | None
+) -> tuple[int, float, float]:
+    """Check the limits of continuous pulling; return (batch, expires, heartbeat).
+
+    Raises:
+        ValueError: a limit out of range (``expires`` under 1 s, ``heartbeat`` over
+            half of ``expires``...).
+        TypeError: ``max_messages`` is not an int.
+    """
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ValueError("max_bytes must be a positive int")
+        batch = BYTES_BATCH
+    else:
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int):
+            raise TypeError("max_messages must be an int")
+        if max_messages < 1:
+            raise ValueError("max_messages must be at least 1")
+        batch = max_messages
+    expires = check_timeout("expires", expires)
+    if expires < 1.0:
+        raise ValueError("expires must be at least 1 second")
+    if heartbeat is None:
+        heartbeat = min(expires / 2, D.MESSAGES_MAX_HEARTBEAT)
+    return batch, expires, check_heartbeat(heartbeat, expires)  # type: ignore[return-value]
+
+
 class BaseMessageIterator(abc.ABC):
     """``for msg in it`` and ``with it:`` on top of a subclass's ``next()`` and ``stop()``.
 
@@ -155,22 +183,7 @@ class MessageIterator(BaseMessageIterator):
         on_warning: Callable[[BaseException], object] | None = None,
         exists: Callable[[], bool | None] | None = None,
     ) -> None:
-        if max_bytes is not None:
-            if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-                raise ValueError("max_bytes must be a positive int")
-            batch = BYTES_BATCH
-        else:
-            if isinstance(max_messages, bool) or not isinstance(max_messages, int):
-                raise TypeError("max_messages must be an int")
-            if max_messages < 1:
-                raise ValueError("max_messages must be at least 1")
-            batch = max_messages
-        expires = check_timeout("expires", expires)
-        if expires < 1.0:
-            raise ValueError("expires must be at least 1 second")
-        if heartbeat is None:
-            heartbeat = min(expires / 2, D.MESSAGES_MAX_HEARTBEAT)
-        self._heartbeat = check_heartbeat(heartbeat, expires)
+        batch, expires, self._heartbeat = check_limits(max_messages, max_bytes, expires, heartbeat)
         self._client = client
         self._next_subject = next_subject
         self._batch = batch
@@ -359,7 +372,7 @@ class MessageIterator(BaseMessageIterator):
         if self._stopped:
             return deadline
         now = monotonic()
-        wake = self._activity + 2 * self._heartbeat  # type: ignore[operator]
+        wake = self._activity + 2 * self._heartbeat
         if self._needs_pull() and self._retry_at > now:
             wake = min(wake, self._retry_at)
         if deadline is not None and deadline.end <= wake:
@@ -372,7 +385,7 @@ class MessageIterator(BaseMessageIterator):
         """Housekeeping after a wait ran out: retry a pull or notice missed heartbeats."""
         if self._stopped:
             return
-        if monotonic() - self._activity >= 2 * self._heartbeat:  # type: ignore[operator]
+        if monotonic() - self._activity >= 2 * self._heartbeat:
             self._warn(NoHeartbeatError("missed two idle heartbeats; pulling again"))
             self._reset_pending()
 

@@ -60,8 +60,8 @@ from ..errors import (
 from ..msg import Msg
 from . import _api
 from ._pull import check_heartbeat, fetch
-from ._pull_stream import RETRY_WAIT, BaseMessageIterator, MessageIterator
-from .consumer import ConsumeContext, Consumer
+from ._pull_stream import RETRY_WAIT, BaseMessageIterator, MessageIterator, check_limits
+from .consumer import ConsumeContext, Consumer, _check_batch
 from .consumer_admin import CREATE, create_consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo
@@ -355,6 +355,7 @@ class OrderedConsumer:
         Raises:
             ValueError: bad arguments.
         """
+        _check_batch(batch)
         timeout = check_timeout("timeout", timeout)
         check_heartbeat(heartbeat, timeout)
         deadline = Deadline(timeout)
@@ -376,6 +377,7 @@ class OrderedConsumer:
 
     def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
         """The next messages available now, in order, up to ``batch``."""
+        _check_batch(batch)
         deadline = self._deadline(timeout)
         current = self._current or self._reset(deadline)
         try:
@@ -412,7 +414,11 @@ class OrderedConsumer:
 
         Missed heartbeats, deletion of the server-side consumer, no
         responders and reconnects recreate the link; iteration goes on.
+
+        Raises:
+            ValueError: bad limits (checked before a link is made).
         """
+        check_limits(max_messages, max_bytes, expires, heartbeat)
         opts = dict(
             max_messages=max_messages, max_bytes=max_bytes, expires=expires,
             heartbeat=heartbeat, threshold_messages=threshold_messages,

@@ -261,3 +261,23 @@ def test_stop_discards_the_batch_next_buffered_handed_out(js, stream):
         holder.append(fresh.consume(cb, max_messages=100))
         wait_for(lambda: holder[0].closed, timeout=10)
     assert len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda oc: oc.fetch(0),
+        lambda oc: oc.fetch_no_wait(0),
+        lambda oc: oc.next(timeout=float("nan")),
+        lambda oc: oc.messages(max_messages=0),
+        lambda oc: oc.messages(expires=0.5),
+        lambda oc: oc.consume(lambda m: None, heartbeat=100),
+    ],
+)
+def test_bad_pull_arguments_are_refused_before_a_link_is_made(stream, call):
+    """Bad input to a pull raises ValueError with nothing sent: no server-side consumer."""
+    with stream.ordered_consumer() as oc:
+        with pytest.raises(ValueError):
+            call(oc)
+        assert oc.name is None
+        assert list(stream.consumer_names()) == []
