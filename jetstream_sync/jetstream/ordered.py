@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import _defaults as D
+from .._ack_subject import ack_tokens
 from .._deadline import Deadline, check_timeout
 from .._log import logger
 from .._nuid import NUID
@@ -644,7 +645,22 @@ class OrderedMessageIterator(BaseMessageIterator):
         self._end()
         if self._inner is not None:
             self._inner.stop()
-        self._batch.clear()  # what next_buffered() handed out and was not taken yet
+        self._discard_batch()
+
+    def _discard_batch(self) -> None:
+        """Drop what :meth:`next_buffered` handed out and was not taken yet.
+
+        Those messages count as delivered, so a later iteration starts a new link
+        at the first of them: never handed over means not skipped.
+        """
+        batch = self._batch
+        try:
+            first = batch[0]
+        except IndexError:  # nothing left (or taken just now by the consume loop)
+            return
+        batch.clear()
+        self._oc._resume_seq = int(ack_tokens(first.reply)[5])
+        self._oc._retire_current()
 
     def drain(self) -> None:
         """Stop pulling; deliver what was received, then end.

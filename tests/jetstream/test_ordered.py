@@ -248,6 +248,8 @@ def test_stop_discards_the_batch_next_buffered_handed_out(js, stream):
     batch.popleft()
     it.stop()
     assert not batch
+    with oc.messages(max_messages=100) as again:  # the discarded ones were never handed over
+        assert [int(again.next(timeout=5).data) for _ in range(19)] == list(range(1, 20))
 
     seen = []
     holder = []
