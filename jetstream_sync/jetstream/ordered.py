@@ -55,6 +55,7 @@ from ..errors import (
     OrderedConsumerResetError,
     PullStatusError,
     ReconnectBufferFullError,
+    ServerShutdownError,
     StaleConnectionError,
     TimeoutError,
 )
@@ -93,6 +94,11 @@ _HEALS = (
     ConsumerNameExistsError,
     PullStatusError,  # leadership change, server shutdown, ...
 )
+
+
+# What ends a fetch on the current link and is healed by a new one: the consumer
+# deleted, its server gone (no responders, shut down mid-request, no heartbeats).
+_LINK_LOST = (ConsumerDeletedError, NoRespondersError, NoHeartbeatError, ServerShutdownError)
 
 
 # A create request that ended with one of these may have reached the server and
@@ -367,7 +373,7 @@ class OrderedConsumer:
                 return []
             try:
                 got = fetch(self._client, current._next_subject, batch, left, heartbeat=heartbeat)
-            except (ConsumerDeletedError, NoRespondersError, NoHeartbeatError) as exc:
+            except _LINK_LOST as exc:
                 log.warning("ordered consumer on %s reset: %s", self.stream_name, exc)
                 self._retire_current()
                 continue
@@ -386,7 +392,7 @@ class OrderedConsumer:
                 self._client, current._next_subject, batch,
                 max(deadline.remaining(), 0.001), no_wait=True,
             )  # fmt: skip
-        except (ConsumerDeletedError, NoRespondersError):
+        except _LINK_LOST:
             self._retire_current()
             return []
         return self._in_order(got, current)

@@ -11,6 +11,7 @@ the last of those writes, or none.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -166,3 +167,34 @@ def test_watch_missed_heartbeats_before_any_update(nats_server: NatsServer):
             _put_during_reset(kv)
             assert _watch_values(w, _WRITES) == _EXPECTED
             assert w._consumer._serial > serial  # replaced (a timed-out name is asked again)
+
+
+def test_ordered_fetch_rides_out_a_server_shutdown(restartable_server):
+    """A server shutting down ends a waiting pull with "409 Server Shutdown"; the ordered
+    consumer's fetch makes a new link for the time left instead of raising it, and gets
+    what is published once the server is back."""
+    with nats_sync.connect(restartable_server.url, reconnect_time_wait=0.1) as nc:
+        js = nc.jetstream()
+        stream = js.create_stream(name="SHUTDOWN", subjects=["shutdown.>"])
+        oc = stream.ordered_consumer()
+        assert oc.fetch_no_wait(1) == []
+        outcome: dict[str, object] = {}
+
+        def fetch() -> None:
+            try:
+                outcome["got"] = [m.data for m in oc.fetch(1, timeout=60)]
+            except Exception as exc:
+                outcome["got"] = exc
+
+        waiting = threading.Thread(target=fetch)
+        waiting.start()
+        try:
+            wait_for(lambda: any(c.num_waiting for c in stream.consumers()), timeout=20)
+            restartable_server.restart()
+            wait_for(lambda: nc.is_connected, timeout=20)
+            wait_for(lambda: js.publish("shutdown.x", b"after"), timeout=20,
+                     ignore=(nats_sync.NatsError,))  # fmt: skip
+        finally:
+            waiting.join(90)
+        assert outcome["got"] == [b"after"], outcome
+        oc.close()
