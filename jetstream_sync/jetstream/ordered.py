@@ -529,6 +529,8 @@ class OrderedMessageIterator(BaseMessageIterator):
             self._need_reset("no responders")
         elif self._on_warning is not None:
             self._on_warning(exc)
+        else:  # as the plain iterator does without a handler
+            log.warning("ordered consumer on %s recovered: %s", self._oc.stream_name, exc)
 
     def _need_reset(self, reason: str) -> None:
         """Mark the link for replacement and wake the thread waiting on it."""

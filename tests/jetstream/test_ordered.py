@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import pytest
 
 import jetstream_sync
@@ -283,3 +286,24 @@ def test_bad_pull_arguments_are_refused_before_a_link_is_made(stream, call):
             call(oc)
         assert oc.name is None
         assert list(stream.consumer_names()) == []
+
+
+def test_a_warning_without_an_error_handler_is_logged(js, stream, caplog):
+    """What the link's iterator recovers from and the ordered layer does not handle (here a
+    message larger than ``max_bytes``) is logged when nobody gave a handler, as the plain
+    iterator logs it, instead of being dropped."""
+    js.publish(f"{stream.name}.big", b"x" * 1000)
+    oc = stream.ordered_consumer()
+
+    def warned(it) -> bool:
+        with contextlib.suppress(jetstream_sync.TimeoutError):
+            it.next(timeout=0.2)  # the iterator pulls (and warns) on the caller's thread
+        return "recovered" in caplog.text
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="jetstream_sync"):
+            with oc.messages(max_bytes=200) as it:
+                wait_for(lambda: warned(it), timeout=20)
+        assert "MaxBytes" in caplog.text and stream.name in caplog.text, caplog.text
+    finally:
+        oc.close()
