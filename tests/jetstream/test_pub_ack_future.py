@@ -140,11 +140,14 @@ def test_error_reply_fails_the_future(manual):
         future.result(timeout=5)
 
 
-def test_a_done_callback_waiting_for_another_ack_is_refused_at_once(shared_server, js, stream):
+def test_a_done_callback_waiting_for_another_ack_is_refused_at_once(
+    shared_server, manual, js, stream
+):
     """A done-callback runs on the ack thread, which settles the futures waited on: waiting
     there for a pending future could only time out, so it raises InlineCallbackError at
     once. Its own (done) future reads fine, and a future of another client, settled by
     that client's ack thread, can be waited for."""
+    ctx, stand_in = manual
     seen: dict[str, object] = {}
     ran = threading.Event()
 
@@ -153,17 +156,19 @@ def test_a_done_callback_waiting_for_another_ack_is_refused_at_once(shared_serve
 
         def on_ack(future):
             seen["own"] = future.result().seq
-            for name, ctx in (("same", js), ("other", other_js)):
+            for name, publisher in (("same", js), ("other", other_js)):
                 try:
-                    seen[name] = ctx.publish_async(f"{stream.name}.{name}", b"2").result(10)
+                    seen[name] = publisher.publish_async(f"{stream.name}.{name}", b"2").result(10)
                 except Exception as exc:
                     seen[name] = exc
             ran.set()
 
-        js.publish_async(f"{stream.name}.first", b"1").add_done_callback(on_ack)
+        # The ack comes only once the callback is added: it then runs on the ack thread.
+        ctx.publish_async("manual.ack", b"1").add_done_callback(on_ack)
+        stand_in.next_msg(timeout=5).respond(ACK)
         assert ran.wait(30)
-    assert seen["own"] == 1
+    assert seen["own"] == 7
     assert isinstance(seen["same"], jetstream_sync.InlineCallbackError), seen
     assert "done-callback" in str(seen["same"])
     assert isinstance(seen["other"], jetstream_sync.PubAck), seen
-    assert js.publish_async(f"{stream.name}.after", b"3").result(10).seq == 4
+    assert js.publish_async(f"{stream.name}.after", b"3").result(10).seq == 3
