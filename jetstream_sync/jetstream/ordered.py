@@ -17,9 +17,7 @@ repeated history, never a lost update.)
 
 A replaced link is deleted on the server when the next one is made (and on
 :meth:`OrderedConsumer.close`), so however many resets happen, one link
-exists at a time and none after ``close()``. A create request that got no
-answer may have made its link: the next attempt uses the same name (and
-config), so it takes that link over instead of leaving it behind.
+exists at a time and none after ``close()``.
 """
 
 from __future__ import annotations
@@ -101,11 +99,6 @@ _HEALS = (
 _LINK_LOST = (ConsumerDeletedError, NoRespondersError, NoHeartbeatError, ServerShutdownError)
 
 
-# A create request that ended with one of these may have reached the server and
-# made the link all the same.
-_UNANSWERED = (TimeoutError, ConnectionLostError, StaleConnectionError)
-
-
 def _can_heal(exc: NatsError) -> bool:
     """Whether retrying a failed link creation may succeed.
 
@@ -153,9 +146,6 @@ class OrderedConsumer:
         self._current: Consumer | None = None
         self._linked = False  # a link was made once: later attempts are resets
         self._retired: deque[str] = deque()  # replaced links still to delete on the server
-        # The name of a create request that got no answer: the server may have made
-        # that link, so the next attempt asks for the same name (and config) again.
-        self._unanswered: str | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._abort = Flag()  # cuts a reset's back-off short
@@ -244,10 +234,8 @@ class OrderedConsumer:
         while True:
             if self._closed:
                 raise IteratorClosedError("the ordered consumer was closed")
-            name = self._unanswered
-            if name is None:
-                self._serial += 1
-                name = f"{self._prefix}_{self._serial}"
+            self._serial += 1
+            name = f"{self._prefix}_{self._serial}"
             cfg = self._config.consumer_config(name, self._resume_seq)
             left = self._timeout if deadline is None else deadline.remaining()
             attempt = Deadline(max(min(left, self._timeout), 0.001))
@@ -256,7 +244,6 @@ class OrderedConsumer:
                     self._client, self._api, self.stream_name, cfg, CREATE, attempt, self._timeout
                 )
             except APIError as exc:
-                self._unanswered = None  # answered: nothing was made
                 if exc.err_code == _THRESHOLD_OVER_LIMIT and self._fit_inactive_threshold(attempt):
                     continue  # retried at once with the stream's limit
                 # A full stream refuses a new consumer at once; a running one waits for room.
@@ -265,12 +252,10 @@ class OrderedConsumer:
                     raise
                 error: NatsError = exc
             except NatsError as exc:
-                self._unanswered = name if isinstance(exc, _UNANSWERED) else None
                 if not _can_heal(exc):
                     raise
                 error = exc
             else:
-                self._unanswered = None
                 self._current = cons
                 self._linked = True
                 self._consumer_seq = 0
@@ -447,16 +432,9 @@ class OrderedConsumer:
         return ConsumeContext(self.messages(**options), callback, error_handler)
 
     def close(self) -> None:
-        """Delete the current server-side consumer (without waiting).
-
-        A link whose create request got no answer (the server may have made
-        it) is deleted too.
-        """
+        """Delete the current server-side consumer (without waiting)."""
         self._closed = True
         self._abort.set()
-        unanswered, self._unanswered = self._unanswered, None
-        if unanswered is not None:
-            self._retired.append(unanswered)
         self._drop_links(Deadline(self._timeout))
 
     def __enter__(self) -> OrderedConsumer:

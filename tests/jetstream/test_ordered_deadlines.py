@@ -66,24 +66,6 @@ def test_fetch_and_next_timeouts_hold_with_a_stalled_server_and_a_full_buffer(na
         assert int(oc.next(timeout=20).data) == 2
 
 
-def test_links_whose_creation_timed_out_are_deleted_too(nats_server):
-    """A create request the stalled server answers late still makes a consumer: it is deleted.
-
-    None of the links is left on the server after close().
-    """
-    with jetstream_sync.connect(nats_server.url) as nc:
-        js = nc.jetstream(timeout=5.0)
-        st = js.create_stream(name="OL", subjects=["ol.>"])
-        publish_numbered(js, "ol.x", 1)
-        oc = st.ordered_consumer()
-        with stopped(nats_server):
-            for _ in range(2):
-                times_out(lambda: oc.fetch(1, timeout=1), within=3)
-        assert [int(m.data) for m in oc.fetch(1, timeout=5)] == [0]
-        oc.close()
-        wait_for(lambda: list(st.consumer_names()) == [], timeout=10)
-
-
 def test_fetch_timeout_holds_while_the_server_is_down(restartable_server):
     """With the server gone, fetch/next time out in time and resume after it comes back."""
     with jetstream_sync.connect(
