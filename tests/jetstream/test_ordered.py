@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 
 import pytest
 
@@ -256,14 +257,17 @@ def test_stop_discards_the_batch_next_buffered_handed_out(js, stream):
 
     seen = []
     holder = []
+    made = threading.Event()  # the callback may run before consume() returned its handle
 
     def cb(msg):
         seen.append(msg)
+        assert made.wait(10)
         holder[0].stop()
 
     oc.close()
     with stream.ordered_consumer() as fresh:
         holder.append(fresh.consume(cb, max_messages=100))
+        made.set()
         wait_for(lambda: holder[0].closed, timeout=10)
     assert len(seen) == 1
 
