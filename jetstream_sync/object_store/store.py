@@ -13,6 +13,7 @@ import builtins
 import hashlib
 import json
 import re
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ import attrs
 
 from .._seam import NUID, Deadline
 from ..errors import (
+    APIError,
     BadObjectMetaError,
     ConnectionLostError,
     DigestMismatchError,
@@ -76,6 +78,11 @@ _MAX_WINDOW_CHUNKS = 64
 _REREADS = 3
 # A reply inbox's request counter at most (``<inbox>.<counter>``).
 _REPLY_COUNTER = 1 + 20
+# A purge of chunks often follows the failover that failed a put: each try waits at most
+# this long for its reply, and tries go on (this far apart after an instant refusal) for
+# the call's timeout, so a request lost in the stream's election is sent again.
+_PURGE_TRY = 2.0
+_PURGE_PAUSE = 0.25
 
 Data = bytes | bytearray | memoryview | str | IO[bytes]
 
@@ -350,7 +357,28 @@ class ObjectStore:
         return attrs.evolve(info, mtime=datetime.now(UTC))
 
     def _purge_chunks(self, nuid: str, timeout: float | None) -> None:
-        self._stream.purge(subject=self._chunk_subject(nuid), timeout=timeout)
+        """Purge the chunks of ``nuid``, trying again through an outage for ``timeout``.
+
+        A purge names one object's chunks, so sending it again is harmless; a
+        request sent while the stream elects a leader gets no reply at all.
+
+        Raises:
+            TimeoutError, ConnectionLostError, APIError: what the last try raised.
+        """
+        subject = self._chunk_subject(nuid)
+        deadline = Deadline(self._ctx.timeout if timeout is None else timeout)
+        while True:
+            try:
+                left = max(deadline.remaining(), 0.001)
+                self._stream.purge(subject=subject, timeout=min(_PURGE_TRY, left))
+                return
+            except (TimeoutError, ConnectionLostError, NoRespondersError, APIError) as exc:
+                if isinstance(exc, APIError) and exc.code != 503:
+                    raise
+                if deadline.remaining() <= _PURGE_PAUSE:
+                    raise
+                if not isinstance(exc, TimeoutError):
+                    time.sleep(_PURGE_PAUSE)  # refused at once: the election takes a moment
 
     # -- put ------------------------------------------------------------------------
 
