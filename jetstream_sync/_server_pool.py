@@ -124,6 +124,9 @@ class ServerPool:
     def add_discovered(self, urls: Iterable[str], template: ServerAddress) -> list[str]:
         """Add servers announced by INFO ``connect_urls`` (host:port strings).
 
+        ``template`` is the server that announced them. As in nats.go, a new
+        server takes its URL's credentials: a cluster shares its users.
+
         Returns:
             The entries that are not a valid ``host:port`` (skipped).
         """
@@ -137,6 +140,9 @@ class ServerPool:
                 bad.append(hostport)
                 continue
             if addr.key not in known:
+                if addr.user is None and addr.token is None:
+                    addr.user, addr.password = template.user, template.password
+                    addr.token = template.token
                 known.add(addr.key)
                 added.append(_Entry(addr))
         if self._randomize:

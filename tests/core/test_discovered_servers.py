@@ -1,0 +1,72 @@
+"""Servers a cluster announces (INFO ``connect_urls``) are reachable with the settings of
+the server that announced them: its URL's credentials."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import jetstream_sync as js
+from tests.fixtures.polling import wait_for
+from tests.fixtures.server import LOOPBACK, NatsServer
+
+
+@contextmanager
+def two_routed_servers(tmp_path: Any, **options: Any) -> Iterator[tuple[NatsServer, NatsServer]]:
+    """Two core-NATS servers joined by a route: each announces the other to its clients."""
+    first = NatsServer(
+        jetstream=False, cluster_name="pair", directory=tmp_path / "a", **options
+    ).start()
+    try:
+        routes = [f"nats-route://{LOOPBACK}:{first.cluster_port}"]
+        second = NatsServer(
+            jetstream=False, cluster_name="pair", routes=routes, directory=tmp_path / "b", **options
+        ).start()
+        try:
+            yield first, second
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+def _fail_over(url: str, second: NatsServer, first: NatsServer, **options: Any) -> None:
+    """Connect to ``url`` (``first``), learn ``second``, stop ``first``: the client must
+    reconnect to ``second`` and carry on."""
+    reconnected = threading.Event()
+    errors: list[BaseException] = []
+    nc = js.connect(
+        url,
+        reconnect_time_wait=0.1,
+        reconnected_cb=reconnected.set,
+        error_cb=errors.append,
+        **options,
+    )
+    try:
+        wait_for(lambda: nc.discovered_servers)
+        sub = nc.subscribe("failover")
+        nc.flush()
+        first.stop()
+        wait_for(lambda: reconnected.is_set() or nc.is_closed, timeout=20)
+        assert reconnected.is_set(), f"closed instead of reconnecting: {errors!r}"
+        assert nc.connected_url is not None and nc.connected_url.endswith(f":{second.port}")
+        nc.publish("failover", b"still here")
+        assert sub.next_msg(timeout=5).data == b"still here"
+    finally:
+        nc.close()
+
+
+def test_discovered_server_gets_the_credentials_of_the_url(tmp_path):
+    """``nats://user:pass@a`` and a cluster announcing b: the reconnect to b
+    authenticates with the same user (nats.go copies them too)."""
+    with two_routed_servers(tmp_path, user="bob", password="s3cret") as (first, second):
+        url = first.url.replace("nats://", "nats://bob:s3cret@")
+        _fail_over(url, second, first)
+
+
+def test_discovered_server_gets_the_token_of_the_url(tmp_path):
+    """``nats://token@a``: the reconnect to a discovered server sends the token."""
+    with two_routed_servers(tmp_path, token="t0ken") as (first, second):
+        _fail_over(first.url.replace("nats://", "nats://t0ken@"), second, first)
