@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import random
 import time
 from collections.abc import Iterable
@@ -33,9 +34,14 @@ def split_servers(servers: str | Iterable[str]) -> list[str]:
 
 
 class ServerAddress:
-    """One server: host, port, whether it wants TLS, and credentials from its URL."""
+    """One server: host, port, whether it wants TLS, and credentials from its URL.
 
-    __slots__ = ("host", "port", "tls", "user", "password", "token", "implicit")
+    ``tls_name`` is the host name a TLS certificate is checked against: the
+    host itself, except for a discovered server announced by IP address (see
+    :meth:`ServerPool.add_discovered`).
+    """
+
+    __slots__ = ("host", "port", "tls", "user", "password", "token", "implicit", "tls_name")
 
     def __init__(self, url: str, implicit: bool = False) -> None:
         if "://" not in url:
@@ -65,6 +71,7 @@ class ServerAddress:
         elif parts.username:
             self.token = unquote(parts.username)
         self.implicit = implicit
+        self.tls_name = self.host
 
     @property
     def key(self) -> tuple[str, int]:
@@ -78,6 +85,14 @@ class ServerAddress:
 
     def __repr__(self) -> str:
         return f"ServerAddress({self.url()!r})"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 class _Entry:
@@ -125,7 +140,9 @@ class ServerPool:
         """Add servers announced by INFO ``connect_urls`` (host:port strings).
 
         ``template`` is the server that announced them. As in nats.go, a new
-        server takes its URL's credentials: a cluster shares its users.
+        server takes its URL's credentials (a cluster shares its users), and one
+        announced by IP address checks TLS certificates against its host name:
+        servers advertise IPs, certificates name hosts.
 
         Returns:
             The entries that are not a valid ``host:port`` (skipped).
@@ -143,6 +160,8 @@ class ServerPool:
                 if addr.user is None and addr.token is None:
                     addr.user, addr.password = template.user, template.password
                     addr.token = template.token
+                if _is_ip(addr.host) and not _is_ip(template.tls_name):
+                    addr.tls_name = template.tls_name
                 known.add(addr.key)
                 added.append(_Entry(addr))
         if self._randomize:

@@ -214,7 +214,7 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
     try:
         want_tls = address.tls or bool(options.tls)
         if want_tls and options.tls_handshake_first:
-            transport.start_tls(options.ssl_context(), address.host, deadline.remaining())
+            transport.start_tls(options.ssl_context(), address.tls_name, deadline.remaining())
         buf = bytearray()
         ops, consumed = _read_ops(transport, buf, deadline, "info")
         if ops[0] != _protocol.OP_INFO:
@@ -231,7 +231,7 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
         if (want_tls or info.get("tls_required")) and not transport.is_tls:
             if buf:
                 raise ProtocolError("unexpected bytes before the TLS upgrade")
-            transport.start_tls(options.ssl_context(), address.host, deadline.remaining())
+            transport.start_tls(options.ssl_context(), address.tls_name, deadline.remaining())
         frame = (
             b"CONNECT " + options.connect_json(info, address, transport.is_tls) + b"\r\nPING\r\n"
         )

@@ -1,16 +1,20 @@
 """Servers a cluster announces (INFO ``connect_urls``) are reachable with the settings of
-the server that announced them: its URL's credentials."""
+the server that announced them: its URL's credentials, and its host name for TLS."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 import jetstream_sync as js
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import LOOPBACK, NatsServer
+from tests.fixtures.tls import make_tls_material
 
 
 @contextmanager
@@ -70,3 +74,15 @@ def test_discovered_server_gets_the_token_of_the_url(tmp_path):
     """``nats://token@a``: the reconnect to a discovered server sends the token."""
     with two_routed_servers(tmp_path, token="t0ken") as (first, second):
         _fail_over(first.url.replace("nats://", "nats://t0ken@"), second, first)
+
+
+@pytest.mark.tls
+def test_discovered_ip_is_verified_against_the_host_name(tmp_path):
+    """Connected over TLS to ``localhost`` whose certificate names no IP, the client
+    verifies a server announced as ``127.0.0.1:port`` against ``localhost``."""
+    material = make_tls_material(tmp_path / "tls", client=False, server_names="DNS:localhost")
+    tls = {"tls_cert": material.server_cert, "tls_key": material.server_key}
+    with two_routed_servers(tmp_path, **tls) as (first, second):
+        context = ssl.create_default_context(cafile=str(material.ca_cert))
+        url = f"tls://localhost:{first.port}"
+        _fail_over(url, second, first, tls=context)
