@@ -288,7 +288,7 @@ class Client:
 
     @property
     def server_info(self) -> dict[str, Any]:
-        """The server's latest INFO, as a dict."""
+        """The INFO of the server connected to (merged with its later INFOs), as a dict."""
         return dict(self._connection.server_info)
 
     @property

@@ -148,7 +148,7 @@ class Connection:
     Attributes:
         options: what it was made with (its repr shows no secret).
         current: the live connection, or None before :meth:`open`.
-        server_info: the server's INFO, merged over the connection's life.
+        server_info: the current server's INFO, merged over the connection's life.
         wait_mode: how the threads wait, chosen by :meth:`open` (threads until then).
         reconnecting: True while the link is down and being re-established.
         closing: set once the client started closing.
@@ -248,15 +248,18 @@ class Connection:
         """Make ``conn`` the current connection and learn from its INFO."""
         self.current = conn
         self._pool.connected(conn.address)
-        self._apply_info(conn.info)
+        self._apply_info(conn.info, new_server=True)
 
-    def _apply_info(self, info: dict[str, Any]) -> None:
+    def _apply_info(self, info: dict[str, Any], new_server: bool = False) -> None:
         """Learn from an INFO already checked by ``parse_info``.
 
-        ``connect_urls`` entries that are not ``host:port`` are skipped and
-        reported to ``error_cb`` as a :class:`ProtocolError`; the connection stays.
+        A new connection's INFO replaces what the last server said (its
+        ``ldm``, its ``api_lvl``...); a later INFO on the same connection is
+        merged over it. ``connect_urls`` entries that are not ``host:port`` are
+        skipped and reported to ``error_cb`` as a :class:`ProtocolError`; the
+        connection stays.
         """
-        self.server_info = {**self.server_info, **info}
+        self.server_info = dict(info) if new_server else {**self.server_info, **info}
         urls = info.get("connect_urls")
         if urls and self.current is not None:
             bad = self._pool.add_discovered(urls, self.current.address)

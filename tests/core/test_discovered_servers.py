@@ -1,5 +1,6 @@
 """Servers a cluster announces (INFO ``connect_urls``) are reachable with the settings of
-the server that announced them: its URL's credentials, and its host name for TLS."""
+the server that announced them: its URL's credentials, and its host name for TLS; once
+the client moved to one, ``server_info`` is that server's."""
 
 from __future__ import annotations
 
@@ -86,3 +87,24 @@ def test_discovered_ip_is_verified_against_the_host_name(tmp_path):
         context = ssl.create_default_context(cafile=str(material.ca_cert))
         url = f"tls://localhost:{first.port}"
         _fail_over(url, second, first, tls=context)
+
+
+def test_server_info_is_the_new_servers_after_a_lame_duck_failover(tmp_path):
+    """Moved off a server in lame duck mode, ``server_info`` no longer says ``ldm``
+    (nor anything else only the old server said): it is the new server's INFO."""
+    options = {"lame_duck_grace_period": 0.1, "lame_duck_duration": 30}
+    with two_routed_servers(tmp_path, **options) as (first, second):
+        reconnected = threading.Event()
+        nc = js.connect(
+            first.url, no_randomize=True, reconnect_time_wait=0.1, reconnected_cb=reconnected.set
+        )
+        try:
+            wait_for(lambda: nc.discovered_servers)
+            first.lame_duck()
+            wait_for(lambda: nc.server_info.get("ldm"))
+            assert reconnected.wait(20)
+            assert nc.connected_url == second.url
+            assert nc.server_info["server_id"] == second.info["server_id"]
+            assert not nc.server_info.get("ldm")
+        finally:
+            nc.close()
