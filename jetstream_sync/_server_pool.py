@@ -27,10 +27,21 @@ def split_servers(servers: str | Iterable[str]) -> list[str]:
 
     A comma-separated string is how nats.go, the NATS CLI and ``NATS_URL`` name
     several servers; a comma inside credentials must be percent-encoded (``%2C``).
+
+    Raises:
+        TypeError: ``servers`` is not a str or an iterable of strs.
     """
     if isinstance(servers, str):
         return [url.strip() for url in servers.split(",") if url.strip()]
-    return list(servers)
+    if isinstance(servers, bytes) or not isinstance(servers, Iterable):
+        raise TypeError(
+            f"servers must be a URL str or a list of them, not {type(servers).__name__}"
+        )
+    urls = list(servers)
+    for url in urls:  # the type only: a URL may hold credentials
+        if not isinstance(url, str):
+            raise TypeError(f"servers must hold URL strs, not {type(url).__name__}")
+    return urls
 
 
 class ServerAddress:

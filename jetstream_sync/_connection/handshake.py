@@ -23,6 +23,8 @@ VERSION = "0.1.0"
 class HandshakeOptions:
     """What CONNECT needs, fixed for the client's lifetime.
 
+    ``name``, ``user``, ``password`` and ``token`` must be strs and ``tls`` an
+    ``ssl.SSLContext`` or a bool (else ``TypeError``), never sent to be refused.
     ``nkeys_seed`` (a user seed, or a path to a file holding one) and
     ``user_credentials`` (a ``.creds`` file path) are checked here, so a bad
     seed or an unreadable file raises :class:`NKeyError` before connecting;
@@ -42,6 +44,12 @@ class HandshakeOptions:
         nkeys_seed: str | os.PathLike[str] | None = None,
         user_credentials: str | os.PathLike[str] | None = None,
     ) -> None:
+        texts = {"name": name, "user": user, "password": password, "token": token}
+        for option, value in texts.items():
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{option} must be a str, not {type(value).__name__}")
+        if tls is not None and not isinstance(tls, bool | ssl.SSLContext):
+            raise TypeError(f"tls must be an ssl.SSLContext or a bool, not {type(tls).__name__}")
         self.name = name
         self.user = user
         self.password = password

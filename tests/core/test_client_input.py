@@ -79,6 +79,34 @@ def test_bad_server_url():
         js.connect("http://127.0.0.1:4222")
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"name": 123}, "name"),
+        ({"user": "bob", "password": 123}, "password"),
+        ({"user": b"bob", "password": "s3cret"}, "user"),
+        ({"token": 42}, "token"),
+        ({"tls": "yes"}, "tls"),
+        ({"tls": 1}, "tls"),
+    ],
+)
+def test_option_of_the_wrong_type_is_refused_before_connecting(shared_server, options, named):
+    """A name, credential or tls of the wrong type raises TypeError naming it: not a
+    CONNECT the server closes the connection on (seen as NoServersError)."""
+    with pytest.raises(TypeError, match=f"^{named} must be") as info:
+        js.connect(shared_server.url, connect_timeout=1, **options)
+    assert "s3cret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "servers", [None, b"nats://127.0.0.1:4222", ["nats://127.0.0.1:4222", None]]
+)
+def test_servers_of_the_wrong_type_are_refused(servers):
+    """``servers`` that is not a str or a list of strs raises TypeError saying so."""
+    with pytest.raises(TypeError, match="servers must"):
+        js.connect(servers, connect_timeout=1)
+
+
 def test_no_servers():
     """Connecting to a port nobody listens on raises NoServersError."""
     import socket
