@@ -85,9 +85,10 @@ class HandshakeOptions:
         }
         if self.name:
             opts["name"] = self.name
-        user = address.user if address.user is not None else self.user
-        password = address.password if address.password is not None else self.password
-        token = address.token if address.token is not None else self.token
+        if address.user is not None or address.token is not None:  # the URL's win, all of them
+            user, password, token = address.user, address.password, address.token
+        else:
+            user, password, token = self.user, self.password, self.token
         if user is not None:
             opts["user"] = user
             opts["pass"] = password or ""

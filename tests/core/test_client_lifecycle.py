@@ -239,6 +239,15 @@ def test_token_auth(token_server):
         js.connect(token_server.url, token="wrong")
 
 
+def test_url_credentials_win_over_the_options(token_server, auth_server):
+    """Credentials in a URL replace those of the options, whatever their kind: a URL
+    token is sent instead of a user/password option, and the reverse."""
+    with js.connect(token_server.auth_url, user="alice", password="s3cret") as nc:
+        nc.flush()
+    with js.connect(auth_server.auth_url, token="t0ken") as nc:
+        nc.flush()
+
+
 @pytest.mark.tls
 def test_tls_connection(tls_server):
     """A client trusting the test CA talks TLS to a TLS-only server."""
