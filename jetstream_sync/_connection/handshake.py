@@ -157,7 +157,7 @@ def parse_info(raw: bytes) -> dict[str, Any]:
 
 _SILENT_SERVER = (
     "timed out waiting for the server's INFO: a server configured with TLS handshake_first "
-    "says nothing until the client starts TLS (connect with tls=... and tls_handshake_first=True)"
+    "says nothing until the client starts TLS (connect with tls_handshake_first=True)"
 )
 
 
@@ -221,7 +221,8 @@ def handshake(address: ServerAddress, options: HandshakeOptions, timeout: float)
     deadline = Deadline(timeout)
     transport = Transport(address.host, address.port, timeout)
     try:
-        want_tls = address.tls or bool(options.tls)
+        # As in nats.go, handshake-first asks for TLS by itself (a default context if tls=None).
+        want_tls = address.tls or bool(options.tls) or options.tls_handshake_first
         if want_tls and options.tls_handshake_first:
             transport.start_tls(options.ssl_context(), address.tls_name, deadline.remaining())
         buf = bytearray()
