@@ -73,6 +73,17 @@ CONNECT_ERRORS = (OSError, ssl.SSLError, NatsError, TimeoutError, ValueError, Co
 AUTH_FAILURES_BEFORE_CLOSE = 2
 
 
+def _attempts_exhausted(last_error: BaseException | None) -> NoServersError:
+    """The error a client that gave up reconnecting closes with: it names the last failure
+    (a refused connection, a certificate that did not verify...), its ``__cause__``."""
+    text = "reconnect attempts exhausted"
+    if last_error is not None:
+        text += f"; the last attempt failed: {type(last_error).__name__}: {last_error}"
+    error = NoServersError(text)
+    error.__cause__ = last_error
+    return error
+
+
 def sub_frame(subject: bytes, queue: bytes, sid: int) -> bytes:
     """The SUB frame for a subscription."""
     if queue:
@@ -698,13 +709,14 @@ class Connection:
             self._close_in_background(exc)
             return None
         auth_failures: dict[tuple[str, int], int] = {}  # per server, in a row
+        last_error: BaseException | None = None  # why the client gives up, if it does
         while not self.closing.is_set():
             try:
                 address, wait = self._pool.next_candidate(
                     self.options.reconnect_time_wait, self.options.reconnect_jitter
                 )
             except LookupError:
-                self._close_in_background(NoServersError("reconnect attempts exhausted"))
+                self._close_in_background(_attempts_exhausted(last_error))
                 return None
             if wait and self.closing.wait(wait):
                 return None
@@ -712,6 +724,7 @@ class Connection:
                 conn = handshake(address, self.options.handshake, self.options.connect_timeout)
             except Exception as error:  # noqa: BLE001 - one bad attempt must not end the reader
                 log.debug("reconnect to %s failed: %s", address.url(), error)
+                last_error = error
                 # 'Authorization Timeout' means a slow CONNECT, not refused credentials.
                 if isinstance(error, AuthorizationError) and "timeout" not in str(error).lower():
                     failures = auth_failures[address.key] = auth_failures.get(address.key, 0) + 1

@@ -194,6 +194,26 @@ def test_no_reconnect_closes_the_client(restartable_server):
     assert nc.is_closed
 
 
+def test_giving_up_on_reconnecting_names_the_last_failure(restartable_server):
+    """Once every reconnect attempt failed, error_cb's NoServersError says why the last
+    one failed and holds it as its ``__cause__`` (here: nobody listens any more)."""
+    errors: list[BaseException] = []
+    closed = threading.Event()
+    nc = js.connect(
+        restartable_server.url,
+        max_reconnect_attempts=2,
+        reconnect_time_wait=0.05,
+        error_cb=errors.append,
+        closed_cb=closed.set,
+    )
+    restartable_server.stop()
+    assert closed.wait(15)
+    (error,) = [e for e in errors if isinstance(e, js.NoServersError)]
+    assert isinstance(error.__cause__, ConnectionRefusedError)
+    assert "the last attempt failed: ConnectionRefusedError" in str(error)
+    assert nc.is_closed
+
+
 def _child_uses_inherited_client(nc, queue):
     try:
         nc.publish("fork.x", b"from child")
