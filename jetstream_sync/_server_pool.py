@@ -69,11 +69,12 @@ class ServerAddress:
             raise ValueError(f"server URL {redact_url(url)!r} has no host")
         self.host = parts.hostname
         try:
-            self.port = parts.port or DEFAULT_PORT
+            port = parts.port
         except ValueError:
-            raise ValueError(
-                f"server URL {redact_url(url)!r}: the port is not a number in 0-65535"
-            ) from None
+            port = 0
+        if port == 0:  # 0 names no server: it is not the default port
+            raise ValueError(f"server URL {redact_url(url)!r}: the port is not a number in 1-65535")
+        self.port = port or DEFAULT_PORT
         self.tls = _SCHEMES[parts.scheme]
         self.user = self.password = self.token = None
         if parts.username is not None and parts.password is not None:

@@ -254,6 +254,7 @@ ROWS = [
         BadSubjectError,
     ),
     Row("server-url-scheme", lambda e: js.connect("http://127.0.0.1:4222"), ValueError),
+    Row("server-url-port-zero", lambda e: js.connect("nats://127.0.0.1:0"), ValueError),
     Row("nkeys-seed-bad", lambda e: js.connect(e.url, nkeys_seed="SUBADSEED" * 7), NKeyError),
     # -- enum values
     Row(
