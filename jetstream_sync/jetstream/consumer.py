@@ -172,8 +172,10 @@ class Consumer:
     """A handle on a pull consumer; made by ``create_consumer``, ``consumer`` and friends.
 
     Safe to share between threads; each :meth:`fetch` uses its own inbox.
-    Used as a context manager, an ephemeral consumer (one without a
-    ``durable_name``) is deleted on exit.
+    Used as a context manager, a handle from ``create_consumer`` or
+    ``create_or_update_consumer`` deletes its consumer on exit when it is
+    ephemeral (no ``durable_name``); a handle from ``consumer(name)`` or
+    ``update_consumer`` never does: the consumer may be another client's.
 
     Attributes:
         stream_name: the stream it reads.
@@ -188,8 +190,11 @@ class Consumer:
         name: str,
         info: ConsumerInfo | None = None,
         timeout: float = D.JS_TIMEOUT,
+        *,
+        made: bool = False,
     ) -> None:
         self._client = client
+        self._made = made  # made by this handle's create call: an ephemeral is deleted on exit
         self._api = api
         self.stream_name = stream_name
         self.name = name
@@ -589,7 +594,7 @@ class Consumer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.is_ephemeral and not self._client.is_closed:
+        if self._made and self.is_ephemeral and not self._client.is_closed:
             try:
                 self.delete()
             except NatsError:

@@ -138,4 +138,5 @@ def create_consumer(
             _api.CONSUMER_CREATE, body, deadline, level, stream=stream, consumer=name
         )
     info = ConsumerInfo.from_api(reply)
-    return Consumer(client, api, stream, info.name or name, info, timeout)
+    made = action != UPDATE
+    return Consumer(client, api, stream, info.name or name, info, timeout, made=made)

@@ -136,6 +136,18 @@ def test_ephemeral_deleted_on_with_exit(stream):
     assert "keep" in list(stream.consumer_names())
 
 
+def test_with_on_a_consumer_looked_up_keeps_it(stream, js):
+    """Leaving a with block on a handle from consumer(name) or update_consumer keeps it."""
+    stream.create_consumer(name="shared", inactive_threshold=3600)  # another process's
+    with stream.consumer("shared"):
+        pass
+    with js.consumer(stream.name, "shared"):
+        pass
+    with stream.update_consumer(name="shared", inactive_threshold=1800):
+        pass
+    assert "shared" in list(stream.consumer_names())
+
+
 def test_bad_names_rejected_before_sending(stream):
     """A consumer name with a dot or a space raises ValueError."""
     with pytest.raises(ValueError):
