@@ -419,6 +419,11 @@ class JetStreamContext:
     ) -> Stream:
         """Change an existing stream's config.
 
+        The config sent replaces the stream's whole config: a field left out
+        goes back to the server's default (``subjects`` to the stream's name).
+        To change some fields, start from the current config:
+        ``update_stream(stream.info().config, max_msgs=10)``.
+
         Raises:
             StreamNotFoundError: the stream does not exist.
             APIError: the server refused the change (e.g. a field that cannot change).

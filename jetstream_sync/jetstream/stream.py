@@ -542,6 +542,11 @@ class Stream:
     ) -> Consumer:
         """Change an existing consumer's config.
 
+        The config sent replaces the consumer's whole config: a field left out
+        (its filter included) goes back to the server's default. To change some
+        fields, start from the current config:
+        ``update_consumer(consumer.info().config, ack_wait=60)``.
+
         Raises:
             ConsumerDoesNotExistError: there is no consumer of that name.
             APIError: a field that cannot change was changed.
