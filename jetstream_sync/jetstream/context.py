@@ -11,7 +11,7 @@ from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._nuid import NUID
 from .._subjects import filter_subject, publish_subject
-from ..errors import NoRespondersError, StreamNotFoundError, TimeoutError
+from ..errors import NoRespondersError, StreamNameInUseError, StreamNotFoundError, TimeoutError
 from ..headers import Headers
 from ..msg import Msg
 from . import _api, compat, push
@@ -433,13 +433,21 @@ class JetStreamContext:
     def create_or_update_stream(
         self, config: StreamConfig | None = None, *, timeout: float | None = None, **fields: Any
     ) -> Stream:
-        """Update the stream, or create it when it does not exist."""
+        """Update the stream, or create it when it does not exist.
+
+        Another client may create the stream between the two: its config is
+        then updated to this one, as if it had been there first.
+        """
         cfg = merge_config(StreamConfig, config, fields)
         deadline = self._deadline(timeout)
         try:
             return self.update_stream(cfg, timeout=deadline.remaining() or 0.001)
         except StreamNotFoundError:
+            pass
+        try:
             return self.create_stream(cfg, timeout=deadline.remaining() or 0.001)
+        except StreamNameInUseError:  # created by another client since the update
+            return self.update_stream(cfg, timeout=deadline.remaining() or 0.001)
 
     def stream(self, name: str, timeout: float | None = None) -> Stream:
         """A handle on an existing stream, with its info fetched.

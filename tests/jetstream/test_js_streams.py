@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -61,6 +63,20 @@ def test_update_and_create_or_update(ctx, name):
         ctx.update_stream(name=name, subjects=[f"{name}.>"], max_msgs=7).cached_info.config.max_msgs
         == 7
     )
+
+
+def test_create_or_update_stream_racing_on_a_new_name(ctx, name):
+    """create_or_update_stream from 16 threads at once on a new name, 16 configs: all succeed."""
+    start = threading.Barrier(16)
+
+    def create_or_update(i):
+        start.wait()
+        return ctx.create_or_update_stream(name=name, subjects=[f"{name}.>"], max_msgs=i + 1)
+
+    with ThreadPoolExecutor(16) as pool:
+        futures = [pool.submit(create_or_update, i) for i in range(16)]
+    assert [f.exception() for f in futures if f.exception()] == []
+    assert 1 <= ctx.stream(name).info().config.max_msgs <= 16
 
 
 def test_stream_and_stream_no_info(ctx, name):
