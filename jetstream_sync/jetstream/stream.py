@@ -312,13 +312,15 @@ class Stream:
             start_seq: the first sequence to look at (default 1 unless ``start_time``).
             batch: the most messages to return.
             subject: only messages on this subject (wildcards allowed).
-            max_bytes: stop once this many bytes were returned.
+            max_bytes: stop once this many bytes were returned (0 or None: no limit).
             start_time: start at the first message stored at or after this time.
 
         Returns:
             The messages in sequence order; an empty list when none match.
 
         Raises:
+            ValueError, TypeError: a bad ``batch``, ``start_seq`` or ``max_bytes``
+                (not an int, or negative); nothing was sent.
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
@@ -329,8 +331,8 @@ class Stream:
             body["seq"] = 1 if start_seq is None else ck.sequence(start_seq, "start_seq")
         if subject:
             body["next_by_subj"] = filter_subject(subject)
-        if max_bytes:
-            body["max_bytes"] = int(max_bytes)
+        if max_bytes is not None and (limit := ck.sequence(max_bytes, "max_bytes", 0)):
+            body["max_bytes"] = limit
         return self._batched_all(body, self._deadline(timeout), body["batch"])
 
     def get_last_msgs_for(

@@ -205,6 +205,18 @@ def test_batched_direct_get(ctx, name):
     assert stream.get_msgs(start_seq=100, batch=5) == []
 
 
+@pytest.mark.parametrize(
+    ("max_bytes", "error"), [(-1, ValueError), (1.5, TypeError), ("10", TypeError)]
+)
+def test_get_msgs_refuses_a_bad_max_bytes_before_sending(ctx, name, max_bytes, error):
+    """get_msgs(max_bytes=) that is no count of bytes raises; nothing is asked of the server."""
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True)
+    _fill(ctx, name, 3)
+    with pytest.raises(error, match="max_bytes"):
+        stream.get_msgs(max_bytes=max_bytes)
+    assert len(stream.get_msgs(max_bytes=0)) == 3  # 0: no limit, as before
+
+
 def test_delete_msg_fast_and_erase(ctx, name):
     """delete_msg removes a message, with or without erasing it."""
     stream = ctx.create_stream(name=name, subjects=[f"{name}.>"])
