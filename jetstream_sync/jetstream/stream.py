@@ -14,6 +14,7 @@ from .._timefmt import format_rfc3339, parse_rfc3339
 from ..errors import (
     DirectGetNotAllowedError,
     JetStreamNotEnabledError,
+    MaxPayloadError,
     MessageNotFoundError,
     NatsError,
     NoRespondersError,
@@ -344,10 +345,11 @@ class Stream:
         """The newest message of each subject in ``subjects`` (wildcards allowed), as of
         ``up_to_seq`` when given — a consistent snapshot (server 2.11+).
 
-        Any number of subjects may match: the server answers at most 1,024 per
-        request, so when more match, the client lists them (``info`` with a
-        subjects filter) and asks for them 1,024 at a time, every request pinned
-        to the same ``up_to_seq`` (the stream's last sequence when not given).
+        Any number of subjects may match or be given: the server answers at most
+        1,024 per request, and a request holds at most ``max_payload`` bytes, so
+        past either the client lists them (``info`` with a subjects filter) and
+        asks for them 1,024 at a time (fewer when long), every request pinned to
+        the same ``up_to_seq`` (the stream's last sequence when not given).
 
         Returns:
             The messages in sequence order; an empty list when none match.
@@ -365,8 +367,8 @@ class Stream:
         deadline = self._deadline(timeout)
         try:
             return self._batched_all(_multi_last(filters, upto), deadline)
-        except TooManyResultsError:
-            pass  # more than the server's 1,024 subjects match: split them
+        except (TooManyResultsError, MaxPayloadError):
+            pass  # more than the server's 1,024 subjects match, or than one request holds
         return self._last_msgs_in_chunks(filters, upto, deadline)
 
     def _last_msgs_in_chunks(

@@ -76,6 +76,17 @@ def test_get_last_msgs_for_pins_one_snapshot(js: JetStreamContext, counter_strea
     assert [m.seq for m in counter_stream.get_last_msgs_for([f"{name}.>"])] == list(range(1, N + 1))
 
 
+def test_get_last_msgs_for_more_subjects_than_one_request_holds(
+    js: JetStreamContext, stream_name: str
+) -> None:
+    """600 subjects of 2,000 bytes (1.2 MB, past max_payload): the newest message of each."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_direct=True)
+    subjects = [f"{stream.name}.{i}." + "x" * 2000 for i in range(600)]
+    _publish_all(js, [(subject, b"%d" % i, None) for i, subject in enumerate(subjects)])
+    got = stream.get_last_msgs_for(subjects)
+    assert [m.subject for m in got] == subjects
+
+
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "no-direct"])
 def test_schedules_lists_every_schedule(
     js: JetStreamContext, stream_name: str, direct: bool
