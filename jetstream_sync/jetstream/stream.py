@@ -182,7 +182,9 @@ class Stream:
         Args:
             subject: only messages on this subject (wildcards allowed); ``None``:
                 every subject.
-            seq: only messages below this sequence (not with ``keep``).
+            seq: only messages below this sequence (not with ``keep``). Without a
+                subject (or with ``>``), a ``seq`` past the last message also makes
+                it the stream's next sequence (the server compacts up to it).
             keep: keep this many of the newest messages (not with ``seq``).
 
         Raises:
