@@ -227,13 +227,16 @@ def _parse_general(text: str) -> NanoDatetime:
     return dt if tz is UTC else to_utc(dt)
 
 
-def format_rfc3339(value: datetime) -> str:
+def format_rfc3339(value: datetime, field: str = "value") -> str:
     """Format an aware ``datetime`` as Go's ``time.RFC3339Nano`` does, in UTC.
 
     Trailing zeros of the fraction are dropped, and so is an all-zero
     fraction: ``2026-11-22T04:04:35.1Z``, ``2026-11-22T04:04:35Z``.
+
+    Raises:
+        TypeError, ValueError: not an aware ``datetime`` (the text names ``field``).
     """
-    v = to_utc(value)
+    v = to_utc(value, field)
     frac = v.microsecond * 1000 + v.nanosecond
     tail = f".{frac:09d}".rstrip("0") if frac else ""
     return (

@@ -607,7 +607,7 @@ class Consumer:
 def _pause(
     api: JsApi, stream: str, name: str, until: datetime | None, deadline: Deadline
 ) -> PauseResponse:
-    body = {"pause_until": format_rfc3339(until)} if until is not None else None
+    body = {"pause_until": format_rfc3339(until, "until")} if until is not None else None
     reply = api.request_json(_api.CONSUMER_PAUSE, body, deadline, stream=stream, consumer=name)
     until_s = reply.get("pause_until")
     remaining = reply.get("pause_remaining")

@@ -329,7 +329,7 @@ class Stream:
         """
         body: dict[str, Any] = {"batch": ck.sequence(batch, "batch")}
         if start_time is not None:
-            body["start_time"] = format_rfc3339(start_time)
+            body["start_time"] = format_rfc3339(start_time, "start_time")
         else:
             body["seq"] = 1 if start_seq is None else ck.sequence(start_seq, "start_seq")
         if subject:

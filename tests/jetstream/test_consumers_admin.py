@@ -109,6 +109,15 @@ def test_pause_and_resume(stream):
     stream.resume_consumer("p")
 
 
+def test_naive_times_are_refused_naming_the_argument(stream):
+    """A naive datetime for pause(until) or get_msgs(start_time) raises naming that argument."""
+    stream.create_consumer(durable_name="p")
+    with pytest.raises(ValueError, match="^until: "):
+        stream.pause_consumer("p", datetime(2030, 1, 1))
+    with pytest.raises(ValueError, match="^start_time: "):
+        stream.get_msgs(start_time=datetime(2020, 1, 1))
+
+
 def test_unpin(js, stream):
     """unpin(group) releases the pinned client; a later pull gets a new pin id."""
     js.publish(f"{stream.name}.a", b"1")
