@@ -24,6 +24,8 @@ from .._deadline import Deadline, check_timeout
 from .._subjects import filter_subject
 from ..errors import (
     ConnectionClosedError,
+    ConsumerExistsError,
+    ConsumerNameExistsError,
     ConsumerNotFoundError,
     NatsError,
     TimeoutError,
@@ -280,9 +282,10 @@ def subscribe(
 
     The stream is looked up by subject unless given. With ``durable`` (or
     a ``queue``, whose name then serves as the durable name) an existing
-    consumer is reused; otherwise one is created with a fresh deliver
-    subject. Without ``durable`` or ``queue`` the consumer is ephemeral and
-    deleted by :meth:`JetStreamSubscription.unsubscribe`.
+    consumer is reused (when another subscriber creates it first, that one
+    is joined); otherwise one is created with a fresh deliver subject.
+    Without ``durable`` or ``queue`` the consumer is ephemeral and deleted
+    by :meth:`JetStreamSubscription.unsubscribe`.
 
     Args:
         cb: run for each message on the subscription's own thread; acked
@@ -334,7 +337,15 @@ def subscribe(
     cfg = merge_config(ConsumerConfig, config, fields)
     if cfg.deliver_subject != fields["deliver_subject"]:
         cfg = attrs.evolve(cfg, deliver_subject=fields["deliver_subject"])
-    cons = ctx.create_consumer(stream, cfg, timeout=timeout)
+    try:
+        cons = ctx.create_consumer(stream, cfg, timeout=timeout)
+    except (ConsumerExistsError, ConsumerNameExistsError):
+        if not durable:
+            raise
+        # Another subscriber made the durable since we looked (queue members
+        # starting at once): join it, as nats.go does.
+        return _bind(ctx, stream, ctx.consumer_info(stream, durable, timeout), queue, cb,
+                     manual_ack)  # fmt: skip
     js_sub = JetStreamSubscription(ctx, stream, cons.name, owned=not durable)
     try:
         js_sub._start(cfg.deliver_subject, queue, cb, not manual_ack)  # type: ignore[arg-type]

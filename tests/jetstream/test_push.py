@@ -10,6 +10,7 @@ import jetstream_sync
 from jetstream_sync.errors import ConsumerNotFoundError, TimeoutError
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
+from tests.fixtures.threads import run_in_threads
 
 
 def test_next_msg_and_unsubscribe_deletes_ephemeral(js, stream):
@@ -73,6 +74,26 @@ def test_queue_group_splits_messages(js, stream):
     assert sorted(a + b) == list(range(200))
     sa.unsubscribe()
     sb.unsubscribe()
+
+
+def test_queue_group_members_subscribing_at_once_all_join(js, stream):
+    """16 threads joining a new queue group at once all bind to its one consumer."""
+    for group in ("g0", "g1", "g2", "g3", "g4"):
+        subs = []
+        lock = threading.Lock()
+        start = threading.Barrier(16)
+
+        def join(_n, group=group, subs=subs, lock=lock, start=start):
+            start.wait()
+            sub = js.subscribe(f"{stream.name}.q", queue=group, cb=lambda m: None)
+            with lock:
+                subs.append(sub)
+
+        errors = run_in_threads(join, 16)
+        for sub in subs:
+            sub.unsubscribe()
+        assert errors == []
+        assert {sub.consumer for sub in subs} == {group}
 
 
 def test_subscribe_bind(js, stream):
