@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
 from .._subjects import filter_subject
@@ -283,9 +281,10 @@ def subscribe(
     The stream is looked up by subject unless given. With ``durable`` (or
     a ``queue``, whose name then serves as the durable name) an existing
     consumer is reused (when another subscriber creates it first, that one
-    is joined); otherwise one is created with a fresh deliver subject.
-    Without ``durable`` or ``queue`` the consumer is ephemeral and deleted
-    by :meth:`JetStreamSubscription.unsubscribe`.
+    is joined); otherwise one is created, delivering to
+    ``config.deliver_subject`` when given, else to a fresh inbox. Without
+    ``durable`` or ``queue`` the consumer is ephemeral and deleted by
+    :meth:`JetStreamSubscription.unsubscribe`.
 
     Args:
         cb: run for each message on the subscription's own thread; acked
@@ -319,7 +318,8 @@ def subscribe(
             info = None
         if info is not None:
             return _bind(ctx, stream, info, queue, cb, manual_ack)
-    fields: dict[str, Any] = {"deliver_subject": ctx.client.new_inbox()}
+    chosen = config.deliver_subject if config is not None else None
+    fields: dict[str, Any] = {"deliver_subject": chosen or ctx.client.new_inbox()}
     if durable:
         fields["durable_name"] = durable
     if queue:
@@ -335,8 +335,6 @@ def subscribe(
     if deliver_policy is not None:
         fields["deliver_policy"] = deliver_policy
     cfg = merge_config(ConsumerConfig, config, fields)
-    if cfg.deliver_subject != fields["deliver_subject"]:
-        cfg = attrs.evolve(cfg, deliver_subject=fields["deliver_subject"])
     try:
         cons = ctx.create_consumer(stream, cfg, timeout=timeout)
     except (ConsumerExistsError, ConsumerNameExistsError):

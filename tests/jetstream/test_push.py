@@ -96,6 +96,19 @@ def test_queue_group_members_subscribing_at_once_all_join(js, stream):
         assert {sub.consumer for sub in subs} == {group}
 
 
+def test_subscribe_delivers_to_the_configured_deliver_subject(js, nc, stream):
+    """A deliver_subject in config= is the consumer's, as in nats.py; an inbox otherwise."""
+    watcher = nc.subscribe("deliver.here")
+    config = jetstream_sync.ConsumerConfig(deliver_subject="deliver.here")
+    sub = js.subscribe(f"{stream.name}.a", config=config)
+    publish_numbered(js, f"{stream.name}.a", 2, timeout=60)
+    assert sub.consumer_info().config.deliver_subject == "deliver.here"
+    assert [int(sub.next_msg(2).data) for _ in range(2)] == [0, 1]
+    assert [int(watcher.next_msg(2).data) for _ in range(2)] == [0, 1]
+    sub.unsubscribe()
+    watcher.unsubscribe()
+
+
 def test_subscribe_bind(js, stream):
     """subscribe_bind attaches to an existing push consumer and never deletes it."""
     js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
