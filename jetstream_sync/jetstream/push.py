@@ -25,6 +25,7 @@ from ..errors import (
     ConsumerExistsError,
     ConsumerNameExistsError,
     ConsumerNotFoundError,
+    JetStreamError,
     NatsError,
     TimeoutError,
 )
@@ -298,6 +299,8 @@ def subscribe(
         StreamNotFoundError: no stream captures ``subject``.
         BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         ValueError: the existing durable is a pull consumer, or options clash.
+        JetStreamError: the durable (without a queue group) already has a
+            subscriber.
     """
     filter_subject(subject)
     if stream is None:
@@ -317,7 +320,7 @@ def subscribe(
         except ConsumerNotFoundError:
             info = None
         if info is not None:
-            return _bind(ctx, stream, info, queue, cb, manual_ack)
+            return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
     chosen = config.deliver_subject if config is not None else None
     fields: dict[str, Any] = {"deliver_subject": chosen or ctx.client.new_inbox()}
     if durable:
@@ -342,8 +345,8 @@ def subscribe(
             raise
         # Another subscriber made the durable since we looked (queue members
         # starting at once): join it, as nats.go does.
-        return _bind(ctx, stream, ctx.consumer_info(stream, durable, timeout), queue, cb,
-                     manual_ack)  # fmt: skip
+        info = ctx.consumer_info(stream, durable, timeout)
+        return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
     js_sub = JetStreamSubscription(ctx, stream, cons.name, owned=not durable)
     try:
         js_sub._start(cfg.deliver_subject, queue, cb, not manual_ack)  # type: ignore[arg-type]
@@ -360,6 +363,7 @@ def _bind(
     queue: str | None,
     cb: Callable[[Msg], object] | None,
     manual_ack: bool,
+    exclusive: bool,
 ) -> JetStreamSubscription:
     cfg = info.config
     if cfg is None or not cfg.deliver_subject:
@@ -367,6 +371,9 @@ def _bind(
     group = cfg.deliver_group or None
     if group != (queue or None) and (queue or group):
         raise ValueError(f"consumer {info.name!r} delivers to queue group {group!r}, not {queue!r}")
+    if exclusive and group is None and info.push_bound:
+        # A second subscriber would get every message a second time.
+        raise JetStreamError(f"consumer {info.name!r} is already bound to a subscription")
     js_sub = JetStreamSubscription(ctx, stream, info.name, owned=False)
     js_sub._start(cfg.deliver_subject, group, cb, not manual_ack)
     return js_sub
@@ -388,4 +395,4 @@ def subscribe_bind(
     """
     info = ctx.consumer_info(stream, consumer, timeout)
     return _bind(ctx, stream, info, None if info.config is None else info.config.deliver_group,
-                 cb, manual_ack)  # fmt: skip
+                 cb, manual_ack, exclusive=False)  # fmt: skip

@@ -109,6 +109,20 @@ def test_subscribe_delivers_to_the_configured_deliver_subject(js, nc, stream):
     watcher.unsubscribe()
 
 
+def test_a_durable_without_a_group_takes_one_subscriber(js, stream):
+    """subscribe() to a bound durable without a queue group is refused, as in nats.py."""
+    first = js.subscribe(f"{stream.name}.a", durable="solo")
+    wait_for(lambda: first.consumer_info().push_bound)
+    with pytest.raises(jetstream_sync.JetStreamError, match="already bound"):
+        js.subscribe(f"{stream.name}.a", durable="solo")
+    publish_numbered(js, f"{stream.name}.a", 1, timeout=60)
+    assert first.next_msg(2).data == b"0"
+    first.unsubscribe()
+    wait_for(lambda: not js.consumer_info(stream.name, "solo").push_bound)
+    again = js.subscribe(f"{stream.name}.a", durable="solo")
+    again.unsubscribe()
+
+
 def test_subscribe_bind(js, stream):
     """subscribe_bind attaches to an existing push consumer and never deletes it."""
     js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
