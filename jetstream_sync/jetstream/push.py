@@ -129,12 +129,24 @@ class JetStreamSubscription:
             return msg
 
     def __iter__(self) -> Iterator[Msg]:
-        """Yield messages until the subscription ends."""
+        """Yield messages until the subscription ends (unsubscribed, drained, client closed).
+
+        Raises:
+            NatsError: the subscription has a callback.
+            ForkedClientError, InlineCallbackError: as iterating a
+                :class:`Subscription`.
+        """
         while True:
             try:
                 yield self.next_msg(None)
-            except (NatsError, ConnectionClosedError):
-                return
+            except NatsError:
+                if self._ended():
+                    return
+                raise
+
+    def _ended(self) -> bool:
+        """Whether a ``NatsError`` from :meth:`next_msg` means the subscription is over."""
+        return self._sub is None or not self._sub.is_active
 
     @property
     def pending_msgs(self) -> int:
@@ -230,6 +242,11 @@ class OrderedPushSubscription(JetStreamSubscription):
         if self._consume is not None:
             raise NatsError("next_msg() is not available on a subscription with a callback")
         return self._it.next(timeout)
+
+    def _ended(self) -> bool:
+        # Without a callback every error of the ordered iterator ends it;
+        # with one, next_msg() is refused and iterating says so.
+        return self._consume is None
 
     @property
     def pending_msgs(self) -> int:

@@ -123,6 +123,26 @@ def test_a_durable_without_a_group_takes_one_subscriber(js, stream):
     again.unsubscribe()
 
 
+def test_iterating_a_push_subscription(js, stream):
+    """Iteration ends when the subscription does; on one with a callback it raises."""
+    publish_numbered(js, f"{stream.name}.a", 3, timeout=60)
+    sub = js.subscribe(f"{stream.name}.a")
+    seen = []
+    for msg in sub:
+        seen.append(int(msg.data))
+        if len(seen) == 3:
+            sub.unsubscribe()
+    assert seen == [0, 1, 2]
+    with_cb = js.subscribe(f"{stream.name}.a", cb=lambda m: None)
+    with pytest.raises(jetstream_sync.NatsError, match="callback"):
+        next(iter(with_cb))
+    with_cb.unsubscribe()
+    ordered = js.subscribe(f"{stream.name}.a", cb=lambda m: None, ordered_consumer=True)
+    with pytest.raises(jetstream_sync.NatsError, match="callback"):
+        next(iter(ordered))
+    ordered.unsubscribe()
+
+
 def test_subscribe_bind(js, stream):
     """subscribe_bind attaches to an existing push consumer and never deletes it."""
     js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
