@@ -366,7 +366,10 @@ def subscribe(
         return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
     js_sub = JetStreamSubscription(ctx, stream, cons.name, owned=not durable)
     try:
-        js_sub._start(cfg.deliver_subject, queue, cb, not manual_ack)  # type: ignore[arg-type]
+        # The group may come from config= rather than queue=: listen in it, or
+        # the server delivers nothing.
+        group = cfg.deliver_group or None
+        js_sub._start(cfg.deliver_subject, group, cb, not manual_ack)  # type: ignore[arg-type]
     except BaseException:
         js_sub._delete_owned()
         raise

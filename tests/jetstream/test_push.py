@@ -143,6 +143,15 @@ def test_iterating_a_push_subscription(js, stream):
     ordered.unsubscribe()
 
 
+def test_a_deliver_group_in_config_is_listened_in(js, stream):
+    """config=ConsumerConfig(deliver_group=...) without queue= subscribes in that group."""
+    config = jetstream_sync.ConsumerConfig(durable_name="grouped", deliver_group="crew")
+    sub = js.subscribe(f"{stream.name}.a", config=config)
+    publish_numbered(js, f"{stream.name}.a", 3, timeout=60)
+    assert [int(sub.next_msg(2).data) for _ in range(3)] == [0, 1, 2]
+    sub.unsubscribe()
+
+
 def test_subscribe_bind(js, stream):
     """subscribe_bind attaches to an existing push consumer and never deletes it."""
     js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
