@@ -308,7 +308,9 @@ def subscribe(
         cb: run for each message on the subscription's own thread; acked
             after it returns unless ``manual_ack``.
         ordered_consumer: deliver every message in order exactly once
-            (ack none; the consumer is recreated when needed).
+            (ack none; the consumer is recreated when needed); of
+            ``config`` it takes the filter, where to start, the replay
+            policy and ``headers_only``.
         idle_heartbeat: seconds between the server's heartbeats.
         flow_control: let the server pace delivery to what is taken.
 
@@ -325,10 +327,7 @@ def subscribe(
     if ordered_consumer:
         if queue or durable:
             raise ValueError("an ordered consumer cannot have a queue group or a durable name")
-        ordered = ctx.ordered_consumer(
-            stream,
-            OrderedConsumerConfig(filter_subjects=(subject,), deliver_policy=deliver_policy),
-        )
+        ordered = ctx.ordered_consumer(stream, _ordered_config(subject, config, deliver_policy))
         return OrderedPushSubscription(ctx, stream, ordered, cb)
     durable = durable or (config.durable_name if config is not None else None) or queue
     if durable:
@@ -374,6 +373,35 @@ def subscribe(
         js_sub._delete_owned()
         raise
     return js_sub
+
+
+#: The ConsumerConfig fields an ordered consumer takes over from ``config=``.
+_ORDERED_FIELDS = ("deliver_policy", "opt_start_seq", "opt_start_time", "replay_policy",
+                   "headers_only")  # fmt: skip
+
+
+def _ordered_config(
+    subject: str, config: ConsumerConfig | None, deliver_policy: DeliverPolicy | None
+) -> OrderedConsumerConfig:
+    """The ordered consumer ``subscribe(..., ordered_consumer=True)`` asks for.
+
+    Where to start, the replay speed and ``headers_only`` come from
+    ``config`` (as nats.py reads them); the rest of an ordered consumer's
+    settings are its own.
+    """
+    fields: dict[str, Any] = {}
+    if config is not None:
+        if config.durable_name or config.deliver_group:
+            raise ValueError("an ordered consumer cannot have a queue group or a durable name")
+        fields = {name: getattr(config, name) for name in _ORDERED_FIELDS}
+        if config.filter_subjects:
+            fields["filter_subjects"] = tuple(config.filter_subjects)
+        elif config.filter_subject:
+            fields["filter_subjects"] = (config.filter_subject,)
+    fields.setdefault("filter_subjects", (subject,))
+    if deliver_policy is not None:
+        fields["deliver_policy"] = deliver_policy
+    return OrderedConsumerConfig(**fields)
 
 
 def _bind(

@@ -152,6 +152,24 @@ def test_a_deliver_group_in_config_is_listened_in(js, stream):
     sub.unsubscribe()
 
 
+def test_ordered_push_starts_where_config_says(js, stream):
+    """ordered_consumer=True takes the start and headers_only from config=, as nats.py."""
+    publish_numbered(js, f"{stream.name}.a", 5, timeout=60)
+    config = jetstream_sync.ConsumerConfig(
+        deliver_policy=jetstream_sync.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=4,
+        headers_only=True,
+    )  # fmt: skip
+    sub = js.subscribe(f"{stream.name}.a", ordered_consumer=True, config=config)
+    first = sub.next_msg(2)
+    assert first.metadata.sequence.stream == 4
+    assert first.data == b""
+    assert sub.next_msg(2).metadata.sequence.stream == 5
+    sub.unsubscribe()
+    durable = jetstream_sync.ConsumerConfig(durable_name="not-ordered")
+    with pytest.raises(ValueError, match="durable"):
+        js.subscribe(f"{stream.name}.a", ordered_consumer=True, config=durable)
+
+
 def test_subscribe_bind(js, stream):
     """subscribe_bind attaches to an existing push consumer and never deletes it."""
     js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
