@@ -317,7 +317,8 @@ def subscribe(
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
         BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
-        ValueError: the existing durable is a pull consumer, or options clash.
+        ValueError: the existing durable is a pull consumer, filters on
+            other subjects, or options clash.
         JetStreamError: the durable (without a queue group) already has a
             subscriber.
     """
@@ -336,6 +337,7 @@ def subscribe(
         except ConsumerNotFoundError:
             info = None
         if info is not None:
+            _check_filter(info, subject, config)
             return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
     chosen = config.deliver_subject if config is not None else None
     fields: dict[str, Any] = {"deliver_subject": chosen or ctx.client.new_inbox()}
@@ -362,6 +364,7 @@ def subscribe(
         # Another subscriber made the durable since we looked (queue members
         # starting at once): join it, as nats.go does.
         info = ctx.consumer_info(stream, durable, timeout)
+        _check_filter(info, subject, config)
         return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
     js_sub = JetStreamSubscription(ctx, stream, cons.name, owned=not durable)
     try:
@@ -402,6 +405,20 @@ def _ordered_config(
     if deliver_policy is not None:
         fields["deliver_policy"] = deliver_policy
     return OrderedConsumerConfig(**fields)
+
+
+def _filters(cfg: ConsumerConfig | None) -> tuple[str, ...]:
+    if cfg is None:
+        return ()
+    return tuple(cfg.filter_subjects or ()) or ((cfg.filter_subject,) if cfg.filter_subject else ())
+
+
+def _check_filter(info: ConsumerInfo, subject: str, config: ConsumerConfig | None) -> None:
+    """Refuse a durable that filters on other subjects than this subscription asks for."""
+    have = _filters(info.config)
+    want = _filters(config) or (subject,)
+    if have and set(have) != set(want):
+        raise ValueError(f"consumer {info.name!r} filters on {', '.join(have)}, not {subject!r}")
 
 
 def _bind(

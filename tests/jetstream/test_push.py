@@ -170,6 +170,22 @@ def test_ordered_push_starts_where_config_says(js, stream):
         js.subscribe(f"{stream.name}.a", ordered_consumer=True, config=durable)
 
 
+def test_a_durable_filtering_other_subjects_is_not_bound(js, stream):
+    """subscribe(subject, durable=d) refuses a durable that filters on another subject."""
+    js.create_consumer(
+        stream.name, durable_name="orders", deliver_subject=js.client.new_inbox(),
+        filter_subject=f"{stream.name}.a",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="filters on"):
+        js.subscribe(f"{stream.name}.b", durable="orders")
+    sub = js.subscribe(f"{stream.name}.a", durable="orders")
+    sub.unsubscribe()
+    both = jetstream_sync.ConsumerConfig(filter_subjects=[f"{stream.name}.a", f"{stream.name}.b"])
+    js.subscribe(f"{stream.name}.>", durable="both", config=both).unsubscribe()
+    wait_for(lambda: not js.consumer_info(stream.name, "both").push_bound)
+    js.subscribe(f"{stream.name}.>", durable="both", config=both).unsubscribe()
+
+
 def test_subscribe_bind(js, stream):
     """subscribe_bind attaches to an existing push consumer and never deletes it."""
     js.create_consumer(stream.name, durable_name="bound", deliver_subject="bind.deliver")
