@@ -24,6 +24,7 @@ from ._codec import merge_config
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig
 from .info import ConsumerInfo
+from .push import check_filter
 
 if TYPE_CHECKING:
     from .context import JetStreamContext
@@ -108,7 +109,8 @@ def pull_subscribe(
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
         BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
-        ValueError: the durable is a push consumer.
+        ValueError: the durable is a push consumer, or filters on other
+            subjects than ``subject`` (or ``config``'s filters).
     """
     filter_subject(subject)
     if stream is None:
@@ -120,9 +122,12 @@ def pull_subscribe(
         except ConsumerNotFoundError:
             cons = None
         if cons is not None:
-            cfg = cons.cached_info.config if cons.cached_info is not None else None
+            info = cons.cached_info
+            cfg = info.config if info is not None else None
             if cfg is not None and cfg.deliver_subject:
                 raise ValueError(f"consumer {durable!r} is a push consumer")
+            if info is not None:
+                check_filter(info, subject, config)
             return PullSubscription(cons, owned=False)
     fields: dict[str, Any] = {}
     if durable:

@@ -337,7 +337,7 @@ def subscribe(
         except ConsumerNotFoundError:
             info = None
         if info is not None:
-            _check_filter(info, subject, config)
+            check_filter(info, subject, config)
             return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
     chosen = config.deliver_subject if config is not None else None
     fields: dict[str, Any] = {"deliver_subject": chosen or ctx.client.new_inbox()}
@@ -364,7 +364,7 @@ def subscribe(
         # Another subscriber made the durable since we looked (queue members
         # starting at once): join it, as nats.go does.
         info = ctx.consumer_info(stream, durable, timeout)
-        _check_filter(info, subject, config)
+        check_filter(info, subject, config)
         return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
     js_sub = JetStreamSubscription(ctx, stream, cons.name, owned=not durable)
     try:
@@ -413,8 +413,12 @@ def _filters(cfg: ConsumerConfig | None) -> tuple[str, ...]:
     return tuple(cfg.filter_subjects or ()) or ((cfg.filter_subject,) if cfg.filter_subject else ())
 
 
-def _check_filter(info: ConsumerInfo, subject: str, config: ConsumerConfig | None) -> None:
-    """Refuse a durable that filters on other subjects than this subscription asks for."""
+def check_filter(info: ConsumerInfo, subject: str, config: ConsumerConfig | None) -> None:
+    """Refuse a durable that filters on other subjects than a subscription asks for.
+
+    Raises:
+        ValueError: its filters are not ``config``'s (when it has some) or ``subject``.
+    """
     have = _filters(info.config)
     want = _filters(config) or (subject,)
     if have and set(have) != set(want):

@@ -151,3 +151,11 @@ def test_interop_push_nats_py_publishes(shared_server):
             sub.unsubscribe()
         finally:
             js.delete_stream("COMPAT3")
+
+
+def test_pull_subscribe_refuses_a_durable_filtering_other_subjects(js, stream):
+    """pull_subscribe(subject, durable=d) refuses a durable that filters on another subject."""
+    js.create_consumer(stream.name, durable_name="pulled", filter_subject=f"{stream.name}.a")
+    with pytest.raises(ValueError, match="filters on"):
+        js.pull_subscribe(f"{stream.name}.b", durable="pulled")
+    assert js.pull_subscribe(f"{stream.name}.a", durable="pulled").consumer.name == "pulled"
