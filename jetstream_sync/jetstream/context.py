@@ -702,6 +702,12 @@ class JetStreamContext:
     ) -> KeyValue:
         """Change an existing bucket's settings.
 
+        The config sent replaces the bucket's whole config, as nats.go's
+        ``UpdateKeyValue`` does: a field left out goes back to its default
+        (``ttl``, ``description``, ``max_value_size``...). To change some
+        fields, start from the current ones:
+        ``update_key_value(kv.info(), history=10)``.
+
         Raises:
             BucketNotFoundError: no such bucket.
             APIError: the server refused the change.
@@ -765,6 +771,10 @@ class JetStreamContext:
         **fields: Any,
     ) -> ObjectStore:  # fmt: skip
         """Change an existing bucket's config.
+
+        The config sent replaces the bucket's whole config: a field left out
+        goes back to its default. To change some fields, start from the
+        current ones: ``update_object_store(obs.status().config, ttl=60.0)``.
 
         Raises:
             ObjectStoreNotFoundError: no such bucket.

@@ -185,6 +185,23 @@ class ObjectStoreConfig(Wire):
             metadata=self.metadata,
         )
 
+    @classmethod
+    def from_stream(cls, config: StreamConfig) -> ObjectStoreConfig:
+        """The bucket config an ``OBJ_`` stream's config stands for (no checks: server data)."""
+        with ck.lenient():
+            return cls(
+                bucket=config.name.removeprefix(STREAM_PREFIX),
+                description=config.description,
+                ttl=config.max_age or None,
+                max_bytes=None if config.max_bytes is None or config.max_bytes < 0
+                else config.max_bytes,
+                storage=config.storage or StorageType.FILE,
+                replicas=config.num_replicas or 1,
+                placement=config.placement,
+                compression=config.compression not in (None, StoreCompression.NONE),
+                metadata=strip_nats(config.metadata) or None,
+            )  # fmt: skip
+
 
 def _headers(value: Any) -> dict[str, tuple[str, ...]] | None:
     """Object headers as ``{key: (values...)}``; a single ``str`` value is one value."""
@@ -464,6 +481,12 @@ class ObjectStoreStatus:
     metadata: Mapping[str, str] | None = attrs.field(hash=False)
     stream_info: StreamInfo = attrs.field(eq=False, repr=False)
     backing_store: str = "JetStream"
+
+    @property
+    def config(self) -> ObjectStoreConfig:
+        """The bucket's config (to change some of it: ``update_object_store(status.config,
+        ttl=60.0)``)."""
+        return ObjectStoreConfig.from_stream(self.stream_info.config)
 
     @classmethod
     def from_stream_info(cls, bucket: str, info: StreamInfo) -> ObjectStoreStatus:

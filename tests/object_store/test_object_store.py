@@ -12,6 +12,7 @@ import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 import jetstream_sync as jsync
@@ -165,6 +166,23 @@ def test_create_with_another_config_and_update(js, bucket):
     js.create_or_update_object_store(bucket=other, ttl=30.0)
     assert js.object_store(other).status().ttl == 30.0
     js.delete_object_store(other)
+
+
+def test_status_config_is_the_bucket_config_for_an_update_of_one_field(js, bucket):
+    """status().config reads back what the bucket was made with; updating from it keeps the rest."""
+    made = jsync.ObjectStoreConfig(
+        bucket=bucket, description="models", ttl=3600.0, max_bytes=1 << 20,
+        storage="memory", replicas=1, compression=True, metadata={"team": "ml"},
+    )  # fmt: skip
+    obs = js.create_object_store(made)
+    assert obs.status().config == made
+    js.update_object_store(obs.status().config, ttl=60.0)
+    assert obs.status().config == attrs.evolve(made, ttl=60.0)
+    js.update_object_store(bucket=bucket, storage="memory")  # the whole config: defaults
+    left = obs.status().config
+    assert (left.description, left.ttl, left.max_bytes, left.compression, left.metadata) == (
+        None, None, None, False, None,
+    )  # fmt: skip
 
 
 def test_status_and_seal(obs):
