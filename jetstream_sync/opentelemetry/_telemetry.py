@@ -17,6 +17,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context, get_current
 from opentelemetry.metrics import Meter
+from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from ..errors import NotJetStreamMsgError
@@ -89,12 +90,41 @@ def inject(headers: HeadersIn | None, context: Context | None = None) -> Headers
     return merged
 
 
+class _HeaderGetter(Getter[Headers]):
+    """Trace headers as other clients write them, for the propagators to read: each
+    value valid Unicode (a byte that is not UTF-8 becomes U+FFFD), so no propagator
+    meets what it cannot encode."""
+
+    def get(self, carrier: Headers, key: str) -> list[str] | None:
+        return [_valid_text(v) for v in carrier.get_all(key)] or None
+
+    def keys(self, carrier: Headers) -> list[str]:
+        return list(carrier)
+
+
+def _valid_text(value: str) -> str:
+    """``value`` with each byte that is not UTF-8 (a surrogate escape) as U+FFFD."""
+    if value.isascii():
+        return value
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+_GETTER = _HeaderGetter()
+
+
 def producer_context(msg: Msg) -> Context:
-    """The current context with the trace context the message's headers carry, if any."""
+    """The current context with the trace context the message's headers carry, if any.
+
+    Headers another client wrote may hold anything: a propagator that cannot
+    read them leaves the current context, it never costs the consumer its message.
+    """
     current = get_current()
     if not msg.header_size:
         return current
-    return propagate.extract(msg.headers, context=current)
+    try:
+        return propagate.extract(msg.headers, context=current, getter=_GETTER)
+    except Exception:  # a third-party propagator's error on a malformed value
+        return current
 
 
 def span_context_of(context: Context) -> trace.SpanContext:

@@ -1,0 +1,62 @@
+"""Trace context in headers other clients wrote: read back whatever their shape, never fatal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import jetstream_sync
+from tests.fixtures.polling import wait_for
+from tests.fixtures.raw_client import RawClient
+
+TRACE_ID, SPAN_ID = "a" * 32, "b" * 16
+TRACEPARENT = f"00-{TRACE_ID}-{SPAN_ID}-01".encode()
+
+# Header lines no instrumented client would write, each one message.
+ODD_TRACE_HEADERS = [
+    b"baggage: \xff=\xfe",  # not UTF-8
+    b"tracestate: k=\xe9",
+    b"traceparent: \xff\xfe",
+    b"traceparent: garbage",
+    b"traceparent: 00-" + b"0" * 32 + b"-" + b"0" * 16 + b"-01",  # the invalid all-zero ids
+    b"traceparent:",
+    b"traceparent: " + TRACEPARENT + b"\r\nbaggage: =;;,\xff",
+]
+
+
+@pytest.fixture
+def raw(shared_server) -> Iterator[RawClient]:
+    """A plain socket on the shared server (not instrumented: it writes what it is given)."""
+    client = RawClient(shared_server.port)
+    yield client
+    client.close()
+
+
+def hpub(raw: RawClient, subject: str, *header_lines: bytes) -> None:
+    """Publish ``x`` with these header lines, as another client may."""
+    head = b"NATS/1.0\r\n" + b"".join(line + b"\r\n" for line in header_lines) + b"\r\n"
+    size = len(head) + 1
+    raw.send(b"HPUB %s %d %d\r\n%sx\r\n" % (subject.encode(), len(head), size, head))
+
+
+def test_odd_trace_headers_never_keep_a_message_from_its_consumer(otel, nc, js, stream, raw):
+    """Malformed or non-UTF-8 trace headers: next_msg, a callback and a fetch all get the
+    message (a receive span in a new trace), never an error."""
+    sub = nc.subscribe("otel.odd")
+    called = []
+    errors = []
+    with jetstream_sync.connect(nc.connected_url, error_cb=errors.append) as other:
+        other.subscribe("otel.odd", cb=called.append)
+        other.flush(timeout=5)
+        for line in ODD_TRACE_HEADERS:
+            hpub(raw, "otel.odd", line)
+            hpub(raw, f"{stream.name}.odd", line)
+        got = [sub.next_msg(timeout=5) for _ in ODD_TRACE_HEADERS]
+        wait_for(lambda: len(called) == len(ODD_TRACE_HEADERS) or errors)
+    assert errors == [] and len(got) == len(called) == len(ODD_TRACE_HEADERS)
+    consumer = js.create_consumer(stream.name, jetstream_sync.ConsumerConfig())
+    assert len(consumer.fetch(len(ODD_TRACE_HEADERS), timeout=5)) == len(ODD_TRACE_HEADERS)
+    receives = otel.spans("receive otel.odd")
+    assert len(receives) == len(ODD_TRACE_HEADERS)
+    assert format(receives[-1].context.trace_id, "032x") == TRACE_ID  # the valid one is kept
