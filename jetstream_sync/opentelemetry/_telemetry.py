@@ -74,7 +74,9 @@ def inject(headers: HeadersIn | None, context: Context | None = None) -> Headers
     """``headers`` with the trace context of ``context`` (default: the current one) added.
 
     The propagators configured globally decide the keys (W3C ``traceparent``
-    and ``tracestate`` by default); they replace keys of the same name.
+    and ``tracestate`` by default); they replace keys of the same name in any
+    case (``Traceparent``: trace header names are case-insensitive, and a stale
+    one left beside would be what a Go ``http.Header`` carrier reads).
     The caller's mapping is never changed: a new one is returned.
     """
     carrier = trace_headers(context)
@@ -82,21 +84,36 @@ def inject(headers: HeadersIn | None, context: Context | None = None) -> Headers
         return headers
     if headers is None:
         return carrier
+    replaced = {key.lower() for key in carrier}
     if isinstance(headers, Headers):
-        kept = [(k, v) for k, v in headers.pairs() if k not in carrier]
+        kept = [(k, v) for k, v in headers.pairs() if k.lower() not in replaced]
         return Headers.from_pairs([*kept, *carrier.items()])
-    merged: dict[str, str | Sequence[str]] = {k: v for k, v in headers.items() if k not in carrier}
+    merged: dict[str, str | Sequence[str]] = {
+        # a key that is not a str is kept: the call it goes to raises its TypeError
+        k: v
+        for k, v in headers.items()
+        if not isinstance(k, str) or k.lower() not in replaced
+    }
     merged.update(carrier)
     return merged
 
 
 class _HeaderGetter(Getter[Headers]):
-    """Trace headers as other clients write them, for the propagators to read: each
-    value valid Unicode (a byte that is not UTF-8 becomes U+FFFD), so no propagator
-    meets what it cannot encode."""
+    """Trace headers as other clients write them, for the propagators to read.
+
+    A name matches in any case (``Traceparent``, as Go's ``http.Header`` carrier
+    writes it), the exact name first; each value is valid Unicode (a byte that
+    is not UTF-8 becomes U+FFFD), so no propagator meets what it cannot encode.
+    """
 
     def get(self, carrier: Headers, key: str) -> list[str] | None:
-        return [_valid_text(v) for v in carrier.get_all(key)] or None
+        values = carrier.get_all(key)
+        if not values:
+            folded = key.lower()
+            values = [
+                v for name in carrier if name.lower() == folded for v in carrier.get_all(name)
+            ]
+        return [_valid_text(v) for v in values] or None
 
     def keys(self, carrier: Headers) -> list[str]:
         return list(carrier)

@@ -44,6 +44,7 @@ def test_odd_trace_headers_never_keep_a_message_from_its_consumer(otel, nc, js, 
     """Malformed or non-UTF-8 trace headers: next_msg, a callback and a fetch all get the
     message (a receive span in a new trace), never an error."""
     sub = nc.subscribe("otel.odd")
+    nc.flush(timeout=5)
     called = []
     errors = []
     with jetstream_sync.connect(nc.connected_url, error_cb=errors.append) as other:
@@ -60,3 +61,31 @@ def test_odd_trace_headers_never_keep_a_message_from_its_consumer(otel, nc, js, 
     receives = otel.spans("receive otel.odd")
     assert len(receives) == len(ODD_TRACE_HEADERS)
     assert format(receives[-1].context.trace_id, "032x") == TRACE_ID  # the valid one is kept
+
+
+@pytest.mark.parametrize("name", [b"Traceparent", b"TRACEPARENT"])
+def test_a_traceparent_in_another_case_continues_its_trace(otel, nc, raw, name):
+    """``Traceparent`` (Go's http.Header carrier writes it so) is read as ``traceparent``."""
+    sub = nc.subscribe("otel.case")
+    nc.flush(timeout=5)
+    hpub(raw, "otel.case", name + b": " + TRACEPARENT)
+    sub.next_msg(timeout=5)
+    receive = otel.span("receive otel.case")
+    assert format(receive.context.trace_id, "032x") == TRACE_ID
+    assert format(receive.parent.span_id, "016x") == SPAN_ID
+
+
+def test_a_publish_replaces_trace_headers_in_any_case_and_leaves_the_callers_alone(otel, nc):
+    """A stale ``Traceparent`` the caller passes is replaced, not sent beside the new one;
+    the caller's mapping and Headers are not changed."""
+    sub = nc.subscribe("otel.stale")
+    stale = f"00-{TRACE_ID}-{SPAN_ID}-01"
+    given = {"Traceparent": stale, "k": "v"}
+    headers = jetstream_sync.Headers({"TraceParent": [stale], "k": ["v"]})
+    nc.publish("otel.stale", b"x", headers=given)
+    nc.publish("otel.stale", b"x", headers=headers)
+    for _ in range(2):
+        got = sub.next_msg(timeout=5).headers
+        assert sorted(got) == ["k", "traceparent"] and TRACE_ID not in got["traceparent"]
+    assert given == {"Traceparent": stale, "k": "v"}
+    assert headers == {"TraceParent": [stale], "k": ["v"]}
