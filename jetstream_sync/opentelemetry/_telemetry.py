@@ -80,8 +80,8 @@ def inject(headers: HeadersIn | None, context: Context | None = None) -> Headers
     The caller's mapping is never changed: a new one is returned.
     """
     carrier = trace_headers(context)
-    if not carrier:
-        return headers
+    if not carrier or not (headers is None or isinstance(headers, Mapping)):
+        return headers  # not a mapping: the call it goes to raises its TypeError
     if headers is None:
         return carrier
     replaced = {key.lower() for key in carrier}
@@ -147,6 +147,12 @@ def producer_context(msg: Msg) -> Context:
 def span_context_of(context: Context) -> trace.SpanContext:
     """The span context a context holds (invalid when it holds none)."""
     return trace.get_current_span(context).get_span_context()
+
+
+def message_id(headers: object) -> Any:
+    """The ``Nats-Msg-Id`` of headers a caller passed (None without one, or for what is
+    not a mapping: the call raises its own TypeError)."""
+    return headers.get(MSG_ID) if isinstance(headers, Mapping) else None
 
 
 def message_attributes(msg: Msg) -> dict[str, Any]:

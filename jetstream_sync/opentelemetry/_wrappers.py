@@ -32,7 +32,6 @@ from ._telemetry import (
     A_STREAM,
     A_SYSTEM,
     A_TEMPORARY,
-    MSG_ID,
     SYSTEM,
     Operation,
     Telemetry,
@@ -41,6 +40,7 @@ from ._telemetry import (
     inject,
     leave,
     message_attributes,
+    message_id,
     producer_context,
     span_context_of,
     trace_headers,
@@ -140,7 +140,7 @@ def publish(tel: Telemetry, original: Fn, operation: str, headers_at: int) -> Fn
         data = _value(_arg(args, kwargs, 1, "data"))
         index = headers_at if headers_at >= 0 else len(args) + 1
         headers = _value(_arg(args, kwargs, index, "headers"))
-        msg_id = kwargs.get("msg_id") or (headers.get(MSG_ID) if headers else None)
+        msg_id = kwargs.get("msg_id") or message_id(headers)
         attributes = _send_attributes(operation, subject, data, msg_id)
         op = Operation(tel, f"{operation} {subject}", SpanKind.PRODUCER, attributes)
         args, kwargs = _with(args, kwargs, index, "headers", inject(headers, op.context()))
@@ -231,8 +231,7 @@ def _create(
     tel: Telemetry, operation: str, subject: str, data: Any, headers: Any
 ) -> tuple[trace.Span, Any]:
     """A ``create`` PRODUCER span for one message of a batch, and its headers with its context."""
-    msg_id = headers.get(MSG_ID) if headers else None
-    attributes = _send_attributes(operation, subject, data, msg_id, "create")
+    attributes = _send_attributes(operation, subject, data, message_id(headers), "create")
     span = tel.tracer.start_span(
         f"{operation} {subject}", kind=SpanKind.PRODUCER, attributes=attributes
     )

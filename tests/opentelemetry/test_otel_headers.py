@@ -89,3 +89,23 @@ def test_a_publish_replaces_trace_headers_in_any_case_and_leaves_the_callers_alo
         assert sorted(got) == ["k", "traceparent"] and TRACE_ID not in got["traceparent"]
     assert given == {"Traceparent": stale, "k": "v"}
     assert headers == {"TraceParent": [stale], "k": ["v"]}
+
+
+@pytest.mark.parametrize("bad", [[("k", "v")], "k:v"], ids=["pairs", "str"])
+def test_headers_that_are_not_a_mapping_raise_the_same_typeerror_when_instrumented(
+    otel, nc, js, bad
+):
+    """The TypeError of an uninstrumented client, and every span started is ended (ERROR)."""
+    calls = [
+        lambda: nc.publish("otel.bad", b"x", headers=bad),
+        lambda: nc.request("otel.bad", b"x", timeout=1, headers=bad),
+        lambda: js.publish("otel.bad", b"x", headers=bad),
+        lambda: js.publish_async("otel.bad", b"x", headers=bad),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match="headers must be a mapping"):
+            call()
+    ended = otel.spans()
+    assert len(ended) == len(calls) and all(
+        s.attributes["error.type"] == "TypeError" for s in ended
+    )
