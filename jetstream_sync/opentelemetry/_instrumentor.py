@@ -113,6 +113,8 @@ class JetStreamSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         telemetry = Telemetry(tracer, meter)
         observer = ClientStatsObserver(meter)
         with self._lock:
+            if type(self)._originals:  # another thread's instrument() won the race
+                return
             type(self)._telemetry = telemetry
             originals = []
             for owner, name, factory in _patches():
@@ -123,10 +125,10 @@ class JetStreamSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             originals.append((Client, "__init__", init))
             Client.__init__ = tracking_init(observer, init)  # type: ignore[method-assign]
             type(self)._originals = originals
-        # The Spark writers run in Spark's Python workers, which import them when a
-        # task starts: wrapped then (or now, if imported already), not imported here.
-        if not JetStreamSyncInstrumentor._hooked:
-            JetStreamSyncInstrumentor._hooked = True
+            # The Spark writers run in Spark's Python workers, which import them when a
+            # task starts: wrapped then (or now, if imported already), not imported here.
+            hooked, JetStreamSyncInstrumentor._hooked = JetStreamSyncInstrumentor._hooked, True
+        if not hooked:
             wrapt.register_post_import_hook(self._wrap_spark, _SPARK_WRITE)
         elif _SPARK_WRITE in sys.modules:
             self._wrap_spark(sys.modules[_SPARK_WRITE])
@@ -136,6 +138,8 @@ class JetStreamSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             telemetry = type(self)._telemetry
             if telemetry is None:  # uninstrumented since the hook was registered
                 return
+            if any(owner is module.JetStreamWriter for owner, _, _ in type(self)._originals):
+                return  # wrapped already: the import hook and instrument() both got here
             for writer in (module.JetStreamWriter, module.JetStreamStreamWriter):
                 original = writer.__dict__["write"]
                 type(self)._originals.append((writer, "write", original))

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,41 @@ def test_the_package_imports_and_runs_without_opentelemetry(shared_server):
     assert not [m for m in sys.modules if m.startswith(("opentelemetry", "jetstream_sync.opentel"))]
     """
     _run(script, shared_server.url)
+
+
+def test_instrument_from_16_threads_at_once_wraps_once_and_uninstrument_undoes_it(nc):
+    """Threads racing to instrument() wrap each method once (one span per publish);
+    one uninstrument() then puts every original back."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    original = jetstream_sync.Client.__dict__["publish"]
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: the race has its chance every round
+    try:
+        for _ in range(10):
+            barrier = threading.Barrier(16)
+
+            def instrument(barrier: threading.Barrier) -> None:
+                barrier.wait()
+                JetStreamSyncInstrumentor().instrument(tracer_provider=provider)
+
+            threads = [threading.Thread(target=instrument, args=(barrier,)) for _ in range(16)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            exporter.clear()
+            nc.publish("otel.race", b"x")
+            assert [span.name for span in exporter.get_finished_spans()] == ["publish otel.race"]
+            JetStreamSyncInstrumentor().uninstrument()
+            assert jetstream_sync.Client.__dict__["publish"] is original
+    finally:
+        sys.setswitchinterval(switch)
+        if jetstream_sync.Client.__dict__["publish"] is not original:
+            JetStreamSyncInstrumentor().uninstrument()
+        provider.shutdown()
