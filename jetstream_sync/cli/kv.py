@@ -15,7 +15,7 @@ from typing import Any
 from ..kv import KeyValueConfig, KeyValueEntry, KeyValueStatus
 from ._args import STORAGE, add_force_flag, count, duration, size_limit
 from ._connect import session
-from ._output import Output, escaped, format_bytes, payload, text_fields
+from ._output import Output, escaped, format_bytes, payload, text_fields, wire_bytes
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -181,7 +181,7 @@ def get(args: argparse.Namespace, out: Output) -> int:
 
 def put(args: argparse.Namespace, out: Output) -> int:
     """Set a key (the value from stdin when not given); print the revision."""
-    value = args.value.encode("utf-8") if args.value is not None else sys.stdin.buffer.read()
+    value = wire_bytes(args.value) if args.value is not None else sys.stdin.buffer.read()
     with session(args) as nc:
         revision = nc.jetstream(timeout=args.timeout).key_value(args.bucket).put(args.key, value)
     out.result(

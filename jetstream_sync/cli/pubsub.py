@@ -26,7 +26,16 @@ from ..subscription import Subscription
 from ._args import count, header, size
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, Progress, format_bytes, message_doc, message_text, quoted, text_fields
+from ._output import (
+    Output,
+    Progress,
+    format_bytes,
+    message_doc,
+    message_text,
+    quoted,
+    text_fields,
+    wire_bytes,
+)
 from ._stdin import STDIN, body_argument, redirected
 
 _TEMPLATE = re.compile(r"\{\{\s*(Count|TimeStamp|Unix|UnixNano)\s*\}\}")
@@ -149,9 +158,10 @@ def render(template: str, number: int) -> str:
 def body(template: str | bytes, number: int, length: int | None = None) -> bytes:
     """The payload of message ``number``; exactly ``length`` bytes when given.
 
-    A ``str`` is a template; ``bytes`` (read from stdin) are sent as they are.
+    A ``str`` is a template (bytes of the argument that are not UTF-8 are sent as
+    they were given); ``bytes`` (read from stdin) are sent as they are.
     """
-    data = template if isinstance(template, bytes) else render(template, number).encode("utf-8")
+    data = template if isinstance(template, bytes) else wire_bytes(render(template, number))
     if length is None:
         return data
     filler = data or b"x"

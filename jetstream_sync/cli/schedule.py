@@ -14,7 +14,7 @@ from ..jetstream.schedule import ScheduleInfo
 from ._args import duration, header, until
 from ._connect import session
 from ._errors import CommandError
-from ._output import Output, escaped, format_time, payload, text_fields
+from ._output import Output, escaped, format_time, payload, text_fields, wire_bytes
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -73,7 +73,7 @@ def add(args: argparse.Namespace, out: Output) -> int:
         headers.setdefault(key, []).append(value)
     with session(args) as nc:
         ack = nc.jetstream(timeout=args.timeout).schedule(
-            args.subject, args.target, args.body.encode("utf-8"),
+            args.subject, args.target, wire_bytes(args.body),
             at=args.at, every=args.every, cron=args.cron, time_zone=args.time_zone,
             ttl=args.ttl, headers=headers or None,
         )  # fmt: skip

@@ -161,3 +161,24 @@ def test_the_rule_itself(text, shown, fields):
     are valid Unicode plus ``_b64`` of the exact bytes when they are not UTF-8."""
     assert escaped(text) == shown
     assert text_fields("s", text) == fields
+
+
+def test_a_body_or_value_argument_sends_the_bytes_the_shell_gave(cli, js):
+    """``pub SUBJECT $'caf\\xe9'`` and ``kv put B K $'caf\\xe9'`` send those bytes (what
+    the text output shows comes back as it was), not a UnicodeEncodeError."""
+    name = unique_stream_name("CLIARG")
+    bucket = unique_stream_name("CLIARGKV")
+    js.create_stream(name=name, subjects=[f"{name}.>"])
+    js.create_key_value(bucket=bucket)
+    try:
+        argument = "caf\udce9"  # how Python hands over the byte 0xe9 of argv
+        published = cli.run("pub", f"{name}.x", argument, "--jetstream")
+        assert published.code == 0, published.stderr
+        stored = cli.run("--json", "stream", "get", name, "1").json()
+        assert stored["data_b64"] == b64(b"caf\xe9")
+        put = cli.run("kv", "put", bucket, "k", argument)
+        assert put.code == 0, put.stderr
+        assert cli.run("--json", "kv", "get", bucket, "k").json()["value_b64"] == b64(b"caf\xe9")
+    finally:
+        js.delete_stream(name)
+        js.delete_key_value(bucket)
