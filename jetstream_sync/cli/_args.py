@@ -32,9 +32,12 @@ _UNITS = {
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d|w|y)")
 _SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([kmgt]?)(i?b?)", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+MAX_DURATION = (2**63 - 1) // 10**9
+"""The longest duration, in whole seconds (about 292 years): the wire carries durations as
+int64 nanoseconds, and no wait (connect, request, pull) takes a longer timeout."""
 
 
-def duration(text: str) -> float:
+def _seconds(text: str) -> float:
     """Seconds from ``"90"``, ``"1.5"``, ``"500ms"``, ``"10m"``, ``"1h30m"``, ``"7d"``.
 
     A bare number is seconds. Units: ns, us, ms, s, m, h, d, w, y.
@@ -59,6 +62,19 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"a duration must be finite, got {text!r}")
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"a duration must not be negative, got {text!r}")
+    return seconds
+
+
+def duration(text: str) -> float:
+    """Like :func:`_seconds`, but at most :data:`MAX_DURATION` (a wire duration, a timeout).
+
+    Raises:
+        argparse.ArgumentTypeError: as :func:`_seconds`, or longer than
+            :data:`MAX_DURATION` (about 292 years).
+    """
+    seconds = _seconds(text)
+    if seconds > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"a duration must be at most 292 years, got {text!r}")
     return seconds
 
 
@@ -138,7 +154,7 @@ def until(text: str) -> datetime:
         moment = datetime.fromisoformat(text)
     except ValueError:
         try:
-            return datetime.now(UTC) + timedelta(seconds=duration(text))
+            return datetime.now(UTC) + timedelta(seconds=_seconds(text))
         except OverflowError:
             raise argparse.ArgumentTypeError(f"{text!r} from now is past the year 9999") from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

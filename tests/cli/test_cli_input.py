@@ -106,6 +106,10 @@ def test_a_bad_subscribe_subject_is_refused_naming_its_fault(shared_server, caps
         (("kv", "add", "B", "--ttl", "inf"), "a duration must be finite"),
         (("pub", "x", "--size", "9" * 400), "is too large"),
         (("consumer", "pause", "S", "C", "1e300"), "from now is past the year 9999"),
+        # past what the wire carries (int64 nanoseconds) and what a wait can take
+        (("--timeout", "1e20", "stream", "ls"), "a duration must be at most 292 years"),
+        (("stream", "add", "S", "--max-age", "300y"), "a duration must be at most 292 years"),
+        (("consumer", "next", "S", "C", "--wait", "9300000000"), "at most 292 years"),
     ],
 )
 def test_a_number_that_is_not_one_is_bad_usage_saying_so(capsys, args, says):
