@@ -294,10 +294,10 @@ class Operation:
     """One traced call: its span starts now; ``with`` it around the call.
 
     Leaving the block ends the span (its status from the exception, if one
-    escaped) and records the duration. Inside it, the library's own calls make
-    no span (see :func:`busy`); with ``quiet`` False (a user callback runs
-    inside, or calls that should be traced), they do, and the span is the
-    current one so that theirs nest under it.
+    escaped, else from :attr:`failure`) and records the duration. Inside it,
+    the library's own calls make no span (see :func:`busy`); with ``quiet``
+    False (a user callback runs inside, or calls that should be traced), they
+    do, and the span is the current one so that theirs nest under it.
 
     Args:
         telemetry: the tracer and instruments.
@@ -311,7 +311,8 @@ class Operation:
     """
 
     __slots__ = (
-        "telemetry", "span", "attributes", "start", "_histogram", "_quiet", "_marked", "_attached",
+        "telemetry", "span", "attributes", "start", "failure", "_histogram", "_quiet", "_marked",
+        "_attached",
     )  # fmt: skip
 
     def __init__(
@@ -333,6 +334,8 @@ class Operation:
             name, context=context, kind=kind, attributes=attributes, links=links,
             start_time=self.start,
         )  # fmt: skip
+        self.failure: BaseException | None = None
+        """An error the call returned rather than raised (a JetStream API error reply)."""
         self._histogram = histogram
         self._quiet = quiet
         self._marked: contextvars.Token[bool] | None = None
@@ -359,4 +362,5 @@ class Operation:
             leave(self._marked)
         if self._attached is not None:
             otel_context.detach(self._attached)
-        self.telemetry.finish(self.span, self.attributes, self.start, error, self._histogram)
+        failed = error if error is not None else self.failure
+        self.telemetry.finish(self.span, self.attributes, self.start, failed, self._histogram)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind
 
 from .._seam import ApiSubject
+from ..errors import APIError, api_error
 from ..msg import Msg
 from ._telemetry import (
     A_BATCH,
@@ -402,9 +404,23 @@ def request(tel: Telemetry, original: Fn) -> Fn:
         with op:
             reply = original(self, *args, **kwargs)
             _link_stored(op.span, reply)
+            if internal:
+                op.failure = _api_failure(reply)
         return reply
 
     return wrapper
+
+
+def _api_failure(reply: Any) -> APIError | None:
+    """The error a JetStream API reply carries, as the library raises it once it reads the
+    reply (``{"error": {"code": 404, "err_code": 10059, ...}}``); None for any other reply."""
+    if not isinstance(reply, Msg) or b'"error"' not in reply.data:
+        return None
+    try:
+        error = json.loads(reply.data)["error"]
+        return api_error(int(error["code"]), int(error.get("err_code", 0)), error["description"])
+    except (ValueError, LookupError, TypeError):  # not an API error reply after all
+        return None
 
 
 def _link_stored(span: trace.Span, reply: Any) -> None:

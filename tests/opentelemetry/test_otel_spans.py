@@ -285,6 +285,24 @@ def test_an_api_subject_gets_no_trace_context_and_a_named_span(otel, js, stream)
     assert not trace.get_current_span().get_span_context().is_valid
 
 
+def test_an_api_call_the_server_refuses_is_an_error_span(otel, js, stream):
+    """The server's API error (a stream that does not exist, a bad config) marks the call's
+    span ERROR with the error the library raises; a call that succeeds stays unset."""
+    with pytest.raises(jetstream_sync.StreamNotFoundError):
+        js.stream(f"{stream.name}X")
+    with pytest.raises(jetstream_sync.APIError) as refused:
+        js.update_stream(name=stream.name, subjects=[f"{stream.name}.>"], storage="memory")
+    stream.info()
+    infos = otel.spans("STREAM.INFO")
+    missing, found = infos[0], infos[-1]
+    assert missing.status.status_code == StatusCode.ERROR
+    assert missing.attributes["error.type"] == "StreamNotFoundError"
+    update = otel.span("STREAM.UPDATE")
+    assert update.status.status_code == StatusCode.ERROR
+    assert update.attributes["error.type"] == type(refused.value).__qualname__
+    assert found.status.status_code == StatusCode.UNSET
+
+
 def test_fast_batch_has_a_create_span_per_add_and_a_send_span_for_the_commit(otel, js, stream_name):
     """FastBatch: each added message carries its create span's context; commit is a send."""
     stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_batched=True)
