@@ -113,17 +113,34 @@ class _HeaderGetter(Getter[Headers]):
             values = [
                 v for name in carrier if name.lower() == folded for v in carrier.get_all(name)
             ]
-        return [_valid_text(v) for v in values] or None
+        return [valid_text(v) for v in values] or None
 
     def keys(self, carrier: Headers) -> list[str]:
         return list(carrier)
 
 
-def _valid_text(value: str) -> str:
+def valid_text(value: str) -> str:
     """``value`` with each byte that is not UTF-8 (a surrogate escape) as U+FFFD."""
     if value.isascii():
         return value
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate no decoder made (the call refuses it)
+        raw = value.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
+
+
+def valid_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """``attributes`` with every str value made :func:`valid_text`, in place.
+
+    A subject or a message id another client wrote may hold bytes that are
+    not UTF-8; exporters encode strings as UTF-8, and OTLP's fails the whole
+    batch on one it cannot encode.
+    """
+    for key, value in attributes.items():
+        if type(value) is str and not value.isascii():
+            attributes[key] = valid_text(value)
+    return attributes
 
 
 _GETTER = _HeaderGetter()
@@ -234,8 +251,9 @@ class Telemetry:
         if error is not None:
             attributes[A_ERROR] = type(error).__qualname__
             span.set_attribute(A_ERROR, type(error).__qualname__)
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, str(error)))
+            message = valid_text(str(error))  # it may quote a subject's bytes
+            span.record_exception(error, attributes={"exception.message": message})
+            span.set_status(Status(StatusCode.ERROR, message))
         end_ns = time.time_ns()
         span.end(end_time=end_ns)
         (histogram or self.duration).record(
@@ -277,8 +295,9 @@ class Telemetry:
                 parent = contexts[0]
             else:
                 links = [Link(sc) for sc in map(span_context_of, contexts) if sc.is_valid]
+        valid_attributes(attributes)
         span = self.tracer.start_span(
-            name,
+            valid_text(name),
             context=parent,
             kind=SpanKind.CONSUMER,
             attributes=attributes,
@@ -328,10 +347,10 @@ class Operation:
         quiet: bool = True,
     ) -> None:
         self.telemetry = telemetry
-        self.attributes = attributes
+        self.attributes = valid_attributes(attributes)
         self.start = time.time_ns()
         self.span = telemetry.tracer.start_span(
-            name, context=context, kind=kind, attributes=attributes, links=links,
+            valid_text(name), context=context, kind=kind, attributes=attributes, links=links,
             start_time=self.start,
         )  # fmt: skip
         self.failure: BaseException | None = None

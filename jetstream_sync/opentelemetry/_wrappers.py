@@ -46,6 +46,8 @@ from ._telemetry import (
     producer_context,
     span_context_of,
     trace_headers,
+    valid_attributes,
+    valid_text,
 )
 
 Fn = Callable[..., Any]
@@ -235,7 +237,9 @@ def _create(
     """A ``create`` PRODUCER span for one message of a batch, and its headers with its context."""
     attributes = _send_attributes(operation, subject, data, message_id(headers), "create")
     span = tel.tracer.start_span(
-        f"{operation} {subject}", kind=SpanKind.PRODUCER, attributes=attributes
+        valid_text(f"{operation} {subject}"),
+        kind=SpanKind.PRODUCER,
+        attributes=valid_attributes(attributes),
     )
     headers = inject(headers, trace.set_span_in_context(span))
     span.end()
@@ -335,7 +339,8 @@ def fast_batch_add(tel: Telemetry, original: Fn) -> Fn:
             result = original(self, *args, **kwargs)
         finally:
             leave(token)
-        tel.sent.add(1, {A_SYSTEM: SYSTEM, A_DESTINATION: subject, A_OP_NAME: "fast_batch"})
+        about = {A_SYSTEM: SYSTEM, A_DESTINATION: subject, A_OP_NAME: "fast_batch"}
+        tel.sent.add(1, valid_attributes(about))
         return result
 
     return wrapper

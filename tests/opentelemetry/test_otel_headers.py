@@ -1,4 +1,4 @@
-"""Trace context in headers other clients wrote: read back whatever their shape, never fatal."""
+"""Subjects and trace headers other clients wrote: read back whatever their bytes, never fatal."""
 
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ def raw(shared_server) -> Iterator[RawClient]:
     client.close()
 
 
-def hpub(raw: RawClient, subject: str, *header_lines: bytes) -> None:
+def hpub(raw: RawClient, subject: str | bytes, *header_lines: bytes) -> None:
     """Publish ``x`` with these header lines, as another client may."""
     head = b"NATS/1.0\r\n" + b"".join(line + b"\r\n" for line in header_lines) + b"\r\n"
-    size = len(head) + 1
-    raw.send(b"HPUB %s %d %d\r\n%sx\r\n" % (subject.encode(), len(head), size, head))
+    subject = subject if isinstance(subject, bytes) else subject.encode()
+    raw.send(b"HPUB %s %d %d\r\n%sx\r\n" % (subject, len(head), len(head) + 1, head))
 
 
 def test_odd_trace_headers_never_keep_a_message_from_its_consumer(otel, nc, js, stream, raw):
@@ -109,3 +109,34 @@ def test_headers_that_are_not_a_mapping_raise_the_same_typeerror_when_instrument
     assert len(ended) == len(calls) and all(
         s.attributes["error.type"] == "TypeError" for s in ended
     )
+
+
+def _encodes(text: object) -> bool:
+    """Whether an exporter can write ``text`` (OTLP encodes every string as UTF-8)."""
+    if isinstance(text, str):
+        text.encode("utf-8")  # raises on a surrogate escape
+    elif isinstance(text, tuple):
+        return all(map(_encodes, text))
+    return True
+
+
+def test_subjects_and_ids_that_are_not_utf8_reach_spans_and_metrics_as_valid_text(otel, nc, raw):
+    """A subject or Nats-Msg-Id with bytes that are not UTF-8 (U+FFFD in names, attributes
+    and metric attributes): an exporter encoding UTF-8 can write every span."""
+    sub = nc.subscribe("otel.bytes.>")
+    nc.flush(timeout=5)
+    hpub(raw, b"otel.bytes.caf\xe9", b"Nats-Msg-Id: \xff")
+    assert sub.next_msg(timeout=5).subject == "otel.bytes.caf\udce9"
+    nc.publish("otel.bytes.caf\udce9", b"x", headers={"Nats-Msg-Id": "\udcff"})
+    sub.next_msg(timeout=5)
+    spans = otel.spans()
+    names = ["receive otel.bytes.caf\ufffd", "publish otel.bytes.caf\ufffd"]
+    assert [s.name for s in spans] == [*names, names[0]]
+    for span in spans:
+        assert span.attributes["messaging.destination.name"] == "otel.bytes.caf\ufffd"
+        assert span.attributes["messaging.message.id"] == "\ufffd"
+    points = otel.points("messaging.client.consumed.messages")
+    assert points and all(_encodes(v) for p in points for v in p.attributes.values())
+    with pytest.raises(jetstream_sync.BadHeaderError):  # as uninstrumented, in an ended span
+        nc.publish("otel.bytes.x", b"x", headers={"Nats-Msg-Id": "\ud800"})
+    assert otel.spans()[-1].attributes["error.type"] == "BadHeaderError"
