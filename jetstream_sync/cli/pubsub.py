@@ -189,6 +189,7 @@ def pub(args: argparse.Namespace, out: Output) -> int:
         args.count = 1
     args.body = body_argument(args.body)
     with session(args) as nc:
+        _check_size(nc, args)
         if args.jetstream:
             return _pub_jetstream(nc, args, out)
         sent, progress = _publish_each(
@@ -201,6 +202,18 @@ def pub(args: argparse.Namespace, out: Output) -> int:
             progress.done()
     _report_pub(args, out, sent, progress.elapsed(), None)
     return 0
+
+
+def _check_size(nc: Client, args: argparse.Namespace) -> None:
+    """Refuse a ``--size`` the server would refuse, before a body that large is built.
+
+    Raises:
+        CommandError: ``--size`` is more than the server's ``max_payload``.
+    """
+    if args.size is not None and args.size > nc.max_payload:
+        raise CommandError(
+            f"--size {args.size:,} bytes: the server accepts at most {nc.max_payload:,}"
+        )
 
 
 def _pub_jetstream(nc: Client, args: argparse.Namespace, out: Output) -> int:
@@ -234,6 +247,7 @@ def _pub_fast_batch(args: argparse.Namespace, out: Output) -> int:
         assert total is not None
         bodies = (body(args.body or "", n, args.size) for n in range(1, total + 1))
     with session(args) as nc:
+        _check_size(nc, args)
         js = nc.jetstream(timeout=args.timeout)
         progress = out.progress(f"pub {args.subject}", total, args.progress, "msgs")
         number = sent = 0

@@ -191,6 +191,15 @@ def test_pub_count_prints_progress_and_rate(cli):
     assert doc["count"] == 50 and doc["bytes"] == 50 and doc["msgs_per_sec"] > 0
 
 
+@pytest.mark.parametrize("mode", [(), ("--jetstream",), ("--fast-batch",)])
+def test_pub_refuses_a_size_past_max_payload_before_building_the_bodies(cli, mode):
+    """--size over the server's max_payload (a typo: 1TiB for 1KiB) exits 1 naming the limit,
+    without first trying to build a body that large."""
+    result = cli.run("pub", subject(), "x", "--size", "1TiB", *mode)
+    assert result.code == 1
+    assert "--size 1,099,511,627,776 bytes: the server accepts at most" in result.stderr
+
+
 def test_pub_refuses_reply_with_jetstream(cli):
     """--reply and --jetstream together: exit 1 before anything is sent."""
     result = cli.run(
