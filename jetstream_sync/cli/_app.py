@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command line; return its exit code (argparse exits 2 itself on bad usage)."""
+    _reopen_closed_streams()
     args = build_parser().parse_args(argv)
     out = Output(args.json)
     try:
@@ -99,6 +100,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # still no traceback: a one-line report scripts can log
         out.status(f"{PROG}: error: unexpected {type(exc).__name__}: {redact(str(exc), args)}")
         return EXIT_ERROR
+
+
+def _reopen_closed_streams() -> None:
+    """Put ``/dev/null`` on each standard stream the shell closed (``<&-``, ``>&-``, ``2>&-``).
+
+    Python leaves ``sys.stdin`` (or ``stdout``, ``stderr``) None then; with /dev/null a closed
+    stdin is an empty body and a closed output discards, as in the ``nats`` CLI.
+    """
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        if getattr(sys, name) is None:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, mode, closefd=False))
 
 
 def _describe(exc: BaseException) -> str:

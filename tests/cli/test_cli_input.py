@@ -7,9 +7,29 @@ bad number says what exactly is wrong.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from jetstream_sync.cli import main
+from tests.fixtures.cli import COMMAND, RUN_TIMEOUT, cli_env
+
+
+@pytest.mark.parametrize("closing", ["<&-", ">&-", "2>&-"])
+def test_a_standard_stream_the_shell_closed_is_no_error(cli, stream, closing):
+    """``pub ... <&-``, ``>&-``, ``2>&-``: the message is stored and the command exits 0 (a
+    closed stdin is an empty body, a closed output discards), no AttributeError."""
+    done = subprocess.run(
+        ["sh", "-c", f'exec "$@" {closing}', "sh", *COMMAND, "pub", f"{stream.name}.c", "-", "-J"],
+        cwd=cli.cwd,
+        env=cli_env(cli.url),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert stream.get_msg(1).data == b""
 
 
 def test_piped_stdin_is_the_body_of_a_jetstream_pub(cli, stream):
