@@ -212,6 +212,8 @@ def get(args: argparse.Namespace, out: Output) -> int:
     target = args.output or Path(args.name).name
     if not target:
         raise CommandError(f"object {args.name!r} has no file name: give --output")
+    if target != "-" and os.path.isdir(target):
+        raise CommandError(f"{target} is a directory: give --output a file name")
     if target != "-" and os.path.exists(target) and not args.force:
         raise CommandError(f"{target} exists: use --force to overwrite it, or --output")
     with session(args) as nc:

@@ -269,3 +269,17 @@ def test_object_put_from_stdin_and_get_to_stdout(cli, name):
     assert ok(cli.run("object", "get", name, "note", "-O", "-")).stdout == "hello object"
     missing = cli.run("object", "get", name, "nope", "-O", "-")
     assert missing.code == 1 and "Traceback" not in missing.stderr
+
+
+def test_object_get_into_a_directory_says_so(cli, name, tmp_path):
+    """-O naming a directory exits 1 saying it is one (not "use --force", nor a temporary
+    file's name), with or without --force; the directory is left as it was."""
+    ok(cli.run("object", "add", name, "--storage", "memory"))
+    ok(cli.run("object", "put", name, "-", "--name", "note", input=b"hello"))
+    directory = tmp_path / "downloads"
+    directory.mkdir()
+    for force in ((), ("--force",)):
+        refused = cli.run("object", "get", name, "note", "-O", str(directory), *force)
+        assert refused.code == 1
+        assert f"{directory} is a directory: give --output a file name" in refused.stderr
+    assert list(directory.iterdir()) == []
