@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import DirectGetNotAllowedError
 from ..jetstream.counter import CounterEntry, format_value, parse_value
 from ._connect import session
+from ._errors import CommandError
 from ._output import Output, escaped, text_fields
 
 
@@ -84,7 +86,13 @@ def ls(args: argparse.Namespace, out: Output) -> int:
     """Print every counter matching the filter, by subject."""
     with session(args) as nc:
         counter = nc.jetstream(timeout=args.timeout).counter(args.stream)
-        entries = sorted(counter.get_many(args.filter), key=lambda e: e.subject)
+        try:
+            entries = sorted(counter.get_many(args.filter), key=lambda e: e.subject)
+        except DirectGetNotAllowedError:
+            raise CommandError(
+                f"stream {args.stream!r} does not allow direct get, which counter ls reads "
+                f"with: allow it with 'jetstream-sync stream edit {args.stream} --allow-direct'"
+            ) from None
     out.result(
         [entry_doc(e) for e in entries],
         lambda: "\n".join(map(entry_text, entries)) or "no counters",

@@ -82,6 +82,19 @@ def test_counter_errors_exit_1(cli, js, name):
     assert cli.run("counter", "add", name, f"{name}.a", "1.5").code == 2
 
 
+def test_counter_ls_on_a_stream_without_direct_get_says_which_flag_allows_it(cli, js, name):
+    """``counter ls`` reads by direct get: a counter stream made without it is refused with
+    the command that allows it (not the Python API's allow_direct=True / get_msg)."""
+    ok(cli.run("stream", "add", name, "--subjects", f"{name}.>", "--allow-msg-counter"))
+    ok(cli.run("counter", "add", name, f"{name}.a", "1"))
+    refused = cli.run("counter", "ls", name)
+    assert refused.code == 1
+    assert f"jetstream-sync stream edit {name} --allow-direct" in refused.stderr
+    assert "get_msg" not in refused.stderr
+    ok(cli.run("stream", "edit", name, "--allow-direct"))
+    assert ok(cli.run("counter", "ls", name)).stdout == f"{name}.a: 1\n"
+
+
 def test_schedule_add_ls_rm(cli, js, name):
     """add with --every and --at, ls (text and JSON), rm; rm of nothing exits 1."""
     js.create_stream(name=name, subjects=[f"{name}.>"], allow_msg_schedules=True)
