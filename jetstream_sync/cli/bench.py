@@ -24,6 +24,7 @@ from ._args import count, size
 from ._connect import session
 from ._errors import CommandError
 from ._output import Output, format_bytes
+from .pubsub import check_size
 
 DEFAULT_MSGS = 100_000
 DEFAULT_SIZE = 128
@@ -68,8 +69,9 @@ def bench(args: argparse.Namespace, out: Output) -> int:
     if args.suite:
         return suite()
     subject = args.subject or f"bench.{secrets.token_hex(6)}"
-    payload = b"x" * args.size
     with session(args) as pub_nc:
+        check_size(pub_nc, args.size)
+        payload = b"x" * args.size
         if args.jetstream:
             doc = _jetstream(pub_nc, subject, payload, args, out)
         else:

@@ -189,7 +189,7 @@ def pub(args: argparse.Namespace, out: Output) -> int:
         args.count = 1
     args.body = body_argument(args.body)
     with session(args) as nc:
-        _check_size(nc, args)
+        check_size(nc, args.size)
         if args.jetstream:
             return _pub_jetstream(nc, args, out)
         sent, progress = _publish_each(
@@ -204,15 +204,15 @@ def pub(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _check_size(nc: Client, args: argparse.Namespace) -> None:
+def check_size(nc: Client, length: int | None) -> None:
     """Refuse a ``--size`` the server would refuse, before a body that large is built.
 
     Raises:
-        CommandError: ``--size`` is more than the server's ``max_payload``.
+        CommandError: ``length`` is more than the server's ``max_payload``.
     """
-    if args.size is not None and args.size > nc.max_payload:
+    if length is not None and length > nc.max_payload:
         raise CommandError(
-            f"--size {args.size:,} bytes: the server accepts at most {nc.max_payload:,}"
+            f"--size {length:,} bytes: the server accepts at most {nc.max_payload:,}"
         )
 
 
@@ -247,7 +247,7 @@ def _pub_fast_batch(args: argparse.Namespace, out: Output) -> int:
         assert total is not None
         bodies = (body(args.body or "", n, args.size) for n in range(1, total + 1))
     with session(args) as nc:
-        _check_size(nc, args)
+        check_size(nc, args.size)
         js = nc.jetstream(timeout=args.timeout)
         progress = out.progress(f"pub {args.subject}", total, args.progress, "msgs")
         number = sent = 0

@@ -320,6 +320,13 @@ def test_bench_builtin(cli):
     assert js_doc["stream"] not in cli.run("stream", "ls", "--names").stdout
 
 
+@pytest.mark.parametrize("mode", [(), ("--jetstream",)])
+def test_bench_refuses_a_size_past_max_payload_before_building_it(cli, mode):
+    """bench --size 1TiB exits 1 naming the server's limit (no MemoryError first)."""
+    result = cli.run("bench", "--msgs", "10", "--size", "1TiB", *mode)
+    assert result.code == 1 and "the server accepts at most" in result.stderr
+
+
 def test_bench_suite_runs_the_project_benchmarks_quick(cli, tmp_path):
     """--suite runs ``python -m benchmarks --quick`` and passes its success or failure on."""
     fake = tmp_path / "fake"
