@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 from time import monotonic
 
+#: The longest timeout or duration, in seconds (about 292 years): the wire carries
+#: durations as int64 nanoseconds, and Python's waits take no longer one either.
+MAX_SECONDS = (2**63 - 1) // 10**9
+
 # Blocking waits are cut into slices of at most this many seconds so that a
 # Ctrl-C or a close() from another thread is noticed promptly.
 WAIT_SLICE = 0.5
@@ -24,6 +28,19 @@ def check_timeout(name: str, value: float | None, default: float | None = None) 
     value = float(value)
     if math.isnan(value) or math.isinf(value) or value <= 0:
         raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+    return check_at_most_max(name, value)
+
+
+def check_at_most_max(name: str, value: float) -> float:
+    """Return ``value`` unless it is more than :data:`MAX_SECONDS`.
+
+    Raises:
+        ValueError: more than :data:`MAX_SECONDS` (the message names ``name``).
+    """
+    if value > MAX_SECONDS:
+        raise ValueError(
+            f"{name} must be at most {MAX_SECONDS} seconds (about 292 years), got {value!r}"
+        )
     return value
 
 
@@ -85,4 +102,4 @@ def check_seconds(name: str, value: float) -> float:
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)
+    return check_at_most_max(name, float(value))

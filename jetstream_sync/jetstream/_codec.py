@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 import attrs
 
+from .._deadline import check_at_most_max
 from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
 from .._timefmt import seconds_to_ns as _s_to_ns
 from . import _checks
@@ -113,10 +114,13 @@ def _convert(spec: Spec, typ: Any, value: Any, field: str) -> Any:
     if kind == PLAIN:
         return _plain(value, typ, field)
     if kind == DUR:
-        return _plain(value, float, field)
-    if kind in (SEQ, DURS):
-        item = float if kind == DURS else typ
-        return tuple(_plain(v, item, field) for v in _tuple(value, field))
+        return check_at_most_max(field, _plain(value, float, field))
+    if kind == DURS:
+        return tuple(
+            check_at_most_max(field, _plain(v, float, field)) for v in _tuple(value, field)
+        )
+    if kind == SEQ:
+        return tuple(_plain(v, typ, field) for v in _tuple(value, field))
     if kind == TIME:
         return to_utc(value, field)
     if kind == ENUM:

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import _protocol
+from .._deadline import check_at_most_max
 from .._reply import PUBACK_FIELDS
 from ..errors import InlineCallbackError, NoRespondersError, api_error
 from ..headers import Headers, header_pairs
@@ -49,6 +50,7 @@ def ttl_header_value(ttl: float | str) -> str:
         raise ValueError(f"ttl must be a finite number of seconds or 'never', got {ttl!r}")
     if ttl < 1:
         raise ValueError(f"ttl must be at least 1 second, got {ttl!r}")
+    check_at_most_max("ttl", ttl)
     if float(ttl).is_integer():
         return f"{int(ttl)}s"
     return f"{round(ttl * 1000)}ms"

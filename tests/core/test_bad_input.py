@@ -157,6 +157,10 @@ ROWS = [
     Row("next-msg-timeout-zero", lambda e: e.sub.next_msg(timeout=0), ValueError),
     Row("kv-get-timeout-nan", lambda e: e.kv.get("k", timeout=NAN), ValueError),
     Row("connect-timeout-zero", lambda e: js.connect(e.url, connect_timeout=0), ValueError),
+    Row("fetch-timeout-past-292-years", lambda e: e.consumer.fetch(1, timeout=1e20), ValueError),
+    Row(
+        "ping-interval-past-292-years", lambda e: js.connect(e.url, ping_interval=1e20), ValueError
+    ),
     # -- config values
     Row(
         "replicas-over-5",
@@ -176,6 +180,17 @@ ROWS = [
     Row("kv-history-over-64", lambda e: e.ctx.create_key_value(bucket="H", history=65), ValueError),
     Row("ttl-under-1s", lambda e: e.ctx.publish("a", b"x", ttl=0.5), ValueError),
     Row("ttl-infinite", lambda e: e.ctx.publish("a", b"x", ttl=math.inf), ValueError),
+    Row("ttl-past-292-years", lambda e: e.ctx.publish("a", b"x", ttl=1e20), ValueError),
+    Row(
+        "max-age-past-292-years",
+        lambda e: e.ctx.create_stream(name="AGE", subjects=["age"], max_age=1e20),
+        ValueError,
+    ),
+    Row(
+        "backoff-past-292-years",
+        lambda e: e.stream.create_consumer(backoff=[1.0, 1e20], max_deliver=3),
+        ValueError,
+    ),
     Row(
         "schedule-every-infinite",
         lambda e: e.ctx.schedule("a.s", "a.t", every=math.inf),
