@@ -15,6 +15,15 @@ Of the core's internals it uses only the core's seam, ``jetstream_sync._seam``
 
 from __future__ import annotations
 
-from ._instrumentor import JetStreamSyncInstrumentor
+try:
+    from ._instrumentor import JetStreamSyncInstrumentor
+except ModuleNotFoundError as missing:
+    if (missing.name or "").split(".")[0] not in ("opentelemetry", "wrapt"):
+        raise
+    raise ModuleNotFoundError(
+        f"{missing}: jetstream_sync.opentelemetry needs the otel extra "
+        "(pip install 'jetstream_sync[otel]')",
+        name=missing.name,
+    ) from missing
 
 __all__ = ["JetStreamSyncInstrumentor"]

@@ -190,6 +190,23 @@ def test_the_package_imports_and_runs_without_opentelemetry(shared_server):
     _run(script, shared_server.url)
 
 
+def test_importing_the_instrumentor_without_the_extra_says_which_extra(shared_server):
+    """Without OpenTelemetry installed, importing the instrumentor names the ``otel`` extra."""
+    script = """
+    import sys
+
+    sys.modules["opentelemetry"] = None  # not installed: importing it fails
+    try:
+        import jetstream_sync.opentelemetry
+    except ModuleNotFoundError as exc:
+        assert exc.name == "opentelemetry", exc.name
+        assert "pip install 'jetstream_sync[otel]'" in str(exc), exc
+    else:
+        raise AssertionError("imported without opentelemetry")
+    """
+    _run(script, shared_server.url)
+
+
 def test_instrument_from_16_threads_at_once_wraps_once_and_uninstrument_undoes_it(nc):
     """Threads racing to instrument() wrap each method once (one span per publish);
     one uninstrument() then puts every original back."""
