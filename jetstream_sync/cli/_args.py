@@ -160,6 +160,17 @@ def until(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def subject_list(text: str) -> str:
+    """One ``--subjects`` value (``"a,b"``), refused when it names no subject (``""``, ``","``).
+
+    Raises:
+        argparse.ArgumentTypeError: no subject in ``text``.
+    """
+    if not any(part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"{text!r} names no subject")
+    return text
+
+
 def subjects(values: list[str] | None) -> list[str]:
     """Flatten ``--subjects a,b --subjects c`` into ``["a", "b", "c"]``."""
     return [s.strip() for v in values or () for s in v.split(",") if s.strip()]

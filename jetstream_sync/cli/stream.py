@@ -28,6 +28,7 @@ from ._args import (
     duration,
     limit,
     size_limit,
+    subject_list,
     subjects,
 )
 from ._connect import session
@@ -130,6 +131,7 @@ def _config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--subjects",
         action="append",
+        type=subject_list,
         metavar="S[,S...]",
         help="subjects to capture (repeat or comma-separate; add's default: NAME)",
     )

@@ -115,6 +115,16 @@ def test_a_bad_subscribe_subject_is_refused_naming_its_fault(shared_server, caps
     assert says in error, error
 
 
+@pytest.mark.parametrize("given", ["", " , "])
+def test_subjects_that_name_no_subject_are_bad_usage(capsys, given):
+    """``stream edit S --subjects ''`` is refused (exit 2), not reported as an update that
+    changed nothing."""
+    with pytest.raises(SystemExit) as exited:
+        main(["stream", "edit", "S", "--subjects", given])
+    assert exited.value.code == 2
+    assert "names no subject" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
