@@ -361,8 +361,10 @@ def test_lame_duck_mode_is_reported(restartable_server):
 
 
 @pytest.mark.tls
-def test_tls_handshake_first(tmp_path, tls_material):
-    """With tls_handshake_first, TLS starts before INFO (server handshake_first)."""
+def test_tls_handshake_first(tmp_path, tls_material, monkeypatch):
+    """With tls_handshake_first, TLS starts before INFO (server handshake_first). The option
+    alone, with a nats:// URL and no tls=, starts TLS with a default context (as nats.go
+    does), instead of waiting for an INFO that never comes."""
     server = NatsServer(
         directory=tmp_path / "hs-first",
         tls_cert=tls_material.server_cert,
@@ -376,21 +378,6 @@ def test_tls_handshake_first(tmp_path, tls_material):
             assert nc.server_info.get("tls_required")
         with pytest.raises(js.NoServersError):
             js.connect(server.url, tls=context, connect_timeout=1)
-    finally:
-        server.stop()
-
-
-@pytest.mark.tls
-def test_tls_handshake_first_alone_asks_for_tls(tmp_path, tls_material, monkeypatch):
-    """tls_handshake_first=True with a nats:// URL and no tls= starts TLS with a default
-    context (as nats.go does), instead of waiting for an INFO that never comes."""
-    server = NatsServer(
-        directory=tmp_path / "hs-first",
-        tls_cert=tls_material.server_cert,
-        tls_key=tls_material.server_key,
-        tls_handshake_first=True,
-    ).start()
-    try:
         monkeypatch.setenv("SSL_CERT_FILE", str(tls_material.ca_cert))  # the default trust
         with js.connect(server.url, tls_handshake_first=True, connect_timeout=2) as nc:
             nc.flush()
