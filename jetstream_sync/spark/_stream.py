@@ -125,7 +125,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         elif self.starting == LATEST:
             seq = pos.last + 1
         else:
-            seq = int(self.starting)
+            seq = max(int(self.starting), 1)  # no sequence 0: it reads from 1, as a batch read
         return self._offset(seq, pos)
 
     def getDefaultReadLimit(self) -> ReadLimit:

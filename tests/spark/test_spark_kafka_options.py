@@ -140,6 +140,19 @@ def test_streaming_starting_offsets_json_and_max_offsets_per_trigger(
     assert _memory(spark, query) == list(range(5, 25))
 
 
+@pytest.mark.parametrize("zero", ["0", '{"%s": 0}'])
+def test_streaming_starting_offsets_zero_reads_from_the_first_message(
+    spark, shared_server, js, stream, tmp_path, zero
+):
+    """startingOffsets 0 reads every message, as a batch read does: sequence 0 never existed."""
+    _fill(js, stream.name, 1, 5)
+    starting = zero % stream.name if "%s" in zero else zero
+    query = _stream_query(spark, shared_server, stream.name, tmp_path, startingOffsets=starting)
+    query.awaitTermination(240)
+    assert query.exception() is None, _why(spark, query)
+    assert _memory(spark, query) == [1, 2, 3, 4, 5]
+
+
 def test_both_per_trigger_spellings_are_refused_together(spark, shared_server, stream, tmp_path):
     """maxOffsetsPerTrigger is an alias: giving both names is an error, not a silent choice."""
     with pytest.raises(Exception, match="not both"):
