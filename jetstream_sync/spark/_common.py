@@ -68,3 +68,20 @@ def stream_position(conn: dict[str, Any], stream: str) -> StreamPosition:
     info = context(conn).stream(stream).cached_info
     assert info is not None  # stream() fetched it
     return StreamPosition.of(info)
+
+
+def refuse_overwrite(overwrite: bool, what: str) -> None:
+    """Refuse a batch write in ``mode("overwrite")``: the sinks only add, as Kafka's does.
+
+    Args:
+        overwrite: whether Spark asked the batch writer to overwrite.
+        what: what the sink cannot replace (``the messages of the stream``).
+
+    Raises:
+        ValueError: ``overwrite`` is true.
+    """
+    if overwrite:
+        raise ValueError(
+            f'mode("overwrite") would leave {what} in place and add the rows: this sink '
+            'only appends; write with mode("append")'
+        )

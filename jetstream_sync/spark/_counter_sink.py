@@ -47,7 +47,7 @@ from ..errors import (
     StreamWrongExpectedError,
 )
 from ..jetstream.arrow_publish import ArrowPublisher
-from ._common import connection, context
+from ._common import connection, context, refuse_overwrite
 from ._options import COUNTER_STREAM_WRITE, COUNTER_WRITE, Options
 from ._subjects import intersect, is_literal
 from ._write import WriteCommit, check_duplicate_window
@@ -314,7 +314,12 @@ class JetStreamCounterDataSource(DataSource):
         return "jetstream-counter"
 
     def writer(self, schema: StructType, overwrite: bool) -> CounterWriter:
-        """A batch writer (checks the columns and the stream now)."""
+        """A batch writer (checks the columns and the stream now).
+
+        Raises:
+            ValueError: ``mode("overwrite")``: rows add to the counters, never reset them.
+        """
+        refuse_overwrite(overwrite, "the counters' totals")
         return CounterWriter(Options(self.options, COUNTER_WRITE), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> CounterStreamWriter:

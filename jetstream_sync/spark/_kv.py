@@ -31,7 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ._common import connection, context
+from ._common import connection, context, refuse_overwrite
 from ._kv_feed import KVFeedReader
 from ._options import KV_FEED, KV_READ, KV_WRITE, Options
 from ._write import WriteCommit
@@ -79,7 +79,12 @@ class JetStreamKVDataSource(DataSource):
         return KVFeedReader(opts, schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> KVWriter:
-        """A writer of ``key, value`` rows (checks the columns now)."""
+        """A writer of ``key, value`` rows (checks the columns now).
+
+        Raises:
+            ValueError: ``mode("overwrite")``: the bucket's other keys are never deleted.
+        """
+        refuse_overwrite(overwrite, "the keys of the bucket the rows do not name")
         return KVWriter(Options(self.options, KV_WRITE), schema)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from ._common import read_schema
+from ._common import read_schema, refuse_overwrite
 from ._options import BATCH_READ, BATCH_WRITE, STREAM_READ, STREAM_WRITE, Options
 from ._read import JetStreamPushdownReader, JetStreamReader
 from ._stream import JetStreamStreamReader
@@ -52,7 +52,12 @@ class JetStreamDataSource(DataSource):
         return JetStreamStreamReader(opts, schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamWriter:
-        """A batch writer: publishes every row with an ack (see ``docs/spark/writing.md``)."""
+        """A batch writer: publishes every row with an ack (see ``docs/spark/writing.md``).
+
+        Raises:
+            ValueError: ``mode("overwrite")``: a stream's messages are never replaced.
+        """
+        refuse_overwrite(overwrite, "the messages the streams hold")
         return JetStreamWriter(Options(self.options, BATCH_WRITE), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> JetStreamStreamWriter:

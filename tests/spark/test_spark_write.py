@@ -105,6 +105,34 @@ def test_a_missing_stream_fails_the_write_at_planning(spark, shared_server, stre
         _write(df, shared_server, stream=stream_name, subject=f"{stream_name}.x", dedupe=dedupe)
 
 
+def test_overwrite_is_refused_by_every_sink_before_anything_is_written(
+    spark, shared_server, js, stream_name
+):
+    """mode("overwrite") fails at planning in each sink; it used to append silently."""
+    stream = js.create_stream(
+        name=stream_name, subjects=[f"{stream_name}.>"], allow_msg_counter=True
+    )
+    kv = js.create_key_value(bucket=stream_name)
+    try:
+        row = (f"{stream_name}.k", 1)
+        writes = [
+            ("jetstream", "subject STRING, data STRING", {}),
+            ("jetstream-counter", "subject STRING, value INT", {"stream": stream_name}),
+            ("jetstream-kv", "key STRING, value STRING", {"bucket": stream_name}),
+        ]
+        for source, schema, options in writes:
+            df = spark.createDataFrame([row if "INT" in schema else (row[0], "1")], schema)
+            writer = df.write.format(source).mode("overwrite").option("servers", shared_server.url)
+            for key, value in options.items():
+                writer = writer.option(key, value)
+            with pytest.raises(Exception, match=r'only appends; write with mode\("append"\)'):
+                writer.save()
+        assert stream.info().state.messages == 0
+        assert kv.keys() == []
+    finally:
+        js.delete_key_value(stream_name)
+
+
 def test_a_streaming_write_rerun_from_its_checkpoint_adds_no_duplicates(
     spark, shared_server, js, stream, tmp_path
 ):
