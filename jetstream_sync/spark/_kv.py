@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 from ._common import connection, context, refuse_overwrite
 from ._kv_feed import KVFeedReader
 from ._options import KV_FEED, KV_READ, KV_WRITE, Options
+from ._subjects import check_filter
 from ._write import WriteCommit
 
 if TYPE_CHECKING:
@@ -97,12 +98,17 @@ class KVReader(DataSourceReader):
             the latest), ``includeDeletes`` (also the delete and purge
             markers; by default only with ``includeHistory``).
         schema: the read schema.
+
+    Raises:
+        BadSubjectError: ``keys`` is not a key filter.
+        BucketNotFoundError: no such bucket (checked now, before any task runs).
     """
 
     def __init__(self, opts: Options, schema: StructType) -> None:
         self.conn = connection(opts)
         self.bucket = opts.required("bucket")
-        self.keys = opts.get("keys") or ">"
+        self.keys = check_filter(opts.get("keys") or ">", "keys")
+        context(self.conn).key_value(self.bucket)  # a bad name, or no such bucket
         self.include_history = opts.boolean("includeHistory", False)
         self.include_deletes = opts.boolean("includeDeletes", self.include_history)
         self.schema = schema

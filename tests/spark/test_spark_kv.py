@@ -50,3 +50,26 @@ def test_write_then_read_a_bucket(spark, shared_server, bucket):
     assert {r.key: r.revision for r in got} == {
         e.key: e.revision for e in (bucket.get(k) for k in ("eu", "us", "apac"))
     }
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("keys", "orders..eu", "BadSubjectError: option 'keys'"),
+        ("keys", ">.eu", "BadSubjectError: option 'keys'"),
+        ("bucket", "nosuchbucket", "BucketNotFoundError"),
+    ],
+)
+def test_a_bad_batch_read_fails_at_planning_not_in_a_task(
+    spark, shared_server, bucket, option, value, error
+):
+    """A bad key filter or a missing bucket fails the read on the driver, as the change feed does,
+    not once per task attempt."""
+    from pyspark.errors import AnalysisException
+
+    options = {"bucket": bucket.bucket, option: value}
+    reader = spark.read.format("jetstream-kv").option("servers", shared_server.url)
+    for key, text in options.items():
+        reader = reader.option(key, text)
+    with pytest.raises(AnalysisException, match=error):
+        reader.load().collect()
