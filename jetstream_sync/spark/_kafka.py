@@ -34,7 +34,7 @@ def parse_offset(value: str, option: str, stream: str) -> str | int:
     text = value.strip()
     if text.lower() in (EARLIEST, LATEST):
         return text.lower()
-    if text.isdigit():
+    if _is_number(text):
         return int(text)
     try:
         parsed = json.loads(text)
@@ -66,9 +66,19 @@ def parse_millis(value: str, option: str) -> datetime:
         ValueError: not a non-negative integer.
     """
     text = value.strip()
-    if not text.isdigit():
-        raise ValueError(f"option {option!r} must be milliseconds since the epoch, got {value!r}")
-    return datetime.fromtimestamp(int(text) / 1000, tz=UTC)
+    if _is_number(text):
+        try:
+            return datetime.fromtimestamp(int(text) / 1000, tz=UTC)
+        except (OverflowError, OSError, ValueError):  # past what a datetime holds
+            pass
+    raise ValueError(
+        f"option {option!r} must be milliseconds since the epoch (up to year 9999), got {value!r}"
+    )
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` is a non-negative integer in ASCII digits (``str.isdigit`` takes ``²``)."""
+    return text.isascii() and text.isdigit()
 
 
 def parse_duration(value: str, option: str) -> float:

@@ -261,3 +261,9 @@ def test_offsets_durations_and_timestamps_parse_as_kafka_writes_them():
     with pytest.raises(ValueError, match="'d'"):
         parse_duration("soon", "d")
     assert parse_millis("1500", "t").timestamp() == 1.5
+    for bad in ("99999999999999999", "\u00b2", "\u0661\u0662"):  # past year 9999; not 0-9
+        with pytest.raises(ValueError, match="'t'"):
+            parse_millis(bad, "t")
+    for bad in ("\u00b2", "\u0661\u0662"):  # digits to str.isdigit, not sequence numbers
+        with pytest.raises(ValueError, match="'o'"):
+            parse_offset(bad, "o", "S")
