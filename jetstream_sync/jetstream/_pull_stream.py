@@ -385,7 +385,12 @@ class MessageIterator(BaseMessageIterator):
         """Housekeeping after a wait ran out: retry a pull or notice missed heartbeats."""
         if self._stopped:
             return
-        if monotonic() - self._activity >= 2 * self._heartbeat:
+        now = monotonic()
+        if now - self._activity >= 2 * self._heartbeat:
+            # Restart the clock: while a retry pause holds the next pull back
+            # (e.g. after a slow check of a 503), an expired clock would make
+            # every wait end at once and repeat this warning in a busy loop.
+            self._activity = now
             self._warn(NoHeartbeatError("missed two idle heartbeats; pulling again"))
             self._reset_pending()
 
