@@ -20,14 +20,21 @@ and nothing arrives, the feed asks the leader again (:data:`RECHECK`).
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._ack_subject import ack_tokens
-from .._deadline import Deadline
+from .._deadline import Deadline, seconds_text
 from .._signals import wait
-from ..errors import IteratorClosedError, MessageNotFoundError, NatsError, TimeoutError
+from ..errors import (
+    APIError,
+    IteratorClosedError,
+    MessageNotFoundError,
+    NatsError,
+    TimeoutError,
+)
 
 if TYPE_CHECKING:
     from ..msg import Msg
@@ -44,6 +51,11 @@ BUFFER = 10_000
 # While the end of the initial values is due and no message came for this many
 # seconds, the feed asks the stream leader again where they end.
 RECHECK = 1.0
+# While the stream elects a leader, a read of its last message is dropped (no
+# reply) or refused with a 5xx (10008, JetStream temporarily unavailable): it is
+# asked again, in attempts of at most ATTEMPT seconds, RETRY_PAUSE apart.
+ATTEMPT = 2.0
+RETRY_PAUSE = 0.1
 
 
 class _Marker:
@@ -60,19 +72,46 @@ def initial_end(stream: Stream, filters: Sequence[str], timeout: float) -> int:
 
     Asked of the stream leader, which holds every acknowledged message: one request
     per filter, each with ``timeout`` of its own (a watch of thousands of keys makes as
-    many round trips, which one shared deadline cut short on a busy machine).
+    many round trips, which one shared deadline cut short on a busy machine). A
+    request dropped or refused (5xx) during a leader election is asked again
+    within that timeout.
 
     Raises:
         StreamNotFoundError: the stream does not exist.
+        TimeoutError: the leader did not answer one filter's request within ``timeout``.
     """
     last = 0
     for subject in filters:
-        try:
-            msg = stream.get_last_msg_for_subject(subject, timeout=timeout)
-        except MessageNotFoundError:
-            continue
-        last = max(last, msg.seq)
+        last = max(last, _last_seq(stream, subject, timeout))
     return last
+
+
+def _last_seq(stream: Stream, subject: str, timeout: float) -> int:
+    """The stream sequence of the newest message on ``subject`` (0: none), riding elections.
+
+    Raises:
+        TimeoutError: the leader did not answer within ``timeout``.
+        APIError: a refusal other than a 5xx, or a 5xx still at the deadline.
+    """
+    deadline = Deadline(timeout)
+    attempt = min(timeout, ATTEMPT)
+    while True:
+        try:
+            return stream.get_last_msg_for_subject(subject, timeout=attempt).seq
+        except MessageNotFoundError:
+            return 0
+        except TimeoutError:
+            if deadline.expired():
+                raise TimeoutError(
+                    f"no answer from the leader of stream {stream.name!r} "
+                    f"within {seconds_text(timeout)} s"
+                ) from None
+            # the request was dropped: ask again at once
+        except APIError as exc:
+            if exc.code < 500 or deadline.remaining() <= RETRY_PAUSE:
+                raise
+            time.sleep(RETRY_PAUSE)
+        attempt = max(min(deadline.remaining(), ATTEMPT), 0.001)
 
 
 class WatchFeed(Generic[T]):

@@ -68,3 +68,21 @@ def test_r3_watch_marker_follows_every_initial_entry(cluster):
                 assert seen == keys, f"watch {i}: {seen} before the marker"
         finally:
             ctx.delete_key_value("R3MARK")
+
+
+def test_r3_listings_ride_stream_leader_elections(cluster):
+    """keys() and history() right after a stream leader step-down answer in full, not 10008."""
+    with nats_sync.connect(cluster.urls) as nc:
+        ctx = nc.jetstream(timeout=10)
+        kv = ctx.create_key_value(bucket="R3ELECT", replicas=3, history=5)
+        try:
+            for i in range(3):
+                kv.put(f"k{i}", b"v")
+            step_down = f"$JS.API.STREAM.LEADER.STEPDOWN.{kv.stream_name}"
+            for _ in range(6):
+                wait_for(lambda: kv.status().stream_info.cluster.leader, ignore=nats_sync.NatsError)
+                nc.request(step_down, b"", timeout=10)
+                assert kv.keys() == ["k0", "k1", "k2"]
+                assert [e.key for e in kv.history("k1")] == ["k1"]
+        finally:
+            ctx.delete_key_value("R3ELECT")
