@@ -14,7 +14,7 @@ from ._ack_subject import IN_PROGRESS as _WPI
 from ._ack_subject import NAK as _NAK
 from ._ack_subject import MsgMetadata, nak_body, parse_metadata, term_body
 from ._reply import STATUS_OPENINGS
-from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
+from .errors import MsgAlreadyAckedError, NatsError, NoRespondersError, NotJetStreamMsgError
 from .headers import Headers
 
 _NO_HEADERS = Headers()
@@ -387,6 +387,9 @@ class Msg:
         Raises:
             TimeoutError: no confirmation in time; the ack may still have
                 been applied (the message then counts as acknowledged here).
+            NoRespondersError: nobody received the ack (the consumer has no
+                leader, e.g. during an election, or it was deleted); the
+                message is not acknowledged and ``ack_sync`` may be called again.
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
@@ -396,7 +399,11 @@ class Msg:
         if self._ackd:
             raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
         self._ackd = True
-        self._client.request(reply, _ACK, timeout=D.JS_TIMEOUT if timeout is None else timeout)
+        try:
+            self._client.request(reply, _ACK, timeout=D.JS_TIMEOUT if timeout is None else timeout)
+        except NoRespondersError:
+            self._ackd = False  # the server's 503: no consumer leader got the ack
+            raise
 
     double_ack = ack_sync
 

@@ -1,9 +1,10 @@
-"""Continuous pulling while the consumer has no leader: warnings pace themselves, no spin.
+"""A pull consumer while it has no leader (two of three servers down).
 
-When two of three servers are down, an R3 consumer has no leader: every pull
-is answered 503 (no responders) and the info call that tells a gone
-consumer from an unreachable one times out. ``consume()`` must report that
-at the pace of its retries, not flood ``error_handler`` in a busy loop.
+Every pull and every ``ack_sync()`` is then answered 503 (no responders) and
+the info call that tells a gone consumer from an unreachable one times out.
+``consume()`` must report that at the pace of its retries, not flood
+``error_handler`` in a busy loop; an ``ack_sync()`` nobody received may be
+sent again once a leader is back.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import uuid
 import pytest
 
 import jetstream_sync
-from jetstream_sync.errors import NoHeartbeatError, NoRespondersError
+from jetstream_sync.errors import NoHeartbeatError, NoRespondersError, TimeoutError
 from tests.fixtures.polling import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -49,3 +50,42 @@ def test_consume_without_consumer_leader_does_not_spin(cluster):
             cluster.heal()
             js.delete_stream(name)
     assert counts.get(NoHeartbeatError, 0) <= counts[NoRespondersError] + 2, counts
+
+
+def test_ack_sync_nobody_received_can_be_sent_again(cluster):
+    """An ack_sync() answered 503 (no consumer leader) leaves the message unacked; a retry acks."""
+    name = "QA" + uuid.uuid4().hex[:6].upper()
+    with jetstream_sync.connect(cluster.urls) as admin:
+        js = admin.jetstream(timeout=10)
+        stream = js.create_stream(name=name, subjects=[f"{name}.>"], num_replicas=3)
+        try:
+            js.publish(f"{name}.x", b"job")
+            consumer = stream.create_consumer(durable_name="q", num_replicas=3, ack_wait=60)
+            leader = wait_for(
+                lambda: consumer.info().cluster.leader, ignore=jetstream_sync.NatsError
+            )
+            names = [server.server_name for server in cluster.servers]
+            survivor = next(i for i, n in enumerate(names) if n != leader)
+            with jetstream_sync.connect(cluster.urls[survivor], no_randomize=True) as nc:
+                (msg,) = nc.jetstream().consumer(name, "q").fetch(1, timeout=5)
+                for i in range(len(names)):
+                    if i != survivor:
+                        cluster.kill(i)
+                with pytest.raises(NoRespondersError):
+                    msg.ack_sync(timeout=5)
+                assert not msg.is_acked
+                cluster.heal()
+
+                def acked() -> bool:
+                    """Send the ack again; True once the server confirmed it."""
+                    try:
+                        msg.ack_sync(timeout=2)
+                    except (NoRespondersError, TimeoutError):
+                        return False
+                    return True
+
+                wait_for(acked, timeout=30)
+            assert consumer.info().num_ack_pending == 0
+        finally:
+            cluster.heal()
+            js.delete_stream(name)
