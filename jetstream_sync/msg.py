@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
@@ -14,7 +15,7 @@ from ._ack_subject import IN_PROGRESS as _WPI
 from ._ack_subject import NAK as _NAK
 from ._ack_subject import MsgMetadata, nak_body, parse_metadata, term_body
 from ._reply import STATUS_OPENINGS
-from .errors import MsgAlreadyAckedError, NatsError, NoRespondersError, NotJetStreamMsgError
+from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
 from .headers import Headers
 
 _NO_HEADERS = Headers()
@@ -392,6 +393,9 @@ class Msg:
                 message is not acknowledged and ``ack_sync`` may be called again.
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
+
+        After any failure but ``TimeoutError`` the message is not counted as
+        acknowledged here, and ``ack_sync`` may be called again.
         """
         reply = self.reply
         if not reply.startswith(_ACK_PREFIX) or self._client is None:
@@ -401,8 +405,12 @@ class Msg:
         self._ackd = True
         try:
             self._client.request(reply, _ACK, timeout=D.JS_TIMEOUT if timeout is None else timeout)
-        except NoRespondersError:
-            self._ackd = False  # the server's 503: no consumer leader got the ack
+        except builtins.TimeoutError:
+            raise  # the ack may have been applied: it stays counted
+        except BaseException:
+            # Nobody got it (the server's 503: no consumer leader), or it was never
+            # sent (client closed, bad timeout): the ack may be sent again.
+            self._ackd = False
             raise
 
     double_ack = ack_sync

@@ -55,6 +55,18 @@ def test_second_final_ack_raises_and_in_progress_repeats(js, stream):
             again()
 
 
+def test_ack_sync_that_sent_nothing_can_be_sent_again(js, stream):
+    """An ack_sync refused before sending (a bad timeout) leaves the message unacked."""
+    js.publish(f"{stream.name}.a", b"1")
+    cons = stream.create_consumer(durable_name="again")
+    msg = cons.fetch(1, timeout=2)[0]
+    with pytest.raises(ValueError):
+        msg.ack_sync(timeout=-1)
+    assert not msg.is_acked
+    msg.ack_sync(timeout=2)
+    assert msg.is_acked and cons.info().num_ack_pending == 0
+
+
 def test_ack_removes_from_pending(js, stream):
     """Acked messages leave num_ack_pending; ack_sync waits for the server."""
     for i in range(3):
