@@ -40,6 +40,8 @@ CONNECTION = (
     "servers", "user", "password", "token", "creds", "userCredentials", "nkeysSeed",
     "tls", "tlsCaFile", "tlsCertFile", "tlsKeyFile", "tlsHandshakeFirst", "name", "connectTimeout",
 )  # fmt: skip
+# canonical connection option name -> its documented spelling (Spark lowercases names).
+_DOCUMENTED = {option.lower(): option for option in CONNECTION}
 # What Spark itself passes to a streaming sink when the query sets them.
 _SPARK_STREAM_SINK = ("checkpointLocation", "queryName")
 # What Spark passes when load(), save() or start() is given a path.
@@ -242,14 +244,15 @@ class Options:
                 kwargs[key] = self._values[name]
         for name, key in _CONNECT_BOOLS.items():
             if name in self._values:
-                kwargs[key] = self.boolean(name, False)
+                kwargs[key] = self.boolean(_DOCUMENTED[name], False)
         for name, key in _CONNECT_FLOATS.items():
             if name in self._values:
                 try:
                     kwargs[key] = float(self._values[name])
                 except ValueError:
                     raise ValueError(
-                        f"option {name!r} must be a number of seconds, got {self._values[name]!r}"
+                        f"option {_DOCUMENTED[name]!r} must be a number of seconds, "
+                        f"got {self._values[name]!r}"
                     ) from None
         return kwargs
 

@@ -219,6 +219,21 @@ def test_names_match_ignoring_case_and_underscores():
         Options({"start_seqq": "3"}, BATCH_READ)
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [
+        ("connect_timeout", "soon", "connectTimeout"),
+        ("TLSHANDSHAKEFIRST", "maybe", "tlsHandshakeFirst"),
+        ("tls", "2", "tls"),
+    ],
+)
+def test_a_bad_connection_option_is_named_as_the_docs_spell_it(option, value, named):
+    """Spark lowercases option names; the error still says ``connectTimeout``."""
+    opts = Options({"servers": "nats://h:4222", option: value}, BATCH_READ)
+    with pytest.raises(ValueError, match=f"option '{named}' must be .*{value!r}"):
+        opts.connect_kwargs()
+
+
 def test_reading_an_option_the_role_does_not_declare_is_a_bug_caught_at_once():
     """Code reading an undeclared option fails loudly instead of reading nothing."""
     opts = Options({"servers": "nats://h:4222"}, STREAM_READ)
