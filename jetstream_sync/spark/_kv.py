@@ -189,18 +189,26 @@ class KVWriter(DataSourceArrowWriter):
         from pyspark import TaskContext
 
         kv = context(self.conn).key_value(self.bucket)
+        task = TaskContext.get()
+        partition = task.partitionId() if task else 0
         rows = 0
         for batch in iterator:
             keys = batch.column(batch.schema.names.index("key")).to_pylist()
             values = batch.column(batch.schema.names.index("value")).to_pylist()
             for key, value in zip(keys, values, strict=True):
-                if value is None:
-                    kv.delete(key)
-                else:
-                    kv.put(key, value)
+                try:
+                    if value is None:
+                        kv.delete(key)
+                    else:
+                        kv.put(key, value)
+                except Exception as error:
+                    error.add_note(
+                        f"writing row {rows + 1} of partition {partition} (key {key!r}) "
+                        f"to bucket {self.bucket!r}; the {rows} rows before it were written"
+                    )
+                    raise
                 rows += 1
-        task = TaskContext.get()
-        return WriteCommit(partition=task.partitionId() if task else 0, rows=rows, duplicates=0)
+        return WriteCommit(partition=partition, rows=rows, duplicates=0)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log how many keys were written."""

@@ -52,6 +52,25 @@ def test_write_then_read_a_bucket(spark, shared_server, bucket):
     }
 
 
+@pytest.mark.parametrize("key", ["bad key", None])
+def test_a_row_the_bucket_refuses_is_named_in_the_error(spark, shared_server, bucket, key):
+    """A key the bucket cannot take fails the task with the row, its partition and its key."""
+    df = spark.createDataFrame([("a", "1"), ("b", "2"), (key, "3")], "key STRING, value STRING")
+    write = (
+        df.coalesce(1)
+        .write.format("jetstream-kv")
+        .mode("append")
+        .option("servers", shared_server.url)
+        .option("bucket", bucket.bucket)
+    )
+    with pytest.raises(Exception, match="InvalidKeyError") as failed:
+        write.save()
+    assert f"writing row 3 of partition 0 (key {key!r}) to bucket {bucket.bucket!r}" in str(
+        failed.value
+    )
+    assert [bucket.get(k).value for k in ("a", "b")] == [b"1", b"2"]
+
+
 @pytest.mark.parametrize(
     ("option", "value", "error"),
     [
