@@ -149,25 +149,37 @@ class ServerPool:
         return [e.address for e in self._entries]
 
     def add_discovered(self, urls: Iterable[str], template: ServerAddress) -> list[str]:
-        """Add servers announced by INFO ``connect_urls`` (host:port strings).
+        """Take the servers announced by INFO ``connect_urls`` (host:port strings).
 
         ``template`` is the server that announced them. As in nats.go, a new
         server takes its URL's credentials (a cluster shares its users), and one
         announced by IP address checks TLS certificates against its host name:
-        servers advertise IPs, certificates name hosts.
+        servers advertise IPs, certificates name hosts. A server discovered
+        earlier that the list no longer names has left the cluster and leaves
+        the pool (unless it is ``template``, the one connected to); configured
+        servers always stay.
 
         Returns:
             The entries that are not a valid ``host:port`` (skipped).
         """
-        known = {e.address.key for e in self._entries}
         bad = []
-        added = []
+        announced = []
         for hostport in urls:
             try:
                 addr = ServerAddress(("tls://" if template.tls else "nats://") + hostport, True)
             except ValueError:
                 bad.append(hostport)
                 continue
+            announced.append(addr)
+        named = {addr.key for addr in announced}
+        self._entries = [
+            e
+            for e in self._entries
+            if not e.address.implicit or e.address is template or e.address.key in named
+        ]
+        known = {e.address.key for e in self._entries}
+        added = []
+        for addr in announced:
             if addr.key not in known:
                 if addr.user is None and addr.token is None:
                     addr.user, addr.password = template.user, template.password

@@ -108,3 +108,23 @@ def test_server_info_is_the_new_servers_after_a_lame_duck_failover(tmp_path):
             assert not nc.server_info.get("ldm")
         finally:
             nc.close()
+
+
+def test_a_server_that_leaves_the_cluster_leaves_the_pool(tmp_path):
+    """A third server stops: the cluster announces the other two only, and the client
+    drops the one that left (nats.go does) instead of trying it on every reconnect; the
+    servers it was given stay."""
+    with two_routed_servers(tmp_path) as (first, second):
+        routes = [f"nats-route://{LOOPBACK}:{first.cluster_port}"]
+        third = NatsServer(
+            jetstream=False, cluster_name="pair", routes=routes, directory=tmp_path / "c"
+        ).start()
+        nc = js.connect(first.url, no_randomize=True)
+        try:
+            wait_for(lambda: len(nc.discovered_servers) == 2)
+            third.stop()
+            wait_for(lambda: nc.discovered_servers == [second.url], timeout=10)
+            assert nc.servers == [first.url, second.url]
+        finally:
+            nc.close()
+            third.stop()
