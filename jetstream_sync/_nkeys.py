@@ -320,7 +320,7 @@ _JWT_TEXT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 def _read_text(path: str | os.PathLike[str], what: str) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a BOM, as Windows editors save
             return f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise NKeyError(f"cannot read the {what} {os.fspath(path)!r}: {exc}") from exc

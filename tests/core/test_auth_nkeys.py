@@ -266,6 +266,20 @@ def test_nkey_auth_with_seed_file(nkey_server, nkey_users, tmp_path):
             _round_trip(nc)
 
 
+def test_seed_and_creds_files_saved_with_a_byte_order_mark_authenticate(
+    nkey_server, nkey_users, operator_server, operator, tmp_path
+):
+    """Windows editors save UTF-8 with a BOM first; the files are still read."""
+    seed = tmp_path / "bom.nk"
+    seed.write_text(nkey_users[0].seed + "\r\n", encoding="utf-8-sig")
+    with js.connect(nkey_server.url, nkeys_seed=seed) as nc:
+        _round_trip(nc)
+    creds = operator.creds(tmp_path / "user.creds")
+    creds.write_text(creds.read_text(), encoding="utf-8-sig")
+    with js.connect(operator_server.url, user_credentials=creds) as nc:
+        _round_trip(nc)
+
+
 def test_nkey_on_a_server_without_auth(shared_server):
     """With no nonce in INFO nothing is signed, and the connection works."""
     with js.connect(shared_server.url, nkeys_seed=KeyPair.create().seed) as nc:
