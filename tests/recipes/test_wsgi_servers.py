@@ -1,6 +1,6 @@
 """examples/wsgi_app.py under real WSGI servers: gunicorn's sync, gthread and gevent
-workers (with and without --preload), uWSGI with gevent and its monkey-patch or with
-threads. 200 requests, 50 at a time, over 2 worker processes; each request publishes to
+workers (with and without --preload), uWSGI with gevent and its monkey-patch, with
+threads, and with neither (its defaults, where ``--enable-threads`` is off). 200 requests, 50 at a time, over 2 worker processes; each request publishes to
 JetStream, makes a request/reply to a responder of its own worker and reads a Key-Value
 entry: all succeed."""
 
@@ -49,6 +49,8 @@ SERVERS = {
     "gunicorn-gevent-preload": ("cooperative", _gunicorn("gevent", "--preload")),
     "uwsgi-gevent": ("cooperative", _uwsgi("--gevent", "100", "--gevent-early-monkey-patch")),
     "uwsgi-threads": ("threads", _uwsgi("--threads", "8", "--enable-threads")),
+    "uwsgi-default": ("threads", _uwsgi()),
+    "uwsgi-threads-without-enable-threads": ("threads", _uwsgi("--threads", "4")),
 }
 
 
