@@ -179,6 +179,16 @@ class Subscription:
         """
         self._queue.interrupt()
 
+    def report_error(self, error: BaseException) -> None:
+        """Hand ``error`` to the client's ``error_cb`` (on its events thread), and log it.
+
+        For the library's own layers: an error of this subscription that no
+        call of the application can raise (a push consumer's missed
+        heartbeats), reported as an exception of its callback would be.
+        Never blocks.
+        """
+        self._client._report_error(error)
+
     def check_usable(self) -> None:
         """Raise when this process may not use the subscription.
 

@@ -10,11 +10,17 @@ subscribes to it and handles the server's control messages there
 - ``100 Idle Heartbeat``: proof of life; when it carries
   ``Nats-Consumer-Stalled`` the flow-control reply is sent again to that
   subject, unblocking a stalled consumer.
+
+A consumer with ``idle_heartbeat`` that goes silent for two intervals (it
+was deleted, or its stream) is reported as :class:`NoHeartbeatError`
+(``_heartbeats.py``): ``next_msg()`` and iteration raise it, a callback
+subscription hands it to ``error_cb``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
@@ -27,10 +33,12 @@ from ..errors import (
     ConsumerNotFoundError,
     JetStreamError,
     NatsError,
+    NoHeartbeatError,
     TimeoutError,
 )
 from ..msg import Msg
 from ._codec import merge_config
+from ._heartbeats import HeartbeatClock, HeartbeatWatch
 from .consumer_config import ConsumerConfig, OrderedConsumerConfig
 from .enums import DeliverPolicy
 from .info import ConsumerInfo
@@ -52,6 +60,14 @@ class JetStreamSubscription:
     with ``cb=``: the callback then runs on the subscription's own thread,
     in order, and (unless ``manual_ack``) each message is acked after the
     callback returns. Flow control and heartbeats are handled for you.
+
+    When the consumer has ``idle_heartbeat`` and two heartbeats in a row do
+    not come while the client is connected (the consumer or its stream was
+    deleted), :meth:`next_msg` and iteration raise :class:`NoHeartbeatError`,
+    and a callback subscription reports it to the client's ``error_cb``;
+    again every two intervals while the silence lasts. The subscription
+    stays: it delivers again if the consumer comes back. Not in a queue
+    group, whose members each get only some of the heartbeats.
     """
 
     def __init__(
@@ -69,6 +85,8 @@ class JetStreamSubscription:
         self._sub: Subscription | None = None
         self._cb: Callable[[Msg], object] | None = None
         self._auto_ack = False
+        self._clock: HeartbeatClock | None = None  # iterating with heartbeats
+        self._watch: HeartbeatWatch | None = None  # a callback with heartbeats
 
     def _start(
         self,
@@ -76,11 +94,31 @@ class JetStreamSubscription:
         queue: str | None,
         cb: Callable[[Msg], object] | None,
         auto_ack: bool,
+        heartbeat: float | None,
     ) -> None:
         self._cb = cb
         self._auto_ack = auto_ack
         handler = self._handle if cb is not None else None
-        self._sub = self._client.subscribe(deliver_subject, queue=queue, cb=handler)
+        sub = self._sub = self._client.subscribe(deliver_subject, queue=queue, cb=handler)
+        if not heartbeat or queue:
+            # The server sends each heartbeat to one member of a queue group: a member's
+            # silence says nothing (nats.go refuses heartbeats on queue subscriptions).
+            return
+        if cb is None:
+            self._clock = HeartbeatClock(self._client, sub, heartbeat)
+        else:
+            self._watch = self._client.shared_resource("push-heartbeats", HeartbeatWatch)
+            self._watch.watch(self, sub, heartbeat, self._report_missed)
+
+    def _missed(self) -> NoHeartbeatError:
+        return NoHeartbeatError(
+            f"push consumer {self.stream}/{self.consumer}: two idle heartbeats missed "
+            "(the consumer or its stream was deleted?)"
+        )
+
+    def _report_missed(self) -> None:
+        """The heartbeat watch thread: this callback subscription went silent."""
+        self._sub.report_error(self._missed())  # type: ignore[union-attr]
 
     # -- control messages ---------------------------------------------------------
 
@@ -114,15 +152,31 @@ class JetStreamSubscription:
 
         Raises:
             TimeoutError: nothing arrived within ``timeout``.
+            NoHeartbeatError: the consumer has ``idle_heartbeat`` and sent
+                nothing for two intervals (it or its stream was deleted);
+                the subscription stays, and a later call may get messages.
             NatsError: the subscription has a callback, or has ended.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         sub = self._sub
+        clock = self._clock
         while True:
             left = None if deadline is None else deadline.remaining()
             if left is not None and left <= 0:
                 raise TimeoutError("no message within the timeout")
-            msg = sub.next_msg(left)  # type: ignore[union-attr]
+            wait, checking = left, False
+            if clock is not None:
+                now = monotonic()
+                if clock.due <= now and clock.missed(now):
+                    raise self._missed()
+                if left is None or clock.due - now < left:
+                    wait, checking = max(clock.due - now, 0.001), True
+            try:
+                msg = sub.next_msg(wait)  # type: ignore[union-attr]
+            except TimeoutError:
+                if checking:  # the clock is due, not the caller's deadline
+                    continue
+                raise
             if msg.is_status:
                 self._control(msg)
                 continue
@@ -173,8 +227,13 @@ class JetStreamSubscription:
             except NatsError:
                 pass
 
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch.unwatch(self)
+
     def unsubscribe(self) -> None:
         """Stop receiving; an ephemeral consumer this subscription created is deleted."""
+        self._unwatch()
         sub = self._sub
         if sub is not None and sub.is_active and not self._client.is_closed:
             sub.unsubscribe()
@@ -186,6 +245,7 @@ class JetStreamSubscription:
         Raises:
             TimeoutError: the callback did not finish in time.
         """
+        self._unwatch()
         sub = self._sub
         if sub is not None and sub.is_active:
             sub.drain(timeout)
@@ -371,7 +431,8 @@ def subscribe(
         # The group may come from config= rather than queue=: listen in it, or
         # the server delivers nothing.
         group = cfg.deliver_group or None
-        js_sub._start(cfg.deliver_subject, group, cb, not manual_ack)  # type: ignore[arg-type]
+        deliver: str = cfg.deliver_subject  # type: ignore[assignment]
+        js_sub._start(deliver, group, cb, not manual_ack, cfg.idle_heartbeat)
     except BaseException:
         js_sub._delete_owned()
         raise
@@ -444,7 +505,7 @@ def _bind(
         # A second subscriber would get every message a second time.
         raise JetStreamError(f"consumer {info.name!r} is already bound to a subscription")
     js_sub = JetStreamSubscription(ctx, stream, info.name, owned=False)
-    js_sub._start(cfg.deliver_subject, group, cb, not manual_ack)
+    js_sub._start(cfg.deliver_subject, group, cb, not manual_ack, cfg.idle_heartbeat)
     return js_sub
 
 

@@ -288,3 +288,77 @@ def test_idle_heartbeats_arrive_and_are_not_delivered(js, stream):
         sub.next_msg(timeout=0.5)
     sub.unsubscribe()
     observer.unsubscribe()
+
+
+def test_a_deleted_consumer_is_reported_to_error_cb(shared_server, stream):
+    """A callback subscription with heartbeats reports NoHeartbeatError when its consumer goes."""
+    errors = []
+    with jetstream_sync.connect(shared_server.url, error_cb=errors.append) as nc:
+        js = nc.jetstream()
+        seen = []
+        sub = js.subscribe(f"{stream.name}.a", cb=seen.append, idle_heartbeat=0.2)
+        js.publish(f"{stream.name}.a", b"1")
+        wait_for(lambda: len(seen) == 1)
+        js.delete_consumer(stream.name, sub.consumer)
+        wait_for(lambda: any(isinstance(e, jetstream_sync.NoHeartbeatError) for e in errors))
+        sub.unsubscribe()
+    watchers = [t for t in threading.enumerate() if t.name == "jetstream_sync-push-heartbeats"]
+    assert not watchers  # close() joined it
+
+
+def test_a_deleted_consumer_ends_the_wait_of_next_msg(js, stream):
+    """next_msg() and iteration raise NoHeartbeatError once the consumer's heartbeats stop."""
+    sub = js.subscribe(f"{stream.name}.a", idle_heartbeat=0.2)
+    wait_for(lambda: sub.delivered >= 1)  # a heartbeat came
+    js.delete_consumer(stream.name, sub.consumer)
+    with pytest.raises(jetstream_sync.NoHeartbeatError):
+        sub.next_msg(timeout=None)
+    with pytest.raises(jetstream_sync.NoHeartbeatError):
+        next(iter(sub))
+    sub.unsubscribe()
+
+
+def test_a_deleted_stream_is_reported_to_error_cb(shared_server, js, stream_name):
+    """Deleting the stream under a bound push subscription with heartbeats is reported."""
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    deliver = js.client.new_inbox()
+    js.create_consumer(
+        stream_name, durable_name="hb", deliver_subject=deliver, idle_heartbeat=0.2,
+    )  # fmt: skip
+    errors = []
+    with jetstream_sync.connect(shared_server.url, error_cb=errors.append) as nc:
+        sub = nc.jetstream().subscribe_bind(stream_name, "hb", cb=lambda m: None)
+        wait_for(lambda: sub.delivered >= 1)
+        js.delete_stream(stream_name)
+        wait_for(lambda: any(isinstance(e, jetstream_sync.NoHeartbeatError) for e in errors))
+        sub.unsubscribe()
+
+
+def test_an_idle_consumer_with_heartbeats_reports_nothing(shared_server, stream):
+    """Heartbeats that keep coming are no error, whatever the subscription does meanwhile."""
+    errors = []
+    with jetstream_sync.connect(shared_server.url, error_cb=errors.append) as nc:
+        js = nc.jetstream()
+        sub = js.subscribe(f"{stream.name}.a", cb=lambda m: None, idle_heartbeat=0.1)
+        wait_for(lambda: sub.delivered >= 10)  # longer than several checks
+        it = js.subscribe(f"{stream.name}.a", idle_heartbeat=0.1)
+        with pytest.raises(TimeoutError):
+            it.next_msg(timeout=1.0)
+        sub.unsubscribe()
+        it.unsubscribe()
+    assert errors == []
+
+
+def test_queue_members_with_heartbeats_report_nothing(shared_server, stream):
+    """Heartbeats go to one member of a queue group at a time: no member counts them."""
+    errors = []
+    with jetstream_sync.connect(shared_server.url, error_cb=errors.append) as nc:
+        js = nc.jetstream()
+        a = js.subscribe(f"{stream.name}.a", "q", cb=lambda m: None, idle_heartbeat=0.1)
+        b = js.subscribe(f"{stream.name}.a", "q")  # joins the group's consumer
+        wait_for(lambda: a.delivered + b.delivered >= 30)  # several checks' worth
+        with pytest.raises(TimeoutError):
+            b.next_msg(timeout=0.5)
+        a.unsubscribe()
+        b.unsubscribe()
+    assert errors == []
