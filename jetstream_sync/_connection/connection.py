@@ -31,6 +31,7 @@ from ..errors import (
     AuthorizationError,
     ConnectionClosedError,
     ConnectionLostError,
+    MaxPayloadError,
     NatsError,
     NoServersError,
     ProtocolError,
@@ -742,14 +743,37 @@ class Connection:
                 if self.closing.is_set():
                     conn.transport.close()
                     return None
+                checked_against = self.server_info.get("max_payload")
                 self._adopt(conn)
                 self.reconnecting = False
+                too_big = self._drop_too_big(checked_against)
                 self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
                 self.reconnects += 1
             log.info("reconnected to %s", conn.address.url())
+            for subject, size in too_big:
+                self._report_error(
+                    MaxPayloadError(
+                        f"a publish to {subject!r} buffered while disconnected was dropped: it is "
+                        f"{size} bytes, and the server reconnected to accepts "
+                        f"{self.server_info['max_payload']}"
+                    )
+                )
             self._announce("reconnected")
             return conn
         return None
+
+    def _drop_too_big(self, checked_against: object) -> list[tuple[str, int]]:
+        """Drop the buffered publishes the new server's smaller ``max_payload`` refuses.
+
+        ``checked_against`` is the limit they were checked against (the last
+        server's). Returns each dropped publish's subject and size.
+        """
+        limit = self.server_info.get("max_payload")
+        if not isinstance(limit, int) or not isinstance(checked_against, int):
+            return []
+        if limit >= checked_against:
+            return []
+        return self._writer.drop_too_big(limit)
 
     def _resubscribe_frames(self) -> bytes:
         """SUB frames for every live subscription (sent first on a new connection)."""

@@ -32,7 +32,11 @@ none is answered on the next connection, and ``write_ping`` registers a PING
 with the caller's tracker under the writer's lock, atomically with appending it.
 
 While disconnected the buffer keeps filling up to ``reconnect_buf_size``; past
-that, writes raise instead of dropping anything silently.
+that, writes raise instead of dropping anything silently. Publishes buffered
+then were checked against the last server's ``max_payload``; before the buffer
+goes to a server that accepts less, :meth:`Writer.drop_too_big` takes out the
+frames it would refuse (it would close the connection on the first, losing
+every frame after it), so the caller can report each.
 
 A requester that reads its own reply (the read role, see
 :mod:`jetstream_sync._connection.read_role`) sends its request with
@@ -462,6 +466,37 @@ class Writer:
             if not self._kicked:
                 self._kicked = True
                 self._kick.release()
+
+    def drop_too_big(self, max_payload: int) -> list[tuple[str, int]]:
+        """Take the PUB/HPUB frames larger than ``max_payload`` out of the buffer.
+
+        Called while detached (the buffer then starts at a frame and holds no
+        PING), before :meth:`attach` to a server that accepts less than the one
+        the frames were checked against. Returns each dropped frame's subject
+        and size (headers and payload), in order.
+        """
+        dropped: list[tuple[str, int]] = []
+        with self._lock:
+            buf = self._buf
+            spans = []
+            at, end = 0, len(buf)
+            while at < end:
+                eol = buf.find(b"\r\n", at)
+                if eol < 0:
+                    break
+                if buf.startswith((b"PUB ", b"HPUB "), at):
+                    line = bytes(buf[at:eol]).split()
+                    size = int(line[-1])
+                    frame_end = eol + 2 + size + 2
+                    if size > max_payload:
+                        spans.append((at, frame_end))
+                        dropped.append((line[1].decode("utf-8", "surrogateescape"), size))
+                    at = frame_end
+                else:  # SUB, UNSUB, PONG: one line
+                    at = eol + 2
+            for start, stop in reversed(spans):
+                del buf[start:stop]
+        return dropped
 
     def detach(self) -> None:
         """Stop sending (disconnected); writes keep buffering up to the limit.

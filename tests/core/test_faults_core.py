@@ -14,7 +14,8 @@ import pytest
 
 import jetstream_sync as js
 from tests.fixtures.faults import FAST, assert_works
-from tests.fixtures.proxy import TO_CLIENT, TO_SERVER
+from tests.fixtures.proxy import TO_CLIENT, TO_SERVER, FaultProxy
+from tests.fixtures.server import NatsServer
 
 
 @pytest.fixture
@@ -241,3 +242,44 @@ def test_connect_through_a_dead_link_fails_within_connect_timeout(fault_proxy, f
     fault_proxy.accept()
     with js.connect(fault_proxy.url, connect_timeout=5) as nc:
         assert_works(nc)
+
+
+def test_buffered_publishes_too_big_for_the_new_server_are_dropped_and_reported(
+    shared_server, tmp_path, events
+):
+    """Reattaching to a server with a smaller max_payload: the buffered frames too big for it
+    go to error_cb as MaxPayloadError; every other buffered publish arrives."""
+    small = NatsServer(jetstream=False, max_payload=1024, directory=tmp_path).start()
+    try:
+        with (
+            FaultProxy(shared_server.port) as big_link,
+            FaultProxy(small.port) as small_link,
+            js.connect(small.url) as reader,
+        ):
+            small_link.refuse()
+            sub = reader.subscribe("faults.core.payload")
+            reader.flush()
+            options = {**FAST, **events.callbacks()}
+            with js.connect([big_link.url, small_link.url], no_randomize=True, **options) as nc:
+                big_link.refuse()
+                big_link.cut()
+                events.wait(lambda e: e.disconnects == 1)
+                for i in range(10):
+                    nc.publish("faults.core.payload", b"%d" % i)
+                nc.publish("faults.core.payload", b"x" * 4000)  # the big server took it
+                for i in range(10, 20):
+                    nc.publish("faults.core.payload", b"%d" % i, headers={"N": str(i)})
+                nc.publish("faults.core.payload", b"y" * 4000, headers={"Big": "yes"})
+                for i in range(20, 30):
+                    nc.publish("faults.core.payload", b"%d" % i)
+                small_link.accept()
+                events.wait(lambda e: e.reconnects == 1)
+                nc.flush(timeout=5)
+                got = [sub.next_msg(timeout=5).data for _ in range(30)]
+                assert got == [b"%d" % i for i in range(30)]
+                events.wait(lambda e: len(e.errors) == 2)
+                assert all(isinstance(x, js.MaxPayloadError) for x in events.errors)
+                assert events.disconnects == 1  # the small server kept the connection
+                assert_works(nc)
+    finally:
+        small.stop()
