@@ -53,6 +53,23 @@ def test_recreated_after_deletion_with_fetch(js, stream):
     assert [int(m.data) for m in first + rest] == list(range(10))
 
 
+def test_a_recreated_stream_is_read_after_the_last_sequence_delivered(js, stream_name):
+    """As nats.go's: a stream deleted and made again under the same name is read on from
+    the stream sequence after the last one delivered, not from its start (documented)."""
+    subjects = [f"{stream_name}.>"]
+    js.create_stream(name=stream_name, subjects=subjects)
+    publish_numbered(js, f"{stream_name}.a", 5)
+    oc = js.ordered_consumer(stream_name)
+    assert [int(m.data) for m in oc.fetch(5, timeout=2)] == list(range(5))
+    js.delete_stream(stream_name)
+    js.create_stream(name=stream_name, subjects=subjects)
+    publish_numbered(js, f"{stream_name}.a", 8)  # sequences 1 to 8 of the new stream
+    got = oc.fetch(10, timeout=2)
+    if len(got) < 3:
+        got += oc.fetch(10, timeout=2)
+    assert [m.metadata.sequence.stream for m in got] == [6, 7, 8]
+
+
 def test_messages_recover_from_deletion(js, stream):
     """messages() recreates the link on 409 Consumer Deleted and goes on in order."""
     publish_numbered(js, f"{stream.name}.a", 100)
