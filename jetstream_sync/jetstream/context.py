@@ -653,12 +653,18 @@ class JetStreamContext:
         flow_control: bool = False,
         *,
         deliver_policy: Any = None,
+        headers_only: bool | None = None,
+        inactive_threshold: float | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
         timeout: float | None = None,
     ) -> JetStreamSubscription:
         """nats.py's push ``subscribe`` (see :func:`jetstream_sync.jetstream.push.subscribe`)."""
         return push.subscribe(
             self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
-            idle_heartbeat, flow_control, deliver_policy, timeout,
+            idle_heartbeat, flow_control, deliver_policy, timeout, headers_only=headers_only,
+            inactive_threshold=inactive_threshold, pending_msgs_limit=pending_msgs_limit,
+            pending_bytes_limit=pending_bytes_limit,
         )  # fmt: skip
 
     def subscribe_bind(
@@ -668,15 +674,22 @@ class JetStreamContext:
         cb: Callable[[Msg], object] | None = None,
         manual_ack: bool = False,
         *,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
         timeout: float | None = None,
     ) -> JetStreamSubscription:
         """nats.py's ``subscribe_bind``: attach to an existing push consumer.
 
+        ``pending_msgs_limit`` and ``pending_bytes_limit`` are the
+        subscription's, as in :meth:`Client.subscribe`.
+
         Raises:
             ConsumerNotFoundError: no such consumer.
-            ValueError: it is a pull consumer.
+            ValueError: it is a pull consumer, or a limit is not a positive integer.
         """
-        return push.subscribe_bind(self, stream, consumer, cb, manual_ack, timeout)
+        return push.subscribe_bind(
+            self, stream, consumer, cb, manual_ack, timeout, pending_msgs_limit, pending_bytes_limit
+        )
 
     # ---------------------------------------------------------------- Key-Value (kv/)
 

@@ -19,12 +19,12 @@ subscription hands it to ``error_cb``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
-from .._deadline import Deadline, check_timeout
+from .._deadline import Deadline, check_count, check_timeout
 from .._subjects import filter_subject
 from ..errors import (
     ConnectionClosedError,
@@ -95,11 +95,18 @@ class JetStreamSubscription:
         cb: Callable[[Msg], object] | None,
         auto_ack: bool,
         heartbeat: float | None,
+        limits: Mapping[str, int],
     ) -> None:
         self._cb = cb
         self._auto_ack = auto_ack
         handler = self._handle if cb is not None else None
-        sub = self._sub = self._client.subscribe(deliver_subject, queue=queue, cb=handler)
+        sub = self._sub = self._client.subscribe(
+            deliver_subject,
+            queue=queue,
+            cb=handler,
+            pending_msgs_limit=limits.get("pending_msgs_limit"),
+            pending_bytes_limit=limits.get("pending_bytes_limit"),
+        )
         if not heartbeat or queue:
             # The server sends each heartbeat to one member of a queue group: a member's
             # silence says nothing (nats.go refuses heartbeats on queue subscriptions).
@@ -353,6 +360,11 @@ def subscribe(
     flow_control: bool,
     deliver_policy: DeliverPolicy | None,
     timeout: float | None,
+    *,
+    headers_only: bool | None = None,
+    inactive_threshold: float | None = None,
+    pending_msgs_limit: int | None = None,
+    pending_bytes_limit: int | None = None,
 ) -> JetStreamSubscription:
     """Subscribe to ``subject`` through a push consumer, as nats.py's ``js.subscribe`` does.
 
@@ -373,21 +385,40 @@ def subscribe(
             policy and ``headers_only``.
         idle_heartbeat: seconds between the server's heartbeats.
         flow_control: let the server pace delivery to what is taken.
+        headers_only: deliver only the headers (the size in ``Nats-Msg-Size``).
+        inactive_threshold: seconds after which the server deletes the
+            consumer once nothing listens (ephemeral consumers).
+        pending_msgs_limit: messages the subscription holds before it is a
+            slow consumer (as the client's ``subscribe``).
+        pending_bytes_limit: payload bytes it holds before it is one.
 
     Raises:
         StreamNotFoundError: no stream captures ``subject``.
         BadSubjectError: ``subject`` is not a filter subject; nothing was sent.
         ValueError: the existing durable is a pull consumer, filters on
-            other subjects, or options clash.
+            other subjects, or options clash (pending limits with
+            ``ordered_consumer``, whose messages wait in its own buffer).
         JetStreamError: the durable (without a queue group) already has a
             subscriber.
     """
     filter_subject(subject)
-    if stream is None:
-        stream = ctx.stream_name_by_subject(subject, timeout=timeout)
+    limits = _pending_limits(pending_msgs_limit, pending_bytes_limit)
+    config_fields = {
+        name: value
+        for name, value in (("headers_only", headers_only),
+                            ("inactive_threshold", inactive_threshold))
+        if value is not None
+    }  # fmt: skip
+    if config_fields:
+        config = merge_config(ConsumerConfig, config, config_fields)
     if ordered_consumer:
         if queue or durable:
             raise ValueError("an ordered consumer cannot have a queue group or a durable name")
+        if limits:
+            raise ValueError("an ordered consumer takes no pending limits (it buffers its own)")
+    if stream is None:
+        stream = ctx.stream_name_by_subject(subject, timeout=timeout)
+    if ordered_consumer:
         ordered = ctx.ordered_consumer(stream, _ordered_config(subject, config, deliver_policy))
         return OrderedPushSubscription(ctx, stream, ordered, cb)
     durable = durable or (config.durable_name if config is not None else None) or queue
@@ -398,7 +429,7 @@ def subscribe(
             info = None
         if info is not None:
             check_filter(info, subject, config)
-            return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
+            return _bind(ctx, stream, info, queue, cb, manual_ack, True, limits)
     chosen = config.deliver_subject if config is not None else None
     fields: dict[str, Any] = {"deliver_subject": chosen or ctx.client.new_inbox()}
     if durable:
@@ -425,14 +456,14 @@ def subscribe(
         # starting at once): join it, as nats.go does.
         info = ctx.consumer_info(stream, durable, timeout)
         check_filter(info, subject, config)
-        return _bind(ctx, stream, info, queue, cb, manual_ack, exclusive=True)
+        return _bind(ctx, stream, info, queue, cb, manual_ack, True, limits)
     js_sub = JetStreamSubscription(ctx, stream, cons.name, owned=not durable)
     try:
         # The group may come from config= rather than queue=: listen in it, or
         # the server delivers nothing.
         group = cfg.deliver_group or None
         deliver: str = cfg.deliver_subject  # type: ignore[assignment]
-        js_sub._start(deliver, group, cb, not manual_ack, cfg.idle_heartbeat)
+        js_sub._start(deliver, group, cb, not manual_ack, cfg.idle_heartbeat, limits)
     except BaseException:
         js_sub._delete_owned()
         raise
@@ -494,6 +525,7 @@ def _bind(
     cb: Callable[[Msg], object] | None,
     manual_ack: bool,
     exclusive: bool,
+    limits: Mapping[str, int],
 ) -> JetStreamSubscription:
     cfg = info.config
     if cfg is None or not cfg.deliver_subject:
@@ -505,7 +537,7 @@ def _bind(
         # A second subscriber would get every message a second time.
         raise JetStreamError(f"consumer {info.name!r} is already bound to a subscription")
     js_sub = JetStreamSubscription(ctx, stream, info.name, owned=False)
-    js_sub._start(cfg.deliver_subject, group, cb, not manual_ack, cfg.idle_heartbeat)
+    js_sub._start(cfg.deliver_subject, group, cb, not manual_ack, cfg.idle_heartbeat, limits)
     return js_sub
 
 
@@ -516,13 +548,23 @@ def subscribe_bind(
     cb: Callable[[Msg], object] | None,
     manual_ack: bool,
     timeout: float | None,
+    pending_msgs_limit: int | None = None,
+    pending_bytes_limit: int | None = None,
 ) -> JetStreamSubscription:
     """Attach to an existing push consumer (it is never deleted by unsubscribing).
 
     Raises:
         ConsumerNotFoundError: no such consumer.
-        ValueError: it is a pull consumer.
+        ValueError: it is a pull consumer, or a pending limit is not a
+            positive integer.
     """
+    limits = _pending_limits(pending_msgs_limit, pending_bytes_limit)
     info = ctx.consumer_info(stream, consumer, timeout)
     return _bind(ctx, stream, info, None if info.config is None else info.config.deliver_group,
-                 cb, manual_ack, exclusive=False)  # fmt: skip
+                 cb, manual_ack, False, limits)  # fmt: skip
+
+
+def _pending_limits(msgs: int | None, size: int | None) -> dict[str, int]:
+    """The subscription's pending limits that were given, checked (``subscribe``'s keywords)."""
+    given = (("pending_msgs_limit", msgs), ("pending_bytes_limit", size))
+    return {name: check_count(name, value, 1) for name, value in given if value is not None}

@@ -362,3 +362,47 @@ def test_queue_members_with_heartbeats_report_nothing(shared_server, stream):
         a.unsubscribe()
         b.unsubscribe()
     assert errors == []
+
+
+def test_nats_py_subscribe_keywords_reach_the_consumer_and_the_subscription(shared_server, stream):
+    """headers_only, inactive_threshold and the pending limits, as nats.py's js.subscribe
+    takes them: the consumer is made with the first two, the subscription holds at most
+    pending_msgs_limit messages and reports the overflow as a slow consumer."""
+    errors = []
+    with jetstream_sync.connect(shared_server.url, error_cb=errors.append) as nc:
+        js = nc.jetstream()
+        publish_numbered(js, f"{stream.name}.a", 10, timeout=60)
+        sub = js.subscribe(
+            f"{stream.name}.a", headers_only=True, inactive_threshold=30, pending_msgs_limit=3
+        )
+        config = sub.consumer_info().config
+        assert (config.headers_only, config.inactive_threshold) == (True, 30)
+        wait_for(lambda: any(isinstance(e, jetstream_sync.SlowConsumerError) for e in errors))
+        assert sub.pending_msgs == 3
+        first = sub.next_msg(timeout=5)
+        assert first.data == b"" and first.headers["Nats-Msg-Size"] == "1"
+        sub.unsubscribe()
+        bound_errors = len(errors)
+        config = jetstream_sync.ConsumerConfig(
+            durable_name="bounded", deliver_subject=nc.new_inbox()
+        )
+        js.create_consumer(stream.name, config)
+        bound = js.subscribe_bind(stream.name, "bounded", pending_bytes_limit=2)
+        wait_for(lambda: len(errors) > bound_errors)
+        assert isinstance(errors[-1], jetstream_sync.SlowConsumerError)
+        bound.unsubscribe()
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"pending_msgs_limit": 0}, ValueError),
+        ({"pending_bytes_limit": "10"}, TypeError),
+        ({"pending_msgs_limit": 5, "ordered_consumer": True}, ValueError),
+    ],
+)
+def test_bad_pending_limits_are_refused_before_a_consumer_is_made(js, stream, options, error):
+    """Nothing is created on the server when a limit is wrong."""
+    with pytest.raises(error, match="pending"):
+        js.subscribe(f"{stream.name}.a", **options)
+    assert list(js.consumer_names(stream.name)) == []
