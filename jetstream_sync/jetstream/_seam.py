@@ -26,7 +26,7 @@ from ._codec import (  # configs built from and to the server's JSON
     strip_nats,
 )
 from ._rooms import register_key_value, register_object_store  # how the rooms attach
-from ._watch_feed import WatchFeed, initial_end  # the watchers' eager feed
+from ._watch_feed import WatchFeed, initial_end, stored_bounds  # the watchers' eager feed
 
 __all__ = [
     "DUR",
@@ -42,5 +42,6 @@ __all__ = [
     "merge_config",
     "register_key_value",
     "register_object_store",
+    "stored_bounds",
     "strip_nats",
 ]

@@ -15,6 +15,12 @@ created: on a cluster, the consumer may sit on a replica that has not yet
 stored the newest messages and report none pending. The message at that end
 may be removed before it is delivered (purged, expired): while the end is due
 and nothing arrives, the feed asks the leader again (:data:`RECHECK`).
+
+A purge under the initial values needs more: nats-server (2.15) never again
+delivers on a "last per subject" consumer whose pending values a purge
+removed, not even what is written afterwards (it reports them delivered).
+When the stream's first message now comes after the last one delivered, the
+feed replaces the link, which resumes right after that one.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
     from .ordered import OrderedMessageIterator
     from .stream import Stream
 
-__all__ = ["WatchFeed", "initial_end"]
+__all__ = ["WatchFeed", "initial_end", "stored_bounds"]
 
 T = TypeVar("T")
 
@@ -86,6 +92,16 @@ def initial_end(stream: Stream, filters: Sequence[str], timeout: float) -> int:
     return last
 
 
+def stored_bounds(stream: Stream, filters: Sequence[str], timeout: float) -> tuple[int, int]:
+    """:func:`initial_end`'s answer, and the sequence of the first message the stream holds.
+
+    Raises:
+        As :func:`initial_end`.
+    """
+    end = initial_end(stream, filters, timeout)
+    return end, stream.info(timeout=timeout).state.first_seq
+
+
 def _last_seq(stream: Stream, subject: str, timeout: float) -> int:
     """The stream sequence of the newest message on ``subject`` (0: none), riding elections.
 
@@ -120,9 +136,11 @@ class WatchFeed(Generic[T]):
     ``convert`` turns a message into an item, or ``None`` to leave it out.
     :data:`None` is handed out once, right after the message at stream
     sequence ``end`` or later (at once when ``end`` is 0). ``recheck`` gives
-    the end again (:func:`initial_end`'s answer now): when that message was
-    removed before it came, ``None`` follows the last one delivered up to
-    the new end instead of never coming. Errors that end
+    the end again and the stream's first sequence (:func:`stored_bounds`'s
+    answer now): when the message at the end was removed before it came,
+    ``None`` follows the last one delivered up to the new end instead of
+    never coming; when messages after the last one delivered were removed,
+    the link is replaced (see the module doc). Errors that end
     the iterator (the stream deleted, the client closed) are raised by
     :meth:`take` once the items before them were taken.
     """
@@ -133,7 +151,7 @@ class WatchFeed(Generic[T]):
         convert: Callable[[Msg], T | None],
         end: int | None,
         name: str,
-        recheck: Callable[[], int] | None = None,
+        recheck: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self._messages = messages
         self._convert = convert
@@ -203,16 +221,24 @@ class WatchFeed(Generic[T]):
                 self._ready.notify_all()
 
     def _check_end(self) -> None:
-        """Ask where the initial values end now; hand out the marker when the message at
-        the old end is gone and every one up to the new end was delivered."""
+        """Ask where the initial values end now and where the stream begins; hand out the
+        marker when the message at the old end is gone and every one up to the new end was
+        delivered; replace the link when messages after the last one delivered are gone."""
         try:
-            end = self._recheck()  # type: ignore[misc]
+            end, first = self._recheck()  # type: ignore[misc]
         except NatsError:  # unanswered (a timeout, a lost link): asked again after a wait
             return
+        if self._stopped:
+            return
+        # Gone up to after the last one delivered: purged under the link, which may never
+        # deliver again. (Before the first delivery, a stream whose first messages were
+        # superseded long ago looks the same, so nothing is concluded then.)
+        if self._delivered and first > self._delivered + 1:
+            self._messages._need_reset("messages purged under the initial values")
         if end >= self._end:  # still stored, or newer ones came: it will be delivered
             return
         self._end = end
-        if self._delivered >= end and not self._stopped:
+        if self._delivered >= end:
             self._marker_due = False
             self._items.append(_MARKER)
             with self._lock:

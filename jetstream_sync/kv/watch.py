@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from .._seam import Deadline, check_timeout
 from ..errors import BucketNotFoundError, IteratorClosedError, StreamNotFoundError, TimeoutError
-from ..jetstream._seam import WatchFeed, initial_end
+from ..jetstream._seam import WatchFeed, initial_end, stored_bounds
 from ..jetstream.consumer_config import OrderedConsumerConfig
 from ..jetstream.enums import DeliverPolicy
 from .entry import KeyValueEntry, KeyValueOp, entry_from_delivered
@@ -105,7 +105,7 @@ class KeyWatcher:
         stream_handle = ctx.stream_no_info(stream)
         self._feed: WatchFeed[KeyValueEntry] = WatchFeed(
             messages, self._entry, end, f"jetstream_sync-watch-{next(_serial)}",
-            lambda: initial_end(stream_handle, subjects, self._timeout),
+            lambda: stored_bounds(stream_handle, subjects, self._timeout),
         )  # fmt: skip
 
     def _entry(self, msg: Msg) -> KeyValueEntry | None:

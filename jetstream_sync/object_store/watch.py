@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .._seam import Deadline, check_timeout, logger
 from ..errors import IteratorClosedError, ObjectStoreNotFoundError, StreamNotFoundError
-from ..jetstream._seam import WatchFeed, initial_end
+from ..jetstream._seam import WatchFeed, initial_end, stored_bounds
 from ..jetstream.enums import DeliverPolicy
 from .config import ObjectInfo
 
@@ -83,7 +83,7 @@ class ObjectWatcher:
         stream = ctx.stream_no_info(store.stream_name)
         self._feed: WatchFeed[ObjectInfo] = WatchFeed(
             messages, self._info, end, f"jetstream_sync-object-watch-{next(_serial)}",
-            lambda: initial_end(stream, [all_meta], timeout),
+            lambda: stored_bounds(stream, [all_meta], timeout),
         )  # fmt: skip
 
     def _info(self, msg: Msg) -> ObjectInfo | None:

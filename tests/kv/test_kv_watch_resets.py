@@ -229,3 +229,34 @@ def test_reconnects_leave_one_link(fault_client, fault_proxy, events):
         _until_links(js, kv.stream_name, 0, "after stop()")
     finally:
         js.delete_key_value(name)
+
+
+# -- a purge under the initial values -----------------------------------------------------
+
+# More keys than the watcher holds ahead of its reader (10,000) and pulls (1,000): the
+# server-side consumer still has initial values to deliver when the purge comes.
+_MANY_KEYS = 15_000
+
+
+def _many_keys(js: nats_sync.JetStreamContext, kv: nats_sync.KeyValue) -> None:
+    for i in range(_MANY_KEYS):
+        js.publish_async(f"$KV.{kv.bucket}.k{i}", b"v")
+    js.publish_async_completed(timeout=30)
+
+
+@pytest.mark.parametrize(
+    "purge", [{}, {"seq": _MANY_KEYS // 2}], ids=["whole_stream", "older_half"]
+)
+def test_updates_after_a_purge_of_the_initial_values_arrive(js, kv1, purge):
+    """The bucket's stream purged while the initial values are read: the rest, the marker and
+    the next update arrive (nats-server stops a "last per subject" consumer for good)."""
+    _many_keys(js, kv1)
+    with kv1.watch() as w:
+        assert w.next(timeout=10) is not None
+        js.stream(kv1.stream_name).purge(**purge)
+        keys = set()
+        while (entry := w.next(timeout=10)) is not None:
+            keys.add(entry.key)
+        assert {f"k{i}" for i in range(purge.get("seq", _MANY_KEYS), _MANY_KEYS)} <= keys
+        kv1.put("after", b"new")
+        assert w.next(timeout=10).value == b"new"
