@@ -546,6 +546,8 @@ class ObjectStore:
 
         Raises:
             ObjectNotFoundError: no such object.
+            ObjectStoreNotFoundError: the bucket does not exist, or was deleted
+                while it was read.
             LinkIsABucketError: ``name`` links to a whole bucket.
             DigestMismatchError, ObjectSizeMismatchError: the bytes read are
                 not those the meta describes.
@@ -597,17 +599,22 @@ class ObjectStore:
             oc = self._ctx.ordered_consumer(
                 self.stream_name, filter_subjects=[self._chunk_subject(info.nuid)]
             )
-            with oc, oc.messages(max_messages=_window(chunk_size)) as msgs:
-                while count < info.chunks:
-                    msg = self._next_chunk(msgs, info, size, wait)
-                    data = msg.data
-                    sha.update(data)
-                    _write_all(writer, data)
-                    size += len(data)
-                    count += 1
-                    more = msg.metadata.num_pending
-                    if more == 0:
-                        break
+            try:
+                with oc, oc.messages(max_messages=_window(chunk_size)) as msgs:
+                    while count < info.chunks:
+                        msg = self._next_chunk(msgs, info, size, wait)
+                        data = msg.data
+                        sha.update(data)
+                        _write_all(writer, data)
+                        size += len(data)
+                        count += 1
+                        more = msg.metadata.num_pending
+                        if more == 0:
+                            break
+            except StreamNotFoundError as exc:  # the reading consumer's stream: the bucket
+                raise ObjectStoreNotFoundError(
+                    404, 10059, f"object store {self.bucket!r} not found"
+                ) from exc
         if count != info.chunks or size != info.size or more:
             raise ObjectSizeMismatchError(
                 f"object {info.name!r}: read {count} chunks, {size} bytes"

@@ -218,3 +218,14 @@ def test_sixteen_threads_putting_one_name_leave_one_object(js, obs):
         thread.join(60)
     info = obs.get_info("o")
     assert obs.get("o") in datas and _messages(js, obs) == info.chunks + 1
+
+
+def test_a_get_of_an_object_whose_bucket_is_deleted_mid_read_raises_bucket_not_found(
+    js, obs, other
+):
+    """The bucket deleted while get_into ran: ObjectStoreNotFoundError, as every other call
+    on a deleted bucket raises (not the StreamNotFoundError of the reading consumer)."""
+    obs.put("o", os.urandom(BIG), chunk_size=CHUNK)
+    with pytest.raises(jsync.ObjectStoreNotFoundError):
+        obs.get_into("o", _HeldWriter(lambda: js.delete_object_store(obs.bucket)), timeout=5)
+
