@@ -550,7 +550,8 @@ class ObjectStore:
                 while it was read.
             LinkIsABucketError: ``name`` links to a whole bucket.
             DigestMismatchError, ObjectSizeMismatchError: the bytes read are
-                not those the meta describes.
+                not those the meta describes, or (size mismatch) its chunks are
+                no longer stored (purged while the meta stayed).
             ObjectReplacedError: another put replaced the object after
                 ``writer`` got part of it (its chunks are gone).
             BadObjectMetaError: the meta has no ``nuid`` (or one that is not a
@@ -635,11 +636,14 @@ class ObjectStore:
 
         A put that replaces the object (or a delete) purges its chunks, after
         which they never come: while none arrives, the name's meta is read
-        every half second to tell that from a slow transfer.
+        every half second to tell that from a slow transfer, and so is whether
+        the stream still holds any chunk of this version (a purge of the
+        chunks alone leaves the meta as it was).
 
         Raises:
             ObjectReplacedError: the name holds another version now.
             ObjectNotFoundError: the object was deleted meanwhile.
+            ObjectSizeMismatchError: its chunks are no longer stored.
             TimeoutError: no chunk within ``wait`` and the object is unchanged.
         """
         deadline = Deadline(wait)
@@ -664,6 +668,24 @@ class ObjectStore:
                     f"object {info.name!r} in {self.bucket!r} was replaced while it was read "
                     f"({written} bytes of the old version read)", written,
                 )  # fmt: skip
+            if not self._chunks_stored(info.nuid, deadline):
+                raise ObjectSizeMismatchError(
+                    f"object {info.name!r} in {self.bucket!r}: its chunks after the first "
+                    f"{written} bytes are no longer stored (purged); its meta says "
+                    f"{info.size} bytes"
+                )
+
+    def _chunks_stored(self, nuid: str, deadline: Deadline) -> bool:
+        """Whether the stream holds a chunk of version ``nuid`` (its leader says); True when
+        it does not answer in time (the chunk is waited for, as before asking)."""
+        subject = self._chunk_subject(nuid)
+        try:
+            info = self._stream.info(
+                subjects_filter=subject, timeout=max(deadline.remaining(), 0.001)
+            )
+        except (TimeoutError, ConnectionLostError, NoRespondersError):
+            return True
+        return bool(info.state.subjects)
 
     def get(self, name: str, timeout: float | None = None) -> bytes:
         """Object ``name``'s bytes, checked as :meth:`get_into` checks them.

@@ -229,3 +229,21 @@ def test_a_get_of_an_object_whose_bucket_is_deleted_mid_read_raises_bucket_not_f
     with pytest.raises(jsync.ObjectStoreNotFoundError):
         obs.get_into("o", _HeldWriter(lambda: js.delete_object_store(obs.bucket)), timeout=5)
 
+
+@pytest.mark.parametrize("when", ["mid_read", "before"])
+def test_a_get_of_an_object_whose_chunks_were_purged_raises_size_mismatch(js, obs, other, when):
+    """Its chunks purged, its meta left: the bytes can never come, so the get says the
+    object is not whole (ObjectSizeMismatchError) instead of a TimeoutError that a retry
+    meets again."""
+    obs.put("o", os.urandom(BIG), chunk_size=CHUNK)
+
+    def purge() -> None:
+        js.stream(obs.stream_name).purge(subject=f"$O.{obs.bucket}.C.>")
+
+    if when == "before":
+        purge()
+        with pytest.raises(jsync.ObjectSizeMismatchError, match="no longer stored"):
+            other.get("o", timeout=5)
+    else:
+        with pytest.raises(jsync.ObjectSizeMismatchError, match="no longer stored"):
+            obs.get_into("o", _HeldWriter(purge), timeout=5)
