@@ -109,6 +109,7 @@ from .errors import (
     TooManyResultsError,
     UnknownOptionError,
     WaitModeError,
+    WriteBufferTimeoutError,
     WrongLastMsgIdError,
     WrongLastSequenceError,
 )
@@ -292,6 +293,7 @@ __all__ = [
     "TooManyResultsError",
     "UnknownOptionError",
     "WaitModeError",
+    "WriteBufferTimeoutError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
     "__impl__",

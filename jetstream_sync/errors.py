@@ -122,6 +122,16 @@ class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001 - the contra
     """A blocking call did not get its answer before its timeout."""
 
 
+class WriteBufferTimeoutError(TimeoutError):
+    """No room in the write buffer before the timeout: nothing of the call was sent.
+
+    More than the buffer holds waits for a server that reads nothing (frozen, or
+    behind a stalled link). Unlike other timeouts, the server got nothing: an
+    ``ack_sync`` that raises it leaves the message unacked, and a publish stored
+    nothing.
+    """
+
+
 class NoRespondersError(NatsError):
     """A request found no subscriber on its subject (status 503).
 

@@ -15,7 +15,12 @@ from ._ack_subject import IN_PROGRESS as _WPI
 from ._ack_subject import NAK as _NAK
 from ._ack_subject import MsgMetadata, nak_body, parse_metadata, term_body
 from ._reply import STATUS_OPENINGS
-from .errors import MsgAlreadyAckedError, NatsError, NotJetStreamMsgError
+from .errors import (
+    MsgAlreadyAckedError,
+    NatsError,
+    NotJetStreamMsgError,
+    WriteBufferTimeoutError,
+)
 from .headers import Headers
 
 _NO_HEADERS = Headers()
@@ -388,14 +393,18 @@ class Msg:
         Raises:
             TimeoutError: no confirmation in time; the ack may still have
                 been applied (the message then counts as acknowledged here).
+            WriteBufferTimeoutError: (a ``TimeoutError``) no room to send the ack
+                in time (a server that reads nothing): it was not sent, the
+                message is not acknowledged and ``ack_sync`` may be called again.
             NoRespondersError: nobody received the ack (the consumer has no
                 leader, e.g. during an election, or it was deleted); the
                 message is not acknowledged and ``ack_sync`` may be called again.
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
 
-        After any failure but ``TimeoutError`` the message is not counted as
-        acknowledged here, and ``ack_sync`` may be called again.
+        After any failure but a ``TimeoutError`` that may have reached the server
+        the message is not counted as acknowledged here, and ``ack_sync`` may be
+        called again.
         """
         reply = self.reply
         if not reply.startswith(_ACK_PREFIX) or self._client is None:
@@ -405,6 +414,9 @@ class Msg:
         self._ackd = True
         try:
             self._client.request(reply, _ACK, timeout=D.JS_TIMEOUT if timeout is None else timeout)
+        except WriteBufferTimeoutError:
+            self._ackd = False  # never sent: the ack may be sent again
+            raise
         except builtins.TimeoutError:
             raise  # the ack may have been applied: it stays counted
         except BaseException:

@@ -387,6 +387,8 @@ ELSEWHERE: dict[str, str] = {
     "test_calls_that_wait_for_reads_are_refused_in_an_inline_callback",
     "ReconnectBufferFullError": "tests/core/test_wait_deadlines.py::"
     "test_reconnect_buffer_full_error_is_a_public_error",
+    "WriteBufferTimeoutError": "tests/jetstream/test_acks.py::"
+    "test_ack_sync_that_found_no_room_to_send_can_be_sent_again",
     "ProtocolError": "tests/core/test_hostile_server.py::"
     "test_malformed_frame_is_a_protocol_error_then_a_reconnect",
     "StaleConnectionError": "tests/core/test_hostile_server.py::"

@@ -14,8 +14,8 @@ finds the socket idle takes the whole buffer and writes it outside the lock:
   take at once is left to the flusher, so no caller waits on a stalled server.
 
 Above :data:`HIGH_WATER` pending bytes, ``write`` waits for room until the
-caller's deadline (raising :class:`~jetstream_sync.errors.TimeoutError`); a
-frame is appended whole or not at all. ``write_control`` (PONG) and
+caller's deadline (raising :class:`~jetstream_sync.errors.WriteBufferTimeoutError`,
+a ``TimeoutError``); a frame is appended whole or not at all. ``write_control`` (PONG) and
 ``write_ping`` never wait: keep-alives must get through however full the
 buffer is. A PONG is not queued while an earlier one still waits in the
 buffer: the server resets its count of PINGs out on any PONG, so the waiting
@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING
 from .. import _protocol
 from .._deadline import WAIT_SLICE, Deadline
 from .._signals import wait
-from ..errors import ConnectionClosedError, ReconnectBufferFullError, TimeoutError
+from ..errors import ConnectionClosedError, ReconnectBufferFullError, WriteBufferTimeoutError
 from .wait import COOPERATIVE_SLICE, pause
 
 if TYPE_CHECKING:
@@ -149,7 +149,8 @@ class Writer:
         the reconnect buffer's limit applies) or the writer closes.
 
         Raises:
-            TimeoutError: no room before ``deadline``; nothing of ``frame`` was queued.
+            WriteBufferTimeoutError: no room before ``deadline``; nothing of ``frame``
+                was queued.
             ConnectionClosedError: the writer is closed.
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
@@ -284,7 +285,7 @@ class Writer:
             deadline = Deadline(deadline)  # a timeout in seconds: it starts now
         while len(self._buf) > HIGH_WATER and self._transport is not None:
             if deadline is not None and deadline.expired():
-                raise TimeoutError(
+                raise WriteBufferTimeoutError(
                     f"timed out waiting for room in the write buffer ({len(self._buf)} bytes "
                     "wait for a server that is not reading them); nothing of this was sent"
                 )

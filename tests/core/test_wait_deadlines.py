@@ -171,7 +171,7 @@ def test_first_publish_async_keeps_its_timeout_and_blocks_no_subscriber(nats_ser
             assert not publisher.is_alive(), "publish_async(timeout=1) blocked past its timeout"
         subscriber.join()
         publisher.join()
-        assert [type(e) for e in raised] == [js.TimeoutError]
+        assert [type(e) for e in raised] == [js.WriteBufferTimeoutError]
         nc.flush(timeout=60)
         assert ctx.publish_async("first.x", b"after").result(timeout=10).seq == 1
 

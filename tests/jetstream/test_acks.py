@@ -11,6 +11,8 @@ from jetstream_sync.msg import Msg
 from tests.fixtures.fake_server import FakeServer
 from tests.fixtures.polling import wait_for
 from tests.fixtures.raw_client import RawClient
+from tests.fixtures.server import stopped
+from tests.fixtures.stall import fill_past_high_water
 
 
 def test_metadata_v1_layout():
@@ -157,3 +159,22 @@ def test_acks_to_a_non_utf8_ack_subject_reach_its_bytes(send, body):
         wait_for(lambda: conn.pubs)
         assert conn.pubs == [(ack_subject, b"", body)]
         assert nc.is_connected
+
+
+def test_ack_sync_that_found_no_room_to_send_can_be_sent_again(nats_server):
+    """A frozen server behind a full write buffer: ack_sync times out having sent nothing
+    (WriteBufferTimeoutError), so the message stays unacked and the ack goes once the
+    server reads again."""
+    with jetstream_sync.connect(nats_server.url, ping_interval=60) as nc:
+        ctx = nc.jetstream()
+        stream = ctx.create_stream(name="ACKROOM", subjects=["ackroom"])
+        ctx.publish("ackroom", b"1")
+        cons = stream.create_consumer(durable_name="d")
+        msg = cons.fetch(1, timeout=5)[0]
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            with pytest.raises(jetstream_sync.WriteBufferTimeoutError, match="nothing"):
+                msg.ack_sync(timeout=0.5)
+            assert not msg.is_acked
+        msg.ack_sync(timeout=30)
+        assert msg.is_acked and cons.info().num_ack_pending == 0
