@@ -484,6 +484,13 @@ class MaximumConsumersLimitError(APIError, err_code=10026):
     """
 
 
+class MaximumStreamsLimitError(APIError, err_code=10027):
+    """The account holds as many streams as its ``max_streams`` allows.
+
+    Key-Value and Object Store buckets are streams and count too.
+    """
+
+
 class PullStatusError(JetStreamError):
     """A pull request ended with a status the server sent instead of messages.
 

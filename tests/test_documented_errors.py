@@ -415,6 +415,8 @@ ELSEWHERE: dict[str, str] = {
     "test_server_refusals_map_to_priority_group_error",
     "ConsumerPushBasedError": "tests/jetstream/test_pull_status.py::"
     "test_409_consumer_is_push_based",
+    "MaximumStreamsLimitError": "tests/jetstream/test_consumer_limit.py::"
+    "test_an_account_at_its_max_streams_raises_a_typed_error",
     "PullRequestLimitError": "tests/jetstream/test_pull_status.py::test_409_exceeded_max_waiting",
     "LeadershipChangedError": "tests/jetstream/test_pull_status.py::test_409_leadership_change",
     "ServerShutdownError": "tests/jetstream/test_pull_status.py::test_409_server_shutdown",

@@ -1,4 +1,4 @@
-"""How many consumers a stream may hold: nats-server 2.15's default of 1,000, typed."""
+"""How many streams an account and consumers a stream may hold: the limits, typed."""
 
 from __future__ import annotations
 
@@ -26,3 +26,25 @@ def test_a_stream_holds_1000_consumers_unless_it_asks_for_more(nats_server: Nats
         js.update_stream(stream.info().config, max_consumers=SERVER_DEFAULT + 1)
         stream.create_consumer(inactive_threshold=60.0)
         assert stream.info().state.consumer_count == SERVER_DEFAULT + 1
+
+
+def test_an_account_at_its_max_streams_raises_a_typed_error(tmp_path) -> None:
+    """An account at its ``max_streams`` refuses one more stream, Key-Value bucket or
+    Object Store bucket with MaximumStreamsLimitError (10027), and creates nothing."""
+    config = "accounts { A { jetstream { max_streams: 1 }, users [ {user: a, password: a} ] } }"
+    server = NatsServer(directory=tmp_path / "nats-server", extra_config=config).start()
+    try:
+        with jetstream_sync.connect(server.url, user="a", password="a") as nc:
+            js = nc.jetstream()
+            js.create_stream(name="ONLY", subjects=["only"])
+            for create in (
+                lambda: js.create_stream(name="MORE", subjects=["more"]),
+                lambda: js.create_key_value(bucket="more"),
+                lambda: js.create_object_store(bucket="more"),
+            ):
+                with pytest.raises(jetstream_sync.MaximumStreamsLimitError) as refused:
+                    create()
+                assert refused.value.err_code == 10027
+            assert list(js.stream_names()) == ["ONLY"]
+    finally:
+        server.stop()
