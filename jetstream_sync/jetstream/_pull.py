@@ -35,7 +35,7 @@ modes live in ``_pull_stream.py``. Both use only the subscription's
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._deadline import Deadline, check_timeout
 from .._dispatch import refuse_in_inline_callback
@@ -213,6 +213,26 @@ class Priority:
         pin = msg.headers.get(PIN_ID) if msg.header_size else None
         if pin:
             self.pin.id = pin
+
+
+class RequestLimits(NamedTuple):
+    """A pull consumer's limits on each request, from its config (0: no limit).
+
+    ``max_batch``, ``max_bytes`` and ``max_expires``: the server refuses a request
+    past one with a 409 "Exceeded MaxRequest...". Sizes the client picks itself (a
+    bytes-limited pull's batch, what ``messages()`` keeps requested) keep within them.
+    """
+
+    batch: int = 0
+    bytes: int = 0
+    expires: float = 0.0
+
+    def cap_batch(self, batch: int) -> int:
+        """``batch``, or the consumer's ``max_batch`` if that is smaller."""
+        return min(batch, self.batch) if self.batch else batch
+
+
+NO_LIMITS = RequestLimits()
 
 
 def request_fields(

@@ -40,9 +40,11 @@ from ..msg import Msg, first_status, pull_size
 from ._pull import (
     DONE,
     HEARTBEAT,
+    NO_LIMITS,
     NO_RESPONDERS,
     TERMINAL,
     Priority,
+    RequestLimits,
     check_heartbeat,
     classify,
     request_fields,
@@ -73,9 +75,16 @@ def pending_of(msg: Msg) -> tuple[int, int]:
 
 
 def check_limits(
-    max_messages: int, max_bytes: int | None, expires: float, heartbeat: float | None
-) -> tuple[int, float, float]:
-    """Check the limits of continuous pulling; return (batch, expires, heartbeat).
+    max_messages: int,
+    max_bytes: int | None,
+    expires: float,
+    heartbeat: float | None,
+    limits: RequestLimits = NO_LIMITS,
+) -> tuple[int, int | None, float, float]:
+    """Check the limits of continuous pulling; return (batch, max_bytes, expires, heartbeat).
+
+    The batch, ``max_bytes`` and ``expires`` returned keep within the consumer's
+    ``limits``, so the server does not refuse every pull.
 
     Raises:
         ValueError: a limit out of range (``expires`` under 1 s, ``heartbeat`` over
@@ -86,6 +95,8 @@ def check_limits(
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError("max_bytes must be a positive int")
         batch = BYTES_BATCH
+        if limits.bytes:
+            max_bytes = min(max_bytes, limits.bytes)
     else:
         if isinstance(max_messages, bool) or not isinstance(max_messages, int):
             raise TypeError("max_messages must be an int")
@@ -97,7 +108,11 @@ def check_limits(
         raise ValueError("expires must be at least 1 second")
     if heartbeat is None:
         heartbeat = min(expires / 2, D.MESSAGES_MAX_HEARTBEAT)
-    return batch, expires, check_heartbeat(heartbeat, expires)  # type: ignore[return-value]
+    heartbeat = check_heartbeat(heartbeat, expires)
+    if limits.expires and limits.expires < expires:
+        expires = limits.expires
+        heartbeat = min(heartbeat, expires / 2)  # type: ignore[type-var]
+    return limits.cap_batch(batch), max_bytes, expires, heartbeat  # type: ignore[return-value]
 
 
 class BaseMessageIterator(abc.ABC):
@@ -165,7 +180,8 @@ class MessageIterator(BaseMessageIterator):
     recovered from: :class:`NoHeartbeatError` (two heartbeats missed),
     :class:`NoRespondersError` (nobody served a pull), refused pulls and
     pin losses. ``exists`` tells a consumer that is gone (no responders)
-    from one briefly unreachable.
+    from one briefly unreachable. ``limits`` are the consumer's own limits on
+    a request: each pull keeps within them (see :func:`check_limits`).
     """
 
     def __init__(
@@ -182,8 +198,11 @@ class MessageIterator(BaseMessageIterator):
         priority: Priority | None = None,
         on_warning: Callable[[BaseException], object] | None = None,
         exists: Callable[[], bool | None] | None = None,
+        limits: RequestLimits = NO_LIMITS,
     ) -> None:
-        batch, expires, self._heartbeat = check_limits(max_messages, max_bytes, expires, heartbeat)
+        batch, max_bytes, expires, self._heartbeat = check_limits(
+            max_messages, max_bytes, expires, heartbeat, limits
+        )
         self._client = client
         self._next_subject = next_subject
         self._batch = batch
@@ -238,9 +257,9 @@ class MessageIterator(BaseMessageIterator):
                 if want_bytes <= 0:
                     return
                 body, self._sent_pin = request_fields(
-                    BYTES_BATCH, self._expires, want_bytes, self._heartbeat, False, self._priority
+                    self._batch, self._expires, want_bytes, self._heartbeat, False, self._priority
                 )
-                self._pending_msgs = BYTES_BATCH
+                self._pending_msgs = self._batch
                 self._pending_bytes = self._max_bytes
             else:
                 want = self._batch - self._pending_msgs

@@ -26,8 +26,8 @@ from ..errors import (
 )
 from ..msg import Msg
 from . import _api
-from ._pull import Pin, Priority, check_heartbeat, fetch
-from ._pull_stream import RETRY_WAIT, MessageIterator, consumer_exists
+from ._pull import NO_LIMITS, Pin, Priority, RequestLimits, check_heartbeat, fetch
+from ._pull_stream import BYTES_BATCH, RETRY_WAIT, MessageIterator, consumer_exists
 from .enums import PriorityPolicy
 from .info import ConsumerInfo
 
@@ -214,6 +214,13 @@ class Consumer:
         cfg = self._info.config if self._info is not None else None
         return cfg is not None and not cfg.durable_name
 
+    def _limits(self) -> RequestLimits:
+        """The consumer's limits on one pull request, as cached (none known: none)."""
+        cfg = self._info.config if self._info is not None else None
+        if cfg is None:
+            return NO_LIMITS
+        return RequestLimits(cfg.max_batch or 0, cfg.max_bytes or 0, cfg.max_expires or 0.0)
+
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self._timeout))
 
@@ -375,6 +382,7 @@ class Consumer:
         Like :meth:`fetch` (with the same priority-group options); the server
         stops before a message that would go past the limit, and the call returns
         as soon as the messages fill ``max_bytes`` exactly.
+        It asks for no more messages than the consumer's ``max_batch`` (as cached).
         """
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
@@ -384,7 +392,7 @@ class Consumer:
         return self._pull(
             timeout,
             lambda left: fetch(
-                self._client, self._next_subject, 1_000_000, left,
+                self._client, self._next_subject, self._limits().cap_batch(BYTES_BATCH), left,
                 max_bytes=max_bytes, heartbeat=heartbeat, priority=group_options,
             ),
         )  # fmt: skip
@@ -467,7 +475,8 @@ class Consumer:
         30); after two missed ones, or a reconnect, it pulls again. Use it in
         a ``with`` block or call ``stop()``. A message larger than ``max_bytes``
         makes every pull fail: that is a warning (:class:`PullStatusError`, 409),
-        and the next pull waits half a second.
+        and the next pull waits half a second. Each pull keeps within the
+        consumer's ``max_batch``, ``max_bytes`` and ``max_expires`` (as cached).
 
         The priority-group options are those of :meth:`fetch`; every pull
         carries the group's pin id. A 423 (pin lost) clears the pin and pulls
@@ -487,6 +496,7 @@ class Consumer:
             threshold_bytes=threshold_bytes,
             priority=self._group(group, min_pending, min_ack_pending, priority),
             exists=consumer_exists(lambda: self.info(timeout=2.0)),
+            limits=self._limits(),
         )  # fmt: skip
 
     def consume(

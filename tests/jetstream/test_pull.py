@@ -157,6 +157,28 @@ def test_messages_by_bytes_backs_off_from_a_message_larger_than_max_bytes(nc, js
     pulls.unsubscribe()
 
 
+def test_fetch_bytes_keeps_to_the_consumers_max_batch(js, stream):
+    """fetch_bytes on a consumer with max_batch asks for no larger batch than it allows
+    (its implicit batch of 1,000,000 made the server refuse every such fetch)."""
+    publish_numbered(js, f"{stream.name}.x", 20, size=10)
+    cons = stream.create_consumer(max_batch=5)
+    got = cons.fetch_bytes(10_000, timeout=2)
+    assert [int(m.data.rstrip(b".")) for m in got] == list(range(5))
+
+
+@pytest.mark.parametrize("kind", ["default", "max_bytes", "expires"])
+def test_messages_keeps_to_the_consumers_request_limits(js, stream, kind):
+    """messages() on a consumer with max_batch, max_bytes and max_expires smaller than its
+    pulls' sizes pulls within them and delivers everything (the server refused every
+    larger pull, and the iterator delivered nothing, forever)."""
+    publish_numbered(js, f"{stream.name}.x", 30, size=10)
+    cons = stream.create_consumer(max_batch=5, max_bytes=200, max_expires=2.0)
+    options = {"default": {}, "max_bytes": {"max_bytes": 10_000}, "expires": {"expires": 60.0}}
+    with cons.messages(**options[kind]) as it:
+        got = [int(it.next(timeout=5).data.rstrip(b".")) for _ in range(30)]
+    assert got == list(range(30))
+
+
 def test_messages_next_timeout_and_stop(stream):
     """next(timeout) raises TimeoutError; after stop() iteration ends."""
     cons = stream.create_consumer()
@@ -362,7 +384,8 @@ def test_iterator_drain_and_listener_cleanup(js, stream):
 
 def test_consume_survives_an_error_handler_that_raises_on_a_warning(stream):
     """An error_handler raising on a warning (a refused pull) does not end consumption."""
-    cons = stream.create_consumer(durable_name="strict", max_batch=5)
+    cons = stream.create_consumer(durable_name="strict")
+    stream.update_consumer(durable_name="strict", max_batch=5)  # cons's cached config is stale
     warnings = []
 
     def handler(exc):

@@ -114,7 +114,8 @@ def test_409_exceeded_request_limits(stream, fields, call, match):
 
 def test_409_warnings_do_not_end_consume(js, stream):
     """consume() reports a refused pull to error_handler and keeps going."""
-    cons = stream.create_consumer(durable_name="w", max_batch=5)
+    cons = stream.create_consumer(durable_name="w")
+    stream.update_consumer(durable_name="w", max_batch=5)  # cons's cached config is stale
     errors, seen = [], []
     ctx = cons.consume(seen.append, error_handler=errors.append, max_messages=10)
     wait_for(lambda: any(isinstance(e, PullRequestLimitError) for e in errors))
