@@ -587,15 +587,25 @@ class JetStreamContext:
         return self._consumers.infos(stream, timeout, self.timeout)
 
     def ordered_consumer(
-        self, stream: str, config: OrderedConsumerConfig | None = None, **fields: Any
+        self,
+        stream: str,
+        config: OrderedConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
     ) -> OrderedConsumer:
         """An ordered consumer on ``stream`` (nothing is created until the first pull).
 
+        Args:
+            timeout: the default timeout of its calls, each creation of its
+                server-side consumer included (``None``: the context's).
+
         Raises:
             ValueError, TypeError: ``stream`` is not a stream name (checked before
-                anything is sent), or a bad config.
+                anything is sent), or a bad config or timeout.
         """
-        return self._consumers.ordered(stream, config, fields, self.timeout)
+        default = check_timeout("timeout", timeout, self.timeout)
+        return self._consumers.ordered(stream, config, fields, default)
 
     def pause_consumer(
         self, stream: str, name: str, until: datetime, timeout: float | None = None

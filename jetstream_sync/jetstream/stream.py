@@ -604,14 +604,23 @@ class Stream:
         return self._consumers.infos(self.name, timeout, self._ctx.timeout)
 
     def ordered_consumer(
-        self, config: OrderedConsumerConfig | None = None, **fields: Any
+        self,
+        config: OrderedConsumerConfig | None = None,
+        *,
+        timeout: float | None = None,
+        **fields: Any,
     ) -> OrderedConsumer:
         """An ordered consumer on this stream (nothing is created until the first pull).
 
+        Args:
+            timeout: the default timeout of its calls, each creation of its
+                server-side consumer included (``None``: the context's).
+
         Raises:
-            ValueError, TypeError: a bad config.
+            ValueError, TypeError: a bad config or timeout.
         """
-        return self._consumers.ordered(self.name, config, fields, self._ctx.timeout)
+        default = check_timeout("timeout", timeout, self._ctx.timeout)
+        return self._consumers.ordered(self.name, config, fields, default)
 
     def pause_consumer(
         self, name: str, until: datetime, timeout: float | None = None

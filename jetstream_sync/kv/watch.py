@@ -91,7 +91,9 @@ class KeyWatcher:
                 )
         except StreamNotFoundError as exc:
             raise self._gone(exc) from None
-        self._consumer = ctx.ordered_consumer(stream, OrderedConsumerConfig(**fields))
+        self._consumer = ctx.ordered_consumer(
+            stream, OrderedConsumerConfig(**fields), timeout=self._timeout
+        )
         try:
             messages = self._consumer.messages(
                 max_messages=_MAX_MESSAGES, expires=_EXPIRES, heartbeat=_HEARTBEAT

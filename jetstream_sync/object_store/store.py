@@ -598,7 +598,7 @@ class ObjectStore:
             )
             wait = self._ctx.timeout if timeout is None else timeout
             oc = self._ctx.ordered_consumer(
-                self.stream_name, filter_subjects=[self._chunk_subject(info.nuid)]
+                self.stream_name, filter_subjects=[self._chunk_subject(info.nuid)], timeout=wait
             )
             try:
                 with oc, oc.messages(max_messages=_window(chunk_size)) as msgs:

@@ -70,7 +70,7 @@ class ObjectWatcher:
                 raise self._gone(exc) from None
             policy = DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
         self._oc = ctx.ordered_consumer(
-            store.stream_name, filter_subjects=[all_meta], deliver_policy=policy
+            store.stream_name, filter_subjects=[all_meta], deliver_policy=policy, timeout=timeout
         )
         try:
             messages = self._oc.messages(max_messages=_PREFETCH)

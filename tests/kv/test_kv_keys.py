@@ -111,6 +111,18 @@ def test_each_filter_has_the_whole_timeout_to_find_its_last_message(js, kv):
     assert given == [0.5, 0.5, 0.5]
 
 
+def test_keys_of_thousands_of_filters_wait_the_calls_timeout_for_their_consumer(nc, kv):
+    """keys(filters, timeout=) gives the server the call's timeout to create its consumer,
+    not the context's: nats-server takes time quadratic in the filters to do it (about
+    1.5 s for 5,000, 7 s for 10,000), and a keys(timeout=60) of 10,000 keys timed out
+    at the context's 5 s."""
+    bucket = nc.jetstream(timeout=0.2).key_value(kv.bucket)  # shorter than the creation
+    kv.put("k1", b"v")
+    kv.put("k4999", b"v")
+    filters = [f"k{i}" for i in range(5000)]
+    assert sorted(bucket.keys(filters, timeout=30)) == ["k1", "k4999"]
+
+
 # -- keys other clients stored ----------------------------------------------------------
 
 
