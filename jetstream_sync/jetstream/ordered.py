@@ -487,8 +487,9 @@ class OrderedMessageIterator(BaseMessageIterator):
         self._current = current
         self._reset_reason = None
         self._inner = MessageIterator(
-            oc._client, current._next_subject, on_warning=self._inner_warning, **self._options
-        )
+            oc._client, current._next_subject, on_warning=self._inner_warning,
+            limits=current._limits(), **self._options,
+        )  # fmt: skip
         if self._stopped:
             self._inner.stop()
 

@@ -1,4 +1,4 @@
-"""How many streams an account and consumers a stream may hold: the limits, typed."""
+"""Limits a server or account sets: streams per account, consumers per stream, pull sizes."""
 
 from __future__ import annotations
 
@@ -46,5 +46,30 @@ def test_an_account_at_its_max_streams_raises_a_typed_error(tmp_path) -> None:
                     create()
                 assert refused.value.err_code == 10027
             assert list(js.stream_names()) == ["ONLY"]
+    finally:
+        server.stop()
+
+
+def test_ordered_reads_keep_within_the_servers_max_request_batch(tmp_path) -> None:
+    """On a server whose ``jetstream { limits { max_request_batch } }`` is below what
+    the library pulls at once, ordered consumers, Key-Value reads and Object Store
+    reads still deliver (the server refused every pull and they timed out)."""
+    limits = ["limits { max_request_batch: 10 }"]
+    server = NatsServer(directory=tmp_path / "nats-server", jetstream_config=limits).start()
+    try:
+        with jetstream_sync.connect(server.url) as nc:
+            js = nc.jetstream()
+            stream = js.create_stream(name="S", subjects=["s"])
+            for i in range(30):
+                js.publish("s", b"%d" % i)
+            with stream.ordered_consumer() as oc, oc.messages() as it:
+                assert [int(it.next(timeout=5).data) for _ in range(30)] == list(range(30))
+            kv = js.create_key_value(bucket="kv")
+            for i in range(30):
+                kv.put(f"k{i}", b"v")
+            assert sorted(kv.keys(timeout=5)) == sorted(f"k{i}" for i in range(30))
+            obs = js.create_object_store(bucket="obs")
+            obs.put("o", b"x" * 300, chunk_size=10)
+            assert obs.get("o", timeout=5) == b"x" * 300
     finally:
         server.stop()
