@@ -341,6 +341,8 @@ class OrderedConsumer:
     ) -> list[Msg]:
         """Up to ``batch`` next messages in order; ``[]`` when none came within ``timeout``.
 
+        At most the server's ``max_request_batch`` (the link's ``max_batch``) at once.
+
         A gap or a lost server-side consumer recreates it; the messages in
         order so far are returned (possibly fewer than available).
 
@@ -357,7 +359,10 @@ class OrderedConsumer:
             if left <= 0:
                 return []
             try:
-                got = fetch(self._client, current._next_subject, batch, left, heartbeat=heartbeat)
+                got = fetch(
+                    self._client, current._next_subject, current._limits().cap_batch(batch),
+                    left, heartbeat=heartbeat,
+                )  # fmt: skip
             except _LINK_LOST as exc:
                 log.warning("ordered consumer on %s reset: %s", self.stream_name, exc)
                 self._retire_current()
@@ -368,13 +373,13 @@ class OrderedConsumer:
             # a gap before any message in order: the new link gets the time left
 
     def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
-        """The next messages available now, in order, up to ``batch``."""
+        """The next messages available now, in order, up to ``batch`` (as :meth:`fetch`)."""
         _check_batch(batch)
         deadline = self._deadline(timeout)
         current = self._current or self._reset(deadline)
         try:
             got = fetch(
-                self._client, current._next_subject, batch,
+                self._client, current._next_subject, current._limits().cap_batch(batch),
                 max(deadline.remaining(), 0.001), no_wait=True,
             )  # fmt: skip
         except _LINK_LOST:

@@ -64,6 +64,9 @@ def test_ordered_reads_keep_within_the_servers_max_request_batch(tmp_path) -> No
                 js.publish("s", b"%d" % i)
             with stream.ordered_consumer() as oc, oc.messages() as it:
                 assert [int(it.next(timeout=5).data) for _ in range(30)] == list(range(30))
+            with stream.ordered_consumer() as oc:  # "up to batch": at most the server's 10
+                assert [int(m.data) for m in oc.fetch(30, timeout=5)] == list(range(10))
+                assert [int(m.data) for m in oc.fetch_no_wait(30)] == list(range(10, 20))
             kv = js.create_key_value(bucket="kv")
             for i in range(30):
                 kv.put(f"k{i}", b"v")
