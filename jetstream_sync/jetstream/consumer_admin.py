@@ -20,7 +20,7 @@ import attrs
 
 from .._deadline import Deadline
 from .._nuid import NUID
-from ..errors import RequiredApiLevelError
+from ..errors import LimitExceededError, RequiredApiLevelError
 from . import _api
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig
@@ -128,7 +128,9 @@ def create_consumer(
     if action:
         body["action"] = action
     level = check_consumer_level(client, config)
-    if config.filter_subject and not config.filter_subjects:
+    if config.filter_subject and not config.filter_subjects and _filter_fits(
+        api, stream, name, config.filter_subject
+    ):
         reply = api.request_json(
             _api.CONSUMER_CREATE_FILTERED, body, deadline, level,
             stream=stream, consumer=name, filter=config.filter_subject,
@@ -140,3 +142,20 @@ def create_consumer(
     info = ConsumerInfo.from_api(reply)
     made = action != UPDATE
     return Consumer(client, api, stream, info.name or name, info, timeout, made=made)
+
+
+def _filter_fits(api: JsApi, stream: str, name: str, filter_subject: str) -> bool:
+    """Whether the create request's subject can carry the filter too.
+
+    The filter in the subject is for routing and account permissions; the config
+    in the body holds it all the same. A filter too long for the request's control
+    line (a literal subject of 4,000 bytes is one a message may have) goes in the
+    body alone, under the plain ``CONSUMER.CREATE.<stream>.<consumer>``.
+    """
+    try:
+        api.subject(
+            _api.CONSUMER_CREATE_FILTERED, stream=stream, consumer=name, filter=filter_subject
+        )
+    except LimitExceededError:
+        return False
+    return True

@@ -47,19 +47,28 @@ def in_flight(nc, shared_server) -> Iterator[Callable[[Callable[[], object]], No
         yield run
 
 
-def test_long_filter_subject_refused_while_another_request_is_in_flight(stream, in_flight):
-    """A filter subject past max_control_line is refused; the other thread's request lives."""
+def test_a_filter_too_long_for_the_create_subject_goes_in_the_body(stream, in_flight):
+    """A filter subject too long to ride in CONSUMER.CREATE's subject is sent in the
+    config alone: the consumer is made, the other thread's request lives."""
     long_filter = f"{stream.name}." + "f" * LONG
 
     def create() -> None:
-        with pytest.raises(jetstream_sync.LimitExceededError) as info:
-            stream.create_consumer(durable_name="LIM", filter_subject=long_filter)
-        assert info.value.argument == "filter subject"
-        assert info.value.length == len(long_filter)
-        assert info.value.limit == 4096
-        assert isinstance(info.value, ValueError)
+        cons = stream.create_consumer(durable_name="LIM", filter_subject=long_filter)
+        assert cons.cached_info.config.filter_subject == long_filter
 
     in_flight(create)
+
+
+def test_a_consumer_reads_a_subject_of_4000_bytes(js, stream):
+    """A consumer and an ordered consumer filtering on a subject of 4,000 bytes (one a
+    message may have) read its message: the filter went in the body, not the subject
+    (which the client refused as too long for the server's max_control_line)."""
+    subject = f"{stream.name}." + "s" * (4000 - len(stream.name) - 1)
+    js.publish(subject, b"long")
+    [msg] = stream.create_consumer(filter_subject=subject).fetch(1, timeout=5)
+    assert (msg.subject, msg.data) == (subject, b"long")
+    with stream.ordered_consumer(filter_subjects=[subject]) as oc:
+        assert [m.data for m in oc.fetch(1, timeout=5)] == [b"long"]
 
 
 @pytest.mark.parametrize("stream_options", [{"allow_direct": True}])
