@@ -58,6 +58,9 @@ _FIELDS = _protocol.OP_FIELDS
 _SUBJECT_CACHE_MAX = 4096
 _FOREVER = float("inf")
 _CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
+# The largest UNSUB limit nats-server reads: it parses at most 9 digits, and
+# takes a longer number as none, ending the subscription at once.
+_MAX_UNSUB_LIMIT = 999_999_999
 # What a control line adds to its subject, reply or queue group at most: the op,
 # the spaces, a sid or the header and total sizes (10 digits each), the CRLF.
 _LINE_OVERHEAD = 32
@@ -678,6 +681,11 @@ class Client:
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ValueError(f"limit must be a positive int, got {limit!r}")
+            if limit > _MAX_UNSUB_LIMIT:
+                raise ValueError(
+                    f"limit must be at most {_MAX_UNSUB_LIMIT:,} (nats-server reads no more "
+                    f"than 9 digits and would end the subscription at once), got {limit!r}"
+                )
         if self._connection.unsubscribe(sub, limit) and sub._worker is not None:
             sub._worker.join()
 

@@ -233,7 +233,8 @@ class Subscription:
         Called from the callback itself, it returns at once.
 
         Raises:
-            ValueError: ``limit`` is not a positive int.
+            ValueError: ``limit`` is not a positive int, or is past 999,999,999
+                (nats-server reads at most 9 digits).
             ForkedClientError: called in a process forked after the client connected.
             ConnectionClosedError: the client is closed.
         """

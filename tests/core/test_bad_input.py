@@ -200,6 +200,11 @@ ROWS = [
     Row("messages-expires-short", lambda e: e.consumer.messages(expires=0.5), ValueError),
     Row("get-msgs-batch-zero", lambda e: e.stream.get_msgs(batch=0), ValueError),
     Row("unsubscribe-limit-zero", lambda e: e.sub.unsubscribe(limit=0), ValueError),
+    Row(
+        "unsubscribe-limit-past-server",
+        lambda e: e.sub.unsubscribe(limit=1_000_000_000),
+        ValueError,
+    ),
     Row("publish-batch-empty", lambda e: e.ctx.publish_batch([]), ValueError),
     Row("max-ack-inflight-zero", lambda e: e.nc.jetstream(max_ack_inflight=0), ValueError),
     Row("domain-dot", lambda e: e.nc.jetstream(domain="a.b"), BadSubjectError),

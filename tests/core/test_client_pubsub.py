@@ -341,6 +341,20 @@ def test_unsubscribe_limit_must_be_a_positive_int(nc, limit):
     assert sub.next_msg(timeout=2).data == b"x"
 
 
+def test_unsubscribe_limit_up_to_the_servers_999_999_999(nc):
+    """A limit of 999,999,999 is kept by the server; one of ten digits, which
+    nats-server reads as no number and ends the subscription on at once, raises
+    ValueError and the subscription goes on."""
+    sub = nc.subscribe("biglimit")
+    sub.unsubscribe(limit=999_999_999)
+    other = nc.subscribe("biglimit")
+    with pytest.raises(ValueError, match="999,999,999"):
+        other.unsubscribe(limit=1_000_000_000)
+    nc.publish("biglimit", b"x")
+    assert sub.next_msg(timeout=2).data == b"x"
+    assert other.next_msg(timeout=2).data == b"x"
+
+
 def test_interrupt_wakes_a_blocked_next_msgs(nc):
     """interrupt() makes a next_msgs blocked without a timeout return [] while still active."""
     sub = nc.subscribe("intr")
