@@ -55,7 +55,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..msg import Msg, first_status, pull_size
-from ._checks import group_names
+from ._checks import MAX_INT64, group_names
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -235,6 +235,19 @@ class RequestLimits(NamedTuple):
 NO_LIMITS = RequestLimits()
 
 
+def check_size(name: str, value: int) -> int:
+    """A pull's ``batch`` or ``max_bytes``: a positive int within the server's int64.
+
+    Raises:
+        ValueError: not an int, under 1, or past 2**63 - 1 (nothing is sent).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if value > MAX_INT64:
+        raise ValueError(f"{name} must be at most {MAX_INT64} (the server's int64), got {value}")
+    return value
+
+
 def request_fields(
     batch: int,
     expires: float | None,
@@ -314,8 +327,9 @@ def fetch(
             JetStream is not available).
         InlineCallbackError: called from an inline callback; nothing was sent.
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    check_size("batch", batch)
+    if max_bytes is not None:
+        check_size("max_bytes", max_bytes)
     refuse_in_inline_callback("a fetch")  # before the pull request is sent
     deadline = Deadline(timeout)
     expires = None if no_wait else max(timeout - EXPIRY_MARGIN, timeout / 2)

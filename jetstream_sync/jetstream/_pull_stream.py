@@ -46,6 +46,7 @@ from ._pull import (
     Priority,
     RequestLimits,
     check_heartbeat,
+    check_size,
     classify,
     request_fields,
 )
@@ -92,8 +93,7 @@ def check_limits(
         TypeError: ``max_messages`` is not an int.
     """
     if max_bytes is not None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-            raise ValueError("max_bytes must be a positive int")
+        check_size("max_bytes", max_bytes)
         batch = BYTES_BATCH
         if limits.bytes:
             max_bytes = min(max_bytes, limits.bytes)
@@ -102,7 +102,7 @@ def check_limits(
             raise TypeError("max_messages must be an int")
         if max_messages < 1:
             raise ValueError("max_messages must be at least 1")
-        batch = max_messages
+        batch = check_size("max_messages", max_messages)
     expires = check_timeout("expires", expires)
     if expires < 1.0:
         raise ValueError("expires must be at least 1 second")

@@ -26,7 +26,15 @@ from ..errors import (
 )
 from ..msg import Msg
 from . import _api
-from ._pull import NO_LIMITS, Pin, Priority, RequestLimits, check_heartbeat, fetch
+from ._pull import (
+    NO_LIMITS,
+    Pin,
+    Priority,
+    RequestLimits,
+    check_heartbeat,
+    check_size,
+    fetch,
+)
 from ._pull_stream import BYTES_BATCH, RETRY_WAIT, MessageIterator, consumer_exists
 from .enums import PriorityPolicy
 from .info import ConsumerInfo
@@ -163,9 +171,7 @@ class ConsumeContext:
 
 
 def _check_batch(batch: int) -> int:
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
-    return batch
+    return check_size("batch", batch)
 
 
 class Consumer:
@@ -384,8 +390,7 @@ class Consumer:
         as soon as the messages fill ``max_bytes`` exactly.
         It asks for no more messages than the consumer's ``max_batch`` (as cached).
         """
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-            raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        check_size("max_bytes", max_bytes)
         timeout = check_timeout("timeout", timeout)
         check_heartbeat(heartbeat, timeout)
         group_options = self._group(group, min_pending, min_ack_pending, priority)

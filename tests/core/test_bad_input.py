@@ -197,6 +197,7 @@ ROWS = [
         ValueError,
     ),
     Row("fetch-batch-zero", lambda e: e.consumer.fetch(0), ValueError),
+    Row("fetch-batch-past-int64", lambda e: e.consumer.fetch(2**63), ValueError),
     Row("messages-expires-short", lambda e: e.consumer.messages(expires=0.5), ValueError),
     Row("get-msgs-batch-zero", lambda e: e.stream.get_msgs(batch=0), ValueError),
     Row("unsubscribe-limit-zero", lambda e: e.sub.unsubscribe(limit=0), ValueError),

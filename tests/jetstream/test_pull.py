@@ -113,6 +113,24 @@ def test_bad_arguments(stream):
         cons.messages(expires=0.5)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.fetch(2**63),
+        lambda c: c.fetch_no_wait(2**63),
+        lambda c: c.fetch_bytes(2**63),
+        lambda c: c.messages(max_messages=2**63),
+        lambda c: c.messages(max_bytes=2**63),
+    ],
+    ids=["fetch", "fetch_no_wait", "fetch_bytes", "messages", "messages-bytes"],
+)
+def test_sizes_past_64_bits_are_refused_before_sending(stream, call):
+    """A batch or max_bytes past the server's int64 raises ValueError before anything is
+    sent (the server answered 400 "cannot unmarshal number")."""
+    with pytest.raises(ValueError, match="at most 9223372036854775807"):
+        call(stream.create_consumer())
+
+
 def test_messages_iterates_and_refills(js, stream):
     """messages() delivers everything in order across many refills."""
     publish_numbered(js, f"{stream.name}.x", 1000)
