@@ -80,7 +80,7 @@ def read_arrow(
         start_seq = ck.sequence(start_seq, "start_seq")
     if end_seq is not None:
         end_seq = ck.sequence(end_seq, "end_seq", minimum=0)
-    batch = READ_BATCH if batch is None else ck.sequence(batch, "batch")
+    batch = READ_BATCH if batch is None else ck.sequence(batch, "batch", maximum=ck.MAX_INT64)
     if subject is not None:
         subject = filter_subject(subject)
     per_request = check_timeout("timeout", timeout, ctx.timeout)

@@ -68,11 +68,12 @@ def int_range(lo: int | None = None, hi: int | None = None) -> Check:
     return check
 
 
-def sequence(value: int, field: str, minimum: int = 1) -> int:
+def sequence(value: int, field: str, minimum: int = 1, maximum: int = MAX_SEQUENCE) -> int:
     """A stream sequence (or count) given to a call: an int of at least ``minimum``.
 
     Returns it as a plain int. Raises ``TypeError`` for what is no int (a bool,
-    a float, a str) and ``ValueError`` below ``minimum`` or past 64 bits, before
+    a float, a str) and ``ValueError`` below ``minimum`` or past ``maximum`` (64
+    bits; a count the server reads as an int64 passes :data:`MAX_INT64`), before
     anything is sent.
     """
     if isinstance(value, bool):
@@ -83,8 +84,9 @@ def sequence(value: int, field: str, minimum: int = 1) -> int:
         raise TypeError(f"{field} must be an int, not {type(value).__name__}") from None
     if number < minimum:
         raise ValueError(f"{field} must be at least {minimum}, not {number}")
-    if number > MAX_SEQUENCE:
-        raise ValueError(f"{field} must be at most {MAX_SEQUENCE} (64 bits), not {number}")
+    if number > maximum:
+        bits = "64 bits" if maximum == MAX_SEQUENCE else "the server's int64"
+        raise ValueError(f"{field} must be at most {maximum} ({bits}), not {number}")
     return number
 
 

@@ -327,14 +327,15 @@ class Stream:
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
-        body: dict[str, Any] = {"batch": ck.sequence(batch, "batch")}
+        body: dict[str, Any] = {"batch": ck.sequence(batch, "batch", maximum=ck.MAX_INT64)}
         if start_time is not None:
             body["start_time"] = format_rfc3339(start_time, "start_time")
         else:
             body["seq"] = 1 if start_seq is None else ck.sequence(start_seq, "start_seq")
         if subject:
             body["next_by_subj"] = filter_subject(subject)
-        if max_bytes is not None and (limit := ck.sequence(max_bytes, "max_bytes", 0)):
+        limit = 0 if max_bytes is None else ck.sequence(max_bytes, "max_bytes", 0, ck.MAX_INT64)
+        if limit:
             body["max_bytes"] = limit
         return self._batched_all(body, self._deadline(timeout), body["batch"])
 

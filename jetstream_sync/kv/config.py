@@ -133,10 +133,10 @@ class KeyValueConfig:
         check_bucket(self.bucket)
         _int(self.history, "history", 1, MAX_HISTORY)
         _int(self.replicas, "replicas", 1, ck.MAX_REPLICAS)
-        for name in ("max_value_size", "max_bytes"):
-            value = getattr(self, name)
-            if value is not None:
-                _int(value, name, -1, ck.MAX_INT64)
+        if self.max_value_size is not None:  # the stream's max_msg_size: an int32
+            _int(self.max_value_size, "max_value_size", -1, ck.MAX_INT32)
+        if self.max_bytes is not None:
+            _int(self.max_bytes, "max_bytes", -1, ck.MAX_INT64)
         if self.description is not None:
             _of(str, "description", self.description)
             ck.description(self.description, "description")

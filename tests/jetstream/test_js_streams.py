@@ -206,7 +206,8 @@ def test_batched_direct_get(ctx, name):
 
 
 @pytest.mark.parametrize(
-    ("max_bytes", "error"), [(-1, ValueError), (1.5, TypeError), ("10", TypeError)]
+    ("max_bytes", "error"),
+    [(-1, ValueError), (1.5, TypeError), ("10", TypeError), (2**63, ValueError)],
 )
 def test_get_msgs_refuses_a_bad_max_bytes_before_sending(ctx, name, max_bytes, error):
     """get_msgs(max_bytes=) that is no count of bytes raises; nothing is asked of the server."""
@@ -215,6 +216,14 @@ def test_get_msgs_refuses_a_bad_max_bytes_before_sending(ctx, name, max_bytes, e
     with pytest.raises(error, match="max_bytes"):
         stream.get_msgs(max_bytes=max_bytes)
     assert len(stream.get_msgs(max_bytes=0)) == 3  # 0: no limit, as before
+
+
+def test_get_msgs_refuses_a_batch_past_the_servers_int64(ctx, name):
+    """get_msgs(batch=2**63) raises ValueError before sending (the server's batch is an
+    int64: it answered "Malformed Request", an APIError with no err_code)."""
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True)
+    with pytest.raises(ValueError, match="batch must be at most 9223372036854775807"):
+        stream.get_msgs(batch=2**63)
 
 
 def test_delete_msg_fast_and_erase(ctx, name):

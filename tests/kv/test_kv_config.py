@@ -61,6 +61,7 @@ def test_filters_reject_the_rest(bad):
         ("ttl", -1, ValueError),
         ("limit_marker_ttl", 0.5, ValueError),
         ("max_bytes", -2, ValueError),
+        ("max_value_size", 2**31, ValueError),  # the stream's max_msg_size is an int32
         ("storage", "disk", ValueError),
     ],
 )
