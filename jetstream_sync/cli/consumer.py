@@ -250,10 +250,12 @@ def next_(args: argparse.Namespace, out: Output) -> int:
         consumer = nc.jetstream(timeout=args.timeout).consumer(args.stream, args.name)
         cfg = consumer.cached_info.config if consumer.cached_info else None
         acks = not args.no_ack and (cfg is None or cfg.ack_policy is not AckPolicy.NONE)
+        turn = (cfg.max_batch if cfg is not None else None) or args.count  # the server's cap
         while got < args.count:
             batch = consumer.fetch(
-                batch=args.count - got, timeout=wait, group=args.group, priority=args.priority
-            )
+                batch=min(args.count - got, turn), timeout=wait,
+                group=args.group, priority=args.priority,
+            )  # fmt: skip
             if not batch:
                 break
             for msg in batch:

@@ -139,6 +139,16 @@ def test_consumer_add_ls_info_next_rm(cli, name):
     assert cli.run("consumer", "info", name, "WORK").code == 1
 
 
+def test_consumer_next_count_past_max_batch_pulls_in_turns(cli, js, name):
+    """next --count 7 on a consumer whose max_batch is 3 fetches 3, 3 and 1 (one fetch of
+    7 was refused: "409 Exceeded MaxRequestBatch of 3", exit 1)."""
+    ok(cli.run("stream", "add", name, "--subjects", f"{name}.>"))
+    ok(cli.run("pub", f"{name}.in", "m{{Count}}", "--count", "8", "-J"))
+    js.create_consumer(name, durable_name="SMALL", max_batch=3)
+    got = ok(cli.run("--json", "consumer", "next", name, "SMALL", "--count", "7")).json_lines()
+    assert [m["data"] for m in got] == [f"m{i}" for i in range(1, 8)]
+
+
 def test_consumer_next_with_nothing_to_fetch_exits_1(cli, name):
     """next when no message comes within --wait: exit 1, "no message received"."""
     ok(cli.run("stream", "add", name))
