@@ -128,8 +128,10 @@ def create_consumer(
     if action:
         body["action"] = action
     level = check_consumer_level(client, config)
-    if config.filter_subject and not config.filter_subjects and _filter_fits(
-        api, stream, name, config.filter_subject
+    if (
+        config.filter_subject
+        and not config.filter_subjects
+        and _filter_fits(api, stream, name, config.filter_subject)
     ):
         reply = api.request_json(
             _api.CONSUMER_CREATE_FILTERED, body, deadline, level,

@@ -1,8 +1,9 @@
 """examples/wsgi_app.py under real WSGI servers: gunicorn's sync, gthread and gevent
 workers (with and without --preload), uWSGI with gevent and its monkey-patch, with
-threads, and with neither (its defaults, where ``--enable-threads`` is off). 200 requests, 50 at a time, over 2 worker processes; each request publishes to
-JetStream, makes a request/reply to a responder of its own worker and reads a Key-Value
-entry: all succeed."""
+threads, and with neither (its defaults, where ``--enable-threads`` is off). 200
+requests, 50 at a time, over 2 worker processes; each request publishes to JetStream,
+makes a request/reply to a responder of its own worker and reads a Key-Value entry: all
+succeed."""
 
 from __future__ import annotations
 
