@@ -46,8 +46,10 @@ ack was addressed to the old connection); when the client closes, with
 from __future__ import annotations
 
 import math
+import os
 import queue
 import threading
+import weakref
 from time import monotonic
 from typing import TYPE_CHECKING
 
@@ -59,13 +61,14 @@ from .._signals import wait
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
+    ForkedClientError,
     NatsError,
     TimeoutError,
     TooManyPendingAcksError,
 )
 from ..msg import Msg
 from .info import PubAck
-from .publish import ACK_THREAD, PubAckFuture, parse_pub_ack
+from .publish import ACK_THREAD, INHERITED_LOCKS, PubAckFuture, parse_pub_ack
 
 if TYPE_CHECKING:
     from .._reply import Reply
@@ -85,6 +88,19 @@ _LOST = (
 # What the reader hands the ack thread per ack: the future, then the PubAck of a plain
 # ack (a future someone waits on), or the reply's payload and header block.
 Settle = tuple[PubAckFuture, PubAck | bytes, bytes | None]
+
+
+_live_muxes: weakref.WeakSet[AckMux] = weakref.WeakSet()
+
+
+def _mark_inherited() -> None:
+    """In a forked child: the futures of every mux are settled only in the parent."""
+    for mux in list(_live_muxes):
+        mux._forked = True
+        INHERITED_LOCKS.add(mux._lock)
+
+
+os.register_at_fork(after_in_child=_mark_inherited)
 
 
 class AckMux:
@@ -111,6 +127,8 @@ class AckMux:
         self._timer: threading.Thread | None = None
         self._timer_due = math.inf  # when the timer wakes next (inf: it is not running)
         self._closed = False
+        self._forked = False  # this process is a child forked after the mux was made
+        _live_muxes.add(self)
 
     def _start(self) -> str:
         """Route the ack inbox to this mux and start the ack thread (first publish only)."""
@@ -480,11 +498,18 @@ class AsyncPublisher:
 
         Raises:
             TimeoutError: acks were still pending after ``timeout``.
+            ForkedClientError: acks are pending in a process forked after they
+                were published (they go to the parent).
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         mux = self._mux
         if mux is None or not self._pending:
             return
+        if mux._forked:
+            raise ForkedClientError(
+                f"{len(self._pending)} acks of publishes made before os.fork() go to the "
+                "parent process; connect again in the child process"
+            )
         refuse_in_inline_callback("publish_async_completed()")
         with mux._lock:
             self._waiting += 1

@@ -254,14 +254,24 @@ class WatchFeed(Generic[T]):
             finally:
                 self._thread_waiting = False
 
+    def check_usable(self) -> None:
+        """Raise in a process forked after the feed was made (its thread stayed in the parent).
+
+        Raises:
+            ForkedClientError: this is such a child process.
+        """
+        self._messages.check_usable()
+
     def take(self, deadline: Deadline | None) -> T | None:
         """The next item, or ``None`` for the marker; waits until ``deadline`` (``None``: no end).
 
         Raises:
             TimeoutError: nothing came before ``deadline``.
             IteratorClosedError: the feed was stopped.
+            ForkedClientError: called in a process forked after the feed was made.
             NatsError: what ended the iteration (e.g. ``StreamNotFoundError``).
         """
+        self._messages.check_usable()
         try:
             item = self._items.popleft()
         except IndexError:
@@ -290,7 +300,12 @@ class WatchFeed(Generic[T]):
                 self._readers_waiting -= 1
 
     def stop(self) -> None:
-        """Stop the iterator and join the thread; discards what was not taken."""
+        """Stop the iterator and join the thread; discards what was not taken.
+
+        Raises:
+            ForkedClientError: called in a process forked after the feed was made.
+        """
+        self._messages.check_usable()
         with self._lock:
             self._stopped = True
             self._items.clear()

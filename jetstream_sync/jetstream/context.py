@@ -249,6 +249,8 @@ class JetStreamContext:
         Raises:
             TimeoutError: acks were still pending after ``timeout``.
             InlineCallbackError: called from an inline callback with acks pending.
+            ForkedClientError: acks are pending in a process forked after they
+                were published (they go to the parent).
         """
         self._async.wait_completed(check_timeout("timeout", timeout, self.timeout))
 

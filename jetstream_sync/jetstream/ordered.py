@@ -621,7 +621,12 @@ class OrderedMessageIterator(BaseMessageIterator):
     def _end(self) -> None:
         self._oc._client.remove_status_listener(self._listener)
 
-    def _check_usable(self) -> None:
+    def check_usable(self) -> None:
+        """Raise when this process may not use the iterator.
+
+        Raises:
+            ForkedClientError: this is a child process forked after the iterator was made.
+        """
         if self._inner is not None:
             self._inner.check_usable()
 
@@ -631,7 +636,7 @@ class OrderedMessageIterator(BaseMessageIterator):
         Raises:
             ForkedClientError: called in a process forked after the iterator was made.
         """
-        self._check_usable()
+        self.check_usable()
         self._stopped = True
         self._oc._abort.set()
         self._end()
@@ -660,7 +665,7 @@ class OrderedMessageIterator(BaseMessageIterator):
         Raises:
             ForkedClientError: called in a process forked after the iterator was made.
         """
-        self._check_usable()
+        self.check_usable()
         self._stopped = True
         self._draining = True
         self._end()

@@ -10,6 +10,7 @@ import concurrent.futures
 import json
 import math
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .. import _protocol
 from .._deadline import check_at_most_max
 from .._reply import PUBACK_FIELDS
-from ..errors import InlineCallbackError, NoRespondersError, api_error
+from ..errors import ForkedClientError, InlineCallbackError, NoRespondersError, api_error
 from ..headers import Headers, header_pairs
 from ._checks import sequence
 from .info import PubAck
@@ -267,6 +268,21 @@ def _refuse_wait_on_ack_thread(future: PubAckFuture, call: str) -> None:
         )
 
 
+# The locks of the ack muxes this process inherited through os.fork() (added in
+# the child by jetstream_sync.jetstream._ack_mux): a future made with one is
+# settled only in the parent, which kept the connection and the ack threads.
+INHERITED_LOCKS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _refuse_wait_in_forked_child(future: PubAckFuture, call: str) -> None:
+    """Raise when a forked child would wait for a future that only its parent settles."""
+    if future._ack_lock in INHERITED_LOCKS:
+        raise ForkedClientError(
+            f"PubAckFuture.{call}() of a publish made before os.fork(): its ack goes to the "
+            "parent process; connect again in the child process"
+        )
+
+
 # Orders a future's resolution against making its Future state; the async
 # publisher gives each future its ack mux's lock instead, under which the reader
 # thread settles futures without a call per future.
@@ -385,6 +401,8 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             InlineCallbackError: called from a done-callback on the ack thread
                 before this future resolved: that thread settles it, so the wait
                 could only time out (raised at once instead).
+            ForkedClientError: called, before the future resolved, in a process
+                forked after the publish (the ack goes to the parent).
         """
         if self._ack_done and not self._ack_real:
             if self._ack_error is not None:
@@ -393,6 +411,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         else:
             if not self.done():
                 _refuse_wait_on_ack_thread(self, "result")
+                _refuse_wait_in_forked_child(self, "result")
             value = super().result(timeout)
         kind = type(value)
         if kind is int or kind is bytes:  # made on first read
@@ -414,9 +433,12 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             TimeoutError: not resolved in time (the builtin ``TimeoutError``).
             InlineCallbackError: called from a done-callback before the future
                 resolved (see :meth:`result`).
+            ForkedClientError: called, before the future resolved, in a process
+                forked after the publish (see :meth:`result`).
         """
         if self._ack_done and not self._ack_real:
             return self._ack_error
         if not self.done():
             _refuse_wait_on_ack_thread(self, "exception")
+            _refuse_wait_in_forked_child(self, "exception")
         return super().exception(timeout)

@@ -129,6 +129,7 @@ class KeyWatcher:
             BucketNotFoundError: the bucket was deleted.
             IteratorClosedError: the watcher was stopped.
             ConnectionClosedError: the client was closed.
+            ForkedClientError: called in a process forked after the watcher was made.
         """
         if timeout == 0 and not isinstance(timeout, bool):
             deadline: Deadline | None = Deadline(0.0)
@@ -159,7 +160,12 @@ class KeyWatcher:
             out.append(entry)
 
     def stop(self) -> None:
-        """Stop watching and delete the server-side consumer. Safe from any thread."""
+        """Stop watching and delete the server-side consumer. Safe from any thread.
+
+        Raises:
+            ForkedClientError: called in a process forked after the watcher was made.
+        """
+        self._feed.check_usable()
         with self._lock:
             if self._stopped:
                 return

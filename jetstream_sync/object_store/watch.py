@@ -108,6 +108,7 @@ class ObjectWatcher:
             TimeoutError: nothing within ``timeout``.
             ObjectStoreNotFoundError: the bucket was deleted.
             IteratorClosedError: the watcher was stopped.
+            ForkedClientError: called in a process forked after the watcher was made.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
         try:
@@ -121,7 +122,11 @@ class ObjectWatcher:
         )
 
     def stop(self) -> None:
-        """Stop watching and delete the server-side consumer. Safe from any thread."""
+        """Stop watching and delete the server-side consumer. Safe from any thread.
+
+        Raises:
+            ForkedClientError: called in a process forked after the watcher was made.
+        """
         self._feed.stop()
         self._oc.close()
 

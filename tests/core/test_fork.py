@@ -144,3 +144,53 @@ def test_inherited_messages_iterator(nc_fork, shared_server):
         oc.close()
     finally:
         ctx.delete_stream(name)
+
+
+def test_pending_publish_async_future(nc_fork):
+    """A future whose ack was pending at the fork raises in the child instead of waiting forever."""
+    nc_fork.subscribe("fork.silent")  # takes the message, never acknowledges it
+    ctx = nc_fork.jetstream(ack_timeout=60)
+    future = ctx.publish_async("fork.silent", b"x")
+    assert_forked(in_child(future.result))
+    assert_forked(in_child(future.exception))
+    assert_forked(in_child(lambda: future.result(timeout=1)))
+    assert_forked(in_child(ctx.publish_async_completed))
+    assert not future.done()  # the parent still waits for it
+
+
+def test_inherited_key_value_watcher(nc_fork):
+    """An inherited Key-Value watcher raises in the child, entries buffered or not."""
+    ctx = nc_fork.jetstream()
+    bucket = f"fork{os.getpid()}"
+    kv = ctx.create_key_value(bucket=bucket)
+    try:
+        kv.put("k", b"1")
+        with kv.watch() as watcher:
+            wait_for(lambda: len(watcher._feed._items) == 2)  # the entry and the marker
+            assert_forked(in_child(lambda: watcher.next(timeout=1)))
+            assert watcher.next(timeout=5).value == b"1"
+            assert watcher.next(timeout=5) is None
+            assert_forked(in_child(watcher.next))  # nothing buffered: it would wait forever
+            assert_forked(in_child(lambda: next(iter(watcher))))
+            assert_forked(in_child(watcher.stop))
+            kv.put("k", b"2")
+            assert watcher.next(timeout=5).value == b"2"  # the parent goes on
+    finally:
+        ctx.delete_key_value(bucket)
+
+
+def test_inherited_object_store_watcher(nc_fork):
+    """An inherited Object Store watcher raises in the child instead of waiting forever."""
+    ctx = nc_fork.jetstream()
+    bucket = f"fork{os.getpid()}"
+    store = ctx.create_object_store(bucket=bucket)
+    try:
+        watcher = store.watch()
+        assert watcher.next(timeout=5) is None  # an empty store: the marker at once
+        assert_forked(in_child(watcher.next))
+        assert_forked(in_child(watcher.stop))
+        store.put("o", b"data")
+        assert watcher.next(timeout=5).name == "o"  # the parent goes on
+        watcher.stop()
+    finally:
+        ctx.delete_object_store(bucket)
