@@ -35,8 +35,10 @@ thread recorded here follows it.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from threading import get_ident
+from types import FrameType
 from typing import Any
 
 _main_ident = threading.main_thread().ident
@@ -45,6 +47,32 @@ _main_ident = threading.main_thread().ident
 def on_signal_thread() -> bool:
     """Whether the calling thread is the one signal handlers run on (the main thread)."""
     return get_ident() == _main_ident
+
+
+def _ours(frame: FrameType) -> bool:
+    name = str(frame.f_globals.get("__name__", ""))
+    return name == __package__ or name.startswith(f"{__package__}.")
+
+
+def in_handler_interrupting_a_call() -> bool:
+    """Whether the caller runs in a signal handler that interrupted a call of this package.
+
+    CPython runs a handler on top of the frame it interrupted, so on the main
+    thread the stack below the caller's own frames of this package and the
+    handler's (the user's) frames holds a frame of this package exactly when
+    the handler landed inside a call of the client: that call may hold the
+    socket's read role or a lock until the handler returns.
+    """
+    if get_ident() != _main_ident:
+        return False
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and _ours(frame):
+        frame = frame.f_back
+    while frame is not None:
+        if _ours(frame):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def wait(cond: threading.Condition, lock: Any, timeout: float | None = None) -> None:
@@ -106,4 +134,4 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["Flag", "on_signal_thread", "wait"]
+__all__ = ["Flag", "in_handler_interrupting_a_call", "on_signal_thread", "wait"]

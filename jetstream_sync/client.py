@@ -29,6 +29,7 @@ from ._nuid import NUID
 from ._protocol._py import DECODE_NONE, JOIN_ABOVE
 from ._reply import Reply, ReplyDecoder
 from ._server_pool import split_servers
+from ._signals import in_handler_interrupting_a_call
 from ._subjects import ApiSubject
 from .errors import (
     AuthorizationError,
@@ -977,7 +978,11 @@ class Client:
         ``error_cb``, ``disconnected_cb``...). Called on one of the client's
         own threads, it joins every other thread but not that one: it returns,
         and that thread ends as soon as the callback returns. Not from an inline
-        callback, which runs on the thread reading the connection.
+        callback, which runs on the thread reading the connection. From a signal
+        handler that interrupted a call of this client on the main thread, it
+        closes the connection and returns at once; that call raises
+        ``ConnectionClosedError`` once the handler returned, and a thread of the
+        client's own (``jetstream_sync-<n>-closer``) joins the others.
 
         Raises:
             InlineCallbackError: called from an inline callback (nothing was done).
@@ -996,6 +1001,19 @@ class Client:
         if self._forked:  # the parent still uses this socket: never shut it down
             connection.close_inherited()
             return
+        if in_handler_interrupting_a_call():
+            # The threads to join may wait for what the interrupted call holds (the
+            # read role, the writer's lock), which it gives back only after this
+            # handler returned: they are joined on a thread of their own.
+            threading.Thread(
+                target=self._finish_close, args=(reason, deadline),
+                name=f"jetstream_sync-{self._id}-closer",
+            ).start()  # fmt: skip
+            return
+        self._finish_close(reason, deadline)
+
+    def _finish_close(self, reason: BaseException | None, deadline: Deadline | None) -> None:
+        connection = self._connection
         flush_for = _CLOSE_FLUSH if deadline is None else min(_CLOSE_FLUSH, deadline.remaining())
         for sub in connection.close(flush_for):
             if sub._worker is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
@@ -131,3 +133,54 @@ def test_close_from_a_consume_callback(shared_server, baseline):
         _finish(closer, nc, baseline, "jetstream_sync-consume-")
     finally:
         admin.delete_stream(stream.name)
+
+
+# A signal handler that closes the client which the main thread is in the middle
+# of using; run in a child process so that a deadlock fails the test instead of
+# hanging the suite.
+_CLOSE_IN_HANDLER = """
+import signal, sys, threading
+import jetstream_sync as js
+
+url, loop = sys.argv[1], sys.argv[2]
+silent = js.connect(url)
+silent.subscribe("handler.silent")  # takes requests, never answers them
+silent.flush()
+nc = js.connect(url)
+closed = []
+
+def on_alarm(signum, frame):
+    nc.close()
+    closed.append(nc.is_closed)
+
+signal.signal(signal.SIGALRM, on_alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+try:
+    if loop == "request":
+        nc.request("handler.silent", b"", timeout=30)
+    else:
+        while True:
+            nc.publish("handler.publish", b"x" * 100)
+except js.ConnectionClosedError:
+    print("the interrupted call: ConnectionClosedError")
+print("close() in the handler returned:", closed)
+for thread in threading.enumerate():
+    if thread.name.startswith("jetstream_sync-2-"):
+        thread.join(10)
+        print("left running:", thread.name) if thread.is_alive() else None
+silent.close()
+"""
+
+
+@pytest.mark.parametrize("loop", ["request", "publish"])
+def test_close_from_a_signal_handler_that_interrupted_a_call(shared_server, loop):
+    """close() in a signal handler returns; the interrupted call fails; every thread ends."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CLOSE_IN_HANDLER, shared_server.url, loop],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "the interrupted call: ConnectionClosedError",
+        "close() in the handler returned: [True]",
+    ], done.stdout + done.stderr
