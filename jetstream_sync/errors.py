@@ -20,7 +20,22 @@ from typing import Any, ClassVar, Self
 
 
 class NatsError(Exception):
-    """Base class of every error raised by jetstream_sync."""
+    """Base class of every error raised by jetstream_sync.
+
+    An error's ``args`` are the arguments of its constructor, so
+    ``type(exc)(*exc.args)`` makes it again: that is how Celery's JSON result
+    backend (its default) rebuilds an error a task raised. Its text is kept
+    apart from them.
+    """
+
+    def __str__(self) -> str:
+        text = self.__dict__.get("_text")
+        return super().__str__() if text is None else str(text)
+
+    def _keep_args(self, *args: object) -> None:
+        """Make ``args`` the constructor's arguments; the text given to ``__init__`` stays."""
+        self._text = str(self)
+        self.args = args
 
 
 class ProtocolError(NatsError):
@@ -113,6 +128,7 @@ class ServerError(NatsError):
     def __init__(self, text: str = "") -> None:
         super().__init__(f"server error: {text}")
         self.text = text
+        self._keep_args(text)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str]]:
         return (type(self), (self.text,))
@@ -144,6 +160,7 @@ class NoRespondersError(NatsError):
     def __init__(self, text: str = "", subject: str = "") -> None:
         super().__init__(text)
         self.subject = subject
+        self._keep_args(text, subject)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, str]]:
         return (type(self), (str(self), self.subject))
@@ -174,6 +191,7 @@ class LimitExceededError(NatsError, ValueError):
         self.length = length
         self.limit = limit
         self.detail = detail
+        self._keep_args(argument, length, limit, detail)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, int, int, str]]:
         return (type(self), (self.argument, self.length, self.limit, self.detail))
@@ -197,6 +215,7 @@ class SlowConsumerError(NatsError):
         super().__init__(f"slow consumer on {subject!r} (sid {sid}): pending limits reached")
         self.subject = subject
         self.sid = sid
+        self._keep_args(subject, sid)
 
     def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
         return (type(self), (self.subject, self.sid))
@@ -211,6 +230,7 @@ class ServerSlowConsumerError(SlowConsumerError):
         self.subject = ""
         self.sid = 0
         self.text = text
+        self._keep_args(text)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str]]:
         return (type(self), (self.text,))
@@ -297,7 +317,6 @@ class APIError(JetStreamError):
         code: int = 0,
         err_code: int = 0,
         description: str = "",
-        *,
         stream: str | None = None,
         consumer: str | None = None,
         seq: int | None = None,
@@ -313,6 +332,9 @@ class APIError(JetStreamError):
         self.consumer = consumer
         self.seq = seq
         self.subject = subject
+        about = (stream, consumer, seq, subject)
+        named_args = about[: max((i + 1 for i, v in enumerate(about) if v is not None), default=0)]
+        self._keep_args(code, err_code, description, *named_args)
 
     def __reduce__(self) -> tuple[Callable[..., Self], tuple[int, int, str]]:
         about: dict[str, Any] = {"stream": self.stream, "consumer": self.consumer}
@@ -503,6 +525,7 @@ class PullStatusError(JetStreamError):
         super().__init__(f"pull request failed: {status} {description}".rstrip())
         self.status = status
         self.description = description
+        self._keep_args(status, description)
 
     def __reduce__(self) -> tuple[type[Self], tuple[int, str]]:
         return (type(self), (self.status, self.description))
@@ -532,6 +555,7 @@ class PriorityGroupError(PullBadRequestError, ValueError):
         self.status = status
         self.description = description
         self.group = group
+        self._keep_args(description, group, status)
 
     def __reduce__(self) -> tuple[type[Self], tuple[Any, ...]]:
         return (type(self), (self.description, self.group, self.status))
@@ -603,6 +627,7 @@ class KeyDeletedError(KeyNotFoundError):
     def __init__(self, message: str = "key was deleted", entry: object = None) -> None:
         super().__init__(message)
         self.entry = entry
+        self._keep_args(message, entry)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, object]]:
         return (type(self), (str(self), self.entry))
@@ -673,6 +698,7 @@ class ObjectReplacedError(ObjectStoreError):
     def __init__(self, message: str = "object was replaced", written: int = 0) -> None:
         super().__init__(message)
         self.written = written
+        self._keep_args(message, written)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
         return (type(self), (str(self), self.written))
@@ -724,6 +750,7 @@ class CounterNotFoundError(JetStreamError, LookupError):
     def __init__(self, subject: str) -> None:
         super().__init__(f"no counter value on subject {subject!r}")
         self.subject = subject
+        self._keep_args(subject)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str]]:
         return (type(self), (self.subject,))
@@ -781,6 +808,7 @@ class NotAScheduleError(JetStreamError):
         )
         self.subject = subject
         self.seq = seq
+        self._keep_args(subject, seq)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
         return (type(self), (self.subject, self.seq))
@@ -855,6 +883,7 @@ class FastBatchError(JetStreamError):
     def __init__(self, message: str, sequence: int = 0) -> None:
         super().__init__(message)
         self.sequence = sequence
+        self._keep_args(message, sequence)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, int]]:
         return (type(self), (str(self), self.sequence))
@@ -870,6 +899,7 @@ class FastBatchGapError(FastBatchError):
     def __init__(self, message: str, sequence: int = 0, first_lost: int = 0) -> None:
         super().__init__(message, sequence)
         self.first_lost = first_lost
+        self._keep_args(message, sequence, first_lost)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, int, int]]:  # type: ignore[override]
         return (type(self), (str(self), self.sequence, self.first_lost))
@@ -885,6 +915,7 @@ class FastBatchMessageError(FastBatchError):
     def __init__(self, message: str, sequence: int = 0, error: APIError | None = None) -> None:
         super().__init__(message, sequence)
         self.error = error
+        self._keep_args(message, sequence, error)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, int, APIError | None]]:  # type: ignore[override]
         return (type(self), (str(self), self.sequence, self.error))
@@ -926,6 +957,7 @@ class RowPublishError(NatsError):
         super().__init__(text)
         self.row = row
         self.subject = subject
+        self._keep_args(text, row, subject)
 
     def __reduce__(self) -> tuple[type[Self], tuple[str, int | None, str | None]]:
         return (type(self), (str(self), self.row, self.subject))

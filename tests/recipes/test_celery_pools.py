@@ -76,3 +76,49 @@ def test_tasks_publish(pool, nats_server, tmp_path):
         assert worker.pid not in pids
     else:
         assert pids == {worker.pid}
+
+
+def _sample(cls: type[BaseException]) -> BaseException:
+    """An instance of the public error ``cls``, its constructor's arguments all set."""
+    samples: dict[str, tuple[object, ...]] = {
+        "ServerError": ("bad thing",),
+        "NoRespondersError": ("no responders on 'a'", "a"),
+        "LimitExceededError": ("subject", 9000, 4096, "the control line"),
+        "SlowConsumerError": ("orders.*", 7),
+        "ServerSlowConsumerError": ("Slow Consumer",),
+        "PullStatusError": (409, "Consumer Deleted"),
+        "PriorityGroupError": ("unknown group", "jobs", 400),
+        "KeyDeletedError": ("key 'k' was deleted", None),
+        "ObjectReplacedError": ("object was replaced", 12),
+        "CounterNotFoundError": ("counts.a",),
+        "NotAScheduleError": ("jobs.a", 5),
+        "FastBatchError": ("batch failed", 3),
+        "FastBatchGapError": ("gap", 9, 4),
+        "FastBatchMessageError": ("refused", 2, None),
+        "RowPublishError": ("row 3 failed", 3, "rows.a"),
+    }
+    if issubclass(cls, jetstream_sync.errors.APIError):
+        return cls(404, 10059, "stream not found", stream="ORDERS", seq=4)
+    for klass in cls.__mro__:
+        if klass.__name__ in samples:
+            return cls(*samples[klass.__name__])
+    return cls("what went wrong")
+
+
+def test_task_errors_come_back_from_json_results():
+    """Every public error a task raises comes back from Celery's JSON result backend whole."""
+    from celery import Celery
+
+    backend = Celery("errors", broker="memory://", backend="cache+memory://").backend
+    errors = jetstream_sync.errors
+    classes = [
+        cls for name in dir(errors)
+        if isinstance(cls := getattr(errors, name), type) and issubclass(cls, BaseException)
+        and cls.__module__ == errors.__name__
+    ]  # fmt: skip
+    for cls in classes:
+        exc = _sample(cls)
+        stored = backend.decode(backend.encode(backend.prepare_exception(exc, "json")))
+        back = backend.exception_to_python(stored)
+        assert type(back) is cls and str(back) == str(exc), (cls, str(back), str(exc))
+        assert vars(back) == vars(exc), cls
