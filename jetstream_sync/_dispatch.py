@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ._deadline import Deadline
-from ._signals import wait
+from ._signals import on_signal_thread, wait
 from .errors import InlineCallbackError, TimeoutError
 from .msg import Msg
 
@@ -339,7 +339,7 @@ class CallbackWorker:
                 return
             try:
                 callback(msg)
-            except Exception as exc:  # a user's bug must not kill the worker
+            except BaseException as exc:  # a user's bug, even sys.exit(), must not kill the worker
                 self._on_error(exc)
 
     def is_current(self) -> bool:
@@ -417,6 +417,10 @@ class InlineCallback:
                     try:
                         callback(msg)
                     except Exception as exc:  # a user's bug must not stop the reading
+                        self._on_error(exc)
+                    except BaseException as exc:  # sys.exit(): it would end the reader thread
+                        if on_signal_thread():  # a Ctrl-C, or an exit asked on the main thread
+                            raise
                         self._on_error(exc)
             finally:
                 reading.inline = False

@@ -44,7 +44,7 @@ class EventRunner:
                 fn, args = self._queue.popleft()
             try:
                 fn(*args)
-            except Exception:  # a user's callback must not stop the others
+            except BaseException:  # a user's callback, even sys.exit(), must not stop the others
                 log.exception("jetstream_sync: connection callback %r raised", fn)
 
     def stop(self) -> None:

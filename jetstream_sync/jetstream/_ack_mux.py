@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 from .. import _protocol
 from .._deadline import Deadline, check_timeout, seconds_text
 from .._dispatch import refuse_in_inline_callback
+from .._log import logger
 from .._routes import ReplyRoute
 from .._signals import wait
 from ..errors import (
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from ..client import Client
     from ..headers import Headers
 
+log = logger("jetstream")
 _RESOURCE_KEY = "jetstream.ack_mux"
 _ACK_BATCH = 1024
 _ACK_SAME = _protocol.ACK_SAME
@@ -88,6 +90,19 @@ _LOST = (
 # What the reader hands the ack thread per ack: the future, then the PubAck of a plain
 # ack (a future someone waits on), or the reply's payload and header block.
 Settle = tuple[PubAckFuture, PubAck | bytes, bytes | None]
+
+
+def _settle(future: PubAckFuture, value: object = None, error: BaseException | None = None) -> None:
+    """Resolve ``future`` on a thread of the mux, which its done-callbacks must not end.
+
+    ``concurrent.futures`` logs a callback's ``Exception``; a ``SystemExit``
+    (``sys.exit()`` in a callback) would end the thread, and every later
+    future would wait for nothing: it is logged the same way.
+    """
+    try:
+        future._resolve(value, error)
+    except BaseException:
+        log.exception("jetstream_sync: a PubAckFuture done-callback raised")
 
 
 _live_muxes: weakref.WeakSet[AckMux] = weakref.WeakSet()
@@ -221,18 +236,18 @@ class AckMux:
                 return
             for future, value, headers in acks:
                 if type(value) is PubAck:
-                    future._resolve(value)
+                    _settle(future, value)
                     continue
                 assert type(value) is bytes  # a reply's payload
                 if headers is None and b'"error"' not in value:
-                    future._resolve(value)  # a success: parsed when the result is read
+                    _settle(future, value)  # a success: parsed when the result is read
                     continue
                 try:
                     ack = parse_pub_ack(Msg(prefix, "", value, headers), future.subject)
                 except Exception as exc:
-                    future._resolve(error=exc)
+                    _settle(future, error=exc)
                 else:
-                    future._resolve(ack)
+                    _settle(future, ack)
 
     # ------------------------------------------------------------------ timer
 
@@ -281,10 +296,11 @@ class AckMux:
                     self._timer_cond.wait(next_due - now)
                     continue
             for future, ack_timeout in expired:
-                future._resolve(
+                _settle(
+                    future,
                     error=TimeoutError(
                         f"no PubAck for {future.subject!r} within {seconds_text(ack_timeout)} s"
-                    )
+                    ),
                 )
 
     # ------------------------------------------------------------------ failing everything

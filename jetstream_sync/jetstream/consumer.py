@@ -127,7 +127,7 @@ class ConsumeContext:
                     break
                 try:
                     callback(msg)
-                except Exception as exc:  # the user's bug must not stop consumption
+                except BaseException as exc:  # the user's bug, even sys.exit(), must not stop it
                     self._report(exc)
 
     def _join(self, timeout: float | None) -> None:

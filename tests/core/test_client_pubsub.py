@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -108,6 +109,29 @@ def test_callback_error_goes_to_error_cb(shared_server):
         nc.publish("cb.err", b"good")
         wait_for(lambda: len(seen) == 2 and errors)
         assert isinstance(errors[0], RuntimeError)
+    finally:
+        nc.close()
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_sys_exit_in_a_callback_is_reported_and_the_next_message_still_comes(shared_server, inline):
+    """SystemExit raised by a callback goes to error_cb like any error: it does not end the
+    thread that runs the callbacks (the subscription's, or the one reading the socket)."""
+    errors, seen = [], []
+    nc = js.connect(shared_server.url, error_cb=errors.append)
+    try:
+
+        def on_msg(msg):
+            seen.append(msg.data)
+            if msg.data == b"exit":
+                sys.exit(3)
+
+        nc.subscribe("cb.exit", cb=on_msg, inline=inline)
+        for data in (b"exit", b"after"):
+            nc.publish("cb.exit", data)
+        wait_for(lambda: seen == [b"exit", b"after"] and errors)
+        assert [type(e) for e in errors] == [SystemExit]
+        assert nc.request("$JS.API.INFO", b"", timeout=5)  # the connection is still read
     finally:
         nc.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import sys
 import threading
 
 import pytest
@@ -172,3 +173,14 @@ def test_a_done_callback_waiting_for_another_ack_is_refused_at_once(
     assert "done-callback" in str(seen["same"])
     assert isinstance(seen["other"], jetstream_sync.PubAck), seen
     assert js.publish_async(f"{stream.name}.after", b"3").result(10).seq == 3
+
+
+def test_a_done_callback_calling_sys_exit_leaves_the_ack_thread_running(js, stream):
+    """SystemExit from a done-callback on the ack thread is logged; later futures still settle."""
+    first = js.publish_async(f"{stream.name}.a", b"x")
+    first.add_done_callback(lambda f: sys.exit(1))  # made before the ack: runs on the ack thread
+    first.result(timeout=5)
+    later = threading.Event()
+    second = js.publish_async(f"{stream.name}.a", b"y")
+    second.add_done_callback(lambda f: later.set())
+    assert later.wait(5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -250,6 +251,24 @@ def test_consume_reports_callback_errors_and_deletion(js, stream):
     stream.delete_consumer("cd")
     wait_for(lambda: ctx.closed, timeout=10)
     assert any(isinstance(e, ConsumerDeletedError) for e in errors)
+
+
+def test_consume_reports_sys_exit_and_goes_on(js, stream):
+    """SystemExit raised by the callback reaches error_handler; the next message still comes."""
+    cons = stream.create_consumer()
+    errors, seen = [], []
+
+    def cb(msg):
+        seen.append(msg.data)
+        if msg.data == b"exit":
+            sys.exit(2)
+
+    ctx = cons.consume(cb, error_handler=errors.append)
+    js.publish(f"{stream.name}.x", b"exit")
+    js.publish(f"{stream.name}.x", b"after")
+    wait_for(lambda: seen == [b"exit", b"after"])
+    assert [type(e) for e in errors] == [SystemExit]
+    ctx.stop()
 
 
 def test_consume_drain_delivers_buffered_then_stops(js, stream):
