@@ -136,6 +136,28 @@ def test_sys_exit_in_a_callback_is_reported_and_the_next_message_still_comes(sha
         nc.close()
 
 
+def test_sys_exit_in_error_cb_leaves_the_events_thread_running(shared_server):
+    """An error_cb calling sys.exit() is logged; the next error still reaches it."""
+    reported = []
+
+    def error_cb(exc):
+        reported.append(str(exc))
+        sys.exit(1)
+
+    nc = js.connect(shared_server.url, error_cb=error_cb)
+    try:
+
+        def on_msg(msg):
+            raise RuntimeError(msg.data.decode())
+
+        nc.subscribe("cb.exit.events", cb=on_msg)
+        nc.publish("cb.exit.events", b"first")
+        nc.publish("cb.exit.events", b"second")
+        wait_for(lambda: reported == ["first", "second"])
+    finally:
+        nc.close()
+
+
 def test_iterating_a_subscription(nc):
     """Iteration yields messages until the subscription is auto-unsubscribed."""
     sub = nc.subscribe("iter")
