@@ -83,6 +83,10 @@ _REPLY_COUNTER = 1 + 20
 # the call's timeout, so a request lost in the stream's election is sent again.
 _PURGE_TRY = 2.0
 _PURGE_PAUSE = 0.25
+# ... and for at least this long: a stream whose leader's node died elects a new one 4 to
+# 20 s later (the server's Raft election timeout; longer when that node led the meta group
+# too), and chunks whose purge gave up stay stored, named by no object.
+_PURGE_OUTAGE = 30.0
 
 Data = bytes | bytearray | memoryview | str | IO[bytes]
 
@@ -357,7 +361,8 @@ class ObjectStore:
         return attrs.evolve(info, mtime=datetime.now(UTC))
 
     def _purge_chunks(self, nuid: str, timeout: float | None) -> None:
-        """Purge the chunks of ``nuid``, trying again through an outage for ``timeout``.
+        """Purge the chunks of ``nuid``, trying again through an outage for ``timeout``
+        (at least ``_PURGE_OUTAGE`` seconds).
 
         A purge names one object's chunks, so sending it again is harmless; a
         request sent while the stream elects a leader gets no reply at all.
@@ -366,7 +371,7 @@ class ObjectStore:
             TimeoutError, ConnectionLostError, APIError: what the last try raised.
         """
         subject = self._chunk_subject(nuid)
-        deadline = Deadline(self._ctx.timeout if timeout is None else timeout)
+        deadline = Deadline(max(self._ctx.timeout if timeout is None else timeout, _PURGE_OUTAGE))
         while True:
             try:
                 left = max(deadline.remaining(), 0.001)
@@ -400,7 +405,9 @@ class ObjectStore:
         name meanwhile, by any client, makes it read the newer version and
         store over that); then the chunks of the version it replaced are
         purged. If anything fails, the chunks sent so far are purged and the
-        name keeps what it held.
+        name keeps what it held: the purge is tried again for at least 30 s
+        (through a stream leader election); if it still fails, a note on the
+        raised exception names the chunks' subject.
 
         Args:
             name: the object's name (any non-empty ``str``).
@@ -451,11 +458,14 @@ class ObjectStore:
                 options=ObjectMetaOptions(max_chunk_size=chunk_size),
             )  # fmt: skip
             info, existing = self._replace_meta(info, existing, seq, timeout)
-        except BaseException:
+        except BaseException as exc:
             try:
                 self._purge_chunks(nuid, timeout)
-            except NatsError:
-                pass  # best effort: the failure is what is raised
+            except NatsError as purge_error:  # the put's failure is what is raised
+                exc.add_note(
+                    f"chunks of the failed put may remain under {self._chunk_subject(nuid)!r}"
+                    f" (their purge failed: {purge_error}); purge that subject of the stream"
+                )
             raise
         if existing is not None and not existing.deleted and _has_literal_nuid(existing):
             self._purge_chunks(existing.nuid, timeout)

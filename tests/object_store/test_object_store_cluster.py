@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
 import jetstream_sync as nats_sync
 from tests.fixtures.cluster import NatsCluster
+from tests.fixtures.polling import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -62,3 +64,72 @@ def test_put_failed_by_a_leader_loss_leaves_no_chunks(cluster):
             cluster.restart(index)
         finally:
             ctx.delete_object_store("R3PUT", timeout=20)
+
+
+class _KillsTheLeader:
+    """A file that, once ``stored()`` says chunks are stored, kills one node and goes on
+    for ``more`` chunks after the client reconnected: the put's own publishes fail."""
+
+    def __init__(
+        self,
+        cluster: NatsCluster,
+        index: int,
+        stored: Callable[[], object],
+        reconnected: threading.Event,
+        more: int,
+    ) -> None:
+        self._cluster, self._index, self._stored = cluster, index, stored
+        self._reconnected, self._more = reconnected, more
+        self._left: int | None = None
+
+    def read(self, size: int) -> bytes:
+        if self._left is None and self._stored():
+            self._cluster.kill(self._index)
+            assert self._reconnected.wait(10)
+            self._left = self._more
+        if self._left is not None:
+            if self._left == 0:
+                return b""
+            self._left -= 1
+        return b"x" * size
+
+
+def test_put_cut_by_a_leader_kill_leaves_no_chunks(cluster):
+    """A put whose chunks were cut by a kill -9 of the stream's leader raises and leaves
+    no chunks, though the stream takes longer to elect a leader than the put's timeout.
+
+    The new leader answers the purge 4 to 20 s after the kill (the election timeout of
+    the server's Raft; longer when the node led the meta group too), longer than the
+    2 s the put waits for each ack or API reply.
+    """
+    reconnected = threading.Event()
+    with nats_sync.connect(cluster.urls) as admin:
+        ctx = admin.jetstream(timeout=30)
+        stream = ctx.stream(ctx.create_object_store("R3KILL", replicas=3).stream_name)
+        try:
+            leader = cluster.server_named(stream.info().cluster.leader)
+            index = cluster.servers.index(leader)
+            urls = [leader.url] + [s.url for s in cluster.servers if s is not leader]
+            with nats_sync.connect(
+                urls, no_randomize=True, reconnect_time_wait=0.1, reconnected_cb=reconnected.set
+            ) as nc:
+                store = nc.jetstream(timeout=2).object_store("R3KILL")
+
+                def stored() -> bool:
+                    """Whether the leader acked a chunk (so one is stored on every replica)."""
+                    return stream.info().state.messages > 0
+
+                source = _KillsTheLeader(cluster, index, stored, reconnected, more=8)
+                with pytest.raises(nats_sync.NatsError):
+                    store.put("cut", source, chunk_size=CHUNK)
+            # a request the stream gets while it has no leader is dropped: ask again
+            state = wait_for(
+                lambda: stream.info(subjects_filter="$O.R3KILL.C.>", timeout=2).state,
+                timeout=60,
+                ignore=nats_sync.NatsError,
+            )
+            assert state.subjects == {}
+            assert state.messages == 0
+            cluster.restart(index)
+        finally:
+            ctx.delete_object_store("R3KILL")
