@@ -99,3 +99,26 @@ def test_object_get_stalled_mid_transfer_fails_typed_within_its_timeout(
     events.wait(lambda e: e.reconnects >= 1)
     assert remote.get("big", timeout=5) == data
     assert_works(fault_client)
+
+
+def test_kv_conditional_write_retried_after_a_lost_ack_is_refused(
+    fault_proxy, fault_client, events, bucket
+):
+    """An update/create whose ack was lost was applied: its retry raises the conflict
+    (KeyWrongLastSequenceError, KeyExistsError), and get() shows the value was ours."""
+    remote = fault_client.jetstream(timeout=2).key_value(bucket.bucket)
+    rev = bucket.put("k", b"1")
+    unknown = (jetstream_sync.TimeoutError, jetstream_sync.ConnectionLostError)
+    for attempt, write in enumerate(
+        [lambda: remote.update("k", b"2", last=rev), lambda: remote.create("new", b"2")]
+    ):
+        fault_proxy.stall(directions=(TO_CLIENT,))  # the write gets through, its ack does not
+        with pytest.raises(unknown):
+            write()
+        fault_proxy.resume()
+        events.wait(lambda e, n=attempt + 1: e.reconnects >= n)
+        with pytest.raises(jetstream_sync.KeyWrongLastSequenceError) as refused:
+            write()
+        assert isinstance(refused.value, jetstream_sync.KeyExistsError) == (attempt == 1)
+    assert bucket.get("k").value == bucket.get("new").value == b"2"
+    assert [e.value for e in bucket.history("k")] == [b"1", b"2"]
