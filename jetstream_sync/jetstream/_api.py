@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._deadline import Deadline, check_timeout
+from .._deadline import Deadline, check_timeout, seconds_text
 from .._subjects import (
     ApiSubject,
     check_control_line,
@@ -60,6 +60,10 @@ CONSUMER_UNPIN = "CONSUMER.UNPIN.{stream}.{consumer}"
 CONSUMER_NEXT = "CONSUMER.MSG.NEXT.{stream}.{consumer}"
 
 REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
+
+# Seconds a try of a read-only request waits before the request is sent again (a
+# stream or consumer electing a leader drops what it gets meanwhile).
+ASK_AGAIN_AFTER = 2.0
 
 
 # The template fields that hold a filter subject (wildcards allowed, always the
@@ -209,6 +213,35 @@ class JsApi:
                 503, 0, f"no responders on {subject}: JetStream is not enabled or not reachable"
             ) from None
 
+    def request_again_while_dropped(
+        self,
+        subject: str,
+        payload: bytes,
+        deadline: Deadline,
+        headers: dict[str, str] | None = None,
+    ) -> Msg:
+        """``request`` for a read-only request, sent again while it goes unanswered.
+
+        In a cluster, a stream's or consumer's replicas drop the requests they get
+        while they still wait for a leader whose node died (4 to 20 s after a kill);
+        a request sent after the election is answered. So each try waits at most
+        :data:`ASK_AGAIN_AFTER` seconds, until the deadline.
+
+        Raises:
+            TimeoutError: no try was answered before the deadline.
+        """
+        total = deadline.remaining()
+        while True:
+            attempt = Deadline(min(deadline.remaining(), ASK_AGAIN_AFTER))
+            try:
+                return self.request(subject, payload, attempt, headers)
+            except TimeoutError:
+                if deadline.expired():
+                    raise TimeoutError(
+                        f"no reply on {subject!r} within {seconds_text(total)} s "
+                        f"(asked every {seconds_text(ASK_AGAIN_AFTER)} s)"
+                    ) from None
+
     def request_json(
         self,
         template: str,
@@ -216,6 +249,7 @@ class JsApi:
         deadline: Deadline,
         required_level: int = 0,
         about: dict[str, Any] | None = None,
+        read_only: bool = False,
         **parts: str,
     ) -> dict[str, Any]:
         """Send a JSON API request and return the decoded, error-checked reply.
@@ -229,6 +263,8 @@ class JsApi:
                 INFO first, so an older server fails with a clear error.
             about: what the request is about beyond its subject's fields
                 (``seq``, ``subject``), for the error's text.
+            read_only: the request changes nothing, so it is sent again while
+                it goes unanswered (:meth:`request_again_while_dropped`).
             **parts: the template's fields (stream, consumer, ...); an error
                 names the stream and the consumer.
 
@@ -248,7 +284,8 @@ class JsApi:
                 )
             headers = {REQUIRED_LEVEL_HEADER: str(required_level)}
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        reply = self.request(self.subject(template, **parts), payload, deadline, headers)
+        ask = self.request_again_while_dropped if read_only else self.request
+        reply = ask(self.subject(template, **parts), payload, deadline, headers)
         names = {key: parts[key] for key in _NAMED_FIELDS.intersection(parts)}
         if about:
             names.update(about)
@@ -257,7 +294,7 @@ class JsApi:
     def _page(
         self, template: str, body: dict[str, Any], parts: dict[str, str], deadline: Deadline
     ) -> Any:
-        return self.request_json(template, body, deadline, 0, None, **parts)
+        return self.request_json(template, body, deadline, 0, None, False, **parts)
 
     def pages(
         self,

@@ -544,11 +544,14 @@ class Consumer:
     def info(self, timeout: float | None = None) -> ConsumerInfo:
         """Fetch the consumer's current info (and cache it).
 
+        A request the consumer drops while it elects a leader is sent again
+        every 2 s within ``timeout``.
+
         Raises:
             ConsumerNotFoundError: the consumer does not exist.
         """
         reply = self._api.request_json(
-            _api.CONSUMER_INFO, None, self._deadline(timeout),
+            _api.CONSUMER_INFO, None, self._deadline(timeout), read_only=True,
             stream=self.stream_name, consumer=self.name,
         )  # fmt: skip
         self._info = ConsumerInfo.from_api(reply)

@@ -136,6 +136,9 @@ class Stream:
     ) -> StreamInfo:
         """Fetch the stream's current info.
 
+        A request the stream drops while it elects a leader is sent again
+        every 2 s within ``timeout``.
+
         Args:
             subjects_filter: also return per-subject message counts for the
                 subjects matching this filter (all pages are fetched).
@@ -157,7 +160,7 @@ class Stream:
             if offset:
                 body["offset"] = offset
             reply = self._api.request_json(
-                _api.STREAM_INFO, body or None, deadline, stream=self.name
+                _api.STREAM_INFO, body or None, deadline, read_only=True, stream=self.name
             )
             page = reply.get("state", {}).get("subjects") or {}
             subjects.update(page)
