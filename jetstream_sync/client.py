@@ -77,6 +77,8 @@ _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 def _mark_forked() -> None:
     for client in list(_live_clients):
         client._forked = True
+        # A thread that held it at the fork does not exist in the child to release it.
+        client._state_lock = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_mark_forked)

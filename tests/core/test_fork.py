@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -110,6 +111,30 @@ def test_publish_request_flush_and_unsubscribe(nc_fork):
     assert_forked(in_child(lambda: nc_fork.subscribe("fork.other")))
     assert_forked(in_child(lambda: sub.unsubscribe(limit=5)))
     assert sub.is_active
+
+
+def test_close_in_the_child_of_a_fork_while_another_thread_held_the_clients_lock(
+    nc_fork,
+):
+    """A fork while another thread holds the client's state lock (adding a status
+    listener, making a shared resource): the child has no such thread to release it,
+    and close() there returns instead of waiting for it forever."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with nc_fork._state_lock:
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        held.wait()
+        assert in_child(nc_fork.close) == "ok: None"
+    finally:
+        release.set()
+        holder.join()
+    assert nc_fork.is_connected
 
 
 def test_inherited_messages_iterator(nc_fork, shared_server):
