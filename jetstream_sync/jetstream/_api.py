@@ -10,6 +10,7 @@ The paged listings (stream and consumer names and infos) go through
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from .._subjects import (
     publish_subject,
 )
 from ..errors import (
+    APIError,
     JetStreamNotEnabledError,
     NoRespondersError,
     RequiredApiLevelError,
@@ -64,6 +66,10 @@ REQUIRED_LEVEL_HEADER = "Nats-Required-Api-Level"
 # Seconds a try of a read-only request waits before the request is sent again (a
 # stream or consumer electing a leader drops what it gets meanwhile).
 ASK_AGAIN_AFTER = 2.0
+# A read-only request answered "JetStream system temporarily unavailable" (the
+# stream or consumer has no leader yet) is sent again this many seconds later.
+UNAVAILABLE = 10008
+UNAVAILABLE_PAUSE = 0.25
 
 
 # The template fields that hold a filter subject (wildcards allowed, always the
@@ -264,7 +270,9 @@ class JsApi:
             about: what the request is about beyond its subject's fields
                 (``seq``, ``subject``), for the error's text.
             read_only: the request changes nothing, so it is sent again while
-                it goes unanswered (:meth:`request_again_while_dropped`).
+                it goes unanswered (:meth:`request_again_while_dropped`) or is
+                answered "temporarily unavailable" (no leader yet), until the
+                deadline.
             **parts: the template's fields (stream, consumer, ...); an error
                 names the stream and the consumer.
 
@@ -284,12 +292,21 @@ class JsApi:
                 )
             headers = {REQUIRED_LEVEL_HEADER: str(required_level)}
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        ask = self.request_again_while_dropped if read_only else self.request
-        reply = ask(self.subject(template, **parts), payload, deadline, headers)
+        subject = self.subject(template, **parts)
         names = {key: parts[key] for key in _NAMED_FIELDS.intersection(parts)}
         if about:
             names.update(about)
-        return check_api_reply(json.loads(reply.data), **names)
+        if not read_only:
+            reply = self.request(subject, payload, deadline, headers)
+            return check_api_reply(json.loads(reply.data), **names)
+        while True:
+            reply = self.request_again_while_dropped(subject, payload, deadline, headers)
+            try:
+                return check_api_reply(json.loads(reply.data), **names)
+            except APIError as exc:
+                if exc.err_code != UNAVAILABLE or deadline.remaining() <= UNAVAILABLE_PAUSE:
+                    raise
+            time.sleep(UNAVAILABLE_PAUSE)
 
     def _page(
         self, template: str, body: dict[str, Any], parts: dict[str, str], deadline: Deadline

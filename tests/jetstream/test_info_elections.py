@@ -2,7 +2,8 @@
 
 A request the stream (or consumer) gets while its replicas still wait for the dead
 leader is dropped, not answered; the new leader answers 4 to 20 s after the kill.
-An info call with a timeout longer than that answers once the new leader does.
+An info call with a timeout longer than that answers once the new leader does;
+so does one the server answers "temporarily unavailable" meanwhile.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import pytest
 import jetstream_sync
 from tests.fixtures.polling import wait_for
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 
-
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("of", ["stream", "consumer"])
 def test_info_answers_once_a_killed_leader_is_replaced(cluster, of):
     """info(timeout=60) sent at once after the leader's kill returns the new leader."""
@@ -40,3 +42,41 @@ def test_info_answers_once_a_killed_leader_is_replaced(cluster, of):
             cluster.restart(index)
         finally:
             wait_for(lambda: js.delete_stream(name), timeout=30, ignore=jetstream_sync.NatsError)
+
+
+@pytest.mark.parametrize("of", ["stream", "consumer"])
+def test_info_asks_again_while_answered_temporarily_unavailable(shared_server, of):
+    """An info answered 10008 (no leader yet, as during an election) is asked again.
+
+    A relay stands for the cluster: requests under the prefix ``relay`` get the
+    server's 10008 reply twice, then go on to the real API.
+    """
+    name = "IU" + uuid.uuid4().hex[:6].upper()
+    unavailable = b'{"error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}'  # noqa: E501
+    asked: list[str] = []
+
+    with jetstream_sync.connect(shared_server.url) as nc:
+        js = nc.jetstream()
+        stream = js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+        stream.create_consumer(durable_name="c")
+
+        def relay(msg):
+            asked.append(msg.subject)
+            if len(asked) <= 2:
+                msg.respond(unavailable)
+            else:
+                real = "$JS.API." + msg.subject.removeprefix("relay.")
+                msg.respond(nc.request(real, msg.data, timeout=5).data)
+
+        nc.subscribe("relay.>", cb=relay)
+        try:
+            ctx = nc.jetstream(prefix="relay", timeout=10)
+            handle = ctx.stream(name) if of == "stream" else ctx.consumer(name, "c")
+            asked.clear()
+            info = handle.info()
+            assert len(asked) == 3
+            assert (info.config.name if of == "stream" else info.name) == (
+                name if of == "stream" else "c"
+            )
+        finally:
+            js.delete_stream(name)
