@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol, SupportsIndex
 
 from . import _defaults as D
 from . import _protocol
@@ -241,6 +241,21 @@ class Msg:
         self._parsed: tuple[int | None, str, Headers] | None = None
         self._client = client
         self._ackd = False
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
+        if self._client is not None:
+            raise TypeError(
+                "a received Msg cannot be pickled: it holds the client it acks and replies "
+                "through, which stays in this process: pickle the parts you need "
+                "(msg.subject, msg.data, dict(msg.headers), msg.metadata)"
+            )
+        return super().__reduce_ex__(protocol)
+
+    def __copy__(self) -> Msg:
+        clone = _new(Msg)
+        for name in Msg.__slots__:
+            setattr(clone, name, getattr(self, name))
+        return clone
 
     @property
     def subject(self) -> str:

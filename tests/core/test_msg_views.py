@@ -258,15 +258,17 @@ def test_received_message_set_then_acked_uses_the_new_reply(nc):
 
 
 def test_received_messages_pickle_and_copy_as_msg(shared_server):
-    """A received message copies into an equal Msg; one made by hand pickles, as before."""
+    """A received message copies into an equal Msg and refuses pickling, saying why;
+    one made by hand pickles."""
     with js.connect(shared_server.url) as nc:
         sub = nc.subscribe("views.pickle")
         nc.publish("views.pickle", b"p", reply="r", headers={"K": "v"})
         msg = sub.next_msg(timeout=5)
         clone = copy.copy(msg)
         assert _fields(clone) == _fields(msg) and clone.sid == msg.sid
-        with pytest.raises(TypeError):
-            pickle.dumps(msg)  # it holds its client, as an eager message does
+        for dump in (pickle.dumps, copy.deepcopy):
+            with pytest.raises(TypeError, match="a received Msg cannot be pickled: it holds"):
+                dump(msg)
     undecoded = received(b"s.\xff", b"r", b"d", None, None, 4)  # nothing read yet
     back = pickle.loads(pickle.dumps(undecoded))
     assert (back.subject, back.reply, back.data, back.sid) == ("s.\udcff", "r", b"d", 4)
