@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import ssl
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -59,6 +61,7 @@ _FIELDS = _protocol.OP_FIELDS
 _SUBJECT_CACHE_MAX = 4096
 _FOREVER = float("inf")
 _CLOSE_FLUSH = 1.0  # seconds close() waits for what is buffered to go out
+_EXIT_FLUSH = 1.0  # seconds the interpreter's exit waits for an unclosed client's buffer
 # The largest UNSUB limit nats-server reads: it parses at most 9 digits, and
 # takes a longer number as none, ending the subscription at once.
 _MAX_UNSUB_LIMIT = 999_999_999
@@ -82,6 +85,16 @@ def _mark_forked() -> None:
 
 
 os.register_at_fork(after_in_child=_mark_forked)
+
+
+def _flush_open_clients_at_exit() -> None:
+    for client in list(_live_clients):
+        client._flush_before_exit()
+
+
+# A script that publishes and ends without close() would otherwise lose what its
+# client still buffers: the writer is a daemon thread, stopped mid-buffer.
+atexit.register(_flush_open_clients_at_exit)
 
 
 @attrs.frozen(kw_only=True)
@@ -1013,6 +1026,24 @@ class Client:
             ).start()  # fmt: skip
             return
         self._finish_close(reason, deadline)
+
+    def _flush_before_exit(self) -> None:
+        """At the interpreter's exit: send what is buffered, or warn that it was not."""
+        if self._closed or self._forked:
+            return
+        connection = self._connection
+        if connection.wait_drained(Deadline(_EXIT_FLUSH)):
+            return
+        # A warning, not a log record: the library's logger has a NullHandler, and a
+        # program that configured no logging must still hear of lost publishes.
+        warnings.warn(
+            f"exiting without close(): {connection.buffered_bytes()} bytes of publishes were "
+            "not sent ("
+            + ("the connection was down" if connection.reconnecting else "the server took none")
+            + f" for {seconds_text(_EXIT_FLUSH)} s); call close() or flush() before the end",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
     def _finish_close(self, reason: BaseException | None, deadline: Deadline | None) -> None:
         connection = self._connection

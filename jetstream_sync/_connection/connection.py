@@ -341,6 +341,10 @@ class Connection:
         """Wait until everything buffered is written; False if the deadline passed first."""
         return self._writer.wait_drained(deadline)
 
+    def buffered_bytes(self) -> int:
+        """How many bytes the writer holds, not yet written to the socket."""
+        return self._writer.buffered_bytes()
+
     def subscribe(
         self, make: Callable[[int], Subscription], subject: bytes, queue: bytes
     ) -> Subscription:

@@ -530,6 +530,11 @@ class Writer:
                     self._idle_waiters -= 1
             return not self._buf
 
+    def buffered_bytes(self) -> int:
+        """How many bytes wait in the buffer, not yet written to the socket."""
+        with self._lock:
+            return len(self._buf)
+
     def close(self) -> None:
         """Stop the flusher thread and join it."""
         with self._lock:
