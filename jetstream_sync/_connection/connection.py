@@ -754,23 +754,25 @@ class Connection:
                 self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
                 self.reconnects += 1
             log.info("reconnected to %s", conn.address.url())
-            for subject, size in too_big:
-                self._report_error(
-                    MaxPayloadError(
-                        f"a publish to {subject!r} buffered while disconnected was dropped: it is "
-                        f"{size} bytes, and the server reconnected to accepts "
-                        f"{self.server_info['max_payload']}"
-                    )
+            for subject, reply, size in too_big:
+                dropped = MaxPayloadError(
+                    f"a publish to {subject!r} buffered while disconnected was dropped: it is "
+                    f"{size} bytes, and the server reconnected to accepts "
+                    f"{self.server_info['max_payload']}"
                 )
+                if self._mux is not None and reply.startswith(self._mux.prefix_bytes):
+                    # A request waiting for the reply to it: it fails now, not at its timeout.
+                    self._mux.fail(reply[len(self._mux.prefix_bytes) :].decode(), dropped)
+                self._report_error(dropped)
             self._announce("reconnected")
             return conn
         return None
 
-    def _drop_too_big(self, checked_against: object) -> list[tuple[str, int]]:
+    def _drop_too_big(self, checked_against: object) -> list[tuple[str, bytes, int]]:
         """Drop the buffered publishes the new server's smaller ``max_payload`` refuses.
 
         ``checked_against`` is the limit they were checked against (the last
-        server's). Returns each dropped publish's subject and size.
+        server's). Returns each dropped publish's subject, reply subject and size.
         """
         limit = self.server_info.get("max_payload")
         if not isinstance(limit, int) or not isinstance(checked_against, int):

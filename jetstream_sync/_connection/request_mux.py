@@ -104,6 +104,13 @@ class RequestMux:
         if waiter is not None:
             waiter.deliver(msg)
 
+    def fail(self, token: str, error: BaseException) -> None:
+        """Wake the requester waiting for ``token``'s reply with ``error`` (if it still waits)."""
+        with self._lock:
+            waiter = self._waiters.pop(token, None)
+        if waiter is not None:
+            waiter.fail(error)
+
     def fail_all(self, error: BaseException) -> None:
         """Wake every waiting requester with ``error``."""
         with self._lock:

@@ -468,15 +468,15 @@ class Writer:
                 self._kicked = True
                 self._kick.release()
 
-    def drop_too_big(self, max_payload: int) -> list[tuple[str, int]]:
+    def drop_too_big(self, max_payload: int) -> list[tuple[str, bytes, int]]:
         """Take the PUB/HPUB frames larger than ``max_payload`` out of the buffer.
 
         Called while detached (the buffer then starts at a frame and holds no
         PING), before :meth:`attach` to a server that accepts less than the one
-        the frames were checked against. Returns each dropped frame's subject
-        and size (headers and payload), in order.
+        the frames were checked against. Returns each dropped frame's subject,
+        reply subject (``b""`` when none) and size (headers and payload), in order.
         """
-        dropped: list[tuple[str, int]] = []
+        dropped: list[tuple[str, bytes, int]] = []
         with self._lock:
             buf = self._buf
             spans = []
@@ -491,7 +491,11 @@ class Writer:
                     frame_end = eol + 2 + size + 2
                     if size > max_payload:
                         spans.append((at, frame_end))
-                        dropped.append((line[1].decode("utf-8", "surrogateescape"), size))
+                        # PUB subject [reply] size; HPUB subject [reply] header-size size
+                        has_reply = len(line) == (4 if line[0] == b"PUB" else 5)
+                        reply = line[2] if has_reply else b""
+                        subject = line[1].decode("utf-8", "surrogateescape")
+                        dropped.append((subject, reply, size))
                     at = frame_end
                 else:  # SUB, UNSUB, PONG: one line
                     at = eol + 2

@@ -14,6 +14,7 @@ import pytest
 
 import jetstream_sync as js
 from tests.fixtures.faults import FAST, assert_works
+from tests.fixtures.polling import wait_for
 from tests.fixtures.proxy import TO_CLIENT, TO_SERVER, FaultProxy
 from tests.fixtures.server import NatsServer
 
@@ -248,7 +249,8 @@ def test_buffered_publishes_too_big_for_the_new_server_are_dropped_and_reported(
     shared_server, tmp_path, events
 ):
     """Reattaching to a server with a smaller max_payload: the buffered frames too big for it
-    go to error_cb as MaxPayloadError; every other buffered publish arrives."""
+    go to error_cb as MaxPayloadError (a request waiting for a reply to one raises it);
+    every other buffered publish arrives."""
     small = NatsServer(jetstream=False, max_payload=1024, directory=tmp_path).start()
     try:
         with (
@@ -272,12 +274,25 @@ def test_buffered_publishes_too_big_for_the_new_server_are_dropped_and_reported(
                 nc.publish("faults.core.payload", b"y" * 4000, headers={"Big": "yes"})
                 for i in range(20, 30):
                     nc.publish("faults.core.payload", b"%d" % i)
+                outcome: list[BaseException] = []
+
+                def big_request() -> None:
+                    try:
+                        nc.request("faults.core.service", b"z" * 4000, timeout=60)
+                    except BaseException as exc:
+                        outcome.append(exc)
+
+                requester = threading.Thread(target=big_request)
+                requester.start()
+                wait_for(lambda: nc.stats.out_msgs == 33)  # the request is buffered
                 small_link.accept()
                 events.wait(lambda e: e.reconnects == 1)
+                requester.join()
+                assert len(outcome) == 1 and isinstance(outcome[0], js.MaxPayloadError)
                 nc.flush(timeout=5)
                 got = [sub.next_msg(timeout=5).data for _ in range(30)]
                 assert got == [b"%d" % i for i in range(30)]
-                events.wait(lambda e: len(e.errors) == 2)
+                events.wait(lambda e: len(e.errors) == 3)
                 assert all(isinstance(x, js.MaxPayloadError) for x in events.errors)
                 assert events.disconnects == 1  # the small server kept the connection
                 assert_works(nc)
