@@ -755,15 +755,15 @@ class Connection:
                 self.reconnects += 1
             log.info("reconnected to %s", conn.address.url())
             for subject, reply, size in too_big:
-                dropped = MaxPayloadError(
-                    f"a publish to {subject!r} buffered while disconnected was dropped: it is "
+                refused = MaxPayloadError(
+                    f"a publish to {subject!r} buffered while disconnected was refused: it is "
                     f"{size} bytes, and the server reconnected to accepts "
                     f"{self.server_info['max_payload']}"
                 )
                 if self._mux is not None and reply.startswith(self._mux.prefix_bytes):
                     # A request waiting for the reply to it: it fails now, not at its timeout.
-                    self._mux.fail(reply[len(self._mux.prefix_bytes) :].decode(), dropped)
-                self._report_error(dropped)
+                    self._mux.fail(reply[len(self._mux.prefix_bytes) :].decode(), refused)
+                self._report_error(refused)
             self._announce("reconnected")
             return conn
         return None
