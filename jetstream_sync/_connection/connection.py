@@ -756,7 +756,7 @@ class Connection:
             log.info("reconnected to %s", conn.address.url())
             for subject, reply, size in too_big:
                 refused = MaxPayloadError(
-                    f"a publish to {subject!r} buffered while disconnected was refused: it is "
+                    f"a publish to {subject!r} buffered while disconnected was dropped: it is "
                     f"{size} bytes, and the server reconnected to accepts "
                     f"{self.server_info['max_payload']}"
                 )
