@@ -74,15 +74,18 @@ def test_wheel_is_manylinux_cp311_abi3(dists: Dists) -> None:
     names = zipfile.ZipFile(dists.wheel).namelist()
     assert "jetstream_sync/_ffi.abi3.so" in names
     assert "jetstream_sync/py.typed" in names
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), names
 
 
 def test_sdist_holds_what_the_build_needs(dists: Dists) -> None:
-    """The sdist carries the C sources and headers, the cffi builder and the build config."""
+    """The sdist carries the C sources and headers, the cffi builder, the build config and
+    the license, and no tests (they need the repository's fixtures)."""
     with tarfile.open(dists.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     needed = {p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc").glob("*.[ch]")}
-    needed |= {"jetstream_sync/_build_ffi.py", "setup.py", "setup.cfg", "pyproject.toml"}
+    needed |= {"jetstream_sync/_build_ffi.py", "setup.py", "setup.cfg", "pyproject.toml", "LICENSE"}
     assert needed <= names, sorted(needed - names)
+    assert not [name for name in names if name.startswith("tests/")]  # no fixtures to run them
 
 
 def test_sdist_installs_where_a_compiler_is(dists: Dists, tmp_path: Path) -> None:
