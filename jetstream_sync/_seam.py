@@ -10,7 +10,11 @@ when an upper room needs it; say which in the comment beside it.
 from __future__ import annotations
 
 from ._ack_subject import ack_tokens  # Key-Value: the revision and delta of an entry
-from ._deadline import Deadline, check_timeout  # every room: one deadline per call
+from ._deadline import (  # every room: one deadline per call
+    Deadline,
+    check_timeout,
+    seconds_text,  # Key-Value: a timeout's seconds in its error
+)
 from ._log import logger  # Object Store: its watcher's warnings
 from ._nuid import NUID  # Object Store: chunk subjects
 from ._server_pool import redact_url  # Spark: no option error quotes a password
@@ -42,4 +46,5 @@ __all__ = [
     "logger",
     "parse_rfc3339",
     "redact_url",
+    "seconds_text",
 ]

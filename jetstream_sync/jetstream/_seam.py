@@ -14,6 +14,7 @@ module of ``jetstream/``.
 from __future__ import annotations
 
 from . import _checks as checks  # the field checks configs share
+from ._api import ASK_AGAIN_AFTER  # how long a read-only request waits before asking again
 from ._codec import (  # configs built from and to the server's JSON
     DUR,
     ENUM,
@@ -29,6 +30,7 @@ from ._rooms import register_key_value, register_object_store  # how the rooms a
 from ._watch_feed import WatchFeed, initial_end, stored_bounds  # the watchers' eager feed
 
 __all__ = [
+    "ASK_AGAIN_AFTER",
     "DUR",
     "ENUM",
     "MAP",

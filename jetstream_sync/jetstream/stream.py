@@ -279,7 +279,8 @@ class Stream:
         subject = self._api.subject(template, stream=self.name, **parts)
         payload = b"" if body is None else json.dumps(body).encode()
         try:
-            reply = self._api.request(subject, payload, deadline)
+            # Any replica may answer, and one that stalls holds what it got: ask again.
+            reply = self._api.request_again_while_dropped(subject, payload, deadline)
         except JetStreamNotEnabledError:  # nobody answered the direct get
             raise self._direct_unavailable(deadline) from None
         return _raw_from_direct(reply, stream=self.name, **about)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from .._seam import check_control_line
+from .._seam import check_control_line, seconds_text
 from ..errors import (
     BucketNotFoundError,
     InvalidKeyError,
@@ -18,9 +18,11 @@ from ..errors import (
     MessageNotFoundError,
     NoRespondersError,
     StreamNotFoundError,
+    TimeoutError,
     WrongLastSequenceError,
     api_error,
 )
+from ..jetstream._seam import ASK_AGAIN_AFTER
 from ..jetstream._seam import checks as ck
 from ..jetstream.info import StreamInfo
 from ..jetstream.publish import pub_ack_seq
@@ -220,10 +222,23 @@ class KeyValue:
         body = b""
         if revision is not None:
             direct_subject, body = self._direct_pre, b'{"seq":%d}' % revision
-        try:
-            msg = self._ctx.client.request(direct_subject, body, timeout=wait)
-        except NoRespondersError:
-            return None
+        request = self._ctx.client.request
+        total, end = wait, monotonic() + wait
+        while True:
+            # Any replica may answer; one that stalls (a frozen node) holds the request
+            # it got, and the next one may go to another: so ask again every few seconds.
+            try:
+                msg = request(direct_subject, body, timeout=min(wait, ASK_AGAIN_AFTER))
+                break
+            except NoRespondersError:
+                return None
+            except TimeoutError:
+                wait = end - monotonic()
+                if wait <= 0:
+                    raise TimeoutError(
+                        f"no reply on {direct_subject!r} within {seconds_text(total)} s "
+                        f"(asked every {seconds_text(ASK_AGAIN_AFTER)} s)"
+                    ) from None
         status = msg.status
         if status is not None:
             if status == 404:

@@ -86,3 +86,37 @@ def test_r3_listings_ride_stream_leader_elections(cluster):
                 assert [e.key for e in kv.history("k1")] == ["k1"]
         finally:
             ctx.delete_key_value("R3ELECT")
+
+
+def test_r3_reads_answer_with_a_frozen_replica(cluster):
+    """Direct gets (kv.get, a stream's direct_get) go to any replica; one that is frozen
+    (SIGSTOP) holds the request it got, and the read is asked again of another."""
+    with nats_sync.connect(cluster.urls) as admin:
+        ctx = admin.jetstream(timeout=10)
+        kv = ctx.create_key_value(bucket="R3FROZEN", replicas=3)
+        try:
+            for i in range(4):
+                kv.put(f"k{i}", b"v%d" % i)
+            stream = ctx.stream(kv.stream_name)
+            leader = wait_for(lambda: stream.info().cluster.leader, ignore=nats_sync.NatsError)
+            victim = cluster.server_named(leader)
+            others = [s.url for s in cluster.servers if s is not victim]
+            with nats_sync.connect(others) as nc:
+                reader = nc.jetstream(timeout=10)
+                bucket = reader.key_value("R3FROZEN")
+                direct = reader.stream_no_info(kv.stream_name)
+                with victim.freeze(timeout=120):
+                    for i in range(4):  # each read may go to the frozen replica
+                        assert bucket.get(f"k{i}").value == b"v%d" % i
+                        got = direct.direct_get_last_for_subject(f"$KV.R3FROZEN.k{i}")
+                        assert got.data == b"v%d" % i
+        finally:
+            wait_for(lambda: _deleted(ctx, "R3FROZEN"), timeout=30, ignore=nats_sync.NatsError)
+
+
+def _deleted(ctx, bucket):
+    """Delete ``bucket``; True once it is gone (a try that timed out may have deleted it)."""
+    try:
+        return ctx.delete_key_value(bucket)
+    except nats_sync.BucketNotFoundError:
+        return True
