@@ -858,6 +858,10 @@ class Client:
                 (raised at once, not at the timeout); the request may or may not
                 have been processed.
             ConnectionClosedError: the client closed while waiting.
+            MaxSubscriptionsExceededError: the server refused the subscription to
+                the requests' reply inbox (the connection has all the subscriptions
+                it may have), raised as soon as its ``-ERR`` arrives; the next
+                request subscribes the inbox again.
             ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is
                 used up; nothing was sent.
             InlineCallbackError: called from an inline callback.

@@ -397,8 +397,8 @@ ELSEWHERE: dict[str, str] = {
     "test_a_real_permission_violation_keeps_the_connection",
     "MaxConnectionsExceededError": "tests/core/test_hostile_server.py::"
     "test_each_err_is_typed_then_silence_is_stale_and_the_client_reconnects",
-    "MaxSubscriptionsExceededError": "tests/core/test_hostile_server.py::"
-    "test_each_err_is_typed_then_silence_is_stale_and_the_client_reconnects",
+    "MaxSubscriptionsExceededError": "tests/core/test_max_subscriptions.py::"
+    "test_a_request_at_the_limit_raises_then_works_once_a_subscription_is_freed",
     "ServerSlowConsumerError": "tests/core/test_hostile_server.py::"
     "test_each_err_is_typed_then_silence_is_stale_and_the_client_reconnects",
     "ServerError": "tests/core/test_hostile_server.py::"

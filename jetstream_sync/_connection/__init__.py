@@ -13,7 +13,8 @@ owns the socket alone; every other part of this room is private to it:
   lone requester reading its own reply (one C call per wait); the socket's one role.
 * ``read_buffer.py``: the connection's one read buffer and the parse step.
 * ``writer.py``: the one write path: a coalescing buffer and its flusher.
-* ``pings.py``: the PINGs in flight and the flushes waiting for their PONGs.
+* ``pings.py``: the PINGs in flight, the flushes waiting for their PONGs, and the
+  check that tells whether the server refused a SUB at its subscription limit.
 * ``request_mux.py``: requests over one wildcard inbox, a waiter for each.
 * ``sub_table.py``: every subscription by sid: routing and delivery limits.
 * ``wait.py``: the wait mode (OS threads, or gevent/eventlet), chosen once at connect.

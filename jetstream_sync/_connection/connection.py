@@ -32,6 +32,7 @@ from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
     MaxPayloadError,
+    MaxSubscriptionsExceededError,
     NatsError,
     NoServersError,
     ProtocolError,
@@ -41,7 +42,7 @@ from ..errors import (
 )
 from ..msg import AckSender, Msg, received
 from .handshake import Connected, HandshakeOptions, handshake, parse_info
-from .pings import PingTracker
+from .pings import PingTracker, SubscribeCheck
 from .reader import Reader
 from .request_mux import ReplyWaiter, RequestMux
 from .sub_table import SubscriptionTable
@@ -59,6 +60,9 @@ __all__ = ["Connection", "ConnectionOptions"]
 # A reply route's whole-buffer handler: (the read buffer, bytes parsed, the route's sid).
 BufferHandler = Callable[[memoryview, int, int], object]
 _ReplyRoute = tuple[int, Callable[[list[Reply]], object], bytes, BufferHandler | None]
+# What :meth:`Connection.new_reply` gives a request to pass back to :meth:`Connection.request`:
+# the inbox it is answered on (not necessarily the current one by then) and its token.
+ReplyToken = tuple[RequestMux, str]
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -206,6 +210,8 @@ class Connection:
         self._pinger: threading.Thread | None = None
         self._mux: RequestMux | None = None  # made by the first request
         self._mux_sid = 0
+        # 'Maximum Subscriptions Exceeded' -ERRs received (the reading thread's count).
+        self._refused_subs = 0
         # Reply routes: sid -> (inbox prefix length, handler, subject, buffer handler or
         # None); copied on write.
         self._routes: dict[int, _ReplyRoute] = {}
@@ -288,36 +294,71 @@ class Connection:
         """Whether the requests' inbox is subscribed (by the first :meth:`new_reply`)."""
         return self._mux is not None
 
-    def new_reply(self, new_inbox: Callable[[], str]) -> tuple[str, bytes]:
+    def new_reply(self, new_inbox: Callable[[], str]) -> tuple[ReplyToken, bytes]:
         """A request's token and the reply subject it is answered on (``<inbox>.<token>``).
 
         The first call subscribes the requests' wildcard inbox (named by
-        ``new_inbox()``); the SUB never waits for room in the write buffer (the
-        subscription lock is held): see :meth:`Writer.write_small`.
+        ``new_inbox()``), and so does the first after the server refused it
+        (see :meth:`_inbox_refused`); the SUB never waits for room in the write
+        buffer (the subscription lock is held): see :meth:`Writer.write_checked`.
         """
         mux = self._mux
         if mux is None:
             with self._subs.lock:
-                if self._mux is None:
-                    mux = RequestMux(new_inbox())
-                    self._mux_sid = self._subs.new_sid()
-                    self._writer.write_small(sub_frame(mux.subject.encode(), b"", self._mux_sid))
-                    self._mux = mux
                 mux = self._mux
+                if mux is None:
+                    mux = self._mux = self._subscribe_inbox(RequestMux(new_inbox()))
         token = mux.new_token()
-        return token, mux.prefix_bytes + token.encode()
+        return (mux, token), mux.prefix_bytes + token.encode()
+
+    def _subscribe_inbox(self, mux: RequestMux) -> RequestMux:
+        """Send the SUB of ``mux``'s inbox, checked for a refusal; the subscription lock is held.
+
+        The server may refuse it at the connection's subscription limit: then
+        its requests fail with :class:`MaxSubscriptionsExceededError` as soon
+        as that is known (see :mod:`~jetstream_sync._connection.pings`),
+        not at their deadlines.
+        """
+        sid = self._subs.new_sid()
+        check = SubscribeCheck(self._refusals, lambda: self._inbox_refused(mux))
+        self._writer.write_checked(self._pings, sub_frame(mux.subject.encode(), b"", sid), check)
+        self._mux_sid = sid
+        return mux
+
+    def _refusals(self) -> int:
+        return self._refused_subs
+
+    def _inbox_refused(self, mux: RequestMux) -> None:
+        """The reading thread: the server refused ``mux``'s SUB; the next request makes another."""
+        with self._subs.lock:
+            if self._mux is mux:
+                self._mux = None
+                self._mux_sid = 0  # no sid is 0: nothing routes there
+        mux.refuse(
+            MaxSubscriptionsExceededError(
+                "server error: maximum subscriptions exceeded: the server refused the "
+                f"subscription to the requests' reply inbox {mux.subject!r} (this connection "
+                "has all the subscriptions it may have); unsubscribe what you no longer "
+                "need: the next request subscribes the inbox again"
+            )
+        )
 
     def request(
-        self, frame: bytes, reply: bytes, token: str, deadline: Deadline, decode: int
+        self, frame: bytes, reply: bytes, token: ReplyToken, deadline: Deadline, decode: int
     ) -> FastReply | ReplyWaiter:
         """Send a request ``frame`` (answered on ``reply``, from :meth:`new_reply` with
         ``token``) and wait for its reply: see ``ReadRole.round_trip`` (``decode``: the
-        core's reader of a reply that comes alone, ``_protocol``'s ``DECODE_*``)."""
-        mux = self._mux
-        assert mux is not None  # new_reply() made it
-        return self._reader.role.round_trip(
-            self._writer, frame, reply, mux, token, deadline, decode
-        )
+        core's reader of a reply that comes alone, ``_protocol``'s ``DECODE_*``).
+
+        Raises:
+            MaxSubscriptionsExceededError: the server refused the inbox ``reply`` is
+                on (nothing was sent).
+        """
+        mux, name = token
+        refused = mux.refused
+        if refused is not None:
+            raise MaxSubscriptionsExceededError(str(refused))
+        return self._reader.role.round_trip(self._writer, frame, reply, mux, name, deadline, decode)
 
     def read_until(self, ready: Ready, deadline: Deadline) -> None:
         """Read the socket on this thread until ``ready.done``, when nobody else reads it
@@ -663,7 +704,10 @@ class Connection:
                 self._announce("lame_duck")
         elif kind == _protocol.OP_ERR:  # the server closes the connection if it must
             text = str(src[ops[i + 1] : ops[i + 1] + ops[i + 2]], "utf-8", "replace")
-            self._report_error(server_error(text))
+            error = server_error(text)
+            if type(error) is MaxSubscriptionsExceededError:  # a SUB refused: see pings.py
+                self._refused_subs += 1
+            self._report_error(error)
 
     def _write_failed(self, exc: BaseException, transport: Transport) -> None:
         """A send on ``transport`` failed: wake its reader so it runs the reconnect.

@@ -12,14 +12,40 @@ and this tracker's, so the FIFO's order is the order of the PINGs in the
 stream; between the registration and the append there is no call, so a signal
 handler's exception (see :mod:`jetstream_sync._signals`) cannot leave one
 without the other.
+
+Whether the server refused one SUB at the connection's subscription limit is
+read off the PONGs too. nats-server answers a SUB past a connection's
+``max_subscriptions`` (the server's, the account's or the user's, whichever is
+lowest) with ``-ERR 'Maximum Subscriptions Exceeded'`` and keeps the
+connection; the text names no subscription. But the server handles a
+connection's operations in order and sends their -ERRs and PONGs in that order
+(``processSubEx`` sends the -ERR as it reads the SUB). So a SUB written between
+two PINGs, with nothing else between them, was refused exactly when such an
+-ERR arrives between their two PONGs: the -ERR of an earlier SUB comes before
+the first PONG, that of a later SUB after the second. A :class:`SubscribeCheck`
+stands for both PINGs in the FIFO; ``Writer.write_checked`` writes ``PING SUB
+PING`` in one step. It costs two PINGs and no wait.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
+from typing import Protocol
 
 from .request_mux import ReplyWaiter
+
+
+class PongWaiter(Protocol):
+    """What a PING's PONG goes to: a flush's :class:`ReplyWaiter`, or a :class:`SubscribeCheck`."""
+
+    def deliver(self, msg: None) -> None:
+        """The PONG arrived (the reading thread)."""
+
+    def fail(self, error: BaseException) -> None:
+        """The connection dropped (or the client closed) before the PONG."""
+
 
 # Stands in the FIFO for a flush that timed out: its PONG wakes no one.
 _ABANDONED = ReplyWaiter()
@@ -31,7 +57,7 @@ class PingTracker:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         """Guards the FIFO; ``Writer.write_ping`` holds it around :meth:`register_locked`."""
-        self._in_flight: deque[ReplyWaiter | None] = deque()
+        self._in_flight: deque[PongWaiter | None] = deque()
         self._deferred: list[ReplyWaiter] = []
         self.keepalives_unanswered = 0
 
@@ -52,6 +78,13 @@ class PingTracker:
         if waiter is None:
             self.keepalives_unanswered += 1
         return True
+
+    def register_pair_locked(self, check: PongWaiter) -> None:
+        """Account for two PINGs about to be written on the connection, both ``check``'s.
+
+        As :meth:`register_locked`, in one step (``Writer.write_checked``).
+        """
+        self._in_flight += (check, check)
 
     def pong(self) -> None:
         """A PONG arrived: it answers the oldest PING; wake its flush (reader thread)."""
@@ -98,3 +131,35 @@ class PingTracker:
         for waiter in waiters:
             if waiter is not None and waiter is not _ABANDONED:
                 waiter.fail(error)
+
+
+class SubscribeCheck:
+    """The two PONGs around one SUB: calls ``refused()`` when the SUB was refused.
+
+    Args:
+        refusals: how many 'Maximum Subscriptions Exceeded' -ERRs the connection
+            has received so far (read on the reading thread, as the PONGs are).
+        refused: called on the reading thread when the SUB was refused.
+    """
+
+    __slots__ = ("_refusals", "_refused", "_before")
+
+    def __init__(self, refusals: Callable[[], int], refused: Callable[[], object]) -> None:
+        self._refusals = refusals
+        self._refused = refused
+        self._before = -1  # the count at the first PONG
+
+    def deliver(self, msg: None) -> None:
+        """A PONG (the reading thread): the first opens the window, the second closes it."""
+        count = self._refusals()
+        if self._before < 0:
+            self._before = count
+        elif count > self._before:
+            self._refused()
+
+    def fail(self, error: BaseException) -> None:
+        """The connection dropped before the second PONG: nothing is known, nothing done.
+
+        (The requests' inbox is the first SUB sent on the next connection, which
+        only a limit of 0, a JWT user or an account allowed no subscription, refuses.)
+        """

@@ -7,6 +7,9 @@ cross-thread wake-up CPython has (and none at all when the waiter is the thread
 that read it). When the connection
 drops, every request then waiting is woken at once with the reason
 (:meth:`RequestMux.fail_all`): its reply was addressed to the lost connection.
+When the server refuses the inbox's SUB (the connection's subscription limit),
+:meth:`RequestMux.refuse` fails its requests for good; the connection then
+subscribes a new inbox for the next request.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ class RequestMux:
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._waiters: dict[str, ReplyWaiter] = {}
+        #: Why no reply can ever come (the server refused the inbox), or None.
+        self.refused: BaseException | None = None
 
     def new_token(self) -> str:
         """A fresh token: the reply subject is :attr:`prefix` + token (nothing registered yet).
@@ -89,7 +94,11 @@ class RequestMux:
         """The waiter the reply to ``<prefix><token>`` will wake; :meth:`forget` ends it."""
         waiter = ReplyWaiter()
         with self._lock:
-            self._waiters[token] = waiter
+            refused = self.refused
+            if refused is None:
+                self._waiters[token] = waiter
+        if refused is not None:
+            waiter.fail(refused)
         return waiter
 
     def forget(self, token: str) -> None:
@@ -114,6 +123,14 @@ class RequestMux:
     def fail_all(self, error: BaseException) -> None:
         """Wake every waiting requester with ``error``."""
         with self._lock:
+            waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.fail(error)
+
+    def refuse(self, error: BaseException) -> None:
+        """The server refused the inbox: fail every request, now and later, with ``error``."""
+        with self._lock:
+            self.refused = error
             waiters, self._waiters = self._waiters, {}
         for waiter in waiters.values():
             waiter.fail(error)

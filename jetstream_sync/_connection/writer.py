@@ -74,7 +74,7 @@ from ..errors import ConnectionClosedError, ReconnectBufferFullError, WriteBuffe
 from .wait import COOPERATIVE_SLICE, pause
 
 if TYPE_CHECKING:
-    from .pings import PingTracker
+    from .pings import PingTracker, PongWaiter
     from .request_mux import ReplyWaiter
     from .transport import Transport
 
@@ -181,13 +181,46 @@ class Writer:
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
         with self._lock:
-            if self._closed:
-                raise ConnectionClosedError("connection closed")
-            if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
-                raise ReconnectBufferFullError(
-                    f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
-                )
-            self._buf += frame
+            self._append_small(frame)
+            self._send_here(False)
+
+    def _append_small(self, frame: bytes) -> None:
+        """:meth:`write_small`'s append, under the lock."""
+        if self._closed:
+            raise ConnectionClosedError("connection closed")
+        if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
+            raise ReconnectBufferFullError(
+                f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
+            )
+        self._buf += frame
+
+    def write_checked(self, pings: PingTracker, frame: bytes, check: PongWaiter) -> None:
+        """Queue a SUB ``frame`` between two PINGs whose PONGs both go to ``check``.
+
+        ``PING``, ``frame`` and ``PING`` are appended in one step, under the
+        writer's lock and the tracker's, so nothing else is written between
+        them (see :mod:`jetstream_sync._connection.pings`). While
+        disconnected only ``frame`` is queued, as by :meth:`write_small`, and
+        ``check`` hears nothing. Never waits for room.
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
+        """
+        with self._lock:
+            if self._transport is None or self._closed:
+                self._append_small(frame)
+                return
+            ends = self._ping_ends
+            while ends and ends[0] <= self.bytes_out:
+                ends.popleft()
+            framed = _PING + frame + _PING
+            first = self.bytes_out + len(self._buf) + len(_PING)
+            second = first + len(framed) - len(_PING)
+            with pings.lock:
+                pings.register_pair_locked(check)
+                self._buf += framed
+                ends += (first, second)
             self._send_here(False)
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
