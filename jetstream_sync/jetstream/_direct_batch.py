@@ -1,10 +1,10 @@
-"""Batched direct gets for bulk readers: each batch's replies raw, no ``Msg`` per message.
+"""Batched direct gets, each batch's replies raw, no ``Msg`` per message on the way in.
 
-:meth:`Stream.get_msgs` makes a :class:`RawStreamMsg` per message, which is
-what a program reading a few messages wants. A bulk reader (the Spark data
-source) wants columns instead: it sends batched direct gets through a
-:class:`DirectBatchRoute` and decodes each batch's header blocks in one call
-(:func:`jetstream_sync._protocol.decode_direct_batch`).
+:meth:`Stream.get_msgs` sends its batched direct gets through a
+:class:`DirectBatchRoute` and makes a :class:`RawStreamMsg` of each reply,
+which is what a program reading a few messages wants. A bulk reader (the Spark
+data source) wants columns instead: it decodes each batch's header blocks in
+one call (:func:`jetstream_sync._protocol.decode_direct_batch`).
 
 The route exists once per client (:meth:`Client.shared_resource`): one
 :class:`~jetstream_sync._routes.ReplyRoute`, whose replies the reading thread
@@ -83,14 +83,19 @@ class DirectBatchRoute:
             RequiredApiLevelError: the server is older than 2.11.
             ConnectionClosedError: the client is closed.
         """
+        body: dict[str, Any] = {"seq": ck.sequence(start_seq, "start_seq"), "batch": int(batch)}
+        if subject:
+            body["next_by_subj"] = filter_subject(subject)
+        return self.send_body(stream, body, deadline)
+
+    def send_body(self, stream: Stream, body: dict[str, Any], deadline: Deadline) -> PendingBatch:
+        """Send one batched direct get whose request is ``body``, already checked (its
+        ``batch``, or ``multi_last``, makes it a batched one); otherwise as :meth:`send`."""
         client = self._client
         if int(client.server_info.get("api_lvl", 0)) < _BATCHED_GET_LEVEL:
             raise _api.RequiredApiLevelError(
                 412, 10185, "batched direct get needs nats-server 2.11 or newer"
             )
-        body: dict[str, Any] = {"seq": ck.sequence(start_seq, "start_seq"), "batch": int(batch)}
-        if subject:
-            body["next_by_subj"] = filter_subject(subject)
         pending = PendingBatch(self._route, stream, deadline)
         token = pending.open()
         try:

@@ -18,16 +18,16 @@ from ..errors import (
     MessageNotFoundError,
     NatsError,
     NoRespondersError,
-    RequiredApiLevelError,
-    TimeoutError,
     TooManyResultsError,
     api_error,
 )
 from ..headers import Headers
+from ..msg import Msg
 from . import _api
 from . import _checks as ck
 from ._arrow_read import READ_BATCH
 from ._arrow_read import read_arrow as _read_arrow
+from ._direct_batch import batch_status, direct_batch_route
 from .consumer import Consumer, PauseResponse
 from .consumer_config import ConsumerConfig, OrderedConsumerConfig
 from .info import ConsumerInfo, RawStreamMsg, StreamInfo
@@ -36,7 +36,6 @@ from .ordered import OrderedConsumer
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..msg import Msg
     from .context import JetStreamContext
 
 # Headers a direct-get reply adds to the stored message's own.
@@ -48,7 +47,6 @@ _DIRECT_GET_HEADERS = frozenset(
     (_STREAM, _SEQUENCE, _TIMESTAMP, _SUBJECT, "Nats-Num-Pending", "Nats-Last-Sequence",
      "Nats-UpTo-Sequence")
 )  # fmt: skip
-_BATCHED_GET_LEVEL = 1
 _PENDING = "Nats-Num-Pending"
 # nats-server answers "413 Too Many Results" to a multi_last matching more subjects.
 _MULTI_LAST_MAX = 1024
@@ -330,6 +328,11 @@ class Stream:
                 (not an int, or negative); nothing was sent.
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
+            RequiredApiLevelError: the server is older than 2.11.
+            TimeoutError: the batch did not end within ``timeout``.
+            ConnectionLostError: the connection dropped while the call waited
+                (raised at once, not at the timeout); call it again.
+            ConnectionClosedError: the client closed while the call waited.
         """
         body: dict[str, Any] = {"batch": ck.sequence(batch, "batch", maximum=ck.MAX_INT64)}
         if start_time is not None:
@@ -366,6 +369,8 @@ class Stream:
             BadSubjectError: one of them is not a filter subject.
             RequiredApiLevelError: the server is older than 2.11.
             TimeoutError: the requests got no complete answer in ``timeout``.
+            ConnectionLostError: the connection dropped while a request waited
+                (raised at once, not at the timeout); call it again.
         """
         filters = filter_subjects(subjects)
         if not filters:
@@ -432,33 +437,17 @@ class Stream:
         Returns:
             The messages, and how many more the server says are pending.
         """
-        client = self._api.client
-        level = int(client.server_info.get("api_lvl", 0))
-        if level < _BATCHED_GET_LEVEL:
-            raise RequiredApiLevelError(
-                412, 10185, "batched direct get needs nats-server 2.11 or newer"
-            )
-        inbox = client.new_inbox()
-        out: list[RawStreamMsg] = []
-        with client.subscribe(inbox) as sub:
-            subject = self._api.subject(_api.DIRECT_GET, stream=self.name)
-            client.publish(
-                subject, json.dumps(body).encode(), reply=inbox,
-                timeout=max(deadline.remaining(), 0.001),
-            )  # fmt: skip
-            while True:
-                left = deadline.remaining()
-                if left <= 0:
-                    raise TimeoutError(f"batched direct get on {self.name!r} timed out")
-                msg = sub.next_msg(timeout=left)
-                status = msg.status
-                if status == 204:
-                    return out, int(msg.headers.get(_PENDING) or 0)
-                if status == 404 and not out:
-                    return out, 0
-                if status == 503:
-                    raise self._direct_unavailable(deadline)
-                out.append(_raw_from_direct(msg, stream=self.name))
+        # Through the client's one reply route for batched direct gets: no SUB per
+        # request, and a dropped connection fails the call at once.
+        pending = direct_batch_route(self._api.client).send_body(self, body, deadline)
+        *found, (_, _, block) = pending.replies()  # the last one is the status ending it
+        out = [
+            _raw_from_direct(Msg("", "", payload, headers), stream=self.name)
+            for _, payload, headers in found
+        ]
+        if batch_status(self, block, deadline) == 404:
+            return out, 0
+        return out, int(Msg("", "", b"", block).headers.get(_PENDING) or 0)
 
     def delete_msg(self, seq: int, erase: bool = False, timeout: float | None = None) -> bool:
         """Delete the message at ``seq``.

@@ -123,6 +123,32 @@ def test_js_publish_fails_when_the_server_dies_mid_flight(server):
         nc.close()
 
 
+def test_get_msgs_fails_when_the_server_dies_mid_call(restartable_server):
+    """A batched direct get (stream.get_msgs) sent to a stalled server raises
+    ConnectionLostError once the server is killed, not at its timeout."""
+    server = restartable_server
+    nc = _connect(server)
+    try:
+        ctx = nc.jetstream()
+        stream = ctx.create_stream(name="GETMSGS", subjects=["gm.>"], allow_direct=True)
+        ctx.publish("gm.a", b"1", timeout=5)
+        assert [m.data for m in stream.get_msgs(batch=10, timeout=5)] == [b"1"]
+        sent = nc.stats.out_msgs
+        os.kill(server.pid, signal.SIGSTOP)  # the request goes out but is never answered
+        wait_for(lambda: all_threads_stopped(server.pid), message="the server did not stop")
+        outcome = Outcome(lambda: stream.get_msgs(batch=10, timeout=CALL_TIMEOUT))
+        wait_for(lambda: nc.stats.out_msgs > sent, message="the request was never written")
+        server.kill()
+        error = outcome.join()
+        assert isinstance(error, js.ConnectionLostError), repr(error)
+        assert outcome.elapsed < CALL_TIMEOUT / 3
+        server.restart()
+        wait_for(lambda: nc.is_connected, timeout=15)
+        assert [m.data for m in stream.get_msgs(batch=10, timeout=10)] == [b"1"]
+    finally:
+        nc.close()
+
+
 def test_jetstream_api_call_fails_when_the_server_dies(core_server):
     """A JetStream API call in flight raises ConnectionLostError when the server is killed."""
     nc = _connect(core_server)
