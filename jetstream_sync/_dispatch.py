@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ._deadline import Deadline
-from ._signals import on_signal_thread, wait
+from ._signals import INTERRUPTS, hand_to_main, on_signal_thread, raise_in_main, wait
 from .errors import InlineCallbackError, TimeoutError
 from .msg import Msg
 
@@ -334,13 +334,19 @@ class CallbackWorker:
         queue = self._queue
         callback = self._callback
         while True:
-            msg = queue.next_for_worker()
-            if msg is None:
-                return
             try:
-                callback(msg)
-            except BaseException as exc:  # a user's bug, even sys.exit(), must not kill the worker
-                self._on_error(exc)
+                msg = queue.next_for_worker()
+                if msg is None:
+                    return
+                try:
+                    callback(msg)
+                except INTERRUPTS as exc:  # a signal's under gevent/eventlet, or sys.exit()
+                    if not hand_to_main(exc):
+                        self._on_error(exc)
+                except BaseException as exc:  # a user's bug must not kill the worker
+                    self._on_error(exc)
+            except INTERRUPTS as exc:  # a signal's (Ctrl-C), on this greenlet (gevent, eventlet)
+                raise_in_main(exc)
 
     def is_current(self) -> bool:
         """True when called from this worker's own thread (from the callback)."""

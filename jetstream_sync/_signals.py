@@ -30,6 +30,15 @@ turn (``tests/fixtures/signals.interrupted_at``).
 
 After ``fork()`` the thread that forked is the child's main thread, so the
 thread recorded here follows it.
+
+Under gevent or eventlet every greenlet runs on the main thread, so a signal
+handler's exception can land on one of the client's own greenlets too (its
+reader, its writer, a callback's greenlet) while it runs Python code. Those
+loops catch :data:`INTERRUPTS`, have the hub raise the exception in the main
+greenlet (:func:`raise_in_main`), where the program expects it, as the hubs do
+with one that lands on them, and make their own state whole again (the reader
+and the writer give up the connection they were in the middle of: the client
+reconnects).
 """
 
 from __future__ import annotations
@@ -40,6 +49,10 @@ import threading
 from threading import get_ident
 from types import FrameType
 from typing import Any
+
+# What a signal handler raises that a greenlet of the client must not die of:
+# Ctrl-C's KeyboardInterrupt, the SystemExit of a SIGTERM handler calling sys.exit().
+INTERRUPTS = (KeyboardInterrupt, SystemExit)
 
 _main_ident = threading.main_thread().ident
 
@@ -127,6 +140,37 @@ class Flag:
             return self._set
 
 
+def hand_to_main(exc: BaseException) -> bool:
+    """Have the hub raise ``exc`` in the main greenlet on its next turn; False: no hub.
+
+    For a signal handler's exception caught on one of the client's greenlets
+    (gevent, eventlet): that greenlet goes on (and makes its state whole before
+    it next waits), then the program gets the exception where it waits, as when
+    the signal lands on the hub itself. Without a patched hub (OS threads, where
+    a signal's exception reaches only the main thread) nothing is done.
+    """
+    # Neither library is imported here: one that patched is in sys.modules already.
+    gevent_monkey = sys.modules.get("gevent.monkey")
+    if gevent_monkey is not None and gevent_monkey.is_module_patched("threading"):
+        hub = sys.modules["gevent.hub"].get_hub()
+        hub.loop.run_callback(hub.handle_system_error, type(exc), exc, exc.__traceback__)
+        return True
+    eventlet_patcher = sys.modules.get("eventlet.patcher")
+    if eventlet_patcher is not None and eventlet_patcher.is_monkey_patched("thread"):
+        eventlet_hub = sys.modules["eventlet.hubs"].get_hub()
+        main = eventlet_hub.greenlet.parent
+        if main is not None and not main.dead:
+            eventlet_hub.schedule_call_global(0, main.throw, exc)
+            return True
+    return False
+
+
+def raise_in_main(exc: BaseException) -> None:
+    """:func:`hand_to_main`, or, without a hub to take it, raise ``exc`` here."""
+    if not hand_to_main(exc):
+        raise exc
+
+
 def _after_fork_in_child() -> None:
     global _main_ident
     _main_ident = get_ident()
@@ -134,4 +178,12 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["Flag", "in_handler_interrupting_a_call", "on_signal_thread", "wait"]
+__all__ = [
+    "INTERRUPTS",
+    "Flag",
+    "hand_to_main",
+    "in_handler_interrupting_a_call",
+    "on_signal_thread",
+    "raise_in_main",
+    "wait",
+]

@@ -15,6 +15,11 @@ exception) that ``connection_lost`` receives like any other disconnect. An
 exception from the reading itself or from ``connection_lost`` is a bug: it
 goes to ``crashed``, which closes the client (failing every waiting call at
 once) rather than leaving the calls to wait out their timeouts.
+
+Under gevent or eventlet the reader is a greenlet of the main thread, where a
+signal handler's exception (Ctrl-C) can land while it routes: the exception
+goes to the main greenlet (:func:`~jetstream_sync._signals.raise_in_main`) and,
+the buffer being routed in part, the connection is given up as lost.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .._signals import INTERRUPTS, raise_in_main
+from ..errors import ConnectionLostError
 from .read_buffer import EndOfStreamError, Route
 from .read_role import ReadRole
 
@@ -72,7 +79,13 @@ class Reader:
         try:
             while conn is not None:
                 try:
-                    error = self.role.serve(conn.transport, conn.leftover)
+                    try:
+                        error: BaseException = self.role.serve(conn.transport, conn.leftover)
+                    except INTERRUPTS as exc:  # a signal's, on this greenlet (gevent, eventlet)
+                        raise_in_main(exc)
+                        error = ConnectionLostError(
+                            f"reading was interrupted ({type(exc).__name__}); reconnecting"
+                        )
                     conn = self._connection_lost(error)
                 except Exception as exc:
                     if self._crashed is None:

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._deadline import WAIT_SLICE, Deadline
-from .._signals import wait
+from .._signals import INTERRUPTS, raise_in_main, wait
 from ..errors import ConnectionClosedError, ReconnectBufferFullError, WriteBufferTimeoutError
 from .wait import COOPERATIVE_SLICE, pause
 
@@ -354,7 +354,12 @@ class Writer:
         return chunk, self._transport
 
     def _send_until_empty(self) -> None:
-        """The flusher: blocking writes until the buffer is empty."""
+        """The flusher: blocking writes until the buffer is empty.
+
+        A signal handler's exception in a write (gevent, eventlet: the flusher
+        is a greenlet of the main thread) may leave a frame half sent: the
+        connection is given up as lost, and the exception goes on.
+        """
         while True:
             with self._lock:
                 taken = self._take()
@@ -366,6 +371,10 @@ class Writer:
             except (OSError, ValueError) as exc:
                 self._send_failed(exc, transport)
                 return
+            except INTERRUPTS as exc:
+                interrupted = InterruptedError(f"interrupted ({type(exc).__name__})")
+                self._send_failed(interrupted, transport)
+                raise
 
     def _send_now(self) -> None:
         """An urgent writer's thread: send what the socket takes at once, if nobody sends.
@@ -469,16 +478,22 @@ class Writer:
         # exception left queued without a kick (on the main thread, between
         # appending a frame and kicking).
         while True:
-            kicked = self._kick.acquire(timeout=WAIT_SLICE)
-            with self._lock:
-                if kicked:
-                    self._kicked = False
-                if self._closed:
-                    return
-                if self._sending or not self._buf or self._transport is None:
-                    continue
-                self._sending = True
-            self._send_until_empty()
+            holding = False  # the send turn
+            try:
+                kicked = self._kick.acquire(timeout=WAIT_SLICE)
+                with self._lock:
+                    if kicked:
+                        self._kicked = False
+                    if self._closed:
+                        return
+                    if self._sending or not self._buf or self._transport is None:
+                        continue
+                    self._sending = holding = True
+                self._send_until_empty()
+            except INTERRUPTS as exc:  # a signal's, on this greenlet (gevent, eventlet)
+                if holding:
+                    self._give_back(None, 0, 0, None)
+                raise_in_main(exc)
 
     # -- lifecycle (called by the client) ------------------------------------------
 

@@ -13,6 +13,7 @@ import attrs
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout, seconds_text
+from .._signals import INTERRUPTS, hand_to_main, raise_in_main
 from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from ..errors import (
     APIError,
@@ -110,25 +111,35 @@ class ConsumeContext:
             pass
 
     def _run(self) -> None:
-        source = self._source
-        callback = self._callback
         while True:
             try:
-                buf = source.next_buffered()
-            except (IteratorClosedError, ConnectionClosedError):
-                return
-            except NatsError as exc:  # terminal: consumer deleted, refused requests
-                self._report(exc)
-                return
-            while buf:  # a stop() empties it: what was not taken is discarded
-                try:
-                    msg = buf.popleft()
-                except IndexError:  # emptied by a stop() on another thread just now
-                    break
-                try:
-                    callback(msg)
-                except BaseException as exc:  # the user's bug, even sys.exit(), must not stop it
+                if not self._run_buffer():
+                    return
+            except INTERRUPTS as exc:  # a signal's (Ctrl-C), on this greenlet (gevent, eventlet)
+                raise_in_main(exc)
+
+    def _run_buffer(self) -> bool:
+        """Wait for the next buffer of messages and run the callback on them; False: the end."""
+        try:
+            buf = self._source.next_buffered()
+        except (IteratorClosedError, ConnectionClosedError):
+            return False
+        except NatsError as exc:  # terminal: consumer deleted, refused requests
+            self._report(exc)
+            return False
+        while buf:  # a stop() empties it: what was not taken is discarded
+            try:
+                msg = buf.popleft()
+            except IndexError:  # emptied by a stop() on another thread just now
+                break
+            try:
+                self._callback(msg)
+            except INTERRUPTS as exc:  # a signal's under gevent/eventlet, or sys.exit()
+                if not hand_to_main(exc):
                     self._report(exc)
+            except BaseException as exc:  # the user's bug must not stop consumption
+                self._report(exc)
+        return True
 
     def _join(self, timeout: float | None) -> None:
         if self._thread is threading.current_thread():

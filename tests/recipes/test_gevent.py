@@ -59,6 +59,25 @@ def test_monkey_patched_client(library, nats_server, record_property):
     assert restart["lost"] == [] and restart["stored_twice"] == 0, restart
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("library", ["gevent", "eventlet"])
+def test_ctrl_c_on_a_client_greenlet_reaches_the_main_one(library, shared_server):
+    """A Ctrl-C landing on the client's reader, writer or a callback's greenlet is raised in
+    the main greenlet, and the client goes on working (tests/fixtures/greenlet_interrupts.py)."""
+    pytest.importorskip(library)
+    run = _python(str(FIXTURES / "greenlet_interrupts.py"), library, shared_server.url, timeout=100)
+    assert run.returncode == 0, run.stderr[-4000:]
+    seen = json.loads(run.stdout.splitlines()[-1])
+    for where in ("reader", "callback", "consume"):
+        assert seen[where]["main"] and seen[where]["works"], seen
+    for where in ("callback", "consume"):  # the greenlet lives on: the next message reaches it
+        assert seen[where]["seen"] == ["interrupt", "after"], seen
+    writer = seen["writer"]
+    assert writer["landed"] >= 1 and writer["main"] == writer["landed"] and writer["works"], seen
+    for name in ("reader", "writer"):
+        assert f"jetstream_sync-1-{name}" in seen["threads"], seen
+
+
 @pytest.mark.parametrize(
     ("patch", "expected"),
     [
