@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ._log import logger
+from ._signals import INTERRUPTS, raise_in_main
 
 log = logger("client")
 
@@ -46,6 +47,8 @@ class EventRunner:
                 fn(*args)
             except BaseException:  # a user's callback, even sys.exit(), must not stop the others
                 log.exception("jetstream_sync: connection callback %r raised", fn)
+            except INTERRUPTS as exc:  # a signal's (Ctrl-C), on this greenlet (gevent, eventlet)
+                raise_in_main(exc)
 
     def stop(self) -> None:
         """Run what is queued, then end the thread and join it."""

@@ -68,9 +68,9 @@ def test_ctrl_c_on_a_client_greenlet_reaches_the_main_one(library, shared_server
     run = _python(str(FIXTURES / "greenlet_interrupts.py"), library, shared_server.url, timeout=100)
     assert run.returncode == 0, run.stderr[-4000:]
     seen = json.loads(run.stdout.splitlines()[-1])
-    for where in ("reader", "callback", "consume"):
+    for where in ("reader", "callback", "consume", "events"):
         assert seen[where]["main"] and seen[where]["works"], seen
-    for where in ("callback", "consume"):  # the greenlet lives on: the next message reaches it
+    for where in ("callback", "consume", "events"):  # the greenlet lives on: the next call comes
         assert seen[where]["seen"] == ["interrupt", "after"], seen
     writer = seen["writer"]
     assert writer["landed"] >= 1 and writer["main"] == writer["landed"] and writer["works"], seen
