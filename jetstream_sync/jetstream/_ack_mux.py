@@ -58,7 +58,7 @@ from .._deadline import Deadline, check_timeout, seconds_text
 from .._dispatch import refuse_in_inline_callback
 from .._log import logger
 from .._routes import ReplyRoute
-from .._signals import wait
+from .._signals import INTERRUPTS, hand_to_main, raise_in_main, wait
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
@@ -101,6 +101,9 @@ def _settle(future: PubAckFuture, value: object = None, error: BaseException | N
     """
     try:
         future._resolve(value, error)
+    except INTERRUPTS as exc:  # a signal's under gevent/eventlet (Ctrl-C), or sys.exit()
+        if not hand_to_main(exc):
+            log.exception("jetstream_sync: a PubAckFuture done-callback raised")
     except BaseException:
         log.exception("jetstream_sync: a PubAckFuture done-callback raised")
 
@@ -231,7 +234,11 @@ class AckMux:
         """
         ACK_THREAD.lock = self._lock  # the futures of this mux: see PubAckFuture.result
         while True:
-            acks = self._next_acks()
+            try:
+                acks = self._next_acks()
+            except INTERRUPTS as exc:  # a signal's (Ctrl-C), on this greenlet (gevent, eventlet)
+                raise_in_main(exc)
+                continue
             if acks is None:
                 return
             for future, value, headers in acks:

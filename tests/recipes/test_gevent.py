@@ -68,12 +68,13 @@ def test_ctrl_c_on_a_client_greenlet_reaches_the_main_one(library, shared_server
     run = _python(str(FIXTURES / "greenlet_interrupts.py"), library, shared_server.url, timeout=100)
     assert run.returncode == 0, run.stderr[-4000:]
     seen = json.loads(run.stdout.splitlines()[-1])
-    for where in ("reader", "callback", "consume", "events"):
+    for where in ("reader", "callback", "consume", "events", "acks"):
         assert seen[where]["main"] and seen[where]["works"], seen
+    assert seen["acks"]["seqs"] == [1, 2], seen
     for where in ("callback", "consume", "events"):  # the greenlet lives on: the next call comes
         assert seen[where]["seen"] == ["interrupt", "after"], seen
     writer = seen["writer"]
-    assert writer["landed"] >= 1 and writer["main"] == writer["landed"] and writer["works"], seen
+    assert writer["landed"] == writer["main"] == 1 and writer["works"], seen
     for name in ("reader", "writer"):
         assert f"jetstream_sync-1-{name}" in seen["threads"], seen
 
