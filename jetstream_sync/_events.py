@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ._log import logger
-from ._signals import INTERRUPTS, raise_in_main
+from ._signals import INTERRUPTS, hand_to_main
 
 log = logger("client")
 
@@ -45,10 +45,11 @@ class EventRunner:
                 fn, args = self._queue.popleft()
             try:
                 fn(*args)
-            except BaseException:  # a user's callback, even sys.exit(), must not stop the others
+            except INTERRUPTS as exc:  # a signal's under gevent/eventlet (Ctrl-C), or sys.exit()
+                if not hand_to_main(exc):
+                    log.exception("jetstream_sync: connection callback %r raised", fn)
+            except BaseException:  # a user's callback must not stop the others
                 log.exception("jetstream_sync: connection callback %r raised", fn)
-            except INTERRUPTS as exc:  # a signal's (Ctrl-C), on this greenlet (gevent, eventlet)
-                raise_in_main(exc)
 
     def stop(self) -> None:
         """Run what is queued, then end the thread and join it."""
