@@ -427,6 +427,8 @@ class InlineCallback:
                     except BaseException as exc:  # sys.exit(): it would end the reader thread
                         if on_signal_thread():  # a Ctrl-C, or an exit asked on the main thread
                             raise
+                        if isinstance(exc, INTERRUPTS) and hand_to_main(exc):
+                            continue  # a signal's under gevent/eventlet: the main greenlet's
                         self._on_error(exc)
             finally:
                 reading.inline = False
