@@ -140,6 +140,32 @@ class Flag:
             return self._set
 
 
+def mend(lock: Any) -> None:
+    """After an interrupt caught on a greenlet holding no lock: free ``lock`` if left taken.
+
+    Under gevent and eventlet ``threading.RLock`` is CPython's pure-Python
+    ``_RLock`` over the library's lock, so a signal handler's exception can
+    land inside its ``release`` (the end of a ``with`` block): before it began
+    (the greenlet still owns the lock), or between clearing the owner and
+    releasing the lock under it (nobody owns it, nobody can take it). Under
+    eventlet it can also land inside that lock's release, after freeing it and
+    before waking its waiters. Either way every later ``with lock:`` waits
+    for good. The C ``RLock`` of OS threads is left alone: its steps are whole.
+    """
+    block = getattr(lock, "_block", None)
+    if block is None:
+        return
+    if lock._is_owned():
+        lock._count = 0
+        lock._owner = None
+        block.release()
+    elif lock._owner is None:
+        if block.locked():
+            block.release()
+        elif block.acquire(blocking=False):  # and released: wakes the waiters left asleep
+            block.release()
+
+
 def hand_to_main(exc: BaseException) -> bool:
     """Have the hub raise ``exc`` in the main greenlet on its next turn; False: no hub.
 
@@ -183,6 +209,7 @@ __all__ = [
     "Flag",
     "hand_to_main",
     "in_handler_interrupting_a_call",
+    "mend",
     "on_signal_thread",
     "raise_in_main",
     "wait",

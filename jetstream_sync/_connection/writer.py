@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._deadline import WAIT_SLICE, Deadline
-from .._signals import INTERRUPTS, raise_in_main, wait
+from .._signals import INTERRUPTS, mend, raise_in_main, wait
 from ..errors import ConnectionClosedError, ReconnectBufferFullError, WriteBufferTimeoutError
 from .wait import COOPERATIVE_SLICE, pause
 
@@ -491,6 +491,7 @@ class Writer:
                     self._sending = holding = True
                 self._send_until_empty()
             except INTERRUPTS as exc:  # a signal's, on this greenlet (gevent, eventlet)
+                mend(self._lock)  # it may have landed inside the lock's own code
                 if holding:
                     self._give_back(None, 0, 0, None)
                 raise_in_main(exc)
