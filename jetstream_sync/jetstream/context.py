@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_timeout
+from .._dispatch import refuse_in_inline_callback
 from .._nuid import NUID
 from .._subjects import filter_subject, publish_subject
 from ..errors import NoRespondersError, StreamNameInUseError, StreamNotFoundError, TimeoutError
@@ -286,6 +287,8 @@ class JetStreamContext:
             raise ValueError("publish_batch needs at least one message")
         if len(messages) > MAX_ATOMIC_BATCH:
             raise ValueError(f"an atomic batch holds at most {MAX_ATOMIC_BATCH} messages")
+        # The commit waits for its PubAck: refused before the first message goes out.
+        refuse_in_inline_callback("publish_batch()")
         deadline = self._deadline(timeout)
         batch_id = NUID.next()
         last = len(messages)

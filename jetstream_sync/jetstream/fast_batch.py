@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline
+from .._dispatch import refuse_in_inline_callback
 from .._subjects import ApiSubject, publish_subject
 from ..errors import (
     APIError,
@@ -360,7 +361,7 @@ class FastBatch:
     def _start(
         self, subject: str, data: bytes | str, headers: HeadersIn | None, deadline: Deadline
     ) -> None:
-        self._check_server()
+        self._check_can_start()
         reply = f"{self._prefix}1.{_OP_START}.$FI"
         self._client.validate_publish(subject, data, reply, headers)
         self._open(subject)
@@ -378,7 +379,7 @@ class FastBatch:
         if self._committing:
             raise FastBatchClosedError(f"fast batch {self.batch_id} is committing", self._sent)
         if self._sent == 0:
-            self._check_server()
+            self._check_can_start()
             return 1
         self._make_room(self._sent + 1, deadline)
         return self._free - self._sent
@@ -394,7 +395,13 @@ class FastBatch:
         self._client.publish_frames(frames, count, timeout=timeout, send_now=True)
         self._sent += count
 
-    def _check_server(self) -> None:
+    def _check_can_start(self) -> None:
+        """Before the first message: refuse a server too old, or an inline callback.
+
+        The first message waits for the stream's answer, which an inline callback (on
+        the thread reading the connection) could never read: refused before it is sent.
+        """
+        refuse_in_inline_callback("a fast batch's first message")
         version = _server_version(self._client.server_info)
         if version < MIN_SERVER:
             raise FastBatchUnsupportedError(

@@ -530,3 +530,34 @@ def test_malformed_atomic_batch_codes_map_to_types(js, stream_name, headers, err
     js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
     with pytest.raises(getattr(jetstream_sync, error)):
         js.publish(f"{stream_name}.a", b"x", headers=headers)
+
+
+def test_batches_from_an_inline_callback_are_refused_before_sending(js, nc, stream_name):
+    """A fast batch's first add() and publish_batch() in an inline callback raise
+    InlineCallbackError before publishing anything (the fast batch's first message used to
+    be stored while add() raised; the atomic batch's first messages went out uncommitted)."""
+    stream = js.create_stream(
+        name=stream_name, subjects=[f"{stream_name}.>"], allow_batched=True, allow_atomic=True
+    )
+    outcome: dict[str, object] = {}
+
+    def callback(msg: jetstream_sync.Msg) -> None:
+        before = nc.stats.out_msgs
+        try:
+            with js.fast_batch(timeout=2) as batch:
+                batch.add(f"{stream_name}.fast", b"x")
+        except Exception as exc:
+            outcome["fast"] = exc
+        try:
+            js.publish_batch([(f"{stream_name}.a", b"1"), (f"{stream_name}.a", b"2")], timeout=2)
+        except Exception as exc:
+            outcome["atomic"] = exc
+        outcome["sent"] = nc.stats.out_msgs - before
+        msg.respond(b"done")
+
+    with nc.subscribe(f"inline.{stream_name}", cb=callback, inline=True):
+        assert nc.request(f"inline.{stream_name}", b"", timeout=10).data == b"done"
+    assert isinstance(outcome["fast"], jetstream_sync.InlineCallbackError)
+    assert isinstance(outcome["atomic"], jetstream_sync.InlineCallbackError)
+    assert outcome["sent"] == 0
+    assert stream.info().state.messages == 0
