@@ -61,6 +61,30 @@ MAX_ATOMIC_BATCH = 1000
 _BATCH_ID = "Nats-Batch-Id"
 _BATCH_SEQ = "Nats-Batch-Sequence"
 _BATCH_COMMIT = "Nats-Batch-Commit"
+_BATCH_HEADERS = {_BATCH_ID.lower(), _BATCH_SEQ.lower(), _BATCH_COMMIT.lower()}
+
+
+def _batch_item(seq: int, item: object) -> tuple[str, bytes | str, Headers]:
+    """The subject, data and headers of ``publish_batch``'s message ``seq`` (1-based).
+
+    Raises:
+        TypeError: the item is not ``(subject, data)`` or ``(subject, data, headers)``.
+        ValueError: its headers set one of the batch's own ``Nats-Batch-*`` headers
+            (the server would read the caller's: a ``Nats-Batch-Commit`` would commit
+            the messages before it alone).
+    """
+    if not isinstance(item, tuple | list) or len(item) not in (2, 3):
+        raise TypeError(
+            f"publish_batch message {seq}: expected (subject, data) or "
+            f"(subject, data, headers), got {item!r:.80}"
+        )
+    headers = publish_headers(item[2] if len(item) == 3 else None) or Headers()
+    for key in headers:
+        if key.lower() in _BATCH_HEADERS:
+            raise ValueError(
+                f"publish_batch message {seq}: header {key!r} is set by publish_batch itself"
+            )
+    return item[0], item[1], headers
 
 
 def stream_api_level(config: StreamConfig) -> int:
@@ -272,8 +296,9 @@ class JetStreamContext:
             and ``batch_size`` say which batch and how many messages.
 
         Raises:
-            ValueError: no messages, more than 1000, or two messages with the
-                same ``Nats-Msg-Id`` (nothing is sent).
+            ValueError: no messages, more than 1000, two messages with the
+                same ``Nats-Msg-Id``, or a ``Nats-Batch-*`` header (nothing is sent).
+            TypeError: an item of another shape (nothing is sent).
             AtomicPublishDisabledError: the stream has no ``allow_atomic``.
             AtomicPublishDuplicateMsgIdError: a message id was already stored.
             AtomicPublishUnsupportedHeaderError, AtomicPublishIncompleteBatchError,
@@ -295,8 +320,7 @@ class JetStreamContext:
         prepared = []
         msg_ids: dict[str, int] = {}
         for seq, item in enumerate(messages, start=1):
-            subject, data = item[0], item[1]
-            headers = publish_headers(item[2] if len(item) > 2 else None) or Headers()
+            subject, data, headers = _batch_item(seq, item)
             msg_id = headers.get(MSG_ID)
             if msg_id is not None and msg_ids.setdefault(msg_id, seq) != seq:
                 # The server refuses the whole batch for this (10201): say so before sending.

@@ -207,6 +207,16 @@ ROWS = [
         ValueError,
     ),
     Row("publish-batch-empty", lambda e: e.ctx.publish_batch([]), ValueError),
+    Row(
+        "publish-batch-own-header",
+        lambda e: e.ctx.publish_batch([("a", b"x", {"Nats-Batch-Commit": "1"}), ("a", b"y")]),
+        ValueError,
+    ),
+    Row(
+        "publish-batch-item-shape",
+        lambda e: e.ctx.publish_batch([("a", b"x"), ("a", b"y", None, "z")]),
+        TypeError,
+    ),
     Row("max-ack-inflight-zero", lambda e: e.nc.jetstream(max_ack_inflight=0), ValueError),
     Row("domain-dot", lambda e: e.nc.jetstream(domain="a.b"), BadSubjectError),
     Row(

@@ -561,3 +561,30 @@ def test_batches_from_an_inline_callback_are_refused_before_sending(js, nc, stre
     assert isinstance(outcome["atomic"], jetstream_sync.InlineCallbackError)
     assert outcome["sent"] == 0
     assert stream.info().state.messages == 0
+
+
+@pytest.mark.parametrize("header", ["Nats-Batch-Id", "nats-batch-sequence", "Nats-Batch-Commit"])
+def test_atomic_batch_refuses_its_own_headers_before_sending(js, nc, stream_name, header):
+    """publish_batch() sets the Nats-Batch-* headers itself: a message carrying one is a
+    ValueError naming it, and nothing is sent (a Nats-Batch-Commit on message 1 used to
+    commit it alone while the call raised AtomicPublishIncompleteBatchError)."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
+    subject = f"{stream_name}.a"
+    before = nc.stats.out_msgs
+    with pytest.raises(ValueError, match=f"message 1: header {header!r}"):
+        js.publish_batch([(subject, b"1", {header: "1"}), (subject, b"2")])
+    assert nc.stats.out_msgs == before
+    assert stream.info().state.messages == 0
+
+
+@pytest.mark.parametrize("item", [("x",), ("x", b"1", None, "extra"), "xy", None])
+def test_atomic_batch_items_of_another_shape_are_refused_before_sending(
+    js, nc, stream_name, item
+):
+    """An item that is not (subject, data) or (subject, data, headers) raises TypeError
+    naming its position before anything is sent (a fourth element was silently dropped)."""
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
+    before = nc.stats.out_msgs
+    with pytest.raises(TypeError, match="message 2"):
+        js.publish_batch([(f"{stream_name}.a", b"1"), item])
+    assert nc.stats.out_msgs == before
