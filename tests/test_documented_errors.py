@@ -13,7 +13,6 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -331,8 +330,8 @@ CASES: dict[str, Case] = {
     "SchedulesNotEnabledError": lambda e: e.js.schedule(
         f"{e.stream().name}.s", f"{e.stream().name}.t", every=60
     ),
-    "SchedulePatternInvalidError": lambda e: e.js.schedule(
-        f"{e.stream(allow_msg_schedules=True).name}.s", "x.t", every=timedelta.max
+    "SchedulePatternInvalidError": lambda e: _schedule_raw(
+        e, **{"Nats-Schedule": "@every 10000000000s"}
     ),
     "ScheduleTargetInvalidError": lambda e: e.js.schedule(
         f"{e.stream(allow_msg_schedules=True).name}.s", "elsewhere.t", every=60

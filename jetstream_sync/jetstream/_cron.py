@@ -45,9 +45,10 @@ _DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_NS = {"ns": 1, "us": 10**3, "µs": 10**3, "μs": 10**3, "ms": 10**6, "s": 10**9,
             "m": 60 * 10**9, "h": 3600 * 10**9}  # fmt: skip
 _RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
-    r"(?:Z|[+-]([0-9]{2}):([0-9]{2}))"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:Z|([+-])([0-9]{2}):([0-9]{2}))"
 )
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
 # The server looks for the next firing up to the end of the fifth year from now.
 _SEARCH_YEARS = 5
 
@@ -165,15 +166,27 @@ def _check_at(text: str) -> None:
     m = _RFC3339.fullmatch(text)
     if m is None:
         raise ValueError(f"@at needs an RFC 3339 time (2030-01-31T12:00:00Z), got {text!r}")
-    year, month, day, hour, minute, second, off_h, off_m = m.groups()
+    year, month, day, hour, minute, second, fraction, sign, off_h, off_m = m.groups()
     try:
-        date(int(year), int(month), int(day))
+        day_number = date(int(year), int(month), int(day)).toordinal() - _EPOCH_DAY
     except ValueError:
         raise ValueError(f"@at: {text!r} is not a date") from None
     if int(hour) > 23 or int(minute) > 59 or int(second) > 59:
         raise ValueError(f"@at: {text!r} is not a time of day")
-    if off_h is not None and (int(off_h) > 23 or int(off_m) > 59):
-        raise ValueError(f"@at: {text!r} has an offset out of range")
+    offset = 0
+    if sign is not None:
+        if int(off_h) > 23 or int(off_m) > 59:
+            raise ValueError(f"@at: {text!r} has an offset out of range")
+        offset = (int(off_h) * 3600 + int(off_m) * 60) * (-1 if sign == "-" else 1)
+    seconds = day_number * 86400 + int(hour) * 3600 + int(minute) * 60 + int(second) - offset
+    ns = seconds * 10**9 + int((fraction or "")[:9].ljust(9, "0"))
+    # The server keeps the time as Go's UnixNano(), undefined outside int64: a time after
+    # 2262 fired at once in nats-server 2.15.1, one before 1678 never fired.
+    if not -(2**63) <= ns <= _INT64_MAX:
+        raise ValueError(
+            f"@at: {text!r} is not between 1678 and 2262 (the server keeps the time as "
+            "int64 nanoseconds since 1970)"
+        )
 
 
 def check_pattern(pattern: str, today: date | None = None) -> str:

@@ -20,7 +20,7 @@ from .._subjects import publish_subject
 from .._timefmt import format_rfc3339, parse_rfc3339
 from ..errors import MessageNotFoundError, NotAScheduleError
 from . import _api
-from ._cron import AT, EVERY, check_pattern
+from ._cron import AT, EVERY, check_pattern, go_duration_seconds
 from .info import RawStreamMsg
 from .publish import ttl_header_value
 
@@ -70,7 +70,14 @@ def _every(every: float | timedelta) -> str:
         raise TypeError(f"every must be seconds or a timedelta, got {type(every).__name__}")
     if not 1 <= seconds < math.inf:
         raise ValueError(f"every must be at least 1 second and finite, got {every!r}")
-    return f"@every {_duration(seconds)}"
+    duration = _duration(seconds)
+    try:
+        go_duration_seconds(duration)
+    except ValueError:
+        raise ValueError(
+            f"every must fit a Go duration (at most about 292 years), got {every!r}"
+        ) from None
+    return f"@every {duration}"
 
 
 def _at(at: datetime) -> str:
@@ -78,7 +85,11 @@ def _at(at: datetime) -> str:
         raise TypeError(f"at must be a datetime, got {type(at).__name__}")
     if at.tzinfo is None or at.utcoffset() is None:
         raise ValueError("at must be timezone-aware (a naive datetime is ambiguous)")
-    return f"@at {format_rfc3339(at)}"
+    try:
+        spec = f"@at {format_rfc3339(at)}"
+    except OverflowError:  # its UTC time falls outside datetime's years 1 to 9999
+        raise ValueError(f"at must be between 1678 and 2262, got {at!r}") from None
+    return check_pattern(spec)  # the years the server can keep
 
 
 def check_time_zone(name: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,6 +195,16 @@ ROWS = [
     Row(
         "schedule-every-infinite",
         lambda e: e.ctx.schedule("a.s", "a.t", every=math.inf),
+        ValueError,
+    ),
+    Row(
+        "schedule-every-past-go-duration",
+        lambda e: e.ctx.schedule("a.s", "a.t", every=1e10),
+        ValueError,
+    ),
+    Row(
+        "schedule-at-past-2262",
+        lambda e: e.ctx.schedule("a.s", "a.t", at=datetime(9999, 12, 31, tzinfo=UTC)),
         ValueError,
     ),
     Row("fetch-batch-zero", lambda e: e.consumer.fetch(0), ValueError),

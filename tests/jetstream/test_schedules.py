@@ -132,6 +132,13 @@ def test_schedules_lists_the_stored_schedules(js: JetStreamContext, stream: Stre
         ({"at": datetime(2030, 1, 1)}, "timezone-aware"),
         ({"every": 5, "headers": {"Nats-Schedule": "@hourly"}}, "set by schedule"),
         ({"every": 5, "ttl": 0.2}, "at least 1 second"),
+        ({"every": 1e10}, "Go duration"),
+        ({"every": timedelta(days=300 * 365)}, "Go duration"),
+        ({"at": datetime(9999, 12, 31, tzinfo=UTC)}, "1678 and 2262"),
+        ({"at": datetime(1, 1, 1, tzinfo=UTC)}, "1678 and 2262"),
+        ({"at": datetime(2262, 4, 12, tzinfo=UTC)}, "1678 and 2262"),
+        ({"cron": "@at 3000-01-01T00:00:00Z"}, "1678 and 2262"),
+        ({"cron": "@at 1677-01-01T00:00:00+01:00"}, "1678 and 2262"),
     ],
 )
 def test_bad_specs_are_refused_before_sending(
@@ -140,6 +147,20 @@ def test_bad_specs_are_refused_before_sending(
     with pytest.raises(ValueError, match=match):
         js.schedule(f"{stream.name}.s", f"{stream.name}.t", **kwargs)
     assert stream.info().state.messages == 0
+
+
+def test_an_at_past_2262_sent_raw_fires_at_once(
+    nc: jetstream_sync.Client, js: JetStreamContext, stream: Stream
+) -> None:
+    """Why at= must fall between 1678 and 2262: nats-server keeps the time as int64
+    nanoseconds, so a raw "@at 9999-12-31..." schedule fires at once instead of never."""
+    with nc.subscribe(_seen(stream, "far")) as sub:
+        headers = {
+            "Nats-Schedule": "@at 9999-12-31T23:59:59Z",
+            "Nats-Schedule-Target": f"{stream.name}.out.far",
+        }
+        js.publish(f"{stream.name}.sched.far", b"far", headers=headers)
+        assert sub.next_msg(timeout=10).data == b"far"
 
 
 def test_bad_subjects_are_refused_before_sending(js: JetStreamContext, stream: Stream) -> None:
