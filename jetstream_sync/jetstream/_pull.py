@@ -135,14 +135,13 @@ class Pin:
             self.id = None
 
 
-def _option(name: str, value: int | None, low: int, high: int | None, group: str | None) -> None:
+def _option(name: str, value: int | None, low: int, high: int, group: str | None) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise PriorityGroupError(f"{name} must be an int, got {value!r}", group)
-    if value < low or (high is not None and value > high):
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise PriorityGroupError(f"{name} must be {bounds}, got {value}", group)
+    if not low <= value <= high:
+        raise PriorityGroupError(f"{name} must be between {low} and {high}, got {value}", group)
 
 
 class Priority:
@@ -173,8 +172,9 @@ class Priority:
         priority: int | None = None,
         pin: Pin | None = None,
     ) -> None:
-        _option("min_pending", min_pending, 0, None, group)
-        _option("min_ack_pending", min_ack_pending, 0, None, group)
+        # The server reads both as int64: a larger one would be refused after sending.
+        _option("min_pending", min_pending, 0, MAX_INT64, group)
+        _option("min_ack_pending", min_ack_pending, 0, MAX_INT64, group)
         _option("priority", priority, 0, 9, group)
         if group is None:
             if min_pending or min_ack_pending or priority is not None:

@@ -32,6 +32,7 @@ from jetstream_sync.errors import (
     LimitExceededError,
     MaxPayloadError,
     NKeyError,
+    PriorityGroupError,
 )
 from tests.fixtures.server import NatsServer
 
@@ -209,6 +210,11 @@ ROWS = [
     ),
     Row("fetch-batch-zero", lambda e: e.consumer.fetch(0), ValueError),
     Row("fetch-batch-past-int64", lambda e: e.consumer.fetch(2**63), ValueError),
+    Row(
+        "fetch-min-pending-past-int64",
+        lambda e: e.consumer.fetch(1, group="g", min_pending=2**63),
+        PriorityGroupError,
+    ),
     Row("messages-expires-short", lambda e: e.consumer.messages(expires=0.5), ValueError),
     Row("get-msgs-batch-zero", lambda e: e.stream.get_msgs(batch=0), ValueError),
     Row("unsubscribe-limit-zero", lambda e: e.sub.unsubscribe(limit=0), ValueError),
