@@ -16,6 +16,7 @@ import attrs
 
 from .._bigint import format_int, parse_int
 from .._subjects import publish_subject, subject_matches
+from ..headers import header_pairs
 from ..errors import (
     CounterNotFoundError,
     CountersNotEnabledError,
@@ -39,6 +40,9 @@ __all__ = [
 
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"
+# The most header bytes a stream stores (a uint16 length; more is refused with 10097):
+# "NATS/1.0\r\n", each "Key: value\r\n", then "\r\n".
+MAX_STORED_HEADER = 65_535
 # Headers that would change what an increment means (or make the server refuse it).
 _REFUSED_PREFIXES = ("nats-expected-",)
 _REFUSED = {"nats-rollup", "nats-incr", "nats-ttl", "nats-msg-id"}
@@ -138,6 +142,19 @@ def _check_headers(headers: HeadersIn | None) -> dict[str, Any]:
     return out
 
 
+def _check_stored_size(headers: dict[str, Any]) -> None:
+    """Refuse headers (the increment among them) longer than a stream stores."""
+    size = len("NATS/1.0\r\n\r\n") + sum(
+        len(key.encode()) + len(value.encode()) + 4 for key, value in header_pairs(headers)
+    )
+    if size > MAX_STORED_HEADER:
+        raise ValueError(
+            f"the increment's headers are {size:,} bytes; a stream stores at most "
+            f"{MAX_STORED_HEADER:,} bytes of headers (an increment of at most about 65,500 "
+            "digits); nothing was sent"
+        )
+
+
 class Counter:
     """The counters of one stream (made with :meth:`JetStreamContext.counter`).
 
@@ -179,7 +196,8 @@ class Counter:
 
         Raises:
             TypeError: ``delta`` is not an ``int``.
-            BadSubjectError, ValueError: bad input; nothing was sent.
+            BadSubjectError, ValueError: bad input (among it headers, the increment's
+                text included, past the 65,535 bytes a stream stores); nothing was sent.
             StreamWrongExpectedError: ``subject`` is not a subject of this stream (another
                 stream may capture it); nothing was sent.
             CountersNotEnabledError: the stream stopped being a counter stream.
@@ -188,6 +206,7 @@ class Counter:
         publish_subject(subject)
         hdrs = _check_headers(headers)
         hdrs[INCR] = increment_header(delta)
+        _check_stored_size(hdrs)
         self._check_own(subject, timeout)
         ack = self._ctx.publish(subject, b"", headers=hdrs, timeout=timeout)
         return _value(ack.val, "PubAck val")

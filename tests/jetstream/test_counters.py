@@ -84,6 +84,23 @@ def test_increments_of_any_size(counter: Counter, stream: Stream) -> None:
     assert counter.load(subject) == big - 1
 
 
+def test_an_increment_past_the_stored_header_limit_is_refused_before_sending(
+    nc: jetstream_sync.Client, counter: Counter, stream: Stream
+) -> None:
+    """The stream stores at most 65,535 bytes of headers: an increment of 65,509 digits
+    (with its sign, "NATS/1.0", its name and line ends, 65,535 bytes) is added; one digit
+    more is a ValueError raised before sending (the server answered a bare APIError 10097)."""
+    subject = f"{stream.name}.edge"
+    assert counter.add(subject, 10**65_508) == 10**65_508
+    sent = nc.stats.out_msgs
+    with pytest.raises(ValueError, match="65,535 bytes of headers"):
+        counter.add(subject, -(10**65_509))
+    with pytest.raises(ValueError, match="65,535 bytes of headers"):
+        counter.add(subject, 1, headers={"Note": "x" * 65_535})
+    assert nc.stats.out_msgs == sent
+    assert counter.load(subject) == 10**65_508
+
+
 def test_totals_ignore_the_int_digit_limit(
     counter: Counter, stream: Stream, low_int_digit_limit: None
 ) -> None:
