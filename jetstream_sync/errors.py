@@ -442,6 +442,10 @@ class MessageTooLargeError(APIError, err_code=10054):
     """The message is larger than the stream's ``max_msg_size``."""
 
 
+class HeadersTooLargeError(APIError, err_code=10097):
+    """The message's headers are longer than the 65,535 bytes a stream stores."""
+
+
 class MessageTTLInvalidError(APIError, err_code=10165):
     """The ``Nats-TTL`` value is not a per-message TTL the server takes."""
 

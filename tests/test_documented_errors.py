@@ -280,6 +280,9 @@ CASES: dict[str, Case] = {
     "MessageTooLargeError": lambda e: e.js.publish(
         f"{e.stream(max_msg_size=10).name}.a", b"x" * 100
     ),
+    "HeadersTooLargeError": lambda e: e.js.publish(
+        f"{e.stream().name}.a", b"x", headers={"Big": "x" * 70_000}
+    ),
     "MessageTTLDisabledError": lambda e: e.js.publish(f"{e.stream().name}.a", b"x", ttl=5),
     "MessageTTLInvalidError": lambda e: e.js.publish(
         f"{e.stream(allow_msg_ttl=True).name}.a", b"x", headers={"Nats-TTL": "soon"}

@@ -16,13 +16,13 @@ import attrs
 
 from .._bigint import format_int, parse_int
 from .._subjects import publish_subject, subject_matches
-from ..headers import header_pairs
 from ..errors import (
     CounterNotFoundError,
     CountersNotEnabledError,
     MessageNotFoundError,
     StreamWrongExpectedError,
 )
+from ..headers import header_pairs
 from .info import RawStreamMsg
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
