@@ -12,6 +12,7 @@ from __future__ import annotations
 from ._ack_subject import ack_tokens  # Key-Value: the revision and delta of an entry
 from ._deadline import (  # every room: one deadline per call
     Deadline,
+    check_at_most_max,  # Key-Value: durations a Go duration holds
     check_timeout,
     seconds_text,  # Key-Value: a timeout's seconds in its error
 )
@@ -36,6 +37,7 @@ __all__ = [
     "ApiSubject",
     "Deadline",
     "ack_tokens",
+    "check_at_most_max",
     "check_control_line",
     "check_timeout",
     "datetime_from_ns",

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from .._seam import check_at_most_max
 from ..jetstream._seam import checks as ck
 from ..jetstream._seam import strip_nats
 from ..jetstream.enums import DiscardPolicy, StorageType, StoreCompression
@@ -39,7 +40,7 @@ def _seconds(value: Any, field: str) -> float | None:
         raise TypeError(f"{field}: expected seconds as float, got {type(value).__name__}")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{field}: must be a finite number of seconds >= 0, not {value!r}")
-    return float(value)
+    return check_at_most_max(field, float(value))
 
 
 def _ttl(value: float | timedelta | None) -> float | None:

@@ -71,6 +71,14 @@ def test_bad_fields(field, value, error):
         KeyValueConfig(bucket="B", **{field: value})
 
 
+@pytest.mark.parametrize("field", ["ttl", "limit_marker_ttl"])
+def test_durations_past_292_years_are_refused_naming_the_field(field):
+    """A ttl or limit_marker_ttl past a Go duration is refused at construction, naming the
+    field given (not max_age / subject_delete_marker_ttl, the stream fields they become)."""
+    with pytest.raises(ValueError, match=f"^{field} must be at most"):
+        KeyValueConfig(bucket="B", **{field: 1e12})
+
+
 def test_default_stream_follows_adr8():
     """The default bucket: KV_<b> on $KV.<b>.>, history 1, discard new, rollups, no deletes."""
     s = KeyValueConfig(bucket="CFG").stream_config()
