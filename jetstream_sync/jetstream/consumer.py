@@ -584,7 +584,9 @@ class Consumer:
         """Unpin the client pinned in priority group ``group`` (PINNED_CLIENT; 2.11+).
 
         The server picks the next pinned client among the waiting pulls; the
-        old pin's next pull gets a 423 (handled as :meth:`fetch` says).
+        old pin's next pull gets a 423 (handled as :meth:`fetch` says). This
+        handle forgets the pin it held in ``group`` (:meth:`pin_id` is then
+        ``None``) unless one of its pulls wins a new one meanwhile.
 
         Raises:
             PriorityGroupError: ``group`` is not a valid name, or the consumer
@@ -595,12 +597,16 @@ class Consumer:
         if not isinstance(group, str):
             raise PriorityGroupError(f"group must be a str, got {group!r}")
         self._check_group(Priority(group))
+        pin = self._pins.get(group)
+        held = pin.id if pin is not None else None
         try:
             _unpin(self._api, self.stream_name, self.name, group, self._deadline(timeout))
         except APIError as exc:
             if exc.err_code in (_NO_SUCH_GROUP, _BAD_GROUP_NAME):
                 raise PriorityGroupError(exc.description, group, exc.code) from None
             raise
+        if pin is not None:
+            pin.clear(held)
 
     def pin_id(self, group: str) -> str | None:
         """The pin id this handle holds in ``group`` (``None``: not pinned)."""

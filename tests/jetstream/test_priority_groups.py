@@ -202,13 +202,28 @@ def test_unpin_moves_the_pin_to_a_waiting_client(js, other_js, stream):
     assert _data(got[0]) == [b"1"] and got[0][0].headers[PIN] == b.pin_id("g") != a.pin_id("g")
 
 
+def test_unpin_forgets_the_handles_own_pin(js, stream):
+    """After unpin(group) the handle's pin_id(group) is None (it used to show the pin the
+    server had just dropped), and its next fetch is pinned anew."""
+    a = _consumer(stream, PriorityPolicy.PINNED_CLIENT)
+    for i in range(2):
+        js.publish(f"{stream.name}.x", b"%d" % i)
+    assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"]
+    old = a.pin_id("g")
+    assert old is not None
+    a.unpin("g")
+    assert a.pin_id("g") is None
+    assert _data(a.fetch(1, timeout=2, group="g")) == [b"1"]
+    assert a.pin_id("g") not in (None, old)
+
+
 def test_423_fetch_clears_the_pin_and_pulls_again(js, stream):
     """A fetch whose pin was unpinned gets 423; it pulls again without the pin, pinned anew."""
     publish_numbered(js, f"{stream.name}.x", 2)
     a = _consumer(stream, PriorityPolicy.PINNED_CLIENT)
     assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"]
     old = a.pin_id("g")
-    a.unpin("g")
+    stream.consumer("pg").unpin("g")  # another handle: a still holds the old pin
     again = a.fetch(1, timeout=2, group="g")
     assert _data(again) == [b"1"]
     assert again[0].headers[PIN] == a.pin_id("g") != old
@@ -221,7 +236,7 @@ def test_423_fetch_with_heartbeat_pulls_again_within_its_timeout(js, other_js, s
     b = other_js.consumer(stream.name, "pg")
     js.publish(f"{stream.name}.x", b"0")
     assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"]
-    a.unpin("g")  # nobody is pinned; a still holds the old pin
+    b.unpin("g")  # nobody is pinned; a still holds the old pin
     start = time.monotonic()
     t_a, got_a = _in_thread(lambda: a.fetch(1, timeout=4, heartbeat=1.9, group="g"))
     _waiting(a, 1)
