@@ -29,6 +29,7 @@ from .fast_batch import FastBatch
 from .info import AccountInfo, ConsumerInfo, PubAck, StreamInfo
 from .ordered import OrderedConsumer
 from .publish import (
+    EXPECTED_LAST_SEQ,
     MSG_ID,
     RETRY_WAIT,
     PubAckFuture,
@@ -71,7 +72,8 @@ def _batch_item(seq: int, item: object) -> tuple[str, bytes | str, Headers]:
         TypeError: the item is not ``(subject, data)`` or ``(subject, data, headers)``.
         ValueError: its headers set one of the batch's own ``Nats-Batch-*`` headers
             (the server would read the caller's: a ``Nats-Batch-Commit`` would commit
-            the messages before it alone).
+            the messages before it alone), or ``Nats-Expected-Last-Sequence`` on a
+            message after the first.
     """
     if not isinstance(item, tuple | list) or len(item) not in (2, 3):
         raise TypeError(
@@ -84,6 +86,12 @@ def _batch_item(seq: int, item: object) -> tuple[str, bytes | str, Headers]:
             raise ValueError(
                 f"publish_batch message {seq}: header {key!r} is set by publish_batch itself"
             )
+    if seq > 1 and EXPECTED_LAST_SEQ in headers:
+        # The server refuses it with a WrongLastSequenceError, as if the stream had moved.
+        raise ValueError(
+            f"publish_batch message {seq}: only the first message of an atomic batch may "
+            f"carry {EXPECTED_LAST_SEQ}"
+        )
     return item[0], item[1], headers
 
 
@@ -297,7 +305,8 @@ class JetStreamContext:
 
         Raises:
             ValueError: no messages, more than 1000, two messages with the
-                same ``Nats-Msg-Id``, or a ``Nats-Batch-*`` header (nothing is sent).
+                same ``Nats-Msg-Id``, a ``Nats-Batch-*`` header, or
+                ``Nats-Expected-Last-Sequence`` after the first message (nothing is sent).
             TypeError: an item of another shape (nothing is sent).
             AtomicPublishDisabledError: the stream has no ``allow_atomic``.
             AtomicPublishDuplicateMsgIdError: a message id was already stored.

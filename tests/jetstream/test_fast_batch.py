@@ -578,9 +578,7 @@ def test_atomic_batch_refuses_its_own_headers_before_sending(js, nc, stream_name
 
 
 @pytest.mark.parametrize("item", [("x",), ("x", b"1", None, "extra"), "xy", None])
-def test_atomic_batch_items_of_another_shape_are_refused_before_sending(
-    js, nc, stream_name, item
-):
+def test_atomic_batch_items_of_another_shape_are_refused_before_sending(js, nc, stream_name, item):
     """An item that is not (subject, data) or (subject, data, headers) raises TypeError
     naming its position before anything is sent (a fourth element was silently dropped)."""
     js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
@@ -588,3 +586,18 @@ def test_atomic_batch_items_of_another_shape_are_refused_before_sending(
     with pytest.raises(TypeError, match="message 2"):
         js.publish_batch([(f"{stream_name}.a", b"1"), item])
     assert nc.stats.out_msgs == before
+
+
+def test_atomic_batch_expected_last_sequence_after_the_first_message_is_refused(
+    js, nc, stream_name
+):
+    """Only an atomic batch's first message may carry Nats-Expected-Last-Sequence (ADR-50):
+    on a later one it is a ValueError before sending (the server refused the batch with a
+    WrongLastSequenceError, as if the stream had moved on)."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
+    subject, before = f"{stream_name}.a", nc.stats.out_msgs
+    with pytest.raises(ValueError, match="message 2: only the first message"):
+        js.publish_batch([(subject, b"1"), (subject, b"2", {"Nats-Expected-Last-Sequence": "0"})])
+    assert nc.stats.out_msgs == before
+    ack = js.publish_batch([(subject, b"1", {"Nats-Expected-Last-Sequence": "0"}), (subject, b"2")])
+    assert ack.batch_size == 2 and stream.info().state.messages == 2
