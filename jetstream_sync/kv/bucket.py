@@ -348,7 +348,8 @@ class KeyValue:
 
         Raises:
             KeyExistsError: the key holds a value (a ``KeyWrongLastSequenceError``).
-            APIError: e.g. a ``ttl`` on a bucket without limit markers.
+            MessageTTLDisabledError: a ``ttl`` on a bucket without
+                ``limit_marker_ttl``; nothing was stored.
             TimeoutError: no answer within what is left of ``timeout``.
         """
         if isinstance(ttl, timedelta):
@@ -409,6 +410,8 @@ class KeyValue:
 
         Raises:
             KeyWrongLastSequenceError: ``last`` did not match.
+            MessageTTLDisabledError: a ``ttl`` on a bucket without
+                ``limit_marker_ttl``; nothing was purged.
         """
         if isinstance(ttl, timedelta):
             ttl = ttl.total_seconds()
