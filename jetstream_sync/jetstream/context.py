@@ -899,6 +899,8 @@ class JetStreamContext:
         cron: str | None = None,
         time_zone: str | None = None,
         ttl: float | None = None,
+        source: str | None = None,
+        rollup: bool = False,
         headers: HeadersIn | None = None,
         timeout: float | None = None,
     ) -> PubAck:
@@ -918,7 +920,11 @@ class JetStreamContext:
                 server's rules (docs/schedules.md).
             time_zone: the IANA zone a ``cron`` runs in (default UTC; 2.14+).
             ttl: seconds the produced messages live (stream needs ``allow_msg_ttl``).
-            headers: extra headers, copied onto produced messages.
+            source: publish the last message on this subject of the same stream
+                instead of ``data`` (sampling; ``data`` when it holds none; 2.14+).
+            rollup: each produced message replaces the target's earlier ones (2.14+).
+            headers: extra headers, copied onto produced messages (a ``Nats-Rollup``
+                other than ``sub`` is refused).
             timeout: seconds to wait for the PubAck.
 
         Raises:
@@ -928,7 +934,7 @@ class JetStreamContext:
         """
         hdrs, level = schedule_headers(
             subject, target, at=at, every=every, cron=cron, time_zone=time_zone, ttl=ttl,
-            headers=headers,
+            source=source, rollup=rollup, headers=headers,
         )  # fmt: skip
         check_schedule_level(self.client.server_info, level, hdrs[SCHEDULE])
         return self.publish(subject, data, headers=hdrs, timeout=timeout)

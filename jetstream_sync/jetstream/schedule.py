@@ -34,10 +34,13 @@ SCHEDULE = "Nats-Schedule"
 TARGET = "Nats-Schedule-Target"
 TIME_ZONE = "Nats-Schedule-Time-Zone"
 TTL = "Nats-Schedule-TTL"
+SOURCE = "Nats-Schedule-Source"
+ROLLUP = "Nats-Schedule-Rollup"
 SCHEDULER = "Nats-Scheduler"
 NEXT = "Nats-Schedule-Next"
 
-# JetStream API levels: "@at" came with 2.12, cron, "@every" and time zones with 2.14.
+# JetStream API levels: "@at" came with 2.12; cron, "@every", time zones, sources and
+# rollups with 2.14.
 AT_LEVEL = 2
 CRON_LEVEL = 4
 
@@ -116,6 +119,8 @@ def schedule_headers(
     cron: str | None = None,
     time_zone: str | None = None,
     ttl: float | None = None,
+    source: str | None = None,
+    rollup: bool = False,
     headers: HeadersIn | None = None,
 ) -> tuple[dict[str, Any], int]:
     """The headers of a schedule message and the JetStream API level they need.
@@ -130,10 +135,19 @@ def schedule_headers(
     given = [name for name, v in (("at", at), ("every", every), ("cron", cron)) if v is not None]
     if len(given) != 1:
         raise ValueError(f"give exactly one of at, every, cron (got {given or 'none'})")
+    if source is not None:
+        publish_subject(source, "source")
+        if source in (subject, target):
+            raise ValueError("source must differ from the schedule's subject and target")
+    if not isinstance(rollup, bool):
+        raise TypeError(f"rollup must be True or False, got {rollup!r}")
     out: dict[str, Any] = {}
     for key, value in (headers or {}).items():
         if key.lower().startswith("nats-schedule") or key.lower() == "nats-scheduler":
             raise ValueError(f"header {key!r} is set by schedule()'s arguments")
+        if key.lower() == "nats-rollup" and value != "sub":
+            # The schedule message itself rolls up its subject; the server refuses others.
+            raise ValueError(f"header {key!r}: a schedule takes only 'sub', got {value!r}")
         out[key] = value
     if at is not None:
         spec, level = _at(at), AT_LEVEL
@@ -150,6 +164,10 @@ def schedule_headers(
         out[TIME_ZONE] = check_time_zone(time_zone)
     if ttl is not None:
         out[TTL] = ttl_header_value(ttl)
+    if source is not None:
+        out[SOURCE], level = source, CRON_LEVEL
+    if rollup:
+        out[ROLLUP], level = "sub", CRON_LEVEL
     return out, level
 
 
@@ -181,6 +199,10 @@ class ScheduleInfo:
             server stores no next time with the schedule, only on produced messages).
         data: the body the stream publishes.
         seq: the schedule message's stream sequence.
+        source: the subject whose last message is published instead of ``data``
+            (``Nats-Schedule-Source``), or ``None``.
+        rollup: whether each produced message replaces the target's previous ones
+            (``Nats-Schedule-Rollup: sub``).
     """
 
     subject: str
@@ -191,6 +213,8 @@ class ScheduleInfo:
     next_run: datetime | None = None
     data: bytes = b""
     seq: int = 0
+    source: str | None = None
+    rollup: bool = False
 
     @classmethod
     def from_msg(cls, msg: RawStreamMsg) -> ScheduleInfo | None:
@@ -214,6 +238,8 @@ class ScheduleInfo:
             next_run=next_run,
             data=msg.data,
             seq=msg.seq,
+            source=headers.get(SOURCE),
+            rollup=headers.get(ROLLUP) == "sub",
         )
 
 

@@ -90,6 +90,28 @@ def test_every_fires_repeatedly_and_stops_after_cancel(
     assert js.cancel_schedule(sched) is False
 
 
+def test_source_samples_the_latest_message_and_rollup_keeps_one(
+    nc: jetstream_sync.Client, js: JetStreamContext, stream: Stream
+) -> None:
+    """source= publishes the source subject's last message at each run (ADR-51 sampling);
+    rollup=True makes each produced message replace the target's previous one. Both are
+    nats-server 2.14 headers the client used to refuse in headers= as "set by schedule()'s
+    arguments" while schedule() had no such arguments."""
+    sched, target, source = (f"{stream.name}.{leaf}" for leaf in ("sched.s", "out.s", "src"))
+    js.publish(source, b"v1")
+    got: list[Msg] = []
+    with nc.subscribe(_seen(stream, "s")) as sub:
+        js.schedule(sched, target, b"fallback", every=1, source=source, rollup=True)
+        wait_for(lambda: _drain(sub, got) >= 1, timeout=5)
+        assert got[0].data == b"v1"
+        js.publish(source, b"v2")
+        wait_for(lambda: _drain(sub, got) and got[-1].data == b"v2", timeout=5)
+    (info,) = js.schedules(stream.name, filter=sched)
+    assert (info.source, info.rollup) == (source, True)
+    assert js.cancel_schedule(sched) is True
+    assert stream.info(subjects_filter=target).state.subjects == {target: 1}
+
+
 def test_cron_with_seconds_fires_in_a_time_zone(
     nc: jetstream_sync.Client, js: JetStreamContext, stream: Stream
 ) -> None:
@@ -139,6 +161,7 @@ def test_schedules_lists_the_stored_schedules(js: JetStreamContext, stream: Stre
         ({"at": datetime(2262, 4, 12, tzinfo=UTC)}, "1678 and 2262"),
         ({"cron": "@at 3000-01-01T00:00:00Z"}, "1678 and 2262"),
         ({"cron": "@at 1677-01-01T00:00:00+01:00"}, "1678 and 2262"),
+        ({"every": 5, "headers": {"Nats-Rollup": "all"}}, "Nats-Rollup"),
     ],
 )
 def test_bad_specs_are_refused_before_sending(
@@ -168,6 +191,13 @@ def test_bad_subjects_are_refused_before_sending(js: JetStreamContext, stream: S
         js.schedule(f"{stream.name}.s", f"{stream.name}.s", every=5)
     with pytest.raises(jetstream_sync.BadSubjectError):
         js.schedule(f"{stream.name}.s", f"{stream.name}.*", every=5)
+    for source in (f"{stream.name}.s", f"{stream.name}.t"):
+        with pytest.raises(ValueError, match="source must differ"):
+            js.schedule(f"{stream.name}.s", f"{stream.name}.t", every=5, source=source)
+    with pytest.raises(jetstream_sync.BadSubjectError):
+        js.schedule(f"{stream.name}.s", f"{stream.name}.t", every=5, source=f"{stream.name}.>")
+    with pytest.raises(TypeError, match="rollup"):
+        js.schedule(f"{stream.name}.s", f"{stream.name}.t", every=5, rollup="sub")
     assert stream.info().state.messages == 0
 
 
