@@ -735,8 +735,9 @@ class CounterIncrementInvalidError(APIError, err_code=10171):
     """The ``Nats-Incr`` value is not a signed decimal integer."""
 
 
-class CounterBrokenError(APIError, err_code=10172):
-    """The stored value on the subject is not a counter value the server can add to."""
+class CounterBrokenError(APIError, ValueError, err_code=10172):
+    """The stored value on the subject is not a counter value the server can add to
+    (from the server, or from the client reading it: also a ``ValueError``)."""
 
 
 class MirrorWithCountersError(APIError, ValueError, err_code=10173):

@@ -17,6 +17,7 @@ import attrs
 from .._bigint import format_int, parse_int
 from .._subjects import publish_subject, subject_matches
 from ..errors import (
+    CounterBrokenError,
     CounterNotFoundError,
     CountersNotEnabledError,
     MessageNotFoundError,
@@ -43,9 +44,14 @@ SOURCES = "Nats-Counter-Sources"
 # The most header bytes a stream stores (a uint16 length; more is refused with 10097):
 # "NATS/1.0\r\n", each "Key: value\r\n", then "\r\n".
 MAX_STORED_HEADER = 65_535
-# Headers that would change what an increment means (or make the server refuse it).
+# Headers that would change what an increment means (or make the server refuse it), and
+# the sourcing headers the server keeps: a Nats-Counter-Sources of the caller's is stored
+# and breaks the counter for good.
 _REFUSED_PREFIXES = ("nats-expected-",)
-_REFUSED = {"nats-rollup", "nats-incr", "nats-ttl", "nats-msg-id"}
+_REFUSED = {
+    "nats-rollup", "nats-incr", "nats-ttl", "nats-msg-id",
+    SOURCES.lower(), "nats-stream-source",
+}  # fmt: skip
 
 
 def format_value(value: int) -> str:
@@ -83,6 +89,25 @@ def _value(text: object, what: str) -> int:
         raise ValueError(f"{what} is not a decimal integer: {text!r:.60}") from None
 
 
+def _broken(msg: RawStreamMsg, why: str) -> CounterBrokenError:
+    return CounterBrokenError(
+        400, 10172, f"the stored message is not a counter: {why}",
+        stream=msg.stream or None, seq=msg.seq or None, subject=msg.subject,
+    )  # fmt: skip
+
+
+def _sources(raw: str) -> dict[str, dict[str, int]]:
+    """The ``Nats-Counter-Sources`` JSON: stream -> {subject -> total}.
+
+    Raises:
+        ValueError: it is not such a document.
+    """
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise ValueError("not an object of objects")
+    return {s: {k: _value(v, "source value") for k, v in m.items()} for s, m in doc.items()}
+
+
 @attrs.frozen
 class CounterEntry:
     """One subject's counter as stored: the total and what made it.
@@ -105,31 +130,37 @@ class CounterEntry:
 
     @classmethod
     def from_msg(cls, msg: RawStreamMsg) -> CounterEntry:
-        """Read a counter from a stored message.
+        """Read a counter from a stored message, whoever wrote it.
 
         Raises:
-            ValueError: the message is not a counter value (no ``val``, not digits).
+            CounterBrokenError: (also a ``ValueError``) the message is not a counter
+                value (no ``val``, not digits), or its ``Nats-Incr`` or
+                ``Nats-Counter-Sources`` cannot be read: the server refuses the
+                subject's next increment with the same error.
         """
         try:
             body = json.loads(msg.data)
         except ValueError:
-            raise ValueError(f"message on {msg.subject!r} is not a counter value") from None
+            raise _broken(msg, "its body is not JSON") from None
         if not isinstance(body, dict):
-            raise ValueError(f"message on {msg.subject!r} is not a counter value")
+            raise _broken(msg, "its body is not a JSON object")
         headers = msg.headers or {}
         incr = headers.get(INCR)
         raw_sources = headers.get(SOURCES)
-        sources: dict[str, dict[str, int]] = {}
-        if raw_sources:
-            for stream, subjects in json.loads(raw_sources).items():
-                sources[stream] = {s: _value(v, "source value") for s, v in subjects.items()}
-        return cls(
-            subject=msg.subject,
-            value=_value(body.get("val"), "counter value"),
-            increment=None if incr is None else _value(incr, INCR),
-            sources=sources,
-            seq=msg.seq,
-        )
+        try:
+            sources = _sources(raw_sources) if raw_sources else {}
+        except ValueError:
+            raise _broken(msg, f"its {SOURCES} is unreadable: {raw_sources!r:.60}") from None
+        try:
+            return cls(
+                subject=msg.subject,
+                value=_value(body.get("val"), "counter value"),
+                increment=None if incr is None else _value(incr, INCR),
+                sources=sources,
+                seq=msg.seq,
+            )
+        except ValueError as exc:
+            raise _broken(msg, str(exc)) from None
 
 
 def _check_headers(headers: HeadersIn | None) -> dict[str, Any]:
@@ -189,7 +220,9 @@ class Counter:
             delta: any ``int``; totals beyond 64 bits work.
             timeout: seconds to wait for the server's answer.
             headers: extra headers stored with the increment; ``Nats-Expected-*``,
-                ``Nats-Rollup``, ``Nats-TTL``, ``Nats-Msg-Id`` and ``Nats-Incr`` are refused.
+                ``Nats-Rollup``, ``Nats-TTL``, ``Nats-Msg-Id``, ``Nats-Incr`` and the
+                sourcing headers the server keeps (``Nats-Counter-Sources``,
+                ``Nats-Stream-Source``) are refused.
 
         Returns:
             The counter's new total.
@@ -245,6 +278,7 @@ class Counter:
 
         Raises:
             CounterNotFoundError: nothing was ever counted on ``subject``.
+            CounterBrokenError: the stored message is not a readable counter.
             BadSubjectError: ``subject`` is not a publish subject; nothing was sent.
         """
         publish_subject(subject)
@@ -268,6 +302,8 @@ class Counter:
 
         Raises:
             RequiredApiLevelError: the server is older than 2.11.
+            CounterBrokenError: (while iterating) a matching subject's stored message
+                is not a readable counter; the error names it.
         """
         wanted = [subjects] if isinstance(subjects, str) else list(subjects)
         msgs = self.stream.get_last_msgs_for(wanted, timeout=timeout)

@@ -241,6 +241,38 @@ def test_a_stream_sourcing_two_counter_streams_aggregates(
     assert agg.get("agg.total").sources[a] == {f"{a}.total": 13}
 
 
+@pytest.mark.parametrize("header", ["Nats-Counter-Sources", "nats-stream-source"])
+def test_headers_the_server_keeps_are_refused_before_sending(
+    nc: jetstream_sync.Client, counter: Counter, stream: Stream, header: str
+) -> None:
+    """add() refuses the sourcing headers the server maintains: a Nats-Counter-Sources of
+    the caller's was stored and broke the counter for good (every later increment got
+    CounterBrokenError); Nats-Stream-Source came back as a bare APIError (10227)."""
+    subject, sent = f"{stream.name}.kept", nc.stats.out_msgs
+    with pytest.raises(ValueError, match=header):
+        counter.add(subject, 1, headers={header: "garbage"})
+    assert nc.stats.out_msgs == sent
+    assert counter.add(subject, 1) == 1
+
+
+def test_a_counter_broken_by_another_client_reads_as_counter_broken(
+    nc: jetstream_sync.Client, counter: Counter, stream: Stream
+) -> None:
+    """A counter whose stored sources another client made unreadable (a raw increment with a
+    Nats-Counter-Sources header) raises CounterBrokenError naming its subject from get() and
+    get_many(), as the server answers its next increment, instead of a JSONDecodeError."""
+    broken = f"{stream.name}.broken"
+    raw = {"Nats-Incr": "+1", "Nats-Counter-Sources": "garbage"}
+    nc.request(broken, b"", headers=raw, timeout=5)
+    with pytest.raises(jetstream_sync.CounterBrokenError) as info:
+        counter.add(broken, 1)
+    assert info.value.err_code == 10172
+    for read in (lambda: counter.get(broken), lambda: list(counter.get_many(broken))):
+        with pytest.raises(jetstream_sync.CounterBrokenError, match="Nats-Counter-Sources") as got:
+            read()
+        assert got.value.subject == broken and isinstance(got.value, ValueError)
+
+
 def test_increments_sent_by_nats_py_are_read_back(
     js: JetStreamContext, counter: Counter, stream: Stream, shared_server: Any
 ) -> None:
