@@ -48,6 +48,8 @@ __all__ = ["ConsumeContext", "Consumer", "PauseResponse"]
 
 # The UNPIN API's errors about the group (server/errors.json).
 _NO_SUCH_GROUP = 10160
+# Longest wait for the consumer's config when the cached one refuses a pull's options.
+REFRESH_WAIT = 2.0
 _BAD_GROUP_NAME = 10162
 
 
@@ -247,14 +249,29 @@ class Consumer:
         min_pending: int | None,
         min_ack_pending: int | None,
         priority: int | None,
+        deadline: Deadline | None = None,
     ) -> Priority | None:
-        """The priority-group options of one pull, checked, holding the group's pin."""
+        """The priority-group options of one pull, checked, holding the group's pin.
+
+        Options the cached config refuses are checked once more against the config the
+        server has now (an operator may have changed the groups or the policy since),
+        within ``deadline`` (at most 2 s without one).
+        """
         options = Priority(group, min_pending, min_ack_pending, priority)
-        self._check_group(options)
+        self._check_group_now(options, deadline)
         if group is None:
             return None
         options.pin = self._pins.setdefault(group, options.pin)
         return options
+
+    def _check_group_now(self, options: Priority, deadline: Deadline | None) -> None:
+        """:meth:`_check_group`, asking for the config once more before refusing."""
+        try:
+            self._check_group(options)
+        except PriorityGroupError:
+            left = deadline.remaining() if deadline is not None else REFRESH_WAIT
+            self.info(timeout=max(min(left, REFRESH_WAIT), 0.001))
+            self._check_group(options)
 
     def _check_group(self, options: Priority) -> None:
         """Refuse options the consumer's config (as cached) cannot take, naming the group.
@@ -352,9 +369,10 @@ class Consumer:
         size = _check_batch(batch)
         timeout = check_timeout("timeout", timeout)
         check_heartbeat(heartbeat, timeout)
-        group_options = self._group(group, min_pending, min_ack_pending, priority)
+        deadline = Deadline(timeout)
+        group_options = self._group(group, min_pending, min_ack_pending, priority, deadline)
         return self._pull(
-            timeout,
+            max(deadline.remaining(), 0.001),
             lambda left: fetch(
                 self._client, self._next_subject, size, left,
                 heartbeat=heartbeat, priority=group_options,
@@ -404,9 +422,10 @@ class Consumer:
         check_size("max_bytes", max_bytes)
         timeout = check_timeout("timeout", timeout)
         check_heartbeat(heartbeat, timeout)
-        group_options = self._group(group, min_pending, min_ack_pending, priority)
+        deadline = Deadline(timeout)
+        group_options = self._group(group, min_pending, min_ack_pending, priority, deadline)
         return self._pull(
-            timeout,
+            max(deadline.remaining(), 0.001),
             lambda left: fetch(
                 self._client, self._next_subject, self._limits().cap_batch(BYTES_BATCH), left,
                 max_bytes=max_bytes, heartbeat=heartbeat, priority=group_options,
@@ -432,9 +451,10 @@ class Consumer:
                 options, as :meth:`fetch`.
         """
         size = _check_batch(batch)
-        group_options = self._group(group, min_pending, min_ack_pending, priority)
+        deadline = Deadline(check_timeout("timeout", timeout, self._timeout))
+        group_options = self._group(group, min_pending, min_ack_pending, priority, deadline)
         return self._pull(
-            check_timeout("timeout", timeout, self._timeout),
+            max(deadline.remaining(), 0.001),
             lambda left: fetch(
                 self._client, self._next_subject, size, left,
                 no_wait=True, priority=group_options,
@@ -590,17 +610,18 @@ class Consumer:
 
         Raises:
             PriorityGroupError: ``group`` is not a valid name, or the consumer
-                does not declare it (checked against the cached config before
-                sending, else the server's error).
+                does not declare it (checked against the cached config, asked
+                for again before refusing, else the server's error).
             ConsumerNotFoundError: the consumer does not exist.
         """
         if not isinstance(group, str):
             raise PriorityGroupError(f"group must be a str, got {group!r}")
-        self._check_group(Priority(group))
+        deadline = self._deadline(timeout)
+        self._check_group_now(Priority(group), deadline)
         pin = self._pins.get(group)
         held = pin.id if pin is not None else None
         try:
-            _unpin(self._api, self.stream_name, self.name, group, self._deadline(timeout))
+            _unpin(self._api, self.stream_name, self.name, group, deadline)
         except APIError as exc:
             if exc.err_code in (_NO_SUCH_GROUP, _BAD_GROUP_NAME):
                 raise PriorityGroupError(exc.description, group, exc.code) from None

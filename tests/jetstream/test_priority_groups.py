@@ -349,19 +349,38 @@ def test_overflow_min_ack_pending_serves_while_acks_are_pending(js, stream):
     ],
 )
 def test_bad_options_refused_before_sending(nc, stream, options, text):
-    """Bad priority-group options raise PriorityGroupError (a ValueError) and send nothing."""
+    """Bad priority-group options raise PriorityGroupError (a ValueError) and send no pull
+    (what the cached config refuses is checked once more against the server's config)."""
     cons = _consumer(stream, PriorityPolicy.OVERFLOW)
-    sent = nc.stats.out_msgs
-    for pull in (
-        lambda: cons.fetch(1, timeout=1, **options),
-        lambda: cons.fetch_no_wait(1, **options),
-        lambda: cons.messages(**options),
-        lambda: cons.consume(print, **options),
-    ):
-        with pytest.raises(PriorityGroupError, match=text) as info:
-            pull()
-        assert isinstance(info.value, ValueError) and info.value.status == 0
-    assert nc.stats.out_msgs == sent
+    with nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream.name}.pg") as pulls:
+        nc.flush()
+        for pull in (
+            lambda: cons.fetch(1, timeout=1, **options),
+            lambda: cons.fetch_no_wait(1, **options),
+            lambda: cons.messages(**options),
+            lambda: cons.consume(print, **options),
+        ):
+            with pytest.raises(PriorityGroupError, match=text) as info:
+                pull()
+            assert isinstance(info.value, ValueError) and info.value.status == 0
+        nc.flush()
+        assert pulls.pending_msgs == 0
+
+
+def test_a_handle_follows_a_changed_consumer_config(js, stream):
+    """A handle whose cached config predates an update of the consumer's groups and policy
+    pulls with the new ones (it used to refuse them from its cache until its next info())."""
+    a = _consumer(stream, PriorityPolicy.OVERFLOW)
+    stream.update_consumer(
+        durable_name="pg", priority_groups=["new"], priority_policy=PriorityPolicy.PRIORITIZED
+    )
+    js.publish(f"{stream.name}.x", b"0")
+    assert _data(a.fetch(1, timeout=2, group="new", priority=1)) == [b"0"]
+    with pytest.raises(PriorityGroupError, match="does not declare it"):
+        a.fetch(1, timeout=1, group="g")
+    stream.update_consumer(durable_name="pg")  # no groups any more
+    js.publish(f"{stream.name}.x", b"1")
+    assert _data(a.fetch(1, timeout=2)) == [b"1"]
 
 
 def test_policy_options_checked_against_the_consumer(stream):
@@ -395,13 +414,16 @@ def test_server_refusals_map_to_priority_group_error(js, stream):
 
 
 def test_unpin_bad_group_refused_before_sending(nc, stream):
-    """unpin() with a malformed or undeclared group raises PriorityGroupError, sending nothing."""
+    """unpin() with a malformed or undeclared group raises PriorityGroupError and sends no
+    unpin request (an undeclared group asks for the consumer's config once more first)."""
     cons = _consumer(stream, PriorityPolicy.PINNED_CLIENT)
-    sent = nc.stats.out_msgs
-    for group in ("", "bad name", "nope"):
-        with pytest.raises(PriorityGroupError):
-            cons.unpin(group)
-    assert nc.stats.out_msgs == sent
+    with nc.subscribe(f"$JS.API.CONSUMER.UNPIN.{stream.name}.pg") as unpins:
+        nc.flush()
+        for group in ("", "bad name", "nope"):
+            with pytest.raises(PriorityGroupError):
+                cons.unpin(group)
+        nc.flush()
+        assert unpins.pending_msgs == 0
 
 
 # --------------------------------------------------------------------------- server versions
