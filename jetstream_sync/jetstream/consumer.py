@@ -48,9 +48,9 @@ __all__ = ["ConsumeContext", "Consumer", "PauseResponse"]
 
 # The UNPIN API's errors about the group (server/errors.json).
 _NO_SUCH_GROUP = 10160
+_BAD_GROUP_NAME = 10162
 # Longest wait for the consumer's config when the cached one refuses a pull's options.
 REFRESH_WAIT = 2.0
-_BAD_GROUP_NAME = 10162
 
 
 @attrs.frozen(kw_only=True)
