@@ -17,6 +17,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.js.errors import NoStreamResponseError
 
 from tests.fixtures.cluster import NatsCluster
 from tests.fixtures.polling import wait_for
@@ -453,7 +454,16 @@ def test_cluster_forms_and_hosts_an_r3_stream(cluster: NatsCluster) -> None:
     # On a loaded machine the new stream's leader election can outlast the
     # add's reply; a publish before it finds no responders.
     wait_for(lambda: run(on_cluster("leader")), timeout=30, message="R3 elected no leader")
-    ack, info = run(on_cluster("publish"))
+    # Even once the info names the leader, the leader's interest in the stream's
+    # subjects may not have reached the server this connection is on yet (it
+    # subscribes after its election and tells the routes after that): no responders,
+    # so nothing was stored and the publish may be sent again.
+    ack, info = wait_for(
+        lambda: run(on_cluster("publish")),
+        timeout=30,
+        ignore=NoStreamResponseError,
+        message="no server routed the publish to the R3 stream's leader",
+    )
     assert ack.seq == 1
     assert info.config.num_replicas == 3
     assert info.cluster.leader in names
