@@ -225,6 +225,7 @@ class JsApi:
         payload: bytes,
         deadline: Deadline,
         headers: dict[str, str] | None = None,
+        total: float | None = None,
     ) -> Msg:
         """``request`` for a read-only request, sent again while it goes unanswered.
 
@@ -233,10 +234,15 @@ class JsApi:
         a request sent after the election is answered. So each try waits at most
         :data:`ASK_AGAIN_AFTER` seconds, until the deadline.
 
+        Args:
+            total: the whole call's timeout, which the error names (default: what
+                is left of ``deadline``).
+
         Raises:
             TimeoutError: no try was answered before the deadline.
         """
-        total = deadline.remaining()
+        if total is None:
+            total = deadline.remaining()
         while True:
             attempt = Deadline(min(deadline.remaining(), ASK_AGAIN_AFTER))
             try:
@@ -299,8 +305,9 @@ class JsApi:
         if not read_only:
             reply = self.request(subject, payload, deadline, headers)
             return check_api_reply(json.loads(reply.data), **names)
+        total = deadline.remaining()
         while True:
-            reply = self.request_again_while_dropped(subject, payload, deadline, headers)
+            reply = self.request_again_while_dropped(subject, payload, deadline, headers, total)
             try:
                 return check_api_reply(json.loads(reply.data), **names)
             except APIError as exc:

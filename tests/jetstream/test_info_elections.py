@@ -92,3 +92,26 @@ def test_info_asks_again_while_answered_temporarily_unavailable(shared_server, o
             )
         finally:
             js.delete_stream(name)
+
+
+def test_info_timing_out_after_unavailable_answers_names_its_whole_timeout(shared_server):
+    """An info answered 10008 once and then never again times out naming its own timeout.
+
+    The error said "within 0 s" (or whatever was left after the 10008 answers) before.
+    """
+    name = "IT" + uuid.uuid4().hex[:6].upper()
+    unavailable = b'{"error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}'  # noqa: E501
+    asked: list[str] = []
+
+    with jetstream_sync.connect(shared_server.url) as nc:
+
+        def relay(msg):
+            asked.append(msg.subject)
+            if len(asked) == 1:
+                msg.respond(unavailable)
+
+        nc.subscribe("relay.>", cb=relay)
+        ctx = nc.jetstream(prefix="relay")
+        with pytest.raises(jetstream_sync.TimeoutError, match=r"within 1\.5 s"):
+            ctx.stream(name, timeout=1.5)
+        assert len(asked) >= 2
