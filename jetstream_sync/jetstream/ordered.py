@@ -292,7 +292,9 @@ class OrderedConsumer:
 
         Returns False when the stream sets no such limit (nothing to fit).
         """
-        reply = self._api.request_json(_api.STREAM_INFO, None, deadline, stream=self.stream_name)
+        reply = self._api.request_json(
+            _api.STREAM_INFO, None, deadline, read_only=True, stream=self.stream_name
+        )
         limit = (reply.get("config", {}).get("consumer_limits") or {}).get("inactive_threshold")
         if not limit:
             return False
