@@ -164,7 +164,9 @@ class _Read:
         with consumer:
             inbox = client.new_inbox()
             sub = client.subscribe(inbox)
-            pulls = _Pulls(self, consumer.name, inbox, start, end)
+            # The server writes its max_request_batch into the new consumer's max_batch.
+            batch = consumer._limits().cap_batch(self.batch)
+            pulls = _Pulls(self, consumer.name, inbox, start, end, batch)
             msgs: list[Msg] = []
             try:
                 while not pulls.done:
@@ -193,12 +195,16 @@ class _Pulls:
     """The no-wait pull requests of one consumer read, and how far they got.
 
     Each :meth:`receive` takes what arrived on the inbox and keeps
-    ``IN_FLIGHT`` requests outstanding for what the range can still hold;
+    ``IN_FLIGHT`` requests of at most ``batch`` messages outstanding for what
+    the range can still hold;
     :attr:`done` says the range is read to its end.
     """
 
-    def __init__(self, read: _Read, consumer: str, inbox: str, start: int, end: int) -> None:
+    def __init__(
+        self, read: _Read, consumer: str, inbox: str, start: int, end: int, batch: int
+    ) -> None:
         self._read = read
+        self._batch = batch
         self._subject = read.stream._api.subject(
             _api.CONSUMER_NEXT, stream=read.stream.name, consumer=consumer
         )
@@ -214,7 +220,7 @@ class _Pulls:
     def _ask(self) -> None:
         read = self._read
         while len(self._asked) < IN_FLIGHT and self._room > 0:
-            want = min(read.batch, self._room)
+            want = min(self._batch, self._room)
             read.ctx.client.publish(
                 self._subject, request_body(want, None, no_wait=True), reply=self._inbox,
                 timeout=read.timeout,

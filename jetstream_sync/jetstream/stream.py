@@ -502,7 +502,8 @@ class Stream:
             start_seq: the first sequence (default: the stream's first).
             end_seq: the last sequence, inclusive (default: the stream's last now).
             subject: only messages on this subject (``*`` and ``>`` allowed).
-            batch: messages asked for per request (None: 4,096).
+            batch: messages asked for per request (None: 4,096); a consumer read
+                asks for at most the server's ``max_request_batch``.
             timeout: seconds each request may take (default: the context's timeout).
 
         Returns:

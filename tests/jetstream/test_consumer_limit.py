@@ -76,3 +76,24 @@ def test_ordered_reads_keep_within_the_servers_max_request_batch(tmp_path) -> No
             assert obs.get("o", timeout=5) == b"x" * 300
     finally:
         server.stop()
+
+
+def test_an_arrow_read_by_consumer_keeps_within_the_servers_max_request_batch(tmp_path) -> None:
+    """read_arrow() of a stream without direct get (the Spark sources' read) asks its
+    consumer for at most the server's ``max_request_batch`` at a time and reads every
+    message (its 4,096 at once were refused: PullRequestLimitError)."""
+    limits = ["limits { max_request_batch: 10 }"]
+    server = NatsServer(directory=tmp_path / "nats-server", jetstream_config=limits).start()
+    try:
+        with jetstream_sync.connect(server.url) as nc:
+            js = nc.jetstream()
+            stream = js.create_stream(name="S", subjects=["s"], allow_direct=False)
+            for i in range(35):
+                js.publish_async("s", b"%d" % i)
+            js.publish_async_completed(10)
+            for batch in (None, 25):
+                read = stream.read_arrow(batch=batch, timeout=5)
+                seqs = [seq for rows in read for seq in rows.column("seq").to_pylist()]
+                assert seqs == list(range(1, 36))
+    finally:
+        server.stop()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+import jetstream_sync
 from tests.fixtures.polling import wait_for
+from tests.fixtures.server import NatsServer
+from tests.fixtures.spark import run_into_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -175,3 +178,31 @@ def test_subjects_and_headers_another_client_wrote_in_bytes_that_are_not_utf8(
         (2, f"{stream_name}.h", b"hh"),
     ]
     assert rows[1].headers == {"k\ufffdy": ["v\ufffdl"]}
+
+
+def test_reads_keep_within_the_servers_max_request_batch(spark, tmp_path):
+    """On a server with ``jetstream { limits { max_request_batch: 10 } }`` a batch and a
+    streaming read of a stream without direct get, and a Key-Value read, return every
+    message (the consumer reads asked for 4,096 at once: every task failed with
+    PullRequestLimitError)."""
+    limits = ["limits { max_request_batch: 10 }"]
+    server = NatsServer(directory=tmp_path / "nats-server", jetstream_config=limits).start()
+    try:
+        with jetstream_sync.connect(server.url) as nc:
+            js = nc.jetstream()
+            js.create_stream(name="LIMITED", subjects=["limited.>"], allow_direct=False)
+            _fill(js, "limited", 35)
+            kv = js.create_key_value(bucket="limited")
+            for i in range(25):
+                kv.put(f"k{i}", b"v%d" % i)
+        assert sorted(_seqs(_read(spark, server, "LIMITED", numPartitions=2))) == list(range(1, 36))
+        stream = spark.readStream.format("jetstream").option("servers", server.url)
+        stream = stream.option("stream", "LIMITED").option("startingOffsets", "earliest")
+        run_into_parquet(stream.load(), tmp_path)
+        written = spark.read.parquet(str(tmp_path / "out")).select("seq").collect()
+        assert sorted(row.seq for row in written) == list(range(1, 36))
+        reader = spark.read.format("jetstream-kv").option("servers", server.url)
+        keys = [row.key for row in reader.option("bucket", "limited").load().collect()]
+        assert sorted(keys) == sorted(f"k{i}" for i in range(25))
+    finally:
+        server.stop()
