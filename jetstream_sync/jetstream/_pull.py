@@ -231,6 +231,13 @@ class RequestLimits(NamedTuple):
         """``batch``, or the consumer's ``max_batch`` if that is smaller."""
         return min(batch, self.batch) if self.batch else batch
 
+    def cap_timeout(self, timeout: float) -> float:
+        """A :func:`fetch` ``timeout``, shortened so that its request expires within
+        the consumer's ``max_expires`` (the server refuses a longer one)."""
+        if not self.expires:
+            return timeout
+        return min(timeout, self.expires + EXPIRY_MARGIN, 2 * self.expires)
+
 
 NO_LIMITS = RequestLimits()
 

@@ -57,7 +57,9 @@ class PullSubscription:
         Raises:
             TimeoutError: no message at all within ``timeout`` (as nats.py).
             ConsumerDeletedError, PullStatusError, NoHeartbeatError: see
-                :meth:`Consumer.fetch`.
+                :meth:`Consumer.fetch` (a ``batch`` past the consumer's
+                ``max_batch`` raises ``PullRequestLimitError``; a ``timeout``
+                past its ``max_expires`` is waited in shorter requests).
         """
         msgs = self.consumer.fetch(batch, timeout, heartbeat)
         if not msgs:

@@ -28,6 +28,7 @@ from ..errors import (
 from ..msg import Msg
 from . import _api
 from ._pull import (
+    EXPIRY_MARGIN,
     NO_LIMITS,
     Pin,
     Priority,
@@ -328,7 +329,10 @@ class Consumer:
 
         Args:
             batch: the most messages to return.
-            timeout: seconds to wait for the batch to fill.
+            timeout: seconds to wait for the batch to fill. On a consumer whose
+                ``max_expires`` (as cached) is shorter, each pull request lives
+                at most that long, and one that ends empty is sent again for
+                the rest of ``timeout``.
             heartbeat: ask the server for idle heartbeats this often
                 (at most half the timeout); two missed raise.
             group: the priority group to pull in (needed by, and only by, a
@@ -373,24 +377,42 @@ class Consumer:
         group_options = self._group(group, min_pending, min_ack_pending, priority, deadline)
         return self._pull(
             max(deadline.remaining(), 0.001),
-            lambda left: fetch(
+            lambda left, limits: fetch(
                 self._client, self._next_subject, size, left,
                 heartbeat=heartbeat, priority=group_options,
             ),
         )  # fmt: skip
 
-    def _pull(self, timeout: float, pull: Callable[[float], list[Msg]]) -> list[Msg]:
-        """``pull(seconds left)``, sent again after a 409 Leadership Change, or a 503 while
-        the consumer still exists, for the rest of ``timeout``.
+    def _pull(
+        self,
+        timeout: float,
+        pull: Callable[[float, RequestLimits], list[Msg]],
+        *,
+        no_wait: bool = False,
+    ) -> list[Msg]:
+        """``pull(seconds, the consumer's limits)``, sent again after a 409 Leadership
+        Change, or a 503 while the consumer still exists, for the rest of ``timeout``.
+
+        A waiting pull is given at most what the consumer's ``max_expires`` (as
+        cached) allows; one that expired with nothing is sent again for the rest of
+        ``timeout``.
 
         Raises:
             NoRespondersError: the 503, when an info request says the consumer
                 does not exist.
         """
+        limits = self._limits()
         deadline = Deadline(timeout)
         while True:
+            left = deadline.remaining()
+            ask = left if no_wait else limits.cap_timeout(left)
             try:
-                return pull(deadline.remaining())
+                msgs = pull(ask, limits)
+                if msgs or ask >= left or not _expired(deadline, left - ask):
+                    return msgs
+                if deadline.remaining() <= EXPIRY_MARGIN:
+                    return msgs
+                continue  # it expired within max_expires, empty: ask again
             except LeadershipChangedError:
                 pass  # the old leader dropped the request: ask the new one
             except NoRespondersError:
@@ -417,7 +439,8 @@ class Consumer:
         Like :meth:`fetch` (with the same priority-group options); the server
         stops before a message that would go past the limit, and the call returns
         as soon as the messages fill ``max_bytes`` exactly.
-        It asks for no more messages than the consumer's ``max_batch`` (as cached).
+        It asks for no more messages than the consumer's ``max_batch`` (as cached),
+        each request within its ``max_expires`` as :meth:`fetch` does.
         """
         check_size("max_bytes", max_bytes)
         timeout = check_timeout("timeout", timeout)
@@ -426,8 +449,8 @@ class Consumer:
         group_options = self._group(group, min_pending, min_ack_pending, priority, deadline)
         return self._pull(
             max(deadline.remaining(), 0.001),
-            lambda left: fetch(
-                self._client, self._next_subject, self._limits().cap_batch(BYTES_BATCH), left,
+            lambda left, limits: fetch(
+                self._client, self._next_subject, limits.cap_batch(BYTES_BATCH), left,
                 max_bytes=max_bytes, heartbeat=heartbeat, priority=group_options,
             ),
         )  # fmt: skip
@@ -455,10 +478,11 @@ class Consumer:
         group_options = self._group(group, min_pending, min_ack_pending, priority, deadline)
         return self._pull(
             max(deadline.remaining(), 0.001),
-            lambda left: fetch(
+            lambda left, limits: fetch(
                 self._client, self._next_subject, size, left,
                 no_wait=True, priority=group_options,
             ),
+            no_wait=True,
         )  # fmt: skip
 
     def next(
@@ -658,6 +682,12 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<Consumer {self.stream_name}/{self.name}>"
+
+
+def _expired(deadline: Deadline, after: float) -> bool:
+    """Whether a pull given all of ``deadline`` but ``after`` seconds ran until its
+    request expired (and did not end earlier, for another reason)."""
+    return deadline.remaining() <= after + 2 * EXPIRY_MARGIN
 
 
 def _pause(

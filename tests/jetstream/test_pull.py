@@ -198,6 +198,24 @@ def test_messages_keeps_to_the_consumers_request_limits(js, stream, kind):
     assert got == list(range(30))
 
 
+def test_fetch_timeouts_past_max_expires_pull_in_turns(js, stream):
+    """fetch(), next(), fetch_bytes() and the nats.py-style fetch() with a timeout past a
+    consumer's max_expires (the default 5 s, or 2.5 s, against 1 s) send requests of at
+    most 1 s, again while nothing came, until the timeout (the server refused each such
+    call: 409 Exceeded MaxRequestExpires)."""
+    publish_numbered(js, f"{stream.name}.x", 3)
+    cons = stream.create_consumer(durable_name="brief", max_expires=1.0)
+    psub = js.pull_subscribe_bind(stream.name, "brief")
+    assert [m.data for m in cons.fetch()] == [b"0"]
+    assert cons.next().data == b"1"
+    assert [m.data for m in psub.fetch()] == [b"2"]
+    start = time.monotonic()
+    assert cons.fetch_bytes(1000, timeout=2.5) == []
+    assert 2.2 < time.monotonic() - start < 3.5  # not 1 s: one request, then more
+    with pytest.raises(TimeoutError):
+        psub.fetch(timeout=1.5)
+
+
 def test_messages_next_timeout_and_stop(stream):
     """next(timeout) raises TimeoutError; after stop() iteration ends."""
     cons = stream.create_consumer()

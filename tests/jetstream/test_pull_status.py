@@ -19,6 +19,7 @@ from jetstream_sync.errors import (
     ServerShutdownError,
 )
 from jetstream_sync.jetstream._pull import DONE, HEARTBEAT, TERMINAL, WARNING, classify
+from jetstream_sync.jetstream.compat import PullSubscription
 from jetstream_sync.jetstream.consumer import Consumer
 from jetstream_sync.jetstream.enums import PriorityPolicy
 from jetstream_sync.msg import Msg
@@ -101,12 +102,13 @@ def test_409_exceeded_max_waiting(stream):
     ("fields", "call", "match"),
     [
         ({"max_batch": 2}, lambda c: c.fetch(5, timeout=1), "MaxRequestBatch"),
-        ({"max_expires": 1.0}, lambda c: c.fetch(1, timeout=3), "MaxRequestExpires"),
         ({"max_bytes": 100}, lambda c: c.fetch_bytes(1000, timeout=1), "MaxRequestMaxBytes"),
+        ({"max_batch": 2}, lambda c: PullSubscription(c, False).fetch(5), "MaxRequestBatch"),
     ],
 )
 def test_409_exceeded_request_limits(stream, fields, call, match):
-    """Requests over max_batch / max_expires / max_bytes raise PullRequestLimitError."""
+    """Requests over max_batch / max_bytes raise PullRequestLimitError, from the
+    nats.py-style PullSubscription.fetch as from Consumer.fetch."""
     cons = stream.create_consumer(**fields)
     with pytest.raises(PullRequestLimitError, match=match):
         call(cons)
