@@ -241,6 +241,22 @@ class RequestLimits(NamedTuple):
 
 NO_LIMITS = RequestLimits()
 
+# The server's texts for a request past one of RequestLimits (server/consumer.go).
+_REFUSALS = (("maxrequestbatch", "batch"), ("maxrequestexpires", "expires"),
+             ("maxrequestmaxbytes", "bytes"))  # fmt: skip
+
+
+def refused_limit(error: BaseException | None) -> str | None:
+    """Which of :class:`RequestLimits` a refused pull broke: ``"batch"``, ``"expires"``
+    or ``"bytes"`` (None: another error, such as a refusal past ``max_waiting``)."""
+    if not isinstance(error, PullRequestLimitError):
+        return None
+    text = error.description.lower()
+    for needle, limit in _REFUSALS:
+        if needle in text:
+            return limit
+    return None
+
 
 def check_size(name: str, value: int) -> int:
     """A pull's ``batch`` or ``max_bytes``: a positive int within the server's int64.

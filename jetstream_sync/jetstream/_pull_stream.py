@@ -48,6 +48,7 @@ from ._pull import (
     check_heartbeat,
     check_size,
     classify,
+    refused_limit,
     request_fields,
 )
 
@@ -181,7 +182,10 @@ class MessageIterator(BaseMessageIterator):
     :class:`NoRespondersError` (nobody served a pull), refused pulls and
     pin losses. ``exists`` tells a consumer that is gone (no responders)
     from one briefly unreachable. ``limits`` are the consumer's own limits on
-    a request: each pull keeps within them (see :func:`check_limits`).
+    a request: each pull keeps within them (see :func:`check_limits`). When the
+    server refuses a pull past one of them (they were changed since), ``refresh``
+    gives the consumer's limits now (None: unknown); if they changed, the next
+    pull goes out at once, within them (the refusal is still a warning).
     """
 
     def __init__(
@@ -199,26 +203,21 @@ class MessageIterator(BaseMessageIterator):
         on_warning: Callable[[BaseException], object] | None = None,
         exists: Callable[[], bool | None] | None = None,
         limits: RequestLimits = NO_LIMITS,
+        refresh: Callable[[], RequestLimits | None] | None = None,
     ) -> None:
-        batch, max_bytes, expires, self._heartbeat = check_limits(
-            max_messages, max_bytes, expires, heartbeat, limits
-        )
+        self._asked = (max_messages, max_bytes, expires, heartbeat)
+        self._thresholds = (threshold_messages, threshold_bytes)
+        self._lock = threading.Lock()
+        self._size(limits)
+        self._refresh = refresh
         self._client = client
         self._next_subject = next_subject
-        self._batch = batch
-        self._max_bytes = max_bytes
-        self._expires = expires
-        self._threshold_msgs = threshold_messages if threshold_messages is not None else batch // 2
-        self._threshold_bytes = (
-            threshold_bytes if threshold_bytes is not None else (max_bytes or 0) // 2
-        )
         self._priority = priority
         self._track = priority is not None and priority.group is not None
         self._group = priority.group if priority is not None else None
         self._sent_pin: str | None = None  # the pin id of the latest request
         self._on_warning = on_warning
         self._exists = exists
-        self._lock = threading.Lock()
         self._pending_msgs = 0
         self._pending_bytes = 0
         self._retry_at = 0.0
@@ -242,6 +241,36 @@ class MessageIterator(BaseMessageIterator):
             raise
 
     # -- pulling ------------------------------------------------------------------
+
+    def _size(self, limits: RequestLimits) -> None:
+        """Size the pulls: what the caller asked for, within the consumer's ``limits``.
+
+        Raises:
+            ValueError, TypeError: what the caller asked for is out of range.
+        """
+        batch, max_bytes, expires, heartbeat = check_limits(*self._asked, limits)
+        threshold_msgs, threshold_bytes = self._thresholds
+        with self._lock:
+            self._limits = limits
+            self._batch = batch
+            self._max_bytes = max_bytes
+            self._expires = expires
+            self._heartbeat = heartbeat
+            self._threshold_msgs = threshold_msgs if threshold_msgs is not None else batch // 2
+            self._threshold_bytes = (
+                threshold_bytes if threshold_bytes is not None else (max_bytes or 0) // 2
+            )
+
+    def _resized(self, error: BaseException | None) -> bool:
+        """After a refused pull: whether the consumer's limits changed (the pulls now
+        keep within the new ones)."""
+        if self._refresh is None or refused_limit(error) is None:
+            return False
+        limits = self._refresh()
+        if limits is None or limits == self._limits:
+            return False
+        self._size(limits)
+        return True
 
     def _pull(self, deadline: Deadline | None = None) -> None:
         """Ask for what is missing up to the limits (consumer thread or events thread).
@@ -479,6 +508,8 @@ class MessageIterator(BaseMessageIterator):
             self._priority.pin.clear(self._sent_pin)  # type: ignore[union-attr]
             self._reset_pending()
         elif isinstance(error, LeadershipChangedError):
+            self._reset_pending()
+        elif self._resized(error):  # a stale config: pull again at once, within the limits
             self._reset_pending()
         else:  # the request was refused: do not hammer the server
             self._reset_pending(RETRY_WAIT)

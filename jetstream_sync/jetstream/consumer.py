@@ -23,6 +23,7 @@ from ..errors import (
     NatsError,
     NoRespondersError,
     PriorityGroupError,
+    PullRequestLimitError,
     TimeoutError,
 )
 from ..msg import Msg
@@ -36,6 +37,7 @@ from ._pull import (
     check_heartbeat,
     check_size,
     fetch,
+    refused_limit,
 )
 from ._pull_stream import BYTES_BATCH, RETRY_WAIT, MessageIterator, consumer_exists
 from .enums import PriorityPolicy
@@ -241,6 +243,17 @@ class Consumer:
             return NO_LIMITS
         return RequestLimits(cfg.max_batch or 0, cfg.max_bytes or 0, cfg.max_expires or 0.0)
 
+    def _fresh_limits(self, deadline: Deadline) -> RequestLimits | None:
+        """The consumer's limits from a new info request (None: no answer by ``deadline``)."""
+        left = deadline.remaining()
+        if left <= 0:
+            return None
+        try:
+            self.info(timeout=left)
+        except NatsError:
+            return None
+        return self._limits()
+
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(check_timeout("timeout", timeout, self._timeout))
 
@@ -381,6 +394,7 @@ class Consumer:
                 self._client, self._next_subject, size, left,
                 heartbeat=heartbeat, priority=group_options,
             ),
+            sized=("expires",),
         )  # fmt: skip
 
     def _pull(
@@ -389,17 +403,23 @@ class Consumer:
         pull: Callable[[float, RequestLimits], list[Msg]],
         *,
         no_wait: bool = False,
+        sized: tuple[str, ...] = (),
     ) -> list[Msg]:
         """``pull(seconds, the consumer's limits)``, sent again after a 409 Leadership
         Change, or a 503 while the consumer still exists, for the rest of ``timeout``.
 
         A waiting pull is given at most what the consumer's ``max_expires`` (as
         cached) allows; one that expired with nothing is sent again for the rest of
-        ``timeout``.
+        ``timeout``. ``sized`` names the limits (``"batch"``, ``"expires"``) the pull
+        sizes itself within: when the server refuses it past one of them, the cached
+        config was stale; the info is asked for once and, if the limits changed, the
+        pull sent again within them.
 
         Raises:
             NoRespondersError: the 503, when an info request says the consumer
                 does not exist.
+            PullRequestLimitError: the request broke a limit the caller's own
+                ``batch`` or ``max_bytes`` is past.
         """
         limits = self._limits()
         deadline = Deadline(timeout)
@@ -408,16 +428,29 @@ class Consumer:
             ask = left if no_wait else limits.cap_timeout(left)
             try:
                 msgs = pull(ask, limits)
-                if msgs or ask >= left or not _expired(deadline, left - ask):
-                    return msgs
-                if deadline.remaining() <= EXPIRY_MARGIN:
+                if (
+                    msgs
+                    or ask >= left
+                    or not _expired(deadline, left - ask)
+                    or deadline.remaining() <= EXPIRY_MARGIN
+                ):
                     return msgs
                 continue  # it expired within max_expires, empty: ask again
+            except PullRequestLimitError as exc:
+                if refused_limit(exc) not in sized:
+                    raise
+                fresh = self._fresh_limits(deadline)
+                if fresh is None or fresh == limits:
+                    raise
+                limits = fresh  # the cached config was stale
+                if deadline.remaining() <= EXPIRY_MARGIN:
+                    return []
+                continue
             except LeadershipChangedError:
                 pass  # the old leader dropped the request: ask the new one
             except NoRespondersError:
-                ask = min(2.0, max(deadline.remaining(), 0.1))
-                if consumer_exists(functools.partial(self.info, timeout=ask))() is False:
+                wait = min(2.0, max(deadline.remaining(), 0.1))
+                if consumer_exists(functools.partial(self.info, timeout=wait))() is False:
                     raise
             if deadline.remaining() <= RETRY_WAIT:
                 return []
@@ -440,7 +473,11 @@ class Consumer:
         stops before a message that would go past the limit, and the call returns
         as soon as the messages fill ``max_bytes`` exactly.
         It asks for no more messages than the consumer's ``max_batch`` (as cached),
-        each request within its ``max_expires`` as :meth:`fetch` does.
+        each request within its ``max_expires`` as :meth:`fetch` does. A handle
+        whose cached config is stale (another client lowered those limits since)
+        learns them from the server's refusal: it asks for the consumer's info
+        once and pulls again within them (so do :meth:`fetch` and :meth:`next`
+        for ``max_expires``, and :meth:`messages` for all three).
         """
         check_size("max_bytes", max_bytes)
         timeout = check_timeout("timeout", timeout)
@@ -453,6 +490,7 @@ class Consumer:
                 self._client, self._next_subject, limits.cap_batch(BYTES_BATCH), left,
                 max_bytes=max_bytes, heartbeat=heartbeat, priority=group_options,
             ),
+            sized=("batch", "expires"),
         )  # fmt: skip
 
     def fetch_no_wait(
@@ -557,6 +595,7 @@ class Consumer:
             priority=self._group(group, min_pending, min_ack_pending, priority),
             exists=consumer_exists(lambda: self.info(timeout=2.0)),
             limits=self._limits(),
+            refresh=lambda: self._fresh_limits(Deadline(2.0)),
         )  # fmt: skip
 
     def consume(

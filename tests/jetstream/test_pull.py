@@ -216,6 +216,38 @@ def test_fetch_timeouts_past_max_expires_pull_in_turns(js, stream):
         psub.fetch(timeout=1.5)
 
 
+@pytest.mark.parametrize("kind", ["fetch", "fetch_bytes", "messages", "consume"])
+def test_a_handle_with_a_stale_config_learns_the_consumers_new_limits(js, stream, kind, caplog):
+    """A handle made before another client lowered its consumer's max_batch and
+    max_expires: its first refused pull (409 Exceeded MaxRequest...) fetches the
+    consumer's info, and it pulls again within the new limits; messages() and consume()
+    report that one refusal as a warning (every such pull was refused, with a warning
+    each half second, until info() was called)."""
+    publish_numbered(js, f"{stream.name}.x", 12, size=10)
+    cons = stream.create_consumer(durable_name="stale")
+    stream.update_consumer(durable_name="stale", max_batch=5, max_expires=1.0)
+    warnings = []
+    if kind == "fetch":  # the default timeout, past max_expires
+        got = [m for _ in range(12) for m in cons.fetch()]
+    elif kind == "fetch_bytes":  # its batch, past max_batch
+        got = cons.fetch_bytes(10_000, timeout=1.0)
+        assert len(got) == 5
+        got += cons.fetch(5, timeout=1.0) + cons.fetch(2, timeout=1.0)
+    elif kind == "messages":
+        with cons.messages() as it:
+            got = [it.next(timeout=5) for _ in range(12)]
+        warnings = [r.getMessage() for r in caplog.records if "MaxRequest" in r.getMessage()]
+    else:
+        seen = []
+        ctx = cons.consume(seen.append, error_handler=warnings.append)
+        wait_for(lambda: len(seen) >= 12)
+        ctx.stop()
+        got = seen
+    assert [int(m.data.rstrip(b".")) for m in got] == list(range(12))
+    assert len(warnings) == (kind in ("messages", "consume"))  # the one refusal
+    assert cons.cached_info.config.max_batch == 5
+
+
 def test_messages_next_timeout_and_stop(stream):
     """next(timeout) raises TimeoutError; after stop() iteration ends."""
     cons = stream.create_consumer()
@@ -437,20 +469,21 @@ def test_iterator_drain_and_listener_cleanup(js, stream):
     assert len(js.client._listeners) == before
 
 
-def test_consume_survives_an_error_handler_that_raises_on_a_warning(stream):
+def test_consume_survives_an_error_handler_that_raises_on_a_warning(js, stream):
     """An error_handler raising on a warning (a refused pull) does not end consumption."""
+    js.publish(f"{stream.name}.big", b"x" * 100)
     cons = stream.create_consumer(durable_name="strict")
-    stream.update_consumer(durable_name="strict", max_batch=5)  # cons's cached config is stale
     warnings = []
 
     def handler(exc):
         warnings.append(exc)
         raise RuntimeError("a bug in the handler")
 
-    ctx = cons.consume(lambda m: None, error_handler=handler, max_messages=10)
+    ctx = cons.consume(lambda m: None, error_handler=handler, max_bytes=50)
     wait_for(lambda: len(warnings) >= 2, timeout=10)  # the pull is refused, then retried
     assert not ctx.closed
-    assert all(isinstance(e, jetstream_sync.PullRequestLimitError) for e in warnings)
+    assert all(isinstance(e, jetstream_sync.PullStatusError) for e in warnings)
+    assert "MaxBytes" in warnings[0].description  # the message is larger than max_bytes
     ctx.stop()
 
 
