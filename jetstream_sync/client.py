@@ -862,6 +862,10 @@ class Client:
                 the requests' reply inbox (the connection has all the subscriptions
                 it may have), raised as soon as its ``-ERR`` arrives; the next
                 request subscribes the inbox again.
+            PermissionViolationError: the server refused, by permission, to let
+                this client publish to ``subject`` or subscribe to the requests'
+                reply inbox (``<inbox_prefix>.<id>.*``), raised as soon as its
+                ``-ERR`` arrives.
             ReconnectBufferFullError: disconnected, and ``reconnect_buf_size`` is
                 used up; nothing was sent.
             InlineCallbackError: called from an inline callback.
@@ -879,7 +883,7 @@ class Client:
         # Reads the socket itself while nobody else does: no hand-off, and when
         # the writer is idle one C call from send to reply (see _connection/read_role.py).
         got = connection.request(
-            frame, reply, token, deadline, DECODE_NONE if decode is None else decode.code
+            subject, frame, reply, token, deadline, DECODE_NONE if decode is None else decode.code
         )
         if type(got) is tuple:
             reply_to, sid, payload, raw_headers, fields = got

@@ -35,6 +35,7 @@ from ..errors import (
     MaxSubscriptionsExceededError,
     NatsError,
     NoServersError,
+    PermissionViolationError,
     ProtocolError,
     SlowConsumerError,
     StaleConnectionError,
@@ -63,6 +64,12 @@ _ReplyRoute = tuple[int, Callable[[list[Reply]], object], bytes, BufferHandler |
 # What :meth:`Connection.new_reply` gives a request to pass back to :meth:`Connection.request`:
 # the inbox it is answered on (not necessarily the current one by then) and its token.
 ReplyToken = tuple[RequestMux, str]
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A new error like ``error``, for one more thread to raise (each its own traceback)."""
+    return type(error)(*error.args)
+
 
 _OP_MSG = _protocol.OP_MSG
 _OP_HMSG = _protocol.OP_HMSG
@@ -328,14 +335,16 @@ class Connection:
     def _refusals(self) -> int:
         return self._refused_subs
 
-    def _inbox_refused(self, mux: RequestMux) -> None:
-        """The reading thread: the server refused ``mux``'s SUB; the next request makes another."""
+    def _inbox_refused(self, mux: RequestMux, error: BaseException | None = None) -> None:
+        """The reading thread: the server refused ``mux``'s SUB (at the subscription
+        limit, or ``error``); the next request makes another."""
         with self._subs.lock:
             if self._mux is mux:
                 self._mux = None
                 self._mux_sid = 0  # no sid is 0: nothing routes there
         mux.refuse(
-            MaxSubscriptionsExceededError(
+            error
+            or MaxSubscriptionsExceededError(
                 "server error: maximum subscriptions exceeded: the server refused the "
                 f"subscription to the requests' reply inbox {mux.subject!r} (this connection "
                 "has all the subscriptions it may have); unsubscribe what you no longer "
@@ -343,22 +352,42 @@ class Connection:
             )
         )
 
+    def _permission_refused(self, error: PermissionViolationError) -> None:
+        """The reading thread: fail what waits on the PUB or SUB the server refused."""
+        mux = self._mux
+        if mux is None:
+            return
+        if error.operation == "publish":
+            mux.refuse_publish(error.subject, lambda: _fresh(error))
+        elif error.operation == "subscription" and error.subject == mux.subject:
+            self._inbox_refused(mux, _fresh(error))
+
     def request(
-        self, frame: bytes, reply: bytes, token: ReplyToken, deadline: Deadline, decode: int
+        self,
+        subject: str,
+        frame: bytes,
+        reply: bytes,
+        token: ReplyToken,
+        deadline: Deadline,
+        decode: int,
     ) -> FastReply | ReplyWaiter:
-        """Send a request ``frame`` (answered on ``reply``, from :meth:`new_reply` with
-        ``token``) and wait for its reply: see ``ReadRole.round_trip`` (``decode``: the
-        core's reader of a reply that comes alone, ``_protocol``'s ``DECODE_*``).
+        """Send a request ``frame`` to ``subject`` (answered on ``reply``, from
+        :meth:`new_reply` with ``token``) and wait for its reply: see
+        ``ReadRole.round_trip`` (``decode``: the core's reader of a reply that comes
+        alone, ``_protocol``'s ``DECODE_*``). A refused PUB fails the waiter with
+        :class:`PermissionViolationError` as soon as its ``-ERR`` arrives.
 
         Raises:
-            MaxSubscriptionsExceededError: the server refused the inbox ``reply`` is
-                on (nothing was sent).
+            MaxSubscriptionsExceededError, PermissionViolationError: the server
+                refused the inbox ``reply`` is on (nothing was sent).
         """
         mux, name = token
         refused = mux.refused
         if refused is not None:
-            raise MaxSubscriptionsExceededError(str(refused))
-        return self._reader.role.round_trip(self._writer, frame, reply, mux, name, deadline, decode)
+            raise _fresh(refused)
+        return self._reader.role.round_trip(
+            self._writer, frame, reply, mux, name, deadline, decode, subject
+        )
 
     def read_until(self, ready: Ready, deadline: Deadline) -> None:
         """Read the socket on this thread until ``ready.done``, when nobody else reads it
@@ -707,6 +736,8 @@ class Connection:
             error = server_error(text)
             if type(error) is MaxSubscriptionsExceededError:  # a SUB refused: see pings.py
                 self._refused_subs += 1
+            elif type(error) is PermissionViolationError:
+                self._permission_refused(error)
             self._report_error(error)
 
     def _write_failed(self, exc: BaseException, transport: Transport) -> None:

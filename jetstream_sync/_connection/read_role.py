@@ -415,11 +415,14 @@ class ReadRole:
         token: str,
         deadline: Deadline,
         decode: int = DECODE_NONE,
+        subject: str = "",
     ) -> FastReply | ReplyWaiter:
-        """Requester: send ``frame`` (a request for a reply to ``reply``) and wait for the reply.
+        """Requester: send ``frame`` (a request to ``subject`` for a reply to ``reply``) and
+        wait for the reply.
 
         ``reply`` is ``<mux.prefix><token>``; ``token`` is registered with
-        ``mux`` only when the reply does not come alone. ``decode`` names the
+        ``mux`` (with ``subject``, see ``RequestMux.refuse_publish``) only when
+        the reply does not come alone. ``decode`` names the
         core's reader of a reply that comes alone (``DECODE_*``).
 
         Reading the socket itself when this thread can take the role and the
@@ -440,12 +443,12 @@ class ReadRole:
                 link = self._take(token)  # the holder: this call's own token
             if link is not None:
                 if writer.write_nowait(frame):
-                    return self._read_reply(link, reply, mux, token, deadline, decode)
+                    return self._read_reply(link, reply, mux, token, deadline, decode, subject)
                 self._release(link, None)  # never hold the role while a write may wait
         except BaseException:
             self._leave(token)
             raise
-        waiter = mux.register(token)
+        waiter = mux.register(token, subject)
         try:
             writer.write(frame, urgent=True, msgs=1, deadline=deadline)
             self.wait_reply(waiter, deadline)
@@ -461,6 +464,7 @@ class ReadRole:
         token: str,
         deadline: Deadline,
         decode: int,
+        subject: str,
     ) -> FastReply | ReplyWaiter:
         """Holding the role, the request sent: the first C call, then the reply or the fallback."""
         buffer = link.buffer
@@ -476,7 +480,7 @@ class ReadRole:
                 parts = self._take_reply(buffer, out, decoded)
             else:
                 # From here on the reply is routed to the waiter, as on the path above.
-                waiter = mux.register(token)
+                waiter = mux.register(token, subject)
                 error = self._handle(buffer, status, out)
             received = 0
         except BaseException:

@@ -7,15 +7,18 @@ cross-thread wake-up CPython has (and none at all when the waiter is the thread
 that read it). When the connection
 drops, every request then waiting is woken at once with the reason
 (:meth:`RequestMux.fail_all`): its reply was addressed to the lost connection.
-When the server refuses the inbox's SUB (the connection's subscription limit),
-:meth:`RequestMux.refuse` fails its requests for good; the connection then
-subscribes a new inbox for the next request.
+When the server refuses the inbox's SUB (the connection's subscription limit,
+or a permission), :meth:`RequestMux.refuse` fails its requests for good; the
+connection then subscribes a new inbox for the next request. When it refuses a
+request's PUB by permission, :meth:`RequestMux.refuse_publish` fails that
+request: no reply can come, and the ``-ERR`` names only the subject.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 
 from .._deadline import Deadline
 from ..msg import Msg
@@ -28,16 +31,18 @@ class ReplyWaiter:
         msg: the reply, once delivered (None answers a flush's PING).
         error: why the request failed, once failed.
         done: True once delivered or failed.
+        subject: the subject the request was published to ("" for a PING).
     """
 
-    __slots__ = ("_lock", "msg", "error", "done")
+    __slots__ = ("_lock", "msg", "error", "done", "subject")
 
-    def __init__(self) -> None:
+    def __init__(self, subject: str = "") -> None:
         self._lock = threading.Lock()
         self._lock.acquire()
         self.msg: Msg | None = None
         self.error: BaseException | None = None
         self.done = False
+        self.subject = subject
 
     def deliver(self, msg: Msg | None) -> None:
         """Hand over the reply (the thread reading); None answers a flush's PING."""
@@ -90,9 +95,10 @@ class RequestMux:
         """
         return str(next(self._tokens))  # itertools.count: atomic under the GIL
 
-    def register(self, token: str) -> ReplyWaiter:
-        """The waiter the reply to ``<prefix><token>`` will wake; :meth:`forget` ends it."""
-        waiter = ReplyWaiter()
+    def register(self, token: str, subject: str) -> ReplyWaiter:
+        """The waiter the reply to ``<prefix><token>`` (a request published to
+        ``subject``) will wake; :meth:`forget` ends it."""
+        waiter = ReplyWaiter(subject)
         with self._lock:
             refused = self.refused
             if refused is None:
@@ -119,6 +125,24 @@ class RequestMux:
             waiter = self._waiters.pop(token, None)
         if waiter is not None:
             waiter.fail(error)
+
+    def refuse_publish(self, subject: str, error: Callable[[], BaseException]) -> None:
+        """The server refused one PUB to ``subject``: fail the oldest request published
+        there with ``error()``.
+
+        The server checks a connection's PUBs in the order it sent them and
+        answers each refusal with its own ``-ERR``, in that order. (A plain
+        publish refused there may fail a request a moment before its own
+        ``-ERR`` would: the same permission refuses both.)
+        """
+        with self._lock:
+            for token, waiter in self._waiters.items():
+                if waiter.subject == subject:
+                    del self._waiters[token]
+                    break
+            else:
+                return
+        waiter.fail(error())
 
     def fail_all(self, error: BaseException) -> None:
         """Wake every waiting requester with ``error``."""
