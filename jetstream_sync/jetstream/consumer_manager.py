@@ -107,6 +107,10 @@ class ConsumerManager:
         cons.info(timeout=timeout)
         return cons
 
+    def consumer_no_info(self, stream: str, name: str, default: float) -> Consumer:
+        """A handle on a consumer, nothing asked (``Stream.consumer_no_info``)."""
+        return self._handle(stream, name, default)
+
     def info(self, stream: str, name: str, timeout: float | None, default: float) -> ConsumerInfo:
         """A consumer's info (``Stream.consumer_info``)."""
         return self._handle(stream, name, default).info(timeout=timeout)

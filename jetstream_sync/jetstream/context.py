@@ -600,6 +600,21 @@ class JetStreamContext:
         """
         return self._consumers.consumer(stream, name, timeout, self.timeout)
 
+    def consumer_no_info(self, stream: str, name: str) -> Consumer:
+        """A handle on consumer ``name`` of ``stream``, without asking the server anything.
+
+        For a worker allowed only to pull (``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``
+        and ``$JS.ACK.<stream>.>``), not to read the consumer's info. Its
+        ``cached_info`` is None until :meth:`Consumer.info` is called, so the
+        server, not the handle, checks each pull against the consumer's
+        limits and priority groups; a consumer that does not exist shows at the
+        first pull (``NoRespondersError`` from ``fetch``).
+
+        Raises:
+            ValueError: a bad stream or consumer name, before anything is sent.
+        """
+        return self._consumers.consumer_no_info(stream, name, self.timeout)
+
     def consumer_info(self, stream: str, name: str, timeout: float | None = None) -> ConsumerInfo:
         """The info of consumer ``name`` of ``stream``.
 

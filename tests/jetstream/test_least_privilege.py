@@ -1,0 +1,78 @@
+"""Users holding only the permissions their job needs (docs/security.md's table).
+
+Each role's calls work with exactly those permissions; a call that needs one
+more raises :class:`PermissionViolationError` naming the refused subject,
+at once, never a ``TimeoutError`` at the end of its timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.permissions import permissions_server, user_url
+from tests.fixtures.server import NatsServer
+
+#: The timeout every call gets; a refusal must come well within FAST.
+TIMEOUT = 20.0
+FAST = 2.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    with permissions_server(tmp_path_factory.mktemp("perms")) as started:
+        yield started
+
+
+def connect(server: NatsServer, user: str, **options: Any) -> js.Client:
+    return js.connect(user_url(server, user), **options)
+
+
+def refused(call: Callable[[], object], subject: str) -> js.PermissionViolationError:
+    """Run ``call``: it must raise PermissionViolationError, fast, for a publish to
+    ``subject`` (to a subject starting with it when it ends with a dot)."""
+    started = time.monotonic()
+    with pytest.raises(js.PermissionViolationError) as caught:
+        call()
+    assert time.monotonic() - started < FAST
+    assert caught.value.operation == "publish"
+    if subject.endswith("."):
+        assert caught.value.subject.startswith(subject)
+    else:
+        assert caught.value.subject == subject
+    return caught.value
+
+
+# ---------------------------------------------------------------- pull worker
+
+
+def test_a_pull_worker_without_consumer_info_pulls_through_a_handle_without_info(
+    server: NatsServer,
+):
+    """A worker allowed only MSG.NEXT and ACK: consumer() is refused (it asks for the
+    info); consumer_no_info() gives a handle whose fetch, next, messages and consume work."""
+    with connect(server, "admin") as nc:
+        for _ in range(2):
+            nc.jetstream().publish("orders.new", b"for the worker")
+    with connect(server, "worker") as nc:
+        ctx = nc.jetstream(timeout=TIMEOUT)
+        refused(lambda: ctx.consumer("ORDERS", "work"), "$JS.API.CONSUMER.INFO.ORDERS.work")
+        work = ctx.consumer_no_info("ORDERS", "work")
+        assert work.cached_info is None
+        got = work.fetch(1, timeout=TIMEOUT)
+        got.append(work.next(timeout=TIMEOUT))
+        with ctx.stream_no_info("ORDERS").consumer_no_info("feed").messages() as messages:
+            got.append(messages.next(timeout=TIMEOUT))
+        handled: list[js.Msg] = []
+        delivered = threading.Event()
+        handler = ctx.consumer_no_info("ORDERS", "handler")
+        with handler.consume(lambda msg: (handled.append(msg), delivered.set())):
+            assert delivered.wait(TIMEOUT)
+        for msg in [*got, handled[0]]:
+            assert msg.subject.startswith("orders.")
+            msg.ack_sync()
