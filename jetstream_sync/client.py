@@ -41,6 +41,7 @@ from .errors import (
     MaxPayloadError,
     NoRespondersError,
     NoServersError,
+    PermissionViolationError,
     ProtocolError,
     TimeoutError,
 )
@@ -188,6 +189,8 @@ class Client:
 
         self._state_lock = threading.RLock()
         self._listeners: list[Callable[[str], object]] = []
+        # A dict, not a copied list: each fetch adds and removes one (O(1) under the lock).
+        self._refusal_listeners: dict[Callable[[PermissionViolationError], object], None] = {}
         self._closed = False
         self._forked = False
         self._max_payload = 1024 * 1024
@@ -364,6 +367,29 @@ class Client:
         with self._state_lock:
             self._listeners = [f for f in self._listeners if f != listener]
 
+    def add_refusal_listener(self, listener: Callable[[PermissionViolationError], object]) -> None:
+        """Call ``listener(error)`` for each publish or subscription the server refuses
+        by permission (``-ERR 'Permissions Violation ...'``).
+
+        For library machinery that waits for what a refused publish would have
+        brought (a pull request's messages, an async publish's ack), so that it
+        fails at once instead of at its timeout: JetStream's pulls and
+        ``publish_async`` use it. A refused request needs none: ``request()``
+        raises the error itself. The listener runs on the thread that read the
+        ``-ERR``, before ``error_cb``: it must only hand the error on (set a flag,
+        wake a waiter), never block, never raise. ``error`` is its own copy:
+        ``.operation`` and ``.subject`` say what was refused.
+        """
+        with self._state_lock:
+            self._refusal_listeners[listener] = None
+
+    def remove_refusal_listener(
+        self, listener: Callable[[PermissionViolationError], object]
+    ) -> None:
+        """Stop calling a listener added with :meth:`add_refusal_listener`."""
+        with self._state_lock:
+            self._refusal_listeners.pop(listener, None)
+
     def _status_changed(self, status: str) -> None:
         """Run the user's callback for ``status``, then the listeners (events thread)."""
         callback = self._callbacks[status]
@@ -383,6 +409,11 @@ class Client:
         """Log an asynchronous error, and hand it to ``error_cb`` on the events thread."""
         fatal = isinstance(exc, (AuthorizationError, ProtocolError, NoServersError))
         log.log(logging.ERROR if fatal else logging.WARNING, "%s: %s", type(exc).__name__, exc)
+        if type(exc) is PermissionViolationError:
+            with self._state_lock:
+                listeners = list(self._refusal_listeners)
+            for listener in listeners:
+                listener(PermissionViolationError(exc.text))
         if self._events is not None:
             self._events.submit(self._callbacks["error"], exc)
 

@@ -46,6 +46,7 @@ from ..errors import (
     LeadershipChangedError,
     NoHeartbeatError,
     NoRespondersError,
+    PermissionViolationError,
     PinIdMismatchError,
     PriorityGroupError,
     PullBadRequestError,
@@ -59,6 +60,7 @@ from ._checks import MAX_INT64, group_names
 
 if TYPE_CHECKING:
     from ..client import Client
+    from ..subscription import Subscription
 
 PIN_ID = "Nats-Pin-Id"
 
@@ -348,6 +350,9 @@ def fetch(
         NoHeartbeatError: two heartbeats were missed before any message came.
         NoRespondersError: nothing serves the consumer (it does not exist or
             JetStream is not available).
+        PermissionViolationError: the user may not publish the pull request
+            (``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``), raised as soon as
+            the server's ``-ERR`` arrives.
         InlineCallbackError: called from an inline callback; nothing was sent.
     """
     check_size("batch", batch)
@@ -366,6 +371,8 @@ def fetch(
         heartbeat = None
     inbox = client.new_inbox()
     sub = client.subscribe(inbox)
+    refusal = Refusal(next_subject, sub)
+    client.add_refusal_listener(refusal)
     msgs: list[Msg] = []
     track = priority is not None and priority.group is not None
     group = priority.group if priority is not None else None
@@ -437,12 +444,36 @@ def fetch(
                 break
             if done:
                 break
+        if refusal.error is not None and not msgs:
+            raise refusal.error
     finally:
+        client.remove_refusal_listener(refusal)
         try:
             sub.unsubscribe()
         except ConnectionClosedError:
             pass
     return msgs
+
+
+class Refusal:
+    """A refusal listener (``Client.add_refusal_listener``) for the pull requests
+    published to ``subject``: it keeps the error and wakes ``sub``'s reader.
+
+    Attributes:
+        error: the :class:`PermissionViolationError` of a refused pull, or None.
+    """
+
+    __slots__ = ("_subject", "_sub", "error")
+
+    def __init__(self, subject: str, sub: Subscription) -> None:
+        self._subject = subject
+        self._sub = sub
+        self.error: PermissionViolationError | None = None
+
+    def __call__(self, error: PermissionViolationError) -> None:
+        if error.operation == "publish" and error.subject == self._subject:
+            self.error = error
+            self._sub.interrupt()
 
 
 def _repull(

@@ -6,7 +6,8 @@ outstanding up to its limits, and counts what is pending on the server with
 are those of ``_pull.py``. It knows no recovery policy beyond pulling again:
 missed heartbeats and no responders are reported to ``on_warning`` (the
 ordered consumer, in ``ordered.py``, recreates its consumer on them), a
-deleted consumer ends it with :class:`ConsumerDeletedError`.
+deleted consumer ends it with :class:`ConsumerDeletedError`, a pull the
+server refuses by permission with :class:`PermissionViolationError`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ._pull import (
     NO_RESPONDERS,
     TERMINAL,
     Priority,
+    Refusal,
     RequestLimits,
     check_heartbeat,
     check_size,
@@ -232,6 +234,8 @@ class MessageIterator(BaseMessageIterator):
         self._check_usable = self._sub.check_usable
         self._listener = self._on_status  # one bound method, so it can be removed
         client.add_status_listener(self._listener)
+        self._refusal = Refusal(next_subject, self._sub)
+        client.add_refusal_listener(self._refusal)
         try:
             self._pull(Deadline(RETRY_WAIT))
         except TimeoutError:  # no room in the write buffer (a stalled server): next() pulls
@@ -340,6 +344,8 @@ class MessageIterator(BaseMessageIterator):
             ConsumerDeletedError: the consumer was deleted (the iterator is closed).
             ConsumerPushBasedError, PullBadRequestError: the server refused
                 the requests for good (the iterator is closed).
+            PermissionViolationError: the user may not publish the pull requests
+                (the iterator is closed).
             IteratorClosedError: :meth:`stop` was called.
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the iterator was made.
@@ -408,6 +414,10 @@ class MessageIterator(BaseMessageIterator):
             self._fail(exc)
             return
         if not got:
+            refused = self._refusal.error
+            if refused is not None:  # the server refused a pull: it will refuse every one
+                self._fail(refused)
+                return
             if self._sub.is_active:  # interrupted: a reconnect to handle
                 return
             self._fail(IteratorClosedError("the message iterator was stopped"))
@@ -536,6 +546,7 @@ class MessageIterator(BaseMessageIterator):
     def _close_sub(self, drain: bool) -> None:
         self._stopped = True
         self._client.remove_status_listener(self._listener)
+        self._client.remove_refusal_listener(self._refusal)
         sub = self._sub
         if not sub.is_active or self._client.is_closed:
             return

@@ -16,6 +16,7 @@ import pytest
 
 import jetstream_sync as js
 from tests.fixtures.permissions import permissions_server, user_url
+from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 
 #: The timeout every call gets; a refusal must come well within FAST.
@@ -48,6 +49,22 @@ def refused(call: Callable[[], object], subject: str) -> js.PermissionViolationE
     return caught.value
 
 
+# ---------------------------------------------------------------- Key-Value
+
+
+def test_a_key_value_user_without_msg_next_is_refused_listings_and_watches(server: NatsServer):
+    """Without $JS.API.CONSUMER.MSG.NEXT.KV_<bucket>.> keys, history and a watch raise
+    PermissionViolationError naming the pull subject, not TimeoutError."""
+    with connect(server, "kv_no_next") as nc:
+        kv = nc.jetstream(timeout=TIMEOUT).key_value("cfg")
+        kv.put("color", b"green")
+        pull = "$JS.API.CONSUMER.MSG.NEXT.KV_cfg."
+        refused(kv.keys, pull)
+        refused(lambda: kv.history("color"), pull)
+        with kv.watch() as watcher:
+            refused(lambda: watcher.next(timeout=TIMEOUT), pull)
+
+
 # ---------------------------------------------------------------- pull worker
 
 
@@ -76,3 +93,27 @@ def test_a_pull_worker_without_consumer_info_pulls_through_a_handle_without_info
         for msg in [*got, handled[0]]:
             assert msg.subject.startswith("orders.")
             msg.ack_sync()
+
+
+def test_a_refused_pull_fails_every_way_of_pulling_at_once(server: NatsServer):
+    """A consumer the worker may not pull from: fetch, next and messages raise
+    PermissionViolationError at once; consume hands it to its error handler and stops."""
+    with connect(server, "worker") as nc:
+        consumer = nc.jetstream(timeout=TIMEOUT).stream_no_info("ORDERS").consumer_no_info("other")
+        pull = "$JS.API.CONSUMER.MSG.NEXT.ORDERS.other"
+        refused(lambda: consumer.fetch(1, timeout=TIMEOUT), pull)
+        refused(lambda: consumer.next(timeout=TIMEOUT), pull)
+        with consumer.messages() as messages:
+            refused(lambda: messages.next(timeout=TIMEOUT), pull)
+        errors: list[BaseException] = []
+        stopped = threading.Event()
+
+        def handler(exc: BaseException) -> None:
+            errors.append(exc)
+            stopped.set()
+
+        with consumer.consume(lambda msg: None, error_handler=handler) as consuming:
+            assert stopped.wait(FAST)
+            wait_for(lambda: consuming.closed, timeout=FAST)
+        assert [type(e) for e in errors] == [js.PermissionViolationError]
+        assert errors[0].subject == pull  # type: ignore[attr-defined]
