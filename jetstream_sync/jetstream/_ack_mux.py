@@ -64,6 +64,7 @@ from ..errors import (
     ConnectionLostError,
     ForkedClientError,
     NatsError,
+    PermissionViolationError,
     TimeoutError,
     TooManyPendingAcksError,
 )
@@ -88,8 +89,9 @@ _LOST = (
 )
 
 # What the reader hands the ack thread per ack: the future, then the PubAck of a plain
-# ack (a future someone waits on), or the reply's payload and header block.
-Settle = tuple[PubAckFuture, PubAck | bytes, bytes | None]
+# ack (a future someone waits on), or the reply's payload and header block, or the
+# error of a publish the server refused by permission (and None).
+Settle = tuple[PubAckFuture, PubAck | bytes | PermissionViolationError, bytes | None]
 
 
 def _settle(future: PubAckFuture, value: object = None, error: BaseException | None = None) -> None:
@@ -161,7 +163,38 @@ class AckMux:
                 self._ack_thread.start()
                 self._prefix_len = len(prefix.encode())
                 self._prefix = prefix
+                self._client.add_refusal_listener(self._on_refused)
             return self._prefix
+
+    def _on_refused(self, error: PermissionViolationError) -> None:
+        """The reading thread: the server refused a publish by permission; the oldest
+        future published to that subject fails (its ack cannot come), on the ack thread.
+
+        The server answers each refused PUB with its own ``-ERR``, in the order
+        the PUBs were sent; tokens grow in publish order across windows.
+        """
+        if error.operation != "publish":
+            return
+        subject = error.subject
+        with self._lock:
+            found: tuple[AsyncPublisher, int] | None = None
+            for window in self._active:
+                for token, future in window._pending.items():
+                    if future.subject == subject:
+                        if found is None or token < found[1]:
+                            found = (window, token)
+                        break
+            if found is None:
+                return
+            window, token = found
+            future = window._pending.pop(token)
+            self._route.take(token, None)
+            if not window._pending:
+                del self._active[window]
+            if window._waiting:
+                assert window._cond is not None  # made when the window attached
+                window._cond.notify_all()
+        self._acks.put([(future, error, None)])
 
     # ------------------------------------------------------------------ reader thread
 
@@ -244,6 +277,9 @@ class AckMux:
             for future, value, headers in acks:
                 if type(value) is PubAck:
                     _settle(future, value)
+                    continue
+                if type(value) is PermissionViolationError:
+                    _settle(future, error=value)
                     continue
                 assert type(value) is bytes  # a reply's payload
                 if headers is None and b'"error"' not in value:
@@ -335,6 +371,7 @@ class AckMux:
             pending = self._take_all()
             threads = (self._ack_thread, self._timer)
         self._acks.put(None)
+        self._client.remove_refusal_listener(self._on_refused)
         self._route.close()
         error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in pending:

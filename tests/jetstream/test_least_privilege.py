@@ -117,3 +117,22 @@ def test_a_refused_pull_fails_every_way_of_pulling_at_once(server: NatsServer):
             wait_for(lambda: consuming.closed, timeout=FAST)
         assert [type(e) for e in errors] == [js.PermissionViolationError]
         assert errors[0].subject == pull  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- publish-only service
+
+
+def test_a_publish_only_service_publishes_and_is_refused_elsewhere_at_once(server: NatsServer):
+    """Allowed only orders.> and its inbox: publish and publish_async are acknowledged; a
+    publish elsewhere raises PermissionViolationError at once, and so does its future."""
+    with connect(server, "publisher") as nc:
+        ctx = nc.jetstream(timeout=TIMEOUT)
+        assert ctx.publish("orders.new", b"1").stream == "ORDERS"
+        future = ctx.publish_async("orders.new", b"2")
+        assert future.result(TIMEOUT).stream == "ORDERS"
+        refused(lambda: ctx.publish("audit.new", b"3"), "audit.new")
+        allowed = ctx.publish_async("orders.new", b"4")
+        denied = ctx.publish_async("audit.new", b"5")
+        refused(lambda: denied.result(TIMEOUT), "audit.new")
+        assert allowed.result(TIMEOUT).stream == "ORDERS"
+        ctx.publish_async_completed(TIMEOUT)
