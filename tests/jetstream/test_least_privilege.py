@@ -52,6 +52,42 @@ def refused(call: Callable[[], object], subject: str) -> js.PermissionViolationE
 # ---------------------------------------------------------------- Key-Value
 
 
+def test_a_key_value_user_uses_every_call_of_its_bucket(server: NatsServer):
+    """put, get, create, update, delete, purge, keys, history, watch (one key and many),
+    status: each works with the Key-Value permissions alone."""
+    with connect(server, "kv") as nc:
+        kv = nc.jetstream(timeout=TIMEOUT).key_value("cfg")
+        first = kv.put("color", b"red")
+        assert kv.get("color").value == b"red"
+        kv.create("size", b"L")
+        assert kv.update("color", b"blue", last=first) > first
+        kv.put("shape", b"round")
+        kv.delete("size")
+        kv.purge("shape")
+        assert kv.keys() == ["color"]
+        assert [e.value for e in kv.history("color")] == [b"red", b"blue"]
+        with kv.watch("color") as watcher:
+            assert watcher.next(timeout=TIMEOUT).value == b"blue"
+        with kv.watch(["color", "size"]) as watcher:
+            assert watcher.next(timeout=TIMEOUT).key == "color"
+        assert kv.status().bucket == "cfg"
+
+
+def test_a_key_value_user_without_stream_info_is_refused_the_handle(server: NatsServer):
+    """Without $JS.API.STREAM.INFO.KV_<bucket> key_value() raises PermissionViolationError."""
+    with connect(server, "kv_no_info") as nc:
+        ctx = nc.jetstream(timeout=TIMEOUT)
+        refused(lambda: ctx.key_value("cfg"), "$JS.API.STREAM.INFO.KV_cfg")
+
+
+def test_a_key_value_user_without_direct_get_is_refused_reads(server: NatsServer):
+    """Without $JS.API.DIRECT.GET.KV_<bucket>.> a get raises PermissionViolationError."""
+    with connect(server, "kv_no_direct") as nc:
+        kv = nc.jetstream(timeout=TIMEOUT).key_value("cfg")
+        kv.put("color", b"green")
+        refused(lambda: kv.get("color"), "$JS.API.DIRECT.GET.KV_cfg.$KV.cfg.color")
+
+
 def test_a_key_value_user_without_msg_next_is_refused_listings_and_watches(server: NatsServer):
     """Without $JS.API.CONSUMER.MSG.NEXT.KV_<bucket>.> keys, history and a watch raise
     PermissionViolationError naming the pull subject, not TimeoutError."""
@@ -63,6 +99,26 @@ def test_a_key_value_user_without_msg_next_is_refused_listings_and_watches(serve
         refused(lambda: kv.history("color"), pull)
         with kv.watch() as watcher:
             refused(lambda: watcher.next(timeout=TIMEOUT), pull)
+
+
+# ---------------------------------------------------------------- Object Store
+
+
+def test_an_object_store_user_uses_every_call_of_its_bucket(server: NatsServer):
+    """put (several chunks), get, get_info, list, watch, status, delete: each works with
+    the Object Store permissions alone."""
+    data = bytes(range(256)) * 1200  # three chunks of 128 KiB
+    with connect(server, "os") as nc:
+        store = nc.jetstream(timeout=TIMEOUT).object_store("files")
+        assert store.put("report", data).chunks == 3
+        assert store.get("report") == data
+        assert store.get_info("report").size == len(data)
+        assert [info.name for info in store.list()] == ["report"]
+        with store.watch() as watcher:
+            assert watcher.next(timeout=TIMEOUT).name == "report"
+        assert store.status().bucket == "files"
+        store.delete("report")
+        assert store.list() == []
 
 
 # ---------------------------------------------------------------- pull worker
@@ -136,3 +192,42 @@ def test_a_publish_only_service_publishes_and_is_refused_elsewhere_at_once(serve
         refused(lambda: denied.result(TIMEOUT), "audit.new")
         assert allowed.result(TIMEOUT).stream == "ORDERS"
         ctx.publish_async_completed(TIMEOUT)
+
+
+# ---------------------------------------------------------------- a custom inbox prefix
+
+
+def test_every_call_replies_on_the_custom_inbox_prefix(server: NatsServer):
+    """A user who may subscribe only to _INBOX_app1.>, connected with that inbox_prefix:
+    requests, JetStream calls, async publishes, KV watches, Object Store reads, pulls,
+    ordered consumers and push subscriptions all work; the server refuses nothing."""
+    errors: list[BaseException] = []
+    with connect(server, "app1", inbox_prefix="_INBOX_app1", error_cb=errors.append) as nc:
+        nc.subscribe("svc.ping", cb=lambda msg: msg.respond(b"pong"))
+        assert nc.request("svc.ping", b"", timeout=TIMEOUT).data == b"pong"
+        ctx = nc.jetstream(timeout=TIMEOUT)
+        ctx.publish("orders.app1", b"1")
+        ctx.publish_async("orders.app1", b"2").result(TIMEOUT)
+        kv = ctx.key_value("cfg")
+        kv.put("app1", b"on")
+        with kv.watch("app1") as watcher:
+            assert watcher.next(timeout=TIMEOUT).value == b"on"
+        store = ctx.object_store("files")
+        store.put("app1", b"x" * 300_000)
+        assert len(store.get("app1")) == 300_000
+        store.delete("app1")
+        consumer = ctx.create_consumer("ORDERS", ack_policy="explicit")
+        with consumer:
+            consumer.fetch(1, timeout=TIMEOUT)[0].ack_sync()
+            with consumer.messages() as messages:
+                messages.next(timeout=TIMEOUT).ack_sync()
+        with ctx.ordered_consumer("ORDERS") as ordered:
+            assert ordered.next(timeout=TIMEOUT).subject.startswith("orders.")
+        push = ctx.subscribe("orders.app1")
+        assert push.next_msg(timeout=TIMEOUT).subject == "orders.app1"
+        push.unsubscribe()
+        nc.flush()
+    assert errors == []
+    assert "user:app1" not in "".join(
+        line for line in server.log_text().splitlines() if "Violation" in line
+    )
