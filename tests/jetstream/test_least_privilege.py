@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -231,3 +232,48 @@ def test_every_call_replies_on_the_custom_inbox_prefix(server: NatsServer):
     assert "user:app1" not in "".join(
         line for line in server.log_text().splitlines() if "Violation" in line
     )
+
+
+# ---------------------------------------------------------------- an imported JetStream API
+
+_IMPORTED_API = """
+accounts {
+  JS: {
+    jetstream: enabled
+    users: [ {user: admin, password: pw} ]
+    exports: [
+      {service: "$JS.API.>", response_type: stream}
+      {service: "$KV.>"}
+      {service: "$JS.ACK.>"}
+    ]
+  }
+  APP: {
+    users: [ {user: app, password: pw} ]
+    imports: [
+      {service: {account: JS, subject: "$JS.API.>"}, to: "js.api.>"}
+      {service: {account: JS, subject: "$KV.>"}, to: "js.api.$KV.>"}
+      {service: {account: JS, subject: "$JS.ACK.>"}}
+    ]
+  }
+}
+"""
+
+
+def test_an_account_importing_the_api_reads_and_writes_a_bucket_and_pulls(tmp_path: Path):
+    """An account importing JetStream's API under js.api.> (and $KV.> as js.api.$KV.>,
+    as nats.go expects): KV writes, reads and listings, and pulls with acks, all work."""
+    with NatsServer(directory=tmp_path / "srv", extra_config=_IMPORTED_API) as srv:
+        with js.connect(user_url(srv, "admin")) as nc:
+            ctx = nc.jetstream()
+            ctx.create_key_value(bucket="cfg")
+            ctx.create_stream(name="ORDERS", subjects=["orders.>"])
+            ctx.create_consumer("ORDERS", durable_name="work", ack_policy="explicit")
+            ctx.publish("orders.new", b"1")
+        with connect(srv, "app") as nc:
+            ctx = nc.jetstream(prefix="js.api", timeout=TIMEOUT)
+            kv = ctx.key_value("cfg")
+            kv.put("color", b"red")
+            assert kv.get("color").value == b"red"
+            assert kv.keys() == ["color"]
+            [msg] = ctx.consumer("ORDERS", "work").fetch(1, timeout=TIMEOUT)
+            msg.ack_sync()
