@@ -351,8 +351,8 @@ def fetch(
         NoRespondersError: nothing serves the consumer (it does not exist or
             JetStream is not available).
         PermissionViolationError: the user may not publish the pull request
-            (``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``), raised as soon as
-            the server's ``-ERR`` arrives.
+            (``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``) or subscribe to its
+            inbox, raised as soon as the server's ``-ERR`` arrives.
         InlineCallbackError: called from an inline callback; nothing was sent.
     """
     check_size("batch", batch)
@@ -456,11 +456,13 @@ def fetch(
 
 
 class Refusal:
-    """A refusal listener (``Client.add_refusal_listener``) for the pull requests
-    published to ``subject``: it keeps the error and wakes ``sub``'s reader.
+    """A refusal listener (``Client.add_refusal_listener``) for pulls: the server refused
+    a pull request published to ``subject``, or the subscription of ``sub``'s inbox
+    (nothing would ever come: the pull must not look merely empty). It keeps the
+    error and wakes ``sub``'s reader.
 
     Attributes:
-        error: the :class:`PermissionViolationError` of a refused pull, or None.
+        error: the :class:`PermissionViolationError` of a refused pull or inbox, or None.
     """
 
     __slots__ = ("_subject", "_sub", "error")
@@ -471,7 +473,10 @@ class Refusal:
         self.error: PermissionViolationError | None = None
 
     def __call__(self, error: PermissionViolationError) -> None:
-        if error.operation == "publish" and error.subject == self._subject:
+        refused = error.subject == (
+            self._subject if error.operation == "publish" else self._sub.subject
+        )
+        if refused and error.operation in ("publish", "subscription"):
             self.error = error
             self._sub.interrupt()
 

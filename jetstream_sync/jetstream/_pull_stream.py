@@ -345,7 +345,7 @@ class MessageIterator(BaseMessageIterator):
             ConsumerPushBasedError, PullBadRequestError: the server refused
                 the requests for good (the iterator is closed).
             PermissionViolationError: the user may not publish the pull requests
-                (the iterator is closed).
+                or subscribe to their inbox (the iterator is closed).
             IteratorClosedError: :meth:`stop` was called.
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the iterator was made.
@@ -415,7 +415,7 @@ class MessageIterator(BaseMessageIterator):
             return
         if not got:
             refused = self._refusal.error
-            if refused is not None:  # the server refused a pull: it will refuse every one
+            if refused is not None:  # a pull or the inbox refused: so will every later one
                 self._fail(refused)
                 return
             if self._sub.is_active:  # interrupted: a reconnect to handle

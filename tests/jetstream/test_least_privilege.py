@@ -176,6 +176,24 @@ def test_a_refused_pull_fails_every_way_of_pulling_at_once(server: NatsServer):
         assert errors[0].subject == pull  # type: ignore[attr-defined]
 
 
+def test_a_pull_whose_inbox_is_refused_raises_instead_of_finding_nothing(server: NatsServer):
+    """A user who may not subscribe to the default inbox (only to _INBOX_app2.>): fetch
+    and messages raise PermissionViolationError for the inbox's subscription at once,
+    not an empty list or a TimeoutError."""
+    with connect(server, "app2") as nc:
+        consumer = nc.jetstream(timeout=TIMEOUT).consumer_no_info("ORDERS", "work")
+        for pull in (
+            lambda: consumer.fetch(1, timeout=TIMEOUT),
+            lambda: consumer.messages().next(timeout=TIMEOUT),
+        ):
+            started = time.monotonic()
+            with pytest.raises(js.PermissionViolationError) as caught:
+                pull()
+            assert time.monotonic() - started < FAST
+            assert caught.value.operation == "subscription"
+            assert caught.value.subject.startswith("_INBOX.")
+
+
 # ---------------------------------------------------------------- publish-only service
 
 
