@@ -147,6 +147,9 @@ class AckMux:
         self._timer: threading.Thread | None = None
         self._timer_due = math.inf  # when the timer wakes next (inf: it is not running)
         self._closed = False
+        # The server refused the ack inbox's SUB by permission: no ack can come (until a
+        # reconnect subscribes it again), so publish_async raises this.
+        self._refused: PermissionViolationError | None = None
         self._forked = False  # this process is a child forked after the mux was made
         _live_muxes.add(self)
 
@@ -156,6 +159,10 @@ class AckMux:
             if self._closed:
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
+                # Listening before the inbox's SUB goes out: a refusal read meanwhile
+                # waits for this lock, so it finds the prefix set.
+                self._client.add_refusal_listener(self._on_refused)
+                self._client.add_status_listener(self._on_status)
                 prefix = self._route.prefix
                 self._ack_thread = threading.Thread(
                     target=self._ack_loop, args=(prefix,), name="jetstream_sync-acks", daemon=True
@@ -163,16 +170,30 @@ class AckMux:
                 self._ack_thread.start()
                 self._prefix_len = len(prefix.encode())
                 self._prefix = prefix
-                self._client.add_refusal_listener(self._on_refused)
             return self._prefix
+
+    def _on_status(self, status: str) -> None:
+        """Events thread: a reconnect subscribes the ack inbox again; the server decides anew."""
+        if status == "reconnected":
+            self._refused = None
 
     def _on_refused(self, error: PermissionViolationError) -> None:
         """The reading thread: the server refused a publish by permission; the oldest
         future published to that subject fails (its ack cannot come), on the ack thread.
+        When it refused the ack inbox's subscription, every pending future fails.
 
         The server answers each refused PUB with its own ``-ERR``, in the order
         the PUBs were sent; tokens grow in publish order across windows.
         """
+        if error.operation == "subscription":
+            with self._lock:
+                if self._prefix is None or error.subject != self._prefix + "*":
+                    return
+                self._refused = error
+                futures = self._take_all()
+            text = error.text
+            self._acks.put([(f, PermissionViolationError(text), None) for f in futures])
+            return
         if error.operation != "publish":
             return
         subject = error.subject
@@ -372,6 +393,7 @@ class AckMux:
             threads = (self._ack_thread, self._timer)
         self._acks.put(None)
         self._client.remove_refusal_listener(self._on_refused)
+        self._client.remove_status_listener(self._on_status)
         self._route.close()
         error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in pending:
@@ -495,6 +517,8 @@ class AsyncPublisher:
             TimeoutError: no room in the window or the write buffer within
                 ``timeout``; nothing was sent and no future is pending.
             ConnectionClosedError: the client is closed.
+            PermissionViolationError: the server refused the ack inbox's
+                subscription (no ack could come); nothing was sent.
         """
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
@@ -507,6 +531,8 @@ class AsyncPublisher:
         with lock:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
+            if mux._refused is not None:
+                raise PermissionViolationError(mux._refused.text)
             if len(pending) >= self._max_inflight:
                 deadline = Deadline(timeout)
                 self._wait_for_room(mux, deadline)

@@ -263,6 +263,10 @@ class JetStreamContext:
             ReconnectBufferFullError: disconnected, and the client's
                 ``reconnect_buf_size`` is used up; nothing was sent and no
                 future is pending.
+            PermissionViolationError: the server refused (by permission) the
+                subscription of the acks' inbox: no ack could come; nothing was
+                sent. The futures pending then fail with it at once, and so does
+                a future whose publish the server refused.
         """
         hdrs = publish_headers(headers, (
             msg_id, expected_stream, expected_last_seq,
