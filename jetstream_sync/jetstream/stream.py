@@ -575,17 +575,11 @@ class Stream:
         return self._consumers.consumer(self.name, name, timeout, self._ctx.timeout)
 
     def consumer_no_info(self, name: str) -> Consumer:
-        """A handle on consumer ``name``, without asking the server anything.
-
-        For a worker allowed only to pull (``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``
-        and ``$JS.ACK.<stream>.>``), not to read the consumer's info. Its
-        ``cached_info`` is None until :meth:`Consumer.info` is called, so the
-        server, not the handle, checks each pull against the consumer's
-        limits and priority groups; a consumer that does not exist shows at the
-        first pull (``NoRespondersError`` from ``fetch``).
+        """A handle on consumer ``name``, without asking the server anything: for a worker
+        allowed only to pull. See :meth:`JetStreamContext.consumer_no_info`.
 
         Raises:
-            ValueError: a bad stream or consumer name, before anything is sent.
+            ValueError: a bad consumer name, before anything is sent.
         """
         return self._consumers.consumer_no_info(self.name, name, self._ctx.timeout)
 
