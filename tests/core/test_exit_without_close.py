@@ -12,14 +12,19 @@ import jetstream_sync as js
 COUNT = 1_000
 BIG = 10 << 20  # more than the kernel's socket buffers hold
 
-# Connects, says so, waits for a line on stdin, publishes COUNT small messages
-# and ends without close(), as a short script does.
+# Connects, says so, waits for a line on stdin (then, with a fourth argument, for
+# the client to see its connection lost), publishes and ends without close(), as
+# a short script does.
 _PUBLISH_AND_EXIT = """
 import sys
+import threading
 import jetstream_sync as js
-nc = js.connect(sys.argv[1])
+lost = threading.Event()
+nc = js.connect(sys.argv[1], disconnected_cb=lost.set)
 print("connected", flush=True)
 sys.stdin.readline()
+if len(sys.argv) > 4:
+    assert lost.wait(30)
 for i in range(int(sys.argv[2])):
     nc.publish("exit.core", b"x" * int(sys.argv[3]))
 print("published", flush=True)
@@ -27,11 +32,16 @@ print("published", flush=True)
 
 
 def _run(
-    url: str, count: int, size: int, before_publishing: Callable[[], object] = lambda: None
+    url: str,
+    count: int,
+    size: int,
+    before_publishing: Callable[[], object] = lambda: None,
+    after_disconnect: bool = False,
 ) -> tuple[str, str]:
     """Run the script; call ``before_publishing`` once it connected; its stdout and stderr."""
+    extra = ["after-disconnect"] if after_disconnect else []
     child = subprocess.Popen(
-        [sys.executable, "-c", _PUBLISH_AND_EXIT, url, str(count), str(size)],
+        [sys.executable, "-c", _PUBLISH_AND_EXIT, url, str(count), str(size), *extra],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert child.stdout is not None
@@ -64,7 +74,7 @@ def test_exit_behind_a_frozen_server_says_what_was_not_sent(nats_server):
 
 def test_exit_while_disconnected_says_what_was_not_sent(restartable_server):
     """Publishes buffered for a reconnect that never came are named on stderr at exit."""
-    out, err = _run(restartable_server.url, COUNT, 100, restartable_server.stop)
+    out, err = _run(restartable_server.url, COUNT, 100, restartable_server.stop, True)
     assert out == "published\n"
     assert "RuntimeWarning: exiting without close(): " in err
     assert " bytes of publishes were not sent" in err

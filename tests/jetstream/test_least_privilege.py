@@ -25,9 +25,11 @@ TIMEOUT = 20.0
 FAST = 2.0
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    with permissions_server(tmp_path_factory.mktemp("perms")) as started:
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A fresh server per test: the roles share its buckets and stream, so one test's
+    keys and objects would show in another's listings."""
+    with permissions_server(tmp_path) as started:
         yield started
 
 
