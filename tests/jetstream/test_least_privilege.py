@@ -218,13 +218,15 @@ def test_a_publish_only_service_publishes_and_is_refused_elsewhere_at_once(serve
 def test_publish_async_whose_ack_inbox_is_refused_fails_at_once(server: NatsServer):
     """A user who may not subscribe to the default inbox: the pending future fails with
     PermissionViolationError for the ack inbox as soon as its SUB is refused, and a
-    later publish_async raises it before sending."""
+    later publish_async raises it before sending.
+
+    The first call subscribes the ack inbox; the server's refusal may come back before
+    that call registers its future, and then the call itself raises: both are at once."""
     with connect(server, "app2") as nc:
         ctx = nc.jetstream(timeout=TIMEOUT, ack_timeout=TIMEOUT)
-        future = ctx.publish_async("orders.new", b"1")
         started = time.monotonic()
         with pytest.raises(js.PermissionViolationError) as caught:
-            future.result(TIMEOUT)
+            ctx.publish_async("orders.new", b"1").result(TIMEOUT)
         assert time.monotonic() - started < FAST
         assert caught.value.operation == "subscription"
         assert caught.value.subject.startswith("_INBOX.")
