@@ -419,10 +419,10 @@ class Connection:
         self, make: Callable[[int], Subscription], subject: bytes, queue: bytes
     ) -> Subscription:
         """Route a new subscription (``make(sid)`` builds it) and send its SUB, which never
-        waits for room in the write buffer."""
-        sub = self._subs.add(make)
-        self._writer.write_small(sub_frame(subject, queue, sub.sid))
-        return sub
+        waits for room in the write buffer (while disconnected, the next server gets it
+        with the others: see :meth:`_resubscribe_frames`)."""
+        write = self._writer.write_interest
+        return self._subs.add(make, lambda sub: write(sub_frame(subject, queue, sub.sid)))
 
     def unsubscribe(self, sub: Subscription, limit: int | None) -> bool:
         """Send ``sub``'s UNSUB (after ``limit`` messages in all, if given).
@@ -431,18 +431,20 @@ class Connection:
             True when ``sub`` stopped now (its queue closed, what was pending
             dropped); False when it goes on until ``limit`` messages.
         """
+        write = self._writer.write_interest
         if limit is not None:
-            if self._subs.limit(sub, limit):
-                self._writer.write_small(b"UNSUB %d %d\r\n" % (sub.sid, limit))
+            if self._subs.limit(sub, limit, lambda: write(b"UNSUB %d %d\r\n" % (sub.sid, limit))):
                 return False
+            write(b"UNSUB %d\r\n" % sub.sid)
         else:
-            self._subs.remove(sub, discard=True)
-        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)
+            self._subs.remove(sub, True, lambda: write(b"UNSUB %d\r\n" % sub.sid))
         return True
 
     def stop_interest(self, sub: Subscription) -> None:
-        """Send ``sub``'s UNSUB and keep routing what is still on its way (a drain)."""
-        self._writer.write_small(b"UNSUB %d\r\n" % sub.sid)
+        """Send ``sub``'s UNSUB and keep routing what is still on its way (a drain); a
+        reconnect meanwhile does not subscribe it again."""
+        write = self._writer.write_interest
+        self._subs.stop_interest(sub, lambda: write(b"UNSUB %d\r\n" % sub.sid))
 
     def stop_routing(self, sub: Subscription) -> None:
         """Stop routing ``sub`` and close its queue; what is pending stays to be read."""
@@ -486,7 +488,7 @@ class Connection:
             subject = prefix.encode() + b"*"
             route = (len(prefix), handler, subject, buffer_handler)
             self._routes = {**self._routes, sid: route}
-            self._writer.write_small(sub_frame(subject, b"", sid))
+            self._writer.write_interest(sub_frame(subject, b"", sid))
 
     def send_ping(self, waiter: ReplyWaiter | None) -> None:
         """Write a PING for ``waiter`` (a flush) or a keep-alive (None).
@@ -826,7 +828,9 @@ class Connection:
                 self._adopt(conn)
                 self.reconnecting = False
                 too_big = self._drop_too_big(checked_against)
-                self._writer.attach(conn.transport, self._resubscribe_frames(), self._pings.resume)
+                with self._subs.lock:  # no SUB or UNSUB between the snapshot and the attach
+                    preamble = self._resubscribe_frames()
+                    self._writer.attach(conn.transport, preamble, self._pings.resume)
                 self.reconnects += 1
             log.info("reconnected to %s", conn.address.url())
             for subject, reply, size in too_big:
@@ -857,18 +861,25 @@ class Connection:
         return self._writer.drop_too_big(limit)
 
     def _resubscribe_frames(self) -> bytes:
-        """SUB frames for every live subscription (sent first on a new connection)."""
+        """SUB frames for every live subscription (sent first on a new connection).
+
+        Call with the subscription lock held. Every SUB and UNSUB is written
+        under that lock too, and one written while disconnected (or still
+        buffered when the link was lost) is dropped by the writer: this
+        snapshot is what the new server learns, each subscription once. One
+        with an auto-unsubscribe limit is followed by an UNSUB with the
+        messages it still takes (as nats.go does).
+        """
         frames = []
-        with self._subs.lock:
-            if self._mux is not None:
-                frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
-            for sid, (_, _, subject, _) in self._routes.items():
-                frames.append(sub_frame(subject, b"", sid))
-            for sub, left in self._subs.routed():
-                subject = sub.subject.encode("utf-8", "surrogateescape")
-                frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
-                if left is not None:
-                    frames.append(b"UNSUB %d %d\r\n" % (sub.sid, left))
+        if self._mux is not None:
+            frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
+        for sid, (_, _, subject, _) in self._routes.items():
+            frames.append(sub_frame(subject, b"", sid))
+        for sub, left in self._subs.routed():
+            subject = sub.subject.encode("utf-8", "surrogateescape")
+            frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
+            if left is not None:
+                frames.append(b"UNSUB %d %d\r\n" % (sub.sid, left))
         return b"".join(frames)
 
     def _reader_crashed(self, exc: BaseException) -> None:

@@ -33,6 +33,8 @@ class SubscriptionTable:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self._subs: dict[int, Subscription] = {}
+        # Routed, but the server was told to stop (a drain): not sent to the next server.
+        self._stopped: set[int] = set()
         self._next_sid = 1
 
     def __len__(self) -> int:
@@ -54,17 +56,21 @@ class SubscriptionTable:
         self._next_sid += 1
         return sid
 
-    def add(self, make: Callable[[int], Subscription]) -> Subscription:
+    def add(
+        self, make: Callable[[int], Subscription], send: Callable[[Subscription], object]
+    ) -> Subscription:
         """Route a new subscription: ``make(sid)`` builds it with a fresh sid.
 
         ``make`` runs outside the lock (it may start the callback thread);
-        nothing arrives for the sid before its SUB frame is sent, after this.
+        ``send(sub)`` (its SUB frame) runs under it, so the subscription is in
+        a reconnect's snapshot (:meth:`routed`) or its SUB follows it, never both.
         """
         with self.lock:
             sid = self.new_sid()
         sub = make(sid)
         with self.lock:
             self._subs[sid] = sub
+            send(sub)
         return sub
 
     def deliver(
@@ -96,6 +102,7 @@ class SubscriptionTable:
                 if ended:
                     msgs = msgs[:room]
                     del subs[sid]
+                    self._stopped.discard(sid)
                 sub._received += len(msgs)
                 if sub._inline is not None:
                     inline.append((sub._inline, msgs))
@@ -105,15 +112,15 @@ class SubscriptionTable:
                     queue.close()
         return slow, inline
 
-    def limit(self, sub: Subscription, limit: int) -> bool:
+    def limit(self, sub: Subscription, limit: int, send: Callable[[], object]) -> bool:
         """Let ``sub`` receive ``limit`` messages in total, then stop routing it.
 
         When it already received that many, it stops at once and its queue
         keeps only the messages that, with those already taken, make
-        ``limit``.
+        ``limit``. Otherwise ``send()`` (its UNSUB with the limit) runs under the lock.
 
         Returns:
-            True when the limit lies ahead (the server is to be told),
+            True when the limit lies ahead (the server was told),
             False when the subscription stopped now (or was already gone).
         """
         with self.lock:
@@ -121,16 +128,32 @@ class SubscriptionTable:
                 return False
             if limit > sub._received:
                 sub._max = limit
+                send()
                 return True
             del self._subs[sub.sid]
+            self._stopped.discard(sub.sid)
             sub._queue.close_at(sub._received, limit)
             return False
 
-    def remove(self, sub: Subscription, discard: bool) -> None:
-        """Stop routing ``sub`` and close its queue (``discard``: drop what is pending)."""
+    def remove(
+        self, sub: Subscription, discard: bool, send: Callable[[], object] | None = None
+    ) -> None:
+        """Stop routing ``sub`` and close its queue (``discard``: drop what is pending);
+        then ``send()`` (its UNSUB), under the lock."""
         with self.lock:
             self._subs.pop(sub.sid, None)
+            self._stopped.discard(sub.sid)
             sub._queue.close(discard=discard)
+            if send is not None:
+                send()
+
+    def stop_interest(self, sub: Subscription, send: Callable[[], object]) -> None:
+        """Keep routing ``sub`` but leave it out of the next server's (a drain); ``send()``
+        (its UNSUB) runs under the lock."""
+        with self.lock:
+            if sub.sid in self._subs:
+                self._stopped.add(sub.sid)
+            send()
 
     def remove_all(self, reason: BaseException) -> list[Subscription]:
         """Stop routing every subscription and close its queue (the client closed).
@@ -141,17 +164,22 @@ class SubscriptionTable:
         with self.lock:
             subs = list(self._subs.values())
             self._subs.clear()
+            self._stopped.clear()
             for sub in subs:
                 sub._queue.close(discard=True, reason=reason)
         return subs
 
     def routed(self) -> list[tuple[Subscription, int | None]]:
-        """Each routed subscription with how many more messages it may receive.
+        """Each subscription the next server is to get, with how many more messages it
+        may receive.
 
-        ``None`` means no limit. Call with :attr:`lock` held (the client adds
-        its request multiplexer's frame to the same snapshot).
+        ``None`` means no limit. A drained subscription (see :meth:`stop_interest`)
+        is left out. Call with :attr:`lock` held (the client adds its request
+        multiplexer's frame to the same snapshot, and attaches the new link).
         """
+        stopped = self._stopped
         return [
             (sub, None if sub._max is None else sub._max - sub._received)
-            for sub in self._subs.values()
+            for sid, sub in self._subs.items()
+            if sid not in stopped
         ]

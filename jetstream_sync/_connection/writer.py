@@ -121,6 +121,9 @@ class Writer:
         self._ping_ends: deque[int] = deque()
         # Where the last PONG queued ends (same count); past bytes_out: still in _buf.
         self._pong_end = 0
+        # Where each SUB/UNSUB frame written on the current transport starts and ends
+        # (same count); those still in _buf when it is lost are dropped by detach().
+        self._interest: deque[tuple[int, int]] = deque()
         self._transport: Transport | None = None
         self._sending = False
         self._kicked = False  # the flusher was woken and has not run yet
@@ -194,22 +197,58 @@ class Writer:
             )
         self._buf += frame
 
+    def write_interest(self, frame: bytes) -> None:
+        """Queue a SUB or UNSUB in order; never waits for room; dropped while disconnected.
+
+        The subscription table says which subscriptions the next connection
+        gets (the ``preamble`` of :meth:`attach`): a SUB or UNSUB written while
+        disconnected, or written and still buffered when the connection was
+        lost (:meth:`detach` takes those out), is part of it, so it is never
+        sent a second time behind it. The caller holds the table's lock, so a
+        frame is either in its snapshot or written after the attach.
+
+        Raises:
+            ConnectionClosedError: the writer is closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if self._transport is None:
+                return
+            start = self.bytes_out + len(self._buf)
+            spans = self._pruned_interest()
+            self._buf += frame
+            spans += ((start, start + len(frame)),)  # after the frame: no call between
+            self._send_here(False)
+
+    def _pruned_interest(self) -> deque[tuple[int, int]]:
+        """Under the lock: the SUB/UNSUB spans, without those already sent.
+
+        A span is recorded right after its frame is appended, with no call
+        between (a signal handler's exception can land on any call): one
+        recorded for bytes that are not the frame's would drop others.
+        """
+        spans = self._interest
+        while spans and spans[0][1] <= self.bytes_out:
+            spans.popleft()
+        return spans
+
     def write_checked(self, pings: PingTracker, frame: bytes, check: PongWaiter) -> None:
         """Queue a SUB ``frame`` between two PINGs whose PONGs both go to ``check``.
 
         ``PING``, ``frame`` and ``PING`` are appended in one step, under the
         writer's lock and the tracker's, so nothing else is written between
         them (see :mod:`jetstream_sync._connection.pings`). While
-        disconnected only ``frame`` is queued, as by :meth:`write_small`, and
+        disconnected nothing is queued, as by :meth:`write_interest`, and
         ``check`` hears nothing. Never waits for room.
 
         Raises:
             ConnectionClosedError: the writer is closed.
-            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
         """
         with self._lock:
-            if self._transport is None or self._closed:
-                self._append_small(frame)
+            if self._closed:
+                raise ConnectionClosedError("connection closed")
+            if self._transport is None:
                 return
             ends = self._ping_ends
             while ends and ends[0] <= self.bytes_out:
@@ -217,10 +256,12 @@ class Writer:
             framed = _PING + frame + _PING
             first = self.bytes_out + len(self._buf) + len(_PING)
             second = first + len(framed) - len(_PING)
+            spans = self._pruned_interest()
             with pings.lock:
                 pings.register_pair_locked(check)
                 self._buf += framed
                 ends += (first, second)
+                spans += ((first, first + len(frame)),)
             self._send_here(False)
 
     def write_control(self, frame: bytes, urgent: bool = False) -> None:
@@ -503,12 +544,14 @@ class Writer:
     ) -> None:
         """Start sending on ``transport``.
 
-        ``preamble`` goes before what was buffered while disconnected; then,
-        after it, as many PINGs as ``resume()`` (called under the lock) returns.
+        ``preamble`` (the re-subscriptions: SUB and UNSUB frames only) goes
+        before what was buffered while disconnected; then, after it, as many
+        PINGs as ``resume()`` (called under the lock) returns.
         """
         with self._lock:
             if preamble:
                 self._buf[:0] = preamble
+                self._interest += ((self.bytes_out, self.bytes_out + len(preamble)),)
             for _ in range(resume() if resume is not None else 0):
                 self._buf += _PING
                 self._ping_ends.append(self.bytes_out + len(self._buf))
@@ -555,17 +598,22 @@ class Writer:
     def detach(self) -> None:
         """Stop sending (disconnected); writes keep buffering up to the limit.
 
-        The tail of a frame whose start went out on the lost connection is dropped.
+        The tail of a frame whose start went out on the lost connection is
+        dropped, and so are the PINGs (none outlives its connection) and the
+        SUB and UNSUB frames still buffered: the next connection gets every
+        subscription from the table (see :meth:`write_interest`).
         """
         with self._lock:
             start = self.bytes_out + self._partial  # where the bytes to keep start
             del self._buf[: self._partial]
             self._partial = 0
-            for end in reversed(self._ping_ends):  # no buffered PING outlives its connection
-                if end <= start:
-                    break
-                del self._buf[end - start - len(_PING) : end - start]
+            spans = [(end - len(_PING), end) for end in self._ping_ends if end > start]
+            spans += [span for span in self._interest if span[1] > start]
+            spans.sort()
+            for first, end in reversed(spans):
+                del self._buf[first - start : end - start]
             self._ping_ends.clear()
+            self._interest.clear()
             self._pong_end = 0  # positions changed; the next connection's PINGs get PONGs
             self._transport = None
             self._idle.notify_all()
