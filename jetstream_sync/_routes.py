@@ -18,6 +18,9 @@ and columnar publishing (``jetstream/arrow_publish.py``). A route:
   ``(token, payload, header block)`` tuples (:data:`~jetstream_sync._reply.Reply`).
   ``deliver`` must only hand them on: never block, never raise. A reply whose
   token no slot holds is dropped;
+* tells a sink when the request of one of its tokens was dropped unsent
+  (``sink.lost(token, error)``: buffered while disconnected, too big for the
+  server reconnected to), on the reading thread;
 * tells every sink with a slot when its replies can no longer come:
   ``sink.fail(error)``, on the client's events thread, with
   :class:`ConnectionLostError` when the connection drops (one-shot slots are
@@ -60,6 +63,14 @@ class RouteSink(Protocol):
 
     def fail(self, error: NatsError) -> None:
         """Learn that the replies still expected will not come (lost connection or closed)."""
+
+    def lost(self, token: int, error: NatsError) -> None:
+        """Learn that the request of ``token`` was dropped unsent: its reply will not come.
+
+        ``error`` is a :class:`~jetstream_sync.errors.MaxPayloadError`: the request was
+        buffered while disconnected and the server reconnected to accepts less. On the
+        reading thread: never block, never raise, run no user code.
+        """
 
 
 S = TypeVar("S", bound=RouteSink)
@@ -105,7 +116,9 @@ class ReplyRoute(Generic[S]):
             if self._closed:
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
-                self._prefix = self._client.add_reply_route(self._on_replies, self._buffer_handler)
+                self._prefix = self._client.add_reply_route(
+                    self._on_replies, self._buffer_handler, self._on_dropped
+                )
                 self._client.add_status_listener(self._on_status)
             return self._prefix
 
@@ -187,6 +200,20 @@ class ReplyRoute(Generic[S]):
             group.append(reply)
         for sink, own in groups.items():
             sink.deliver(own)
+
+    def _on_dropped(self, text: str, error: BaseException) -> None:
+        """The reading thread: the request of token ``text`` was dropped unsent; its sink
+        hears of it (a one-shot slot is gone with it)."""
+        if not (len(text) <= _MAX_TOKEN_DIGITS and text.isascii() and text.isdigit()):
+            return
+        if not isinstance(error, NatsError):
+            return
+        token = int(text)
+        sink = self._once.pop(token, None)
+        if sink is None:
+            sink = self.lasting_slot(token)[0]
+        if sink is not None:
+            sink.lost(token, error)
 
     def _take_once(self) -> dict[S, None]:
         """Drop every one-shot slot (also those opened meanwhile); their sinks, once each."""

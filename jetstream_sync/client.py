@@ -761,6 +761,7 @@ class Client:
         self,
         handler: Callable[[list[Reply]], object],
         buffer_handler: Callable[[memoryview, int, int], object] | None = None,
+        dropped: Callable[[str, BaseException], object] | None = None,
     ) -> str:
         """Receive the replies to a new inbox as plain tuples, a list per received buffer.
 
@@ -782,6 +783,13 @@ class Client:
         such a buffer in one C call). The same rules hold, and the buffer is
         reused once it returns: it must copy what it keeps.
 
+        With ``dropped``, a publish replied to on the route that was buffered
+        while disconnected and then dropped unsent, because the server
+        reconnected to accepts smaller payloads, is told as
+        ``dropped(token, error)`` (a :class:`MaxPayloadError`), on the reader
+        thread, before ``error_cb`` hears of it: its reply will not come. The
+        same rules hold.
+
         Returns:
             The prefix (``<inbox>.``) to put before a token in a reply subject.
 
@@ -792,7 +800,7 @@ class Client:
         prefix = self.new_inbox() + "."
         # Its SUB never waits for room: a full buffer must not stall this caller
         # (it has no deadline here) nor, through the lock, other subscribers.
-        self._connection.add_route(prefix, handler, buffer_handler)
+        self._connection.add_route(prefix, handler, buffer_handler, dropped)
         self._route_prefixes[prefix] = prefix.encode()
         return prefix
 

@@ -222,6 +222,9 @@ class Connection:
         # Reply routes: sid -> (inbox prefix length, handler, subject, buffer handler or
         # None); copied on write.
         self._routes: dict[int, _ReplyRoute] = {}
+        # Reply routes' prefixes -> what to tell when a request on one was dropped unsent
+        # (see _connection_lost); copied on write.
+        self._route_drops: dict[bytes, Callable[[str, BaseException], object]] = {}
         # Why the client itself shut a link down (stale, a failed write): the
         # reader then sees an end of stream that the server did not cause.
         self._dropped: tuple[Transport, BaseException] | None = None
@@ -477,12 +480,16 @@ class Connection:
         prefix: str,
         handler: Callable[[list[Reply]], object],
         buffer_handler: BufferHandler | None = None,
+        dropped: Callable[[str, BaseException], object] | None = None,
     ) -> None:
         """Subscribe ``<prefix>*`` and hand its replies to ``handler`` (reader thread).
 
         See ``Client.add_reply_route``. The SUB never waits for room in the
-        write buffer (the subscription lock is held).
+        write buffer (the subscription lock is held). ``dropped(token, error)``
+        hears of a request on the route dropped unsent (see :meth:`_drop_too_big`).
         """
+        if dropped is not None:
+            self._route_drops = {**self._route_drops, prefix.encode(): dropped}
         with self._subs.lock:
             sid = self._subs.new_sid()
             subject = prefix.encode() + b"*"
@@ -839,13 +846,25 @@ class Connection:
                     f"{size} bytes, and the server reconnected to accepts "
                     f"{self.server_info['max_payload']}"
                 )
-                if self._mux is not None and reply.startswith(self._mux.prefix_bytes):
-                    # A request waiting for the reply to it: it fails now, not at its timeout.
-                    self._mux.fail(reply[len(self._mux.prefix_bytes) :].decode(), refused)
+                self._dropped_unsent(reply, refused)
                 self._report_error(refused)
             self._announce("reconnected")
             return conn
         return None
+
+    def _dropped_unsent(self, reply: bytes, error: MaxPayloadError) -> None:
+        """What waits for the reply to a publish dropped unsent fails now, not at its
+        timeout: a request, or a reply route's request (an async publish's ack)."""
+        if not reply:
+            return
+        mux = self._mux
+        if mux is not None and reply.startswith(mux.prefix_bytes):
+            mux.fail(reply[len(mux.prefix_bytes) :].decode(), _fresh(error))
+            return
+        for prefix, dropped in self._route_drops.items():
+            if reply.startswith(prefix):
+                dropped(reply[len(prefix) :].decode("utf-8", "surrogateescape"), _fresh(error))
+                return
 
     def _drop_too_big(self, checked_against: object) -> list[tuple[str, bytes, int]]:
         """Drop the buffered publishes the new server's smaller ``max_payload`` refuses.

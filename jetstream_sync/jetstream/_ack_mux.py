@@ -63,6 +63,7 @@ from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
     ForkedClientError,
+    MaxPayloadError,
     NatsError,
     PermissionViolationError,
     TimeoutError,
@@ -90,8 +91,10 @@ _LOST = (
 
 # What the reader hands the ack thread per ack: the future, then the PubAck of a plain
 # ack (a future someone waits on), or the reply's payload and header block, or the
-# error of a publish the server refused by permission (and None).
-Settle = tuple[PubAckFuture, PubAck | bytes | PermissionViolationError, bytes | None]
+# error of a publish the server refused by permission or the client dropped unsent (and None).
+Settle = tuple[
+    PubAckFuture, PubAck | bytes | PermissionViolationError | MaxPayloadError, bytes | None
+]
 
 
 def _settle(future: PubAckFuture, value: object = None, error: BaseException | None = None) -> None:
@@ -299,7 +302,7 @@ class AckMux:
                 if type(value) is PubAck:
                     _settle(future, value)
                     continue
-                if type(value) is PermissionViolationError:
+                if type(value) is PermissionViolationError or type(value) is MaxPayloadError:
                     _settle(future, error=value)
                     continue
                 assert type(value) is bytes  # a reply's payload
@@ -490,6 +493,22 @@ class AsyncPublisher:
             error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in futures:
             future._resolve(error=error)
+
+    def lost(self, token: int, error: NatsError) -> None:
+        """The reading thread: the publish of ``token`` was dropped unsent (too big for the
+        server reconnected to); its future fails with ``error`` now, on the ack thread."""
+        mux = self._mux
+        assert mux is not None and self._cond is not None  # a window gets tokens once attached
+        with self._lock:
+            future = self._pending.pop(token, None)
+            if future is None:  # failed meanwhile (overdue, lost)
+                return
+            if not self._pending:
+                mux._active.pop(self, None)
+            if self._waiting:
+                self._cond.notify_all()
+        value = error if isinstance(error, MaxPayloadError) else MaxPayloadError(str(error))
+        mux._acks.put([(future, value, None)])
 
     def _take_pending(self) -> list[PubAckFuture]:
         """Under the mux's lock: empty this window and its slots, wake its waiters."""

@@ -30,6 +30,7 @@ from .._subjects import filter_subject
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
+    MaxPayloadError,
     NatsError,
     TimeoutError,
     api_error,
@@ -143,6 +144,10 @@ class PendingBatch:
         """The connection dropped or the client closed: no more replies will come."""
         self._queue.put(error)
 
+    def lost(self, token: int, error: NatsError) -> None:
+        """The request was dropped unsent (too big for the server reconnected to)."""
+        self._queue.put(error)
+
     def replies(self) -> list[Reply]:
         """Block until the batch's closing status reply; return every reply, it included.
 
@@ -171,6 +176,8 @@ class PendingBatch:
                         f"the connection dropped during a batched direct get on "
                         f"{self._stream.name!r}"
                     )
+                if isinstance(got, MaxPayloadError):  # the request was dropped unsent
+                    raise MaxPayloadError(str(got))
                 if isinstance(got, NatsError):
                     raise ConnectionClosedError("the client is closed")
                 out += got

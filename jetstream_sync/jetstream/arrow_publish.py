@@ -178,7 +178,8 @@ class ArrowPublisher:
         self._ack_wait = ack_wait
         self._route = client.shared_resource(_RESOURCE_KEY, _AckRoute).route
         # Each received buffer's acks, or the error that says no more will come.
-        self._acks: queue.SimpleQueue[list[Reply] | _AckGroup | NatsError] = queue.SimpleQueue()
+        self._acks: queue.SimpleQueue[list[Reply] | _AckGroup | NatsError | tuple[int, NatsError]]
+        self._acks = queue.SimpleQueue()
         self._base = self._route.open(self, ROW_TOKENS)
         self._reply = self._route.prefix.encode()
         self._acked = bytearray()  # per row: 1 once its success ack came
@@ -290,6 +291,11 @@ class ArrowPublisher:
         """The connection dropped or the client closed: the acks still due will not come."""
         self._acks.put(error)
 
+    def lost(self, token: int, error: NatsError) -> None:
+        """The reading thread: the row of ``token`` was dropped unsent (too big for the
+        server reconnected to); its ack will not come."""
+        self._acks.put((token, error))
+
     def _take_ready(self) -> None:
         """Settle the acks that already arrived, without waiting."""
         acks = self._acks
@@ -311,8 +317,11 @@ class ArrowPublisher:
             if self._settle(item):
                 due = time.monotonic() + self._ack_wait
 
-    def _settle(self, item: list[Reply] | _AckGroup | NatsError) -> bool:
+    def _settle(self, item: list[Reply] | _AckGroup | NatsError | tuple[int, NatsError]) -> bool:
         """Count the acks of one received buffer; True when one was for a waiting row."""
+        if isinstance(item, tuple):  # a row dropped unsent: see lost()
+            token, error = item
+            raise self._row_error(token - self._base, error)
         if isinstance(item, NatsError):  # lost connection, or closed client
             if self.waiting:
                 what = (
