@@ -16,6 +16,7 @@ import os
 import ssl
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -43,7 +44,7 @@ from ..errors import (
 )
 from ..msg import AckSender, Msg, received
 from .handshake import Connected, HandshakeOptions, handshake, parse_info
-from .pings import PingTracker, SubscribeCheck
+from .pings import PingTracker, ResubscribeCheck, SubscribeCheck
 from .reader import Reader
 from .request_mux import ReplyWaiter, RequestMux
 from .sub_table import SubscriptionTable
@@ -53,6 +54,7 @@ from .writer import CooperativeWriter, Writer
 if TYPE_CHECKING:
     from .._server_pool import ServerAddress
     from ..subscription import Subscription
+    from .pings import PongWaiter
     from .read_role import FastReply, Ready
     from .transport import Transport
 
@@ -836,8 +838,10 @@ class Connection:
                 self.reconnecting = False
                 too_big = self._drop_too_big(checked_against)
                 with self._subs.lock:  # no SUB or UNSUB between the snapshot and the attach
-                    preamble = self._resubscribe_frames()
-                    self._writer.attach(conn.transport, preamble, self._pings.resume)
+                    preamble, check = self._resubscribe_frames()
+                    self._writer.attach(
+                        conn.transport, preamble, partial(self._pings.resume, check)
+                    )
                 self.reconnects += 1
             log.info("reconnected to %s", conn.address.url())
             for subject, reply, size in too_big:
@@ -879,27 +883,65 @@ class Connection:
             return []
         return self._writer.drop_too_big(limit)
 
-    def _resubscribe_frames(self) -> bytes:
-        """SUB frames for every live subscription (sent first on a new connection).
+    def _resubscribe_frames(self) -> tuple[bytes, list[PongWaiter]]:
+        """SUB frames for every live subscription (sent first on a new connection), and
+        what stands for the PINGs between them.
 
         Call with the subscription lock held. Every SUB and UNSUB is written
         under that lock too, and one written while disconnected (or still
         buffered when the link was lost) is dropped by the writer: this
         snapshot is what the new server learns, each subscription once. One
         with an auto-unsubscribe limit is followed by an UNSUB with the
-        messages it still takes (as nats.go does).
+        messages it still takes (as nats.go does). A PING goes before, between
+        and after the SUBs, so a refusal at the subscription limit is known
+        per SUB (:class:`ResubscribeCheck`, :meth:`_resubscription_refused`).
         """
-        frames = []
+        frames = [b"PING\r\n"]
+        what: list[RequestMux | bytes | Subscription] = []
         if self._mux is not None:
-            frames.append(sub_frame(self._mux.subject.encode(), b"", self._mux_sid))
+            frames += (sub_frame(self._mux.subject.encode(), b"", self._mux_sid), b"PING\r\n")
+            what.append(self._mux)
         for sid, (_, _, subject, _) in self._routes.items():
-            frames.append(sub_frame(subject, b"", sid))
+            frames += (sub_frame(subject, b"", sid), b"PING\r\n")
+            what.append(subject)
         for sub, left in self._subs.routed():
             subject = sub.subject.encode("utf-8", "surrogateescape")
             frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
             if left is not None:
                 frames.append(b"UNSUB %d %d\r\n" % (sub.sid, left))
-        return b"".join(frames)
+            frames.append(b"PING\r\n")
+            what.append(sub)
+        if not what:
+            return b"", []
+        check = ResubscribeCheck(self._refusals, lambda k: self._resubscription_refused(what[k]))
+        return b"".join(frames), [check] * (len(what) + 1)
+
+    def _resubscription_refused(self, what: RequestMux | bytes | Subscription) -> None:
+        """The reading thread: the server reconnected to refused a re-subscription at its
+        subscription limit. A subscription stops (its ``next_msg()`` raises once what is
+        pending is read), the requests' inbox is subscribed again by the next request;
+        ``error_cb`` hears which subject."""
+        if isinstance(what, RequestMux):
+            self._inbox_refused(what)
+            return
+        text = (
+            "server error: maximum subscriptions exceeded: the server reconnected to refused "
+            "the subscription to {!r} (this connection has all the subscriptions it may "
+            "have){}"
+        )
+        if isinstance(what, bytes):
+            subject = what.decode("utf-8", "surrogateescape")
+            self._report_error(
+                MaxSubscriptionsExceededError(
+                    text.format(subject, "; the replies to this client's inbox will not come")
+                )
+            )
+            return
+        error = MaxSubscriptionsExceededError(
+            text.format(what.subject, "; it receives nothing: subscribe again once there is room")
+        )
+        if self._subs.refuse(what, error):
+            self._report_error(_fresh(error))
 
     def _reader_crashed(self, exc: BaseException) -> None:
         """Reader thread: reading or reconnecting failed on a bug; close rather than go deaf.

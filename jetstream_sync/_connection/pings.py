@@ -25,13 +25,20 @@ two PINGs, with nothing else between them, was refused exactly when such an
 the first PONG, that of a later SUB after the second. A :class:`SubscribeCheck`
 stands for both PINGs in the FIFO; ``Writer.write_checked`` writes ``PING SUB
 PING`` in one step. It costs two PINGs and no wait.
+
+The re-subscription sent first on a new connection is checked the same way,
+one PING between each two SUBs (``PING SUB1 PING SUB2 ... SUBn PING``): a
+:class:`ResubscribeCheck` stands for its ``n + 1`` PINGs, and the -ERRs that
+arrive between the PONGs ``k`` and ``k + 1`` are those of ``SUBk``. A server
+that came back with a lower limit refuses the subscriptions past it: each is
+then named, not left looking alive.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from .request_mux import ReplyWaiter
@@ -113,13 +120,16 @@ class PingTracker:
             if waiter is not None and waiter is not _ABANDONED:
                 waiter.fail(error)
 
-    def resume(self) -> int:
+    def resume(self, first: Sequence[PongWaiter] = ()) -> int:
         """A new connection is up: return how many deferred PINGs to send on it.
 
-        Called by ``Writer.attach`` under the writer's lock.
+        ``first`` stands for the PINGs of the re-subscription sent before them
+        (see :class:`ResubscribeCheck`). Called by ``Writer.attach`` under the
+        writer's lock.
         """
         with self.lock:
             deferred, self._deferred = self._deferred, []
+            self._in_flight.extend(first)
             self._in_flight.extend(deferred)
             return len(deferred)
 
@@ -163,3 +173,33 @@ class SubscribeCheck:
         (The requests' inbox is the first SUB sent on the next connection, which
         only a limit of 0, a JWT user or an account allowed no subscription, refuses.)
         """
+
+
+class ResubscribeCheck:
+    """The PONGs of a re-subscription's ``n + 1`` PINGs: calls ``refused(k)`` for each
+    of its ``n`` SUBs the server refused at the subscription limit (see the module
+    docstring).
+
+    Args:
+        refusals: as for :class:`SubscribeCheck`.
+        refused: called on the reading thread with the index of a refused SUB.
+    """
+
+    __slots__ = ("_refusals", "_refused", "_next", "_count")
+
+    def __init__(self, refusals: Callable[[], int], refused: Callable[[int], object]) -> None:
+        self._refusals = refusals
+        self._refused = refused
+        self._next = -1  # the SUB the next PONG closes the window of (-1: none yet)
+        self._count = 0  # the refusals counted at the last PONG
+
+    def deliver(self, msg: None) -> None:
+        """A PONG (the reading thread): it closes one SUB's window and opens the next."""
+        count = self._refusals()
+        if self._next >= 0 and count > self._count:
+            self._refused(self._next)
+        self._next += 1
+        self._count = count
+
+    def fail(self, error: BaseException) -> None:
+        """The connection dropped first: the next one re-subscribes all again."""

@@ -155,6 +155,17 @@ class SubscriptionTable:
                 self._stopped.add(sub.sid)
             send()
 
+    def refuse(self, sub: Subscription, reason: BaseException) -> bool:
+        """The server refused ``sub`` (a re-subscription): stop routing it; what is pending
+        is still read, then its queue raises ``reason``. False when it was already gone."""
+        with self.lock:
+            if self._subs.get(sub.sid) is not sub:
+                return False
+            del self._subs[sub.sid]
+            self._stopped.discard(sub.sid)
+            sub._queue.close(reason=reason)
+        return True
+
     def remove_all(self, reason: BaseException) -> list[Subscription]:
         """Stop routing every subscription and close its queue (the client closed).
 

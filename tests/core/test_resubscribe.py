@@ -11,6 +11,7 @@ started again on the same port; what it holds is read off its ``/connz``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,26 @@ def test_a_subscription_draining_over_the_reconnect_is_not_re_subscribed(
     thread.join(15)
     assert drained == [None]
     assert [s["subject"] for s in _subs(server)] == ["resub.keep"]
+
+
+def test_a_subscription_the_new_server_refuses_does_not_look_alive(server, nc, events):
+    """The server comes back with a lower max_subscriptions: the re-subscriptions past it
+    are refused; error_cb hears which subject, and next_msg() on them raises at once."""
+    subs = [nc.subscribe(f"resub.{i}") for i in range(LIMIT)]
+    nc.flush()
+    _outage(server, events)
+    server.extra_config = ["max_subscriptions: 1"]
+    _back(server, events, nc)
+    named = wait_for(
+        lambda: [e for e in _refusals(events) if "resub." in str(e)],
+        message=lambda: repr(events.errors),
+    )
+    assert {str(e).split("'")[1] for e in named} == {"resub.1", "resub.2"}, named
+    started = time.monotonic()
+    for sub in subs[1:]:
+        with pytest.raises(js.MaxSubscriptionsExceededError, match=sub.subject):
+            sub.next_msg(timeout=10)
+    assert time.monotonic() - started < 5
+    nc.publish("resub.0", b"kept")
+    assert subs[0].next_msg(timeout=5).data == b"kept"
+    assert [s["subject"] for s in _subs(server)] == ["resub.0"]
