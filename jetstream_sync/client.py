@@ -209,10 +209,9 @@ class Client:
             info_changed=self._info_changed,
             lost=self._close,
         )
-        # The connection's send verbs, bound here for the hot paths (one attribute
-        # read per publish): the writer's own methods, bound by _connect().
+        # The connection's send verb, bound here for the hot paths (one attribute
+        # read per publish): the writer's own method, bound by _connect().
         self._send = self._connection.send
-        self._send_small = self._connection.send_small
 
     # ------------------------------------------------------------------ connect
 
@@ -224,7 +223,7 @@ class Client:
         except BaseException:
             self._events.stop()
             raise
-        self._send, self._send_small = connection.send, connection.send_small
+        self._send = connection.send
         _live_clients.add(self)
         try:  # the server's limit is known now; every inbox must fit in its lines
             _subjects.check_control_line(

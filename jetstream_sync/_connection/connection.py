@@ -153,8 +153,8 @@ class Connection:
     request mux, subscription table, server pool): the client reaches none of
     them, only the verbs below (a layering test holds it to that).
 
-    The verbs: :attr:`send` and :attr:`send_small` (the writer's own methods,
-    bound by :meth:`open`: nothing of ours between a publish and the buffer),
+    The verbs: :attr:`send` (the writer's own method, bound by :meth:`open`:
+    nothing of ours between a publish and the buffer),
     :attr:`has_reply_inbox`, :meth:`new_reply` and :meth:`request`,
     :meth:`read_until`, :meth:`flush`, :meth:`wait_drained`, :meth:`subscribe`,
     :meth:`unsubscribe`, :meth:`stop_interest`, :meth:`stop_routing`,
@@ -205,7 +205,6 @@ class Connection:
         # pool, writer and reader are set by open() before the client is handed
         # out; None only on a client that never connected (close() allows it).
         self.send: Callable[..., None] = _not_open  # Writer.write, bound by open()
-        self.send_small: Callable[[bytes], None] = _not_open  # Writer.write_small
         self._pool: ServerPool = None  # type: ignore[assignment]
         self._writer: Writer = None  # type: ignore[assignment]
         self._reader: Reader = None  # type: ignore[assignment]
@@ -266,7 +265,7 @@ class Connection:
         writer = CooperativeWriter if self.wait_mode.cooperative else Writer
         self._writer = writer(self._write_failed, options.reconnect_buf_size, f"{tag}-writer")
         self._writer.attach(conn.transport)
-        self.send, self.send_small = self._writer.write, self._writer.write_small
+        self.send = self._writer.write
         self._reader = Reader(
             conn, self._route, self._connection_lost, f"{tag}-reader", self._reader_crashed,
             self.wait_mode.cooperative,

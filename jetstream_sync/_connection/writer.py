@@ -20,7 +20,7 @@ a ``TimeoutError``); a frame is appended whole or not at all. ``write_control`` 
 buffer is. A PONG is not queued while an earlier one still waits in the
 buffer: the server resets its count of PINGs out on any PONG, so the waiting
 one answers them all, and a server that sends PINGs but reads nothing cannot
-make the buffer grow. Neither does ``write_small`` wait (SUB, UNSUB: a few
+make the buffer grow. Neither does ``write_interest`` wait (SUB, UNSUB: a few
 bytes, from calls such as ``subscribe()`` that have no timeout to wait by); it
 appends in order.
 
@@ -172,30 +172,6 @@ class Writer:
                     self._kick.release()
                 return
         self._send_now()
-
-    def write_small(self, frame: bytes) -> None:
-        """Queue a SUB or UNSUB in order; never waits for room.
-
-        Over :data:`HIGH_WATER` it is appended anyway (a few bytes). While
-        disconnected the reconnect buffer's limit applies as for :meth:`write`.
-
-        Raises:
-            ConnectionClosedError: the writer is closed.
-            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
-        """
-        with self._lock:
-            self._append_small(frame)
-            self._send_here(False)
-
-    def _append_small(self, frame: bytes) -> None:
-        """:meth:`write_small`'s append, under the lock."""
-        if self._closed:
-            raise ConnectionClosedError("connection closed")
-        if self._transport is None and len(self._buf) + len(frame) > self._reconnect_buf_size:
-            raise ReconnectBufferFullError(
-                f"reconnect buffer full ({self._reconnect_buf_size} bytes) while disconnected"
-            )
-        self._buf += frame
 
     def write_interest(self, frame: bytes) -> None:
         """Queue a SUB or UNSUB in order; never waits for room; dropped while disconnected.

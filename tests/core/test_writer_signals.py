@@ -134,7 +134,7 @@ def test_a_frame_queued_without_its_kick_is_sent_by_the_flusher_within_a_slice(w
 
     monkeypatch.setattr(Writer, "_send_here", interrupted)
     with pytest.raises(Interrupted):
-        writer.write_small(b"SUB signals.w 1\r\n")
+        writer.write_interest(b"SUB signals.w 1\r\n")
     assert writer._buf == b"SUB signals.w 1\r\n" and not writer._kicked
     wait_for(lambda: peer.got(b"SUB signals.w 1\r\n"), timeout=10)
     assert not writer._sending and not writer._buf
