@@ -22,12 +22,20 @@ and columnar publishing (``jetstream/arrow_publish.py``). A route:
   (``sink.lost(token, error)``: buffered while disconnected, too big for the
   server reconnected to), on the reading thread;
 * tells every sink with a slot when its replies can no longer come:
-  ``sink.fail(error)``, on the client's events thread, with
-  :class:`ConnectionLostError` when the connection drops (one-shot slots are
-  dropped then: their replies were addressed to the old connection; lasting
-  slots stay until released), and with :class:`ConnectionClosedError` when the
-  client closes (every slot is dropped). ``fail`` may run user code; it is
-  called outside the route's lock.
+  ``sink.fail(error, below)``, on the client's events thread, with
+  :class:`ConnectionLostError` when the connection drops, and with
+  :class:`ConnectionClosedError` when the client closes (every slot is
+  dropped; ``below`` is None). ``fail`` may run user code; it is called
+  outside the route's lock.
+
+  A loss concerns only the requests that may have gone out on the lost link.
+  The reading thread marks the token counter as soon as the writer stopped
+  sending on it (``link_lost``, before the status handler runs, maybe much
+  later): a token given out after the mark is that of a request written
+  after the loss, buffered for the next link, whose reply will come. So the
+  status handler drops the one-shot slots below the mark only, fails the
+  sinks of those and of the lasting slots opened below it, and tells each
+  ``below``: the tokens under it are lost, the others still expected;
 
 A user that decodes a buffer of nothing but its own replies in one C call (the
 acks) passes ``buffer_handler`` (see :meth:`Client.add_reply_route`) and looks
@@ -61,8 +69,12 @@ class RouteSink(Protocol):
     def deliver(self, replies: list[Reply]) -> None:
         """Take this sink's replies of one buffer (the reading thread: never block or raise)."""
 
-    def fail(self, error: NatsError) -> None:
-        """Learn that the replies still expected will not come (lost connection or closed)."""
+    def fail(self, error: NatsError, below: int | None = None) -> None:
+        """Learn that the replies still expected will not come (lost connection or closed).
+
+        ``below``: only those of the tokens under it (the others' requests were
+        written after the loss, for the next link); None: all of them.
+        """
 
     def lost(self, token: int, error: NatsError) -> None:
         """Learn that the request of ``token`` was dropped unsent: its reply will not come.
@@ -98,6 +110,9 @@ class ReplyRoute(Generic[S]):
         self._firsts: list[int] = []  # the lasting slots' first tokens, sorted
         self._prefix: str | None = None
         self._closed = False
+        # The first token given out after the last lost link (see link_lost): the
+        # requests of lower tokens may have gone out on a lost link.
+        self._lost_below = 0
         #: ``take(token, default)``: pop the one-shot slot of ``token`` and return its
         #: sink (for a ``buffer_handler``, which reads tokens itself).
         self.take = self._once.pop
@@ -117,7 +132,7 @@ class ReplyRoute(Generic[S]):
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
                 self._prefix = self._client.add_reply_route(
-                    self._on_replies, self._buffer_handler, self._on_dropped
+                    self._on_replies, self._buffer_handler, self._on_dropped, self._on_link_lost
                 )
                 self._client.add_status_listener(self._on_status)
             return self._prefix
@@ -215,10 +230,24 @@ class ReplyRoute(Generic[S]):
         if sink is not None:
             sink.lost(token, error)
 
-    def _take_once(self) -> dict[S, None]:
-        """Drop every one-shot slot (also those opened meanwhile); their sinks, once each."""
+    def _on_link_lost(self) -> None:
+        """The reading thread, once the writer stopped sending on a lost link: a token
+        given out from now on is that of a request written for the next link."""
+        with self._lock:  # open() replaces the counter under it
+            self._lost_below = next(self._tokens)
+
+    def _take_once(self, below: int | None = None) -> dict[S, None]:
+        """Drop every one-shot slot (also those opened meanwhile), or those of the tokens
+        under ``below``; their sinks, once each."""
         sinks: dict[S, None] = {}
         once = self._once
+        if below is not None:
+            pop = once.pop
+            for token in [t for t in list(once) if t < below]:  # list(): one C call
+                sink = pop(token, None)
+                if sink is not None:  # else taken by the reading thread meanwhile
+                    sinks[sink] = None
+            return sinks
         while once:
             try:
                 sinks[once.popitem()[1]] = None
@@ -227,15 +256,16 @@ class ReplyRoute(Generic[S]):
         return sinks
 
     def _on_status(self, status: str) -> None:
-        """Events thread: the replies of the dropped connection will not come."""
+        """Events thread: the replies to what went out on the lost link will not come."""
         if status != "disconnected":
             return
-        sinks = self._take_once()
+        below = self._lost_below  # the latest loss's mark: it covers the earlier ones
+        sinks = self._take_once(below)
         with self._lock:
-            sinks.update((sink, None) for _, sink in self._lasting.values())
+            sinks.update((sink, None) for first, (_, sink) in self._lasting.items() if first < below)
         error = ConnectionLostError("the connection dropped before the reply arrived")
         for sink in sinks:
-            sink.fail(error)
+            sink.fail(error, below)
 
     def close(self) -> None:
         """Fail every slot's sink and stop routing (the client closes); idempotent."""
@@ -251,4 +281,4 @@ class ReplyRoute(Generic[S]):
         self._client.remove_status_listener(self._on_status)
         error = ConnectionClosedError("the client closed before the reply arrived")
         for sink in sinks:
-            sink.fail(error)
+            sink.fail(error, None)

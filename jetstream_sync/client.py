@@ -761,6 +761,7 @@ class Client:
         handler: Callable[[list[Reply]], object],
         buffer_handler: Callable[[memoryview, int, int], object] | None = None,
         dropped: Callable[[str, BaseException], object] | None = None,
+        link_lost: Callable[[], object] | None = None,
     ) -> str:
         """Receive the replies to a new inbox as plain tuples, a list per received buffer.
 
@@ -789,6 +790,12 @@ class Client:
         thread, before ``error_cb`` hears of it: its reply will not come. The
         same rules hold.
 
+        With ``link_lost``, ``link_lost()`` is called on the reader thread when
+        the connection drops, as soon as nothing more is written on the lost
+        link and before the ``"disconnected"`` status listeners run (maybe
+        much later, on the events thread): a request written from then on is
+        buffered for the next link and its reply will come. The same rules hold.
+
         Returns:
             The prefix (``<inbox>.``) to put before a token in a reply subject.
 
@@ -799,7 +806,7 @@ class Client:
         prefix = self.new_inbox() + "."
         # Its SUB never waits for room: a full buffer must not stall this caller
         # (it has no deadline here) nor, through the lock, other subscribers.
-        self._connection.add_route(prefix, handler, buffer_handler, dropped)
+        self._connection.add_route(prefix, handler, buffer_handler, dropped, link_lost)
         self._route_prefixes[prefix] = prefix.encode()
         return prefix
 

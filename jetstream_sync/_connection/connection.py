@@ -226,6 +226,9 @@ class Connection:
         # Reply routes' prefixes -> what to tell when a request on one was dropped unsent
         # (see _connection_lost); copied on write.
         self._route_drops: dict[bytes, Callable[[str, BaseException], object]] = {}
+        # Reply routes' prefixes -> what to tell once the writer stopped sending on a
+        # lost link (see _connection_lost); copied on write.
+        self._route_losses: dict[bytes, Callable[[], object]] = {}
         # Why the client itself shut a link down (stale, a failed write): the
         # reader then sees an end of stream that the server did not cause.
         self._dropped: tuple[Transport, BaseException] | None = None
@@ -482,15 +485,20 @@ class Connection:
         handler: Callable[[list[Reply]], object],
         buffer_handler: BufferHandler | None = None,
         dropped: Callable[[str, BaseException], object] | None = None,
+        link_lost: Callable[[], object] | None = None,
     ) -> None:
         """Subscribe ``<prefix>*`` and hand its replies to ``handler`` (reader thread).
 
         See ``Client.add_reply_route``. The SUB never waits for room in the
         write buffer (the subscription lock is held). ``dropped(token, error)``
-        hears of a request on the route dropped unsent (see :meth:`_drop_too_big`).
+        hears of a request on the route dropped unsent (see :meth:`_drop_too_big`);
+        ``link_lost()`` that the writer stopped sending on a lost link (see
+        :meth:`_connection_lost`).
         """
         if dropped is not None:
             self._route_drops = {**self._route_drops, prefix.encode(): dropped}
+        if link_lost is not None:
+            self._route_losses = {**self._route_losses, prefix.encode(): link_lost}
         with self._subs.lock:
             sid = self._subs.new_sid()
             subject = prefix.encode() + b"*"
@@ -771,6 +779,10 @@ class Connection:
         if not self.closing.is_set():
             self.reconnecting = True  # before the writer detaches: is_connected must say False
         self._writer.detach()  # drops the PINGs still buffered: failed just below
+        # From here on a write is buffered for the next link: the reply routes mark
+        # where that starts, before "disconnected" fails what went out on this one.
+        for link_lost in self._route_losses.values():
+            link_lost()
         old = self.current
         dropped, self._dropped = self._dropped, None
         if dropped is not None and old is not None and dropped[0] is old.transport:

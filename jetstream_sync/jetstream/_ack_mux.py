@@ -38,8 +38,11 @@ Threads:
 Acks that came in a buffer with other messages reach their windows through
 the route, as tuples (:meth:`AsyncPublisher.deliver`), and are settled the same
 way. When the connection drops, the route fails every window with a pending
-future, and each of those futures fails with :class:`ConnectionLostError` (its
-ack was addressed to the old connection); when the client closes, with
+future that may have gone out on the lost link, and each of those futures
+fails with :class:`ConnectionLostError` (its ack was addressed to the old
+connection); a future published once the loss was known (its message buffered
+for the next link) stays pending and gets its ack after the reconnect (see
+``_routes.py``). When the client closes, every future fails with
 :class:`ConnectionClosedError`.
 """
 
@@ -481,12 +484,14 @@ class AsyncPublisher:
         if later:
             mux._acks.put(later)
 
-    def fail(self, error: NatsError) -> None:
-        """Events thread or the closer: fail every pending future; their acks will not come."""
+    def fail(self, error: NatsError, below: int | None = None) -> None:
+        """Events thread or the closer: fail the pending futures whose acks will not come:
+        all of them, or those of the tokens under ``below`` (a lost link's: the others'
+        publishes were buffered after the loss and go out on the next link)."""
         mux = self._mux
         assert mux is not None  # a window gets tokens only once attached
         with self._lock:
-            futures = self._take_pending()
+            futures = self._take_pending() if below is None else self._take_below(below)
         if isinstance(error, ConnectionLostError):
             error = ConnectionLostError(_LOST)
         else:
@@ -509,6 +514,23 @@ class AsyncPublisher:
                 self._cond.notify_all()
         value = error if isinstance(error, MaxPayloadError) else MaxPayloadError(str(error))
         mux._acks.put([(future, value, None)])
+
+    def _take_below(self, below: int) -> list[PubAckFuture]:
+        """Under the mux's lock: take the futures of the tokens under ``below`` out of this
+        window and their slots, wake its waiters."""
+        mux = self._mux
+        assert mux is not None and self._cond is not None  # attached
+        pending = self._pending
+        tokens = [token for token in pending if token < below]
+        if len(tokens) == len(pending):
+            return self._take_pending()
+        take = mux._route.take
+        futures = []
+        for token in tokens:
+            take(token, None)
+            futures.append(pending.pop(token))
+        self._cond.notify_all()
+        return futures
 
     def _take_pending(self) -> list[PubAckFuture]:
         """Under the mux's lock: empty this window and its slots, wake its waiters."""

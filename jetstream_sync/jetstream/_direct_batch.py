@@ -140,7 +140,7 @@ class PendingBatch:
         """The reading thread: this request's replies of one buffer."""
         self._queue.put(replies)
 
-    def fail(self, error: NatsError) -> None:
+    def fail(self, error: NatsError, below: int | None = None) -> None:
         """The connection dropped or the client closed: no more replies will come."""
         self._queue.put(error)
 

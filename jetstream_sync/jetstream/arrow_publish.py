@@ -287,7 +287,7 @@ class ArrowPublisher:
         """The reading thread: this publisher's acks of a buffer of nothing but acks."""
         self._acks.put(group)
 
-    def fail(self, error: NatsError) -> None:
+    def fail(self, error: NatsError, below: int | None = None) -> None:
         """The connection dropped or the client closed: the acks still due will not come."""
         self._acks.put(error)
 

@@ -24,7 +24,10 @@ class Sink:
     def deliver(self, replies: list) -> None:
         self.got.put(replies)
 
-    def fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException, below: int | None = None) -> None:
+        self.failures.append(error)
+
+    def lost(self, token: int, error: BaseException) -> None:
         self.failures.append(error)
 
     def tokens(self, count: int) -> list[str]:

@@ -1,0 +1,68 @@
+"""publish_async over an outage: which futures fail, and which get their PubAck after it.
+
+A future whose frame may have gone out on the link that was lost fails with
+:class:`ConnectionLostError` (its ack was addressed to that link). One whose
+frame was buffered once the loss was known goes out on the next link: it stays
+pending and gets its PubAck after the reconnect, though the status handler that
+fails the others runs later, on the client's events thread. The server is
+stopped and started again on the same port.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.faults import FAST, Events, stored_payloads
+from tests.fixtures.server import NatsServer
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A JetStream server with a stream on ``gap.>``, to be restarted on its port."""
+    server = NatsServer(directory=tmp_path).start()
+    with js.connect(server.url) as admin:
+        admin.jetstream().create_stream(name="GAP", subjects=["gap.>"])
+    yield server
+    server.stop()
+
+
+class HeldEvents(Events):
+    """:class:`Events` whose ``disconnected_cb`` holds the events thread until released:
+    the connection's own status handlers, which run after it, wait meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def _disconnected(self) -> None:
+        self.holding.set()
+        self.release.wait(30)
+        super()._disconnected()
+
+
+def test_a_publish_buffered_after_the_loss_gets_its_ack_after_the_reconnect(server):
+    """publish_async once the loss was noticed, before the disconnect handler ran: every
+    future resolves to a PubAck after the reconnect, and the stream holds each message once."""
+    events = HeldEvents()
+    with js.connect(server.url, **FAST, **events.callbacks()) as nc:
+        ctx = nc.jetstream(ack_timeout=30)
+        assert ctx.publish_async("gap.warm", b"warm").result(timeout=10).seq == 1
+        server.stop(keep_store=True)
+        assert events.holding.wait(10)  # the reader saw the loss; the handler waits
+        assert not nc.is_connected
+        futures = [ctx.publish_async("gap.later", b"%d" % i) for i in range(3)]
+        events.release.set()
+        events.wait(lambda e: e.disconnects == 1)
+        server.start()
+        events.wait(lambda e: e.reconnects == 1)
+        assert [f.result(timeout=10).seq for f in futures] == [2, 3, 4]
+        ctx.publish_async_completed(timeout=10)
+    with js.connect(server.url) as admin:
+        stream = admin.jetstream().stream("GAP")
+        assert stored_payloads(stream) == [b"warm", b"0", b"1", b"2"]
