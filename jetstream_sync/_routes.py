@@ -262,7 +262,8 @@ class ReplyRoute(Generic[S]):
         below = self._lost_below  # the latest loss's mark: it covers the earlier ones
         sinks = self._take_once(below)
         with self._lock:
-            sinks.update((sink, None) for first, (_, sink) in self._lasting.items() if first < below)
+            lasting = self._lasting.items()
+            sinks.update((sink, None) for first, (_, sink) in lasting if first < below)
         error = ConnectionLostError("the connection dropped before the reply arrived")
         for sink in sinks:
             sink.fail(error, below)
