@@ -36,6 +36,12 @@ and columnar publishing (``jetstream/arrow_publish.py``). A route:
   status handler drops the one-shot slots below the mark only, fails the
   sinks of those and of the lasting slots opened below it, and tells each
   ``below``: the tokens under it are lost, the others still expected;
+* when the server refuses the inbox's subscription at its subscription limit
+  (at first use, or its re-subscription after a reconnect), fails every sink
+  with a slot, on the reading thread, with that
+  :class:`~jetstream_sync.errors.MaxSubscriptionsExceededError` (``fail``
+  must then run no user code), tells its owner (``refused``), and subscribes
+  the same prefix again on its next use (:attr:`prefix`, :meth:`open`);
 
 A user that decodes a buffer of nothing but its own replies in one C call (the
 acks) passes ``buffer_handler`` (see :meth:`Client.add_reply_route`) and looks
@@ -96,19 +102,29 @@ class ReplyRoute(Generic[S]):
         buffer_handler: receives the buffers that hold nothing but this route's
             replies, undecoded (see :meth:`Client.add_reply_route`); None: every
             reply goes through the sinks.
+        refused: told on the reading thread, after the sinks, that the server
+            refused the inbox's subscription (see the module docstring).
     """
 
     def __init__(
-        self, client: Client, buffer_handler: Callable[[memoryview, int, int], object] | None = None
+        self,
+        client: Client,
+        buffer_handler: Callable[[memoryview, int, int], object] | None = None,
+        refused: Callable[[NatsError], object] | None = None,
     ) -> None:
         self._client = client
         self._buffer_handler = buffer_handler
+        self._refused_hook = refused
         self._lock = threading.Lock()
         self._tokens = itertools.count(1)
         self._once: dict[int, S] = {}
         self._lasting: dict[int, tuple[int, S]] = {}  # first token -> (end, sink)
         self._firsts: list[int] = []  # the lasting slots' first tokens, sorted
         self._prefix: str | None = None
+        # The prefix while the server refuses its subscription (the next use
+        # subscribes it again: see _on_refused).
+        self._unrouted: str | None = None
+        self._listening = False
         self._closed = False
         # The first token given out after the last lost link (see link_lost): the
         # requests of lower tokens may have gone out on a lost link.
@@ -132,9 +148,17 @@ class ReplyRoute(Generic[S]):
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
                 self._prefix = self._client.add_reply_route(
-                    self._on_replies, self._buffer_handler, self._on_dropped, self._on_link_lost
+                    self._on_replies,
+                    self._buffer_handler,
+                    self._on_dropped,
+                    self._on_link_lost,
+                    self._on_refused,
+                    prefix=self._unrouted,
                 )
-                self._client.add_status_listener(self._on_status)
+                self._unrouted = None
+                if not self._listening:
+                    self._client.add_status_listener(self._on_status)
+                    self._listening = True
             return self._prefix
 
     def open_once(self, sink: S) -> int:
@@ -230,6 +254,26 @@ class ReplyRoute(Generic[S]):
         if sink is not None:
             sink.lost(token, error)
 
+    def _on_refused(self, error: BaseException) -> None:
+        """The reading thread: the server refused the inbox's subscription at its limit.
+
+        Every sink with a slot fails with ``error`` (one-shot slots are dropped),
+        then the owner hears of it; the next use subscribes the same prefix again.
+        """
+        if not isinstance(error, NatsError):
+            return
+        with self._lock:
+            if self._closed or self._prefix is None:
+                return
+            self._unrouted, self._prefix = self._prefix, None
+            lasting = [sink for _, sink in self._lasting.values()]
+        sinks = self._take_once()
+        sinks.update((sink, None) for sink in lasting)
+        for sink in sinks:
+            sink.fail(error, None)
+        if self._refused_hook is not None:
+            self._refused_hook(error)
+
     def _on_link_lost(self) -> None:
         """The reading thread, once the writer stopped sending on a lost link: a token
         given out from now on is that of a request written for the next link."""
@@ -279,7 +323,8 @@ class ReplyRoute(Generic[S]):
             self._firsts.clear()
         sinks = self._take_once()
         sinks.update((sink, None) for sink in lasting)
-        self._client.remove_status_listener(self._on_status)
+        if self._listening:
+            self._client.remove_status_listener(self._on_status)
         error = ConnectionClosedError("the client closed before the reply arrived")
         for sink in sinks:
             sink.fail(error, None)

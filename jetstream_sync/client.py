@@ -762,6 +762,8 @@ class Client:
         buffer_handler: Callable[[memoryview, int, int], object] | None = None,
         dropped: Callable[[str, BaseException], object] | None = None,
         link_lost: Callable[[], object] | None = None,
+        refused: Callable[[BaseException], object] | None = None,
+        prefix: str | None = None,
     ) -> str:
         """Receive the replies to a new inbox as plain tuples, a list per received buffer.
 
@@ -796,6 +798,14 @@ class Client:
         much later, on the events thread): a request written from then on is
         buffered for the next link and its reply will come. The same rules hold.
 
+        With ``refused``, a refusal of the route's subscription by the server
+        at its subscription limit (the first SUB or a re-subscription after a
+        reconnect) is told as ``refused(error)`` (a
+        :class:`MaxSubscriptionsExceededError`), on the reader thread, before
+        ``error_cb`` hears of it: the route is then no longer routed, nor
+        subscribed again by a reconnect. Pass its ``prefix`` to a new call to
+        subscribe the same inbox again. The same rules hold.
+
         Returns:
             The prefix (``<inbox>.``) to put before a token in a reply subject.
 
@@ -803,10 +813,13 @@ class Client:
             ConnectionClosedError: the client is closed.
         """
         self._check_usable()
-        prefix = self.new_inbox() + "."
+        if prefix is None:
+            prefix = self.new_inbox() + "."
+        elif prefix not in self._route_prefixes:
+            raise ValueError(f"{prefix!r} is not a reply route's prefix")
         # Its SUB never waits for room: a full buffer must not stall this caller
         # (it has no deadline here) nor, through the lock, other subscribers.
-        self._connection.add_route(prefix, handler, buffer_handler, dropped, link_lost)
+        self._connection.add_route(prefix, handler, buffer_handler, dropped, link_lost, refused)
         self._route_prefixes[prefix] = prefix.encode()
         return prefix
 

@@ -229,6 +229,9 @@ class Connection:
         # Reply routes' prefixes -> what to tell once the writer stopped sending on a
         # lost link (see _connection_lost); copied on write.
         self._route_losses: dict[bytes, Callable[[], object]] = {}
+        # Reply routes' prefixes -> what to tell when the server refused the route's SUB
+        # at its subscription limit (see _route_refused); copied on write.
+        self._route_refusals: dict[bytes, Callable[[BaseException], object]] = {}
         # Why the client itself shut a link down (stale, a failed write): the
         # reader then sees an end of stream that the server did not cause.
         self._dropped: tuple[Transport, BaseException] | None = None
@@ -486,6 +489,7 @@ class Connection:
         buffer_handler: BufferHandler | None = None,
         dropped: Callable[[str, BaseException], object] | None = None,
         link_lost: Callable[[], object] | None = None,
+        refused: Callable[[BaseException], object] | None = None,
     ) -> None:
         """Subscribe ``<prefix>*`` and hand its replies to ``handler`` (reader thread).
 
@@ -493,18 +497,26 @@ class Connection:
         write buffer (the subscription lock is held). ``dropped(token, error)``
         hears of a request on the route dropped unsent (see :meth:`_drop_too_big`);
         ``link_lost()`` that the writer stopped sending on a lost link (see
-        :meth:`_connection_lost`).
+        :meth:`_connection_lost`); ``refused(error)`` that the server refused
+        the SUB (or a re-subscription) at its subscription limit: the route is
+        no longer routed nor re-subscribed, and the same prefix may be added
+        again (see :meth:`_route_refused`). The SUB is checked for that as the
+        requests' inbox's is (:class:`SubscribeCheck`).
         """
+        key = prefix.encode()
         if dropped is not None:
-            self._route_drops = {**self._route_drops, prefix.encode(): dropped}
+            self._route_drops = {**self._route_drops, key: dropped}
         if link_lost is not None:
-            self._route_losses = {**self._route_losses, prefix.encode(): link_lost}
+            self._route_losses = {**self._route_losses, key: link_lost}
+        if refused is not None:
+            self._route_refusals = {**self._route_refusals, key: refused}
         with self._subs.lock:
             sid = self._subs.new_sid()
-            subject = prefix.encode() + b"*"
+            subject = key + b"*"
             route = (len(prefix), handler, subject, buffer_handler)
             self._routes = {**self._routes, sid: route}
-            self._writer.write_interest(sub_frame(subject, b"", sid))
+            check = SubscribeCheck(self._refusals, lambda: self._route_refused(sid, subject))
+            self._writer.write_checked(self._pings, sub_frame(subject, b"", sid), check)
 
     def send_ping(self, waiter: ReplyWaiter | None) -> None:
         """Write a PING for ``waiter`` (a flush) or a keep-alive (None).
@@ -728,7 +740,9 @@ class Connection:
     def _deliver_replies(self, replies: dict[int, list[Reply]]) -> None:
         routes = self._routes
         for sid, batch in replies.items():
-            routes[sid][1](batch)
+            route = routes.get(sid)
+            if route is not None:  # else refused meanwhile (see _route_refused)
+                route[1](batch)
 
     def _deliver_batches(self, batches: dict[int, list[Msg]]) -> None:
         slow, inline = self._subs.deliver(batches)
@@ -908,13 +922,13 @@ class Connection:
         per SUB (:class:`ResubscribeCheck`, :meth:`_resubscription_refused`).
         """
         frames = [b"PING\r\n"]
-        what: list[RequestMux | bytes | Subscription] = []
+        what: list[RequestMux | tuple[int, bytes] | Subscription] = []
         if self._mux is not None:
             frames += (sub_frame(self._mux.subject.encode(), b"", self._mux_sid), b"PING\r\n")
             what.append(self._mux)
         for sid, (_, _, subject, _) in self._routes.items():
             frames += (sub_frame(subject, b"", sid), b"PING\r\n")
-            what.append(subject)
+            what.append((sid, subject))
         for sub, left in self._subs.routed():
             subject = sub.subject.encode("utf-8", "surrogateescape")
             frames.append(sub_frame(subject, sub.queue.encode(), sub.sid))
@@ -927,32 +941,48 @@ class Connection:
         check = ResubscribeCheck(self._refusals, lambda k: self._resubscription_refused(what[k]))
         return b"".join(frames), [check] * (len(what) + 1)
 
-    def _resubscription_refused(self, what: RequestMux | bytes | Subscription) -> None:
+    def _resubscription_refused(self, what: RequestMux | tuple[int, bytes] | Subscription) -> None:
         """The reading thread: the server reconnected to refused a re-subscription at its
         subscription limit. A subscription stops (its ``next_msg()`` raises once what is
-        pending is read), the requests' inbox is subscribed again by the next request;
-        ``error_cb`` hears which subject."""
+        pending is read), the requests' inbox is subscribed again by the next request, a
+        reply route by its next use (see :meth:`_route_refused`); ``error_cb`` hears
+        which subject."""
         if isinstance(what, RequestMux):
             self._inbox_refused(what)
+            return
+        if isinstance(what, tuple):
+            self._route_refused(*what)
             return
         text = (
             "server error: maximum subscriptions exceeded: the server reconnected to refused "
             "the subscription to {!r} (this connection has all the subscriptions it may "
             "have){}"
         )
-        if isinstance(what, bytes):
-            subject = what.decode("utf-8", "surrogateescape")
-            self._report_error(
-                MaxSubscriptionsExceededError(
-                    text.format(subject, "; the replies to this client's inbox will not come")
-                )
-            )
-            return
         error = MaxSubscriptionsExceededError(
             text.format(what.subject, "; it receives nothing: subscribe again once there is room")
         )
         if self._subs.refuse(what, error):
             self._report_error(_fresh(error))
+
+    def _route_refused(self, sid: int, subject: bytes) -> None:
+        """The reading thread: the server refused reply route ``sid``'s SUB at its
+        subscription limit. The route is no longer routed nor re-subscribed; its owner
+        hears of it (what waits for its replies fails now, and its next use subscribes
+        the same prefix again), then ``error_cb``."""
+        with self._subs.lock:
+            if sid not in self._routes:
+                return
+            self._routes = {k: v for k, v in self._routes.items() if k != sid}
+            refused = self._route_refusals.get(subject[:-1])
+        error = MaxSubscriptionsExceededError(
+            "server error: maximum subscriptions exceeded: the server refused the "
+            f"subscription to {subject.decode('utf-8', 'surrogateescape')!r}, a reply inbox "
+            "of this client (this connection has all the subscriptions it may have): "
+            "the replies to it will not come; its next use subscribes it again"
+        )
+        if refused is not None:
+            refused(_fresh(error))
+        self._report_error(error)
 
     def _reader_crashed(self, exc: BaseException) -> None:
         """Reader thread: reading or reconnecting failed on a bug; close rather than go deaf.

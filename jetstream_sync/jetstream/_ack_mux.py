@@ -67,6 +67,7 @@ from ..errors import (
     ConnectionLostError,
     ForkedClientError,
     MaxPayloadError,
+    MaxSubscriptionsExceededError,
     NatsError,
     PermissionViolationError,
     TimeoutError,
@@ -94,10 +95,14 @@ _LOST = (
 
 # What the reader hands the ack thread per ack: the future, then the PubAck of a plain
 # ack (a future someone waits on), or the reply's payload and header block, or the
-# error of a publish the server refused by permission or the client dropped unsent (and None).
+# error of a publish the server refused by permission or the client dropped unsent, or
+# that of an ack inbox the server refused (and None).
 Settle = tuple[
-    PubAckFuture, PubAck | bytes | PermissionViolationError | MaxPayloadError, bytes | None
+    PubAckFuture,
+    PubAck | bytes | PermissionViolationError | MaxPayloadError | MaxSubscriptionsExceededError,
+    bytes | None,
 ]
+_ERRORS = (PermissionViolationError, MaxPayloadError, MaxSubscriptionsExceededError)
 
 
 def _settle(future: PubAckFuture, value: object = None, error: BaseException | None = None) -> None:
@@ -141,7 +146,7 @@ class AckMux:
         self._lock = threading.RLock()  # waited on through wait(): see jetstream_sync._signals
         self._timer_cond = threading.Condition(self._lock)
         self._route: ReplyRoute[AsyncPublisher] = ReplyRoute(
-            client, self._on_buffer
+            client, self._on_buffer, self._on_inbox_refused
         )  # one-shot slots: token -> window
         self._active: dict[AsyncPublisher, None] = {}  # windows the timer must look at
         self._prefix: str | None = None
@@ -154,8 +159,9 @@ class AckMux:
         self._timer_due = math.inf  # when the timer wakes next (inf: it is not running)
         self._closed = False
         # The server refused the ack inbox's SUB by permission: no ack can come (until a
-        # reconnect subscribes it again), so publish_async raises this.
-        self._refused: PermissionViolationError | None = None
+        # reconnect subscribes it again), so publish_async raises this; or at its
+        # subscription limit: the next publish_async subscribes it again.
+        self._refused: PermissionViolationError | MaxSubscriptionsExceededError | None = None
         self._forked = False  # this process is a child forked after the mux was made
         _live_muxes.add(self)
 
@@ -179,9 +185,40 @@ class AckMux:
             return self._prefix
 
     def _on_status(self, status: str) -> None:
-        """Events thread: a reconnect subscribes the ack inbox again; the server decides anew."""
+        """Events thread: a reconnect subscribes the ack inbox again; the server decides anew.
+
+        (Not one refused at the subscription limit: the next publish subscribes that.)
+        """
         if status == "reconnected":
-            self._refused = None
+            with self._lock:
+                if type(self._refused) is PermissionViolationError:
+                    self._refused = None
+
+    def _on_inbox_refused(self, error: NatsError) -> None:
+        """The reading thread, after the route failed its windows: the server refused the
+        ack inbox's SUB at its subscription limit. What is pending fails (on the ack
+        thread); the next publish subscribes the inbox again (see :meth:`_check_inbox`)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._refused = MaxSubscriptionsExceededError(str(error))
+            futures = self._take_all()
+        self._fail_refused(futures, error)
+
+    def _fail_refused(self, futures: list[PubAckFuture], error: NatsError) -> None:
+        """Fail ``futures`` with the ack inbox's refusal ``error``, on the ack thread."""
+        if futures:
+            text = str(error)
+            self._acks.put([(f, MaxSubscriptionsExceededError(text), None) for f in futures])
+
+    def _check_inbox(self) -> None:
+        """Under the lock, when the server refused the ack inbox: raise its permission
+        refusal, or subscribe the inbox again (refused at the subscription limit)."""
+        refused = self._refused
+        if type(refused) is PermissionViolationError:
+            raise PermissionViolationError(refused.text)
+        self._route.prefix  # noqa: B018 - subscribes the same prefix again
+        self._refused = None
 
     def _on_refused(self, error: PermissionViolationError) -> None:
         """The reading thread: the server refused a publish by permission; the oldest
@@ -305,7 +342,7 @@ class AckMux:
                 if type(value) is PubAck:
                     _settle(future, value)
                     continue
-                if type(value) is PermissionViolationError or type(value) is MaxPayloadError:
+                if isinstance(value, _ERRORS):
                     _settle(future, error=value)
                     continue
                 assert type(value) is bytes  # a reply's payload
@@ -492,6 +529,9 @@ class AsyncPublisher:
         assert mux is not None  # a window gets tokens only once attached
         with self._lock:
             futures = self._take_pending() if below is None else self._take_below(below)
+        if isinstance(error, MaxSubscriptionsExceededError):  # the reading thread: no user code
+            mux._fail_refused(futures, error)
+            return
         if isinstance(error, ConnectionLostError):
             error = ConnectionLostError(_LOST)
         else:
@@ -560,6 +600,10 @@ class AsyncPublisher:
             ConnectionClosedError: the client is closed.
             PermissionViolationError: the server refused the ack inbox's
                 subscription (no ack could come); nothing was sent.
+
+        A future fails with :class:`MaxSubscriptionsExceededError` when the
+        server refuses the ack inbox's subscription at its subscription limit
+        (at first, or after a reconnect); the next call subscribes it again.
         """
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
@@ -573,7 +617,7 @@ class AsyncPublisher:
             if mux._closed:
                 raise ConnectionClosedError("the client is closed")
             if mux._refused is not None:
-                raise PermissionViolationError(mux._refused.text)
+                mux._check_inbox()
             if len(pending) >= self._max_inflight:
                 deadline = Deadline(timeout)
                 self._wait_for_room(mux, deadline)

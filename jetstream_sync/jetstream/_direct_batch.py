@@ -31,6 +31,7 @@ from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
     MaxPayloadError,
+    MaxSubscriptionsExceededError,
     NatsError,
     TimeoutError,
     api_error,
@@ -141,7 +142,8 @@ class PendingBatch:
         self._queue.put(replies)
 
     def fail(self, error: NatsError, below: int | None = None) -> None:
-        """The connection dropped or the client closed: no more replies will come."""
+        """The connection dropped, the client closed or the server refused the inbox (the
+        reading thread): no more replies will come."""
         self._queue.put(error)
 
     def lost(self, token: int, error: NatsError) -> None:
@@ -159,6 +161,8 @@ class PendingBatch:
             TimeoutError: the batch did not end before the deadline.
             ConnectionLostError: the connection dropped meanwhile.
             ConnectionClosedError: the client closed meanwhile.
+            MaxSubscriptionsExceededError: the server refused the replies' inbox
+                at its subscription limit (the next batch subscribes it again).
         """
         out: list[Reply] = []
         try:
@@ -178,6 +182,8 @@ class PendingBatch:
                     )
                 if isinstance(got, MaxPayloadError):  # the request was dropped unsent
                     raise MaxPayloadError(str(got))
+                if isinstance(got, MaxSubscriptionsExceededError):  # the inbox was refused
+                    raise MaxSubscriptionsExceededError(str(got))
                 if isinstance(got, NatsError):
                     raise ConnectionClosedError("the client is closed")
                 out += got

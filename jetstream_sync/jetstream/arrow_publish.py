@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING
 from .. import _protocol
 from .._nuid import NUID
 from .._routes import ReplyRoute
-from ..errors import ConnectionLostError, NatsError, RowPublishError, TimeoutError
+from ..errors import (
+    ConnectionLostError,
+    MaxSubscriptionsExceededError,
+    NatsError,
+    RowPublishError,
+    TimeoutError,
+)
 from ..msg import Msg
 from ._arrow_columns import ADDED_HEADERS, RowColumns, record_batches
 from .publish import parse_pub_ack
@@ -288,7 +294,8 @@ class ArrowPublisher:
         self._acks.put(group)
 
     def fail(self, error: NatsError, below: int | None = None) -> None:
-        """The connection dropped or the client closed: the acks still due will not come."""
+        """The connection dropped, the client closed or the server refused the acks' inbox
+        (the reading thread): the acks still due will not come."""
         self._acks.put(error)
 
     def lost(self, token: int, error: NatsError) -> None:
@@ -322,11 +329,14 @@ class ArrowPublisher:
         if isinstance(item, tuple):  # a row dropped unsent: see lost()
             token, error = item
             raise self._row_error(token - self._base, error)
-        if isinstance(item, NatsError):  # lost connection, or closed client
+        if isinstance(item, NatsError):  # lost connection, closed client, or refused inbox
             if self.waiting:
-                what = (
-                    "connection lost" if isinstance(item, ConnectionLostError) else "client closed"
-                )
+                if isinstance(item, MaxSubscriptionsExceededError):
+                    what = str(item)
+                elif isinstance(item, ConnectionLostError):
+                    what = "connection lost"
+                else:
+                    what = "client closed"
                 error = type(item)(f"{what} while {self.waiting} rows waited for their PubAck")
                 raise self._row_error(self._acked.find(0), error)
             return False

@@ -4,13 +4,16 @@ A future whose frame may have gone out on the link that was lost fails with
 :class:`ConnectionLostError` (its ack was addressed to that link). One whose
 frame was buffered once the loss was known goes out on the next link: it stays
 pending and gets its PubAck after the reconnect, though the status handler that
-fails the others runs later, on the client's events thread. The server is
-stopped and started again on the same port.
+fails the others runs later, on the client's events thread. A server that comes
+back refusing the ack inbox at its subscription limit fails the pending futures
+at once with :class:`MaxSubscriptionsExceededError`. The server is stopped and
+started again on the same port.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,9 @@ import pytest
 import jetstream_sync as js
 from tests.fixtures.faults import FAST, Events, stored_payloads
 from tests.fixtures.server import NatsServer
+
+# The acks' timeout: a future failed by a refusal fails well before it.
+ACK_TIMEOUT = 30.0
 
 
 @pytest.fixture
@@ -66,3 +72,42 @@ def test_a_publish_buffered_after_the_loss_gets_its_ack_after_the_reconnect(serv
     with js.connect(server.url) as admin:
         stream = admin.jetstream().stream("GAP")
         assert stored_payloads(stream) == [b"warm", b"0", b"1", b"2"]
+
+
+def test_an_ack_inbox_the_new_server_refuses_fails_the_futures_at_once(server, events):
+    """The server comes back allowing one subscription, the requests' inbox's: the ack
+    inbox's re-subscription is refused; the pending futures raise MaxSubscriptionsExceeded-
+    Error at once, each later publish_async subscribes the inbox again, acked once there
+    is room."""
+    with js.connect(server.url, **FAST, **events.callbacks()) as nc:
+        ctx = nc.jetstream(ack_timeout=ACK_TIMEOUT)
+        ctx.account_info()  # the requests' inbox: subscribed first after a reconnect
+        assert ctx.publish_async("gap.warm", b"warm").result(timeout=10).seq == 1
+        server.stop(keep_store=True)
+        events.wait(lambda e: e.disconnects == 1)
+        futures = [ctx.publish_async("gap.buffered", b"%d" % i) for i in range(2)]
+        server.extra_config = ["max_subscriptions: 1"]
+        started = time.monotonic()
+        server.start()
+        events.wait(lambda e: e.reconnects == 1)
+        for future in futures:
+            with pytest.raises(js.MaxSubscriptionsExceededError, match="reply inbox"):
+                future.result(timeout=ACK_TIMEOUT)
+        assert time.monotonic() - started < ACK_TIMEOUT / 2
+        events.wait(lambda e: any("reply inbox" in str(x) for x in e.errors))  # named
+        # Still no room: the next publish subscribes the inbox again, refused again.
+        with pytest.raises(js.MaxSubscriptionsExceededError):
+            ctx.publish_async("gap.again", b"again").result(timeout=ACK_TIMEOUT)
+        assert time.monotonic() - started < ACK_TIMEOUT / 2
+        # Room again (the server's limit is gone): the next publish is acknowledged.
+        server.stop(keep_store=True)
+        events.wait(lambda e: e.disconnects == 2)
+        server.extra_config = []
+        server.start()
+        events.wait(lambda e: e.reconnects == 2)
+        assert ctx.publish_async("gap.room", b"room").result(timeout=10).seq == 5
+        ctx.publish_async_completed(timeout=10)
+    with js.connect(server.url) as admin:
+        stream = admin.jetstream().stream("GAP")
+        # The refused futures' messages were stored: only their acks were lost.
+        assert stored_payloads(stream) == [b"warm", b"0", b"1", b"again", b"room"]
