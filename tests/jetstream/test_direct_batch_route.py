@@ -11,6 +11,7 @@ import jetstream_sync
 from jetstream_sync import _protocol
 from jetstream_sync._deadline import Deadline
 from jetstream_sync.jetstream._direct_batch import batch_status, direct_batch_route
+from tests.fixtures.server import NatsServer
 
 
 @pytest.fixture
@@ -155,3 +156,28 @@ def test_a_status_block_is_told_from_a_message_block():
     assert is_status_block(b"NATS/1.0\t404 No Messages\r\n\r\n")
     assert not is_status_block(b"NATS/1.0\r\nNats-Sequence: 1\r\n\r\n")
     assert not is_status_block(None)
+
+
+def test_an_inbox_refused_at_the_subscription_limit_fails_at_once(tmp_path):
+    """The server refuses the batches' reply inbox at its max_subscriptions: replies() raises
+    MaxSubscriptionsExceededError at once; once there is room the next batch subscribes it
+    again and gets its replies."""
+    server = NatsServer(directory=tmp_path, extra_config="max_subscriptions: 1").start()
+    try:
+        with jetstream_sync.connect(server.url) as admin:
+            ctx = admin.jetstream()
+            stream = ctx.create_stream(name="REFUSED", subjects=["refused.>"], allow_direct=True)
+            ctx.publish("refused.a", b"m1")
+        with jetstream_sync.connect(server.url) as nc:
+            sub = nc.subscribe("refused.other")  # the connection's one subscription
+            nc.flush(timeout=5)
+            route = direct_batch_route(nc)
+            started = time.monotonic()
+            with pytest.raises(jetstream_sync.MaxSubscriptionsExceededError, match="reply inbox"):
+                route.send(stream, 1, 5, None, Deadline(30)).replies()
+            assert time.monotonic() - started < 10
+            sub.unsubscribe()
+            nc.flush(timeout=5)
+            assert _seqs(route.send(stream, 1, 5, None, Deadline(10)).replies()) == [1]
+    finally:
+        server.stop()

@@ -111,3 +111,47 @@ def test_an_ack_inbox_the_new_server_refuses_fails_the_futures_at_once(server, e
         stream = admin.jetstream().stream("GAP")
         # The refused futures' messages were stored: only their acks were lost.
         assert stored_payloads(stream) == [b"warm", b"0", b"1", b"again", b"room"]
+
+
+@pytest.fixture
+def full_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A JetStream server allowing each connection one subscription, a stream on ``gap.>``."""
+    server = NatsServer(directory=tmp_path, extra_config="max_subscriptions: 1").start()
+    with js.connect(server.url) as admin:
+        admin.jetstream().create_stream(name="GAP", subjects=["gap.>"])
+    yield server
+    server.stop()
+
+
+def test_an_ack_inbox_refused_at_first_use_fails_the_future_at_once(full_server):
+    """The connection has its one subscription: the first publish_async's ack inbox is
+    refused, its future raises at once; once there is room the next one is acknowledged."""
+    with js.connect(full_server.url) as nc:
+        sub = nc.subscribe("gap.other")
+        nc.flush(timeout=5)
+        ctx = nc.jetstream(ack_timeout=ACK_TIMEOUT)
+        started = time.monotonic()
+        with pytest.raises(js.MaxSubscriptionsExceededError, match="reply inbox"):
+            ctx.publish_async("gap.first", b"first").result(timeout=ACK_TIMEOUT)
+        assert time.monotonic() - started < ACK_TIMEOUT / 2
+        sub.unsubscribe()
+        nc.flush(timeout=5)
+        assert ctx.publish_async("gap.next", b"next").result(timeout=10).seq == 2
+
+
+def test_a_columnar_publish_whose_ack_inbox_is_refused_raises_at_once(full_server):
+    """The connection has its one subscription: publish_arrow's ack inbox is refused, it
+    raises RowPublishError with MaxSubscriptionsExceededError at once, not at its ack wait."""
+    pa = pytest.importorskip("pyarrow")
+    with js.connect(full_server.url) as nc:
+        sub = nc.subscribe("gap.other")
+        nc.flush(timeout=5)
+        ctx = nc.jetstream(timeout=ACK_TIMEOUT)
+        table = pa.table({"data": [b"a", b"b"]})
+        started = time.monotonic()
+        with pytest.raises(js.RowPublishError, match="MaxSubscriptionsExceededError"):
+            ctx.publish_arrow(table, "gap.arrow")
+        assert time.monotonic() - started < ACK_TIMEOUT / 2
+        sub.unsubscribe()
+        nc.flush(timeout=5)
+        ctx.publish_arrow(table, "gap.arrow")
