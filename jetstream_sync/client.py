@@ -811,6 +811,7 @@ class Client:
 
         Raises:
             ConnectionClosedError: the client is closed.
+            ValueError: ``prefix`` is not one this returned before.
         """
         self._check_usable()
         if prefix is None:
