@@ -370,9 +370,16 @@ def fetch(
     else:
         heartbeat = None
     inbox = client.new_inbox()
-    sub = client.subscribe(inbox)
-    refusal = Refusal(next_subject, sub)
+    # Listening before the SUB goes out: the server's refusal of it may be read before
+    # subscribe() returns.
+    refusal = Refusal(next_subject, inbox)
     client.add_refusal_listener(refusal)
+    try:
+        sub = client.subscribe(inbox)
+    except BaseException:
+        client.remove_refusal_listener(refusal)
+        raise
+    refusal.watch(sub)
     msgs: list[Msg] = []
     track = priority is not None and priority.group is not None
     group = priority.group if priority is not None else None
@@ -457,28 +464,41 @@ def fetch(
 
 class Refusal:
     """A refusal listener (``Client.add_refusal_listener``) for pulls: the server refused
-    a pull request published to ``subject``, or the subscription of ``sub``'s inbox
+    a pull request published to ``subject``, or the subscription of the pull's ``inbox``
     (nothing would ever come: the pull must not look merely empty). It keeps the
-    error and wakes ``sub``'s reader.
+    error and wakes the reader of the subscription it :meth:`watch`-es.
+
+    It is added before the inbox is subscribed: the server's ``-ERR`` for that SUB may
+    be read before ``subscribe()`` returns.
 
     Attributes:
         error: the :class:`PermissionViolationError` of a refused pull or inbox, or None.
     """
 
-    __slots__ = ("_subject", "_sub", "error")
+    __slots__ = ("_subject", "_inbox", "_sub", "error")
 
-    def __init__(self, subject: str, sub: Subscription) -> None:
+    def __init__(self, subject: str, inbox: str) -> None:
         self._subject = subject
-        self._sub = sub
+        self._inbox = inbox
+        self._sub: Subscription | None = None
         self.error: PermissionViolationError | None = None
 
+    def watch(self, sub: Subscription) -> None:
+        """Wake ``sub``'s reader on a refusal, one already kept included."""
+        self._sub = sub
+        if self.error is not None:  # it came first: the listener saw no sub to wake
+            sub.interrupt()
+
     def __call__(self, error: PermissionViolationError) -> None:
-        refused = error.subject == (
-            self._subject if error.operation == "publish" else self._sub.subject
-        )
-        if refused and error.operation in ("publish", "subscription"):
+        if error.operation == "publish":
+            refused = error.subject == self._subject
+        else:
+            refused = error.operation == "subscription" and error.subject == self._inbox
+        if refused:
             self.error = error
-            self._sub.interrupt()
+            sub = self._sub
+            if sub is not None:
+                sub.interrupt()
 
 
 def _repull(

@@ -230,12 +230,18 @@ class MessageIterator(BaseMessageIterator):
         self._stopped = False
         self._discard = False
         self._inbox = client.new_inbox()
-        self._sub: Subscription = client.subscribe(self._inbox)
+        # Listening before the SUB goes out: its refusal may be read before subscribe returns.
+        self._refusal = Refusal(next_subject, self._inbox)
+        client.add_refusal_listener(self._refusal)
+        try:
+            self._sub: Subscription = client.subscribe(self._inbox)
+        except BaseException:
+            client.remove_refusal_listener(self._refusal)
+            raise
+        self._refusal.watch(self._sub)
         self._check_usable = self._sub.check_usable
         self._listener = self._on_status  # one bound method, so it can be removed
         client.add_status_listener(self._listener)
-        self._refusal = Refusal(next_subject, self._sub)
-        client.add_refusal_listener(self._refusal)
         try:
             self._pull(Deadline(RETRY_WAIT))
         except TimeoutError:  # no room in the write buffer (a stalled server): next() pulls

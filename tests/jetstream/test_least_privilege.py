@@ -196,6 +196,41 @@ def test_a_pull_whose_inbox_is_refused_raises_instead_of_finding_nothing(server:
             assert caught.value.subject.startswith("_INBOX.")
 
 
+def test_a_pull_whose_inbox_refusal_is_read_before_subscribe_returns_raises(
+    server: NatsServer, monkeypatch: pytest.MonkeyPatch
+):
+    """The server's -ERR for a pull's inbox SUB may be read (on the reader thread) before
+    subscribe() has returned to the pull: fetch and messages raise it all the same.
+
+    subscribe() is made to return only once error_cb got that refusal, the order a busy
+    machine may give; the pull used to miss it and end empty (or time out) at its timeout."""
+    refused: list[BaseException] = []
+    with connect(server, "app2", error_cb=refused.append) as nc:
+        subscribe = nc.subscribe
+
+        def subscribe_then_refused(subject: str, *args: Any, **kwargs: Any) -> js.Subscription:
+            sub = subscribe(subject, *args, **kwargs)
+            wait_for(
+                lambda: any(getattr(e, "subject", None) == subject for e in refused),
+                timeout=FAST,
+                message=f"the SUB of {subject} was not refused",
+            )
+            return sub
+
+        monkeypatch.setattr(nc, "subscribe", subscribe_then_refused)
+        consumer = nc.jetstream(timeout=TIMEOUT).consumer_no_info("ORDERS", "work")
+        for pull in (
+            lambda: consumer.fetch(1, timeout=TIMEOUT),
+            lambda: consumer.messages().next(timeout=TIMEOUT),
+        ):
+            started = time.monotonic()
+            with pytest.raises(js.PermissionViolationError) as caught:
+                pull()
+            assert time.monotonic() - started < 2 * FAST
+            assert caught.value.operation == "subscription"
+            assert caught.value.subject.startswith("_INBOX.")
+
+
 # ---------------------------------------------------------------- publish-only service
 
 
