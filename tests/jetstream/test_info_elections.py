@@ -86,7 +86,9 @@ def test_info_asks_again_while_answered_temporarily_unavailable(shared_server, o
             handle = ctx.stream(name) if of == "stream" else ctx.consumer(name, "c")
             asked.clear()
             info = handle.info()
-            assert len(asked) == 3
+            # Two 10008s, then the real answer; a try the relay (itself asking the API)
+            # leaves unanswered past ASK_AGAIN_AFTER on a busy machine is sent again.
+            assert len(asked) >= 3
             assert (info.config.name if of == "stream" else info.name) == (
                 name if of == "stream" else "c"
             )
@@ -114,7 +116,9 @@ def test_info_timing_out_after_unavailable_answers_names_its_whole_timeout(share
         ctx = nc.jetstream(prefix="relay")
         with pytest.raises(jetstream_sync.TimeoutError, match=r"within 1\.5 s"):
             ctx.stream(name, timeout=1.5)
-        assert len(asked) >= 2
+        # The second ask went out ~0.25 s in; the relay's callback thread may see it only
+        # after the caller's timeout on a busy machine.
+        wait_for(lambda: len(asked) >= 2, timeout=5)
 
 
 def _deleted(js, name):
