@@ -364,13 +364,17 @@ class Connection:
 
     def _permission_refused(self, error: PermissionViolationError) -> None:
         """The reading thread: fail what waits on the PUB or SUB the server refused."""
-        mux = self._mux
-        if mux is None:
-            return
         if error.operation == "publish":
-            mux.refuse_publish(error.subject, lambda: _fresh(error))
-        elif error.operation == "subscription" and error.subject == mux.subject:
-            self._inbox_refused(mux, _fresh(error))
+            mux = self._mux
+            if mux is not None:
+                mux.refuse_publish(error.subject, lambda: _fresh(error))
+        elif error.operation == "subscription":
+            # Under the lock: new_reply() holds it from the inbox's SUB until it set
+            # self._mux, and the refusal of that SUB may be read in between.
+            with self._subs.lock:
+                mux = self._mux
+            if mux is not None and error.subject == mux.subject:
+                self._inbox_refused(mux, _fresh(error))
 
     def request(
         self,

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,37 @@ def test_a_refused_reply_inbox_fails_requests_at_once(tmp_path: Path, server: Na
             assert time.monotonic() - started < FAST
             assert caught.value.operation == "subscription"
             assert caught.value.subject.startswith("_INBOX.")
+
+
+def test_an_inbox_refusal_read_before_the_inbox_is_set_up_fails_the_request(
+    server: NatsServer, monkeypatch: pytest.MonkeyPatch
+):
+    """The server's -ERR for the requests' inbox SUB may be read (on the reader thread)
+    before the requesting thread has recorded that inbox: the request raises it all
+    the same, at once.
+
+    The inbox's subscribing is made to end only once the reader is handling that -ERR,
+    the order a busy machine may give; the refusal used to be dropped (no inbox yet)
+    and the request waited for its whole timeout."""
+    with js.connect(user_url(server, "app1")) as nc:
+        conn = nc._connection
+        subscribe_inbox, permission_refused = conn._subscribe_inbox, conn._permission_refused
+        read = threading.Event()
+
+        def reading(error: BaseException) -> None:
+            read.set()
+            permission_refused(error)
+
+        def subscribe_then_read(mux: Any) -> Any:
+            subscribe_inbox(mux)
+            assert read.wait(FAST), "the SUB of the inbox was not refused"
+            return mux
+
+        monkeypatch.setattr(conn, "_permission_refused", reading)
+        monkeypatch.setattr(conn, "_subscribe_inbox", subscribe_then_read)
+        started = time.monotonic()
+        with pytest.raises(js.PermissionViolationError) as caught:
+            nc.request("svc.echo", b"", timeout=10 * FAST)
+        assert time.monotonic() - started < 2 * FAST
+        assert caught.value.operation == "subscription"
+        assert caught.value.subject.startswith("_INBOX.")
