@@ -158,10 +158,12 @@ class AckMux:
         self._timer: threading.Thread | None = None
         self._timer_due = math.inf  # when the timer wakes next (inf: it is not running)
         self._closed = False
-        # The server refused the ack inbox's SUB by permission: no ack can come (until a
-        # reconnect subscribes it again), so publish_async raises this; or at its
-        # subscription limit: the next publish_async subscribes it again.
-        self._refused: PermissionViolationError | MaxSubscriptionsExceededError | None = None
+        # The server refused the ack inbox's SUB, and on which connection
+        # (Client.stats.reconnects then): by permission, no ack can come on that one, so
+        # publish_async raises the error until a reconnect subscribes the inbox again; at
+        # its subscription limit, the next publish_async subscribes it again.
+        self._refused: tuple[PermissionViolationError | MaxSubscriptionsExceededError, int] | None
+        self._refused = None
         self._forked = False  # this process is a child forked after the mux was made
         _live_muxes.add(self)
 
@@ -174,7 +176,6 @@ class AckMux:
                 # Listening before the inbox's SUB goes out: a refusal read meanwhile
                 # waits for this lock, so it finds the prefix set.
                 self._client.add_refusal_listener(self._on_refused)
-                self._client.add_status_listener(self._on_status)
                 prefix = self._route.prefix
                 self._ack_thread = threading.Thread(
                     target=self._ack_loop, args=(prefix,), name="jetstream_sync-acks", daemon=True
@@ -184,16 +185,6 @@ class AckMux:
                 self._prefix = prefix
             return self._prefix
 
-    def _on_status(self, status: str) -> None:
-        """Events thread: a reconnect subscribes the ack inbox again; the server decides anew.
-
-        (Not one refused at the subscription limit: the next publish subscribes that.)
-        """
-        if status == "reconnected":
-            with self._lock:
-                if type(self._refused) is PermissionViolationError:
-                    self._refused = None
-
     def _on_inbox_refused(self, error: NatsError) -> None:
         """The reading thread, after the route failed its windows: the server refused the
         ack inbox's SUB at its subscription limit. What is pending fails (on the ack
@@ -201,7 +192,8 @@ class AckMux:
         with self._lock:
             if self._closed:
                 return
-            self._refused = MaxSubscriptionsExceededError(str(error))
+            refusal = MaxSubscriptionsExceededError(str(error))
+            self._refused = (refusal, self._client.stats.reconnects)
             futures = self._take_all()
         self._fail_refused(futures, error)
 
@@ -213,11 +205,21 @@ class AckMux:
 
     def _check_inbox(self) -> None:
         """Under the lock, when the server refused the ack inbox: raise its permission
-        refusal, or subscribe the inbox again (refused at the subscription limit)."""
-        refused = self._refused
+        refusal on the connection it came on, or go on with the inbox subscribed again.
+
+        A refusal by permission holds for its connection only (a reconnect
+        subscribes the inbox again); the count of reconnects tells, not the
+        reconnect's status listener: the events thread may hear of the
+        reconnect only after the reader read the new connection's refusal. One
+        at the subscription limit: this call subscribes the inbox again.
+        """
+        assert self._refused is not None
+        refused, on = self._refused
         if type(refused) is PermissionViolationError:
-            raise PermissionViolationError(refused.text)
-        self._route.prefix  # noqa: B018 - subscribes the same prefix again
+            if on == self._client.stats.reconnects:
+                raise PermissionViolationError(refused.text)
+        else:
+            self._route.prefix  # noqa: B018 - subscribes the same prefix again
         self._refused = None
 
     def _on_refused(self, error: PermissionViolationError) -> None:
@@ -232,7 +234,8 @@ class AckMux:
             with self._lock:
                 if self._prefix is None or error.subject != self._prefix + "*":
                     return
-                self._refused = error
+                # Read on the connection it refuses: the reconnect count is already its own.
+                self._refused = (error, self._client.stats.reconnects)
                 futures = self._take_all()
             text = error.text
             self._acks.put([(f, PermissionViolationError(text), None) for f in futures])
@@ -436,7 +439,6 @@ class AckMux:
             threads = (self._ack_thread, self._timer)
         self._acks.put(None)
         self._client.remove_refusal_listener(self._on_refused)
-        self._client.remove_status_listener(self._on_status)
         self._route.close()
         error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in pending:

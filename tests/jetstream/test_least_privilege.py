@@ -270,6 +270,45 @@ def test_publish_async_whose_ack_inbox_is_refused_fails_at_once(server: NatsServ
         assert ctx.publish_async_pending() == 0
 
 
+def test_publish_async_whose_ack_inbox_is_refused_again_after_a_reconnect_raises(
+    server: NatsServer,
+):
+    """A reconnect subscribes the ack inbox again; when the server refuses it again,
+    publish_async raises at once, also when that refusal is read before the events
+    thread has handled the reconnect.
+
+    reconnected_cb (which runs before the library's own status listeners, on the same
+    thread) returns only once the second refusal was read, the order a busy machine
+    may give; the reconnect then cleared the fresh refusal, and the next future
+    failed only at its ack timeout."""
+    again = threading.Event()
+    refusals: list[BaseException] = []
+
+    def on_refusal(error: BaseException) -> None:
+        refusals.append(error)
+        if sum(getattr(e, "operation", "") == "subscription" for e in refusals) == 2:
+            again.set()
+
+    def on_reconnected() -> None:
+        assert again.wait(TIMEOUT)
+
+    errors: list[BaseException] = []
+    options = {"reconnected_cb": on_reconnected, "error_cb": errors.append}
+    with connect(server, "app2", reconnect_time_wait=0.1, **options) as nc:
+        nc.add_refusal_listener(on_refusal)
+        ctx = nc.jetstream(timeout=TIMEOUT, ack_timeout=TIMEOUT)
+        with pytest.raises(js.PermissionViolationError):
+            ctx.publish_async("orders.new", b"1").result(TIMEOUT)
+        server.restart()
+        # error_cb hears the second refusal after the events thread handled the reconnect.
+        wait_for(lambda: sum(getattr(e, "operation", "") == "subscription" for e in errors) == 2)
+        started = time.monotonic()
+        with pytest.raises(js.PermissionViolationError) as caught:
+            ctx.publish_async("orders.new", b"2").result(TIMEOUT)
+        assert time.monotonic() - started < FAST
+        assert caught.value.operation == "subscription"
+
+
 # ---------------------------------------------------------------- a custom inbox prefix
 
 
