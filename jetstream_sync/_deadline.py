@@ -53,12 +53,19 @@ def seconds_text(value: float) -> str:
 
 
 class Deadline:
-    """A point in monotonic time by which a call must finish."""
+    """A point in monotonic time by which a call must finish.
 
-    __slots__ = ("end",)
+    Attributes:
+        end: that point (``time.monotonic()``).
+        timeout: the seconds it was made with: what an error names, not what is
+            left when the error is raised or a retried request begins.
+    """
+
+    __slots__ = ("end", "timeout")
 
     def __init__(self, timeout: float) -> None:
         self.end = monotonic() + timeout
+        self.timeout = timeout
 
     def remaining(self) -> float:
         """Seconds left (never negative)."""

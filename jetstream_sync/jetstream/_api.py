@@ -235,14 +235,14 @@ class JsApi:
         :data:`ASK_AGAIN_AFTER` seconds, until the deadline.
 
         Args:
-            total: the whole call's timeout, which the error names (default: what
-                is left of ``deadline``).
+            total: the whole call's timeout, which the error names (default: the
+                timeout ``deadline`` was made with).
 
         Raises:
             TimeoutError: no try was answered before the deadline.
         """
         if total is None:
-            total = deadline.remaining()
+            total = deadline.timeout
         while True:
             attempt = Deadline(min(deadline.remaining(), ASK_AGAIN_AFTER))
             try:
@@ -305,9 +305,8 @@ class JsApi:
         if not read_only:
             reply = self.request(subject, payload, deadline, headers)
             return check_api_reply(json.loads(reply.data), **names)
-        total = deadline.remaining()
         while True:
-            reply = self.request_again_while_dropped(subject, payload, deadline, headers, total)
+            reply = self.request_again_while_dropped(subject, payload, deadline, headers)
             try:
                 return check_api_reply(json.loads(reply.data), **names)
             except APIError as exc:

@@ -15,6 +15,8 @@ import uuid
 import pytest
 
 import jetstream_sync
+from jetstream_sync._deadline import Deadline
+from jetstream_sync.jetstream import _api
 from tests.fixtures.polling import wait_for
 
 
@@ -119,6 +121,20 @@ def test_info_timing_out_after_unavailable_answers_names_its_whole_timeout(share
         # The second ask went out ~0.25 s in; the relay's callback thread may see it only
         # after the caller's timeout on a busy machine.
         wait_for(lambda: len(asked) >= 2, timeout=5)
+
+
+def test_a_read_only_request_timing_out_names_the_callers_timeout(shared_server):
+    """The TimeoutError names the caller's timeout even when the API request began a
+    while after the caller's deadline was set (a busy machine, or work before it): it
+    named what was left then ("within 1.499 s")."""
+    with jetstream_sync.connect(shared_server.url) as nc:
+        nc.subscribe("relay.>", cb=lambda msg: None)  # takes every request, answers none
+        nc.flush()
+        api = nc.jetstream(prefix="relay")._api
+        deadline = Deadline(1.5)
+        wait_for(lambda: deadline.remaining() < 1.4)  # the request begins 0.1 s in
+        with pytest.raises(jetstream_sync.TimeoutError, match=r"within 1\.5 s"):
+            api.request_json(_api.STREAM_INFO, None, deadline, read_only=True, stream="LATE")
 
 
 def _deleted(js, name):
