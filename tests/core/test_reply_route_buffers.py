@@ -58,10 +58,13 @@ class Seen:
 
 
 def test_a_buffer_of_only_route_replies_goes_to_the_buffer_handler(shared_server, stream):
-    """With nothing else arriving, every reply comes through the whole-buffer handler."""
+    """With nothing else arriving, every reply comes through the whole-buffer handler.
+
+    (The route's SUB goes between two PINGs: their PONGs are read before the replies.)"""
     seen = Seen()
     with js.connect(shared_server.url) as nc:
         prefix = nc.add_reply_route(seen.tuples, seen.whole)
+        nc.flush(5.0)
         for token in range(200):
             nc.publish_routed(f"{stream}.a", b"x", prefix, token, 5.0)
         got = seen.collect(200)
