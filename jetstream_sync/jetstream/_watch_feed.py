@@ -21,6 +21,15 @@ delivers on a "last per subject" consumer whose pending values a purge
 removed, not even what is written afterwards (it reports them delivered).
 When the stream's first message now comes after the last one delivered, the
 feed replaces the link, which resumes right after that one.
+
+A link replaced before the end of the initial values resumes after the last
+one delivered, and delivers everything stored from there: on a "last per
+subject" watch, the superseded revisions and markers too. Only from then on
+(:attr:`OrderedMessageIterator.resumed`), and only up to the end, the feed
+makes the selection itself: it keeps the newest message of each subject and
+hands them out in stream order when the end is reached, so the initial values
+stay one per subject, each the latest. Later messages, and those of a watch
+never reset, pass through as they come.
 """
 
 from __future__ import annotations
@@ -134,6 +143,8 @@ class WatchFeed(Generic[T]):
     """Items made from an ordered iterator's messages, on a thread of its own.
 
     ``convert`` turns a message into an item, or ``None`` to leave it out.
+    ``last_per_subject``: the iterator's deliver policy is "last per subject";
+    after a reset before the end, the feed keeps that selection (module doc).
     :data:`None` is handed out once, right after the message at stream
     sequence ``end`` or later (at once when ``end`` is 0). ``recheck`` gives
     the end again and the stream's first sequence (:func:`stored_bounds`'s
@@ -152,6 +163,7 @@ class WatchFeed(Generic[T]):
         end: int | None,
         name: str,
         recheck: Callable[[], tuple[int, int]] | None = None,
+        last_per_subject: bool = False,
     ) -> None:
         self._messages = messages
         self._convert = convert
@@ -175,6 +187,10 @@ class WatchFeed(Generic[T]):
         self._marker_due = bool(end)
         self._recheck = recheck
         self._delivered = 0  # the stream sequence of the last message, while the end is due
+        self._last_per_subject = last_per_subject
+        # After a reset before the end: the newest message of each subject up to the end,
+        # oldest first (None: messages pass through).
+        self._latest: dict[str, Msg] | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         try:
             self._thread.start()
@@ -204,18 +220,29 @@ class WatchFeed(Generic[T]):
         """Convert and buffer the messages of ``batch`` (emptying it); wake a waiting reader
         once, after the last."""
         items, convert = self._items, self._convert
+        if (
+            self._last_per_subject
+            and self._marker_due
+            and self._latest is None
+            and self._messages.resumed  # so this batch comes from a link that resumed
+        ):
+            self._latest = {}
         while batch and not self._stopped:
             msg = batch.popleft()
-            item = convert(msg)
-            if len(items) >= BUFFER:
-                self._wait_for_room()
-            if item is not None:
-                items.append(item)
+            latest = self._latest
+            if latest is None:
+                item = convert(msg)
+                if len(items) >= BUFFER:
+                    self._wait_for_room()
+                if item is not None:
+                    items.append(item)
+            else:  # only while the end is due: the newest of each subject moves last
+                latest.pop(msg.subject, None)
+                latest[msg.subject] = msg
             if self._marker_due:
                 self._delivered = int(ack_tokens(msg.reply)[5])
                 if self._delivered >= self._end:
-                    self._marker_due = False
-                    items.append(_MARKER)
+                    self._end_initial()
         if self._readers_waiting:
             with self._lock:
                 self._ready.notify_all()
@@ -239,10 +266,26 @@ class WatchFeed(Generic[T]):
             return
         self._end = end
         if self._delivered >= end:
-            self._marker_due = False
-            self._items.append(_MARKER)
+            self._end_initial()
             with self._lock:
                 self._ready.notify_all()
+
+    def _end_initial(self) -> None:
+        """Hand out what was kept back after a reset (the newest of each subject, in stream
+        order), then the marker; later messages pass through."""
+        self._marker_due = False
+        latest, self._latest = self._latest, None
+        items, convert = self._items, self._convert
+        if latest:
+            for msg in latest.values():
+                if self._stopped:
+                    return
+                item = convert(msg)
+                if len(items) >= BUFFER:
+                    self._wait_for_room()
+                if item is not None:
+                    items.append(item)
+        items.append(_MARKER)
 
     def _wait_for_room(self) -> None:
         with self._lock:

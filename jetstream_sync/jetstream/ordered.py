@@ -11,9 +11,12 @@ sequence plus one; messages from an old link are dropped.
 Before anything is delivered, a new link starts where the first one did
 (the stream sequence the server placed it at), not at its deliver policy
 again: a "new", "last" or "last per subject" policy re-applied after
-writes landed would skip them. (For "last per subject" the replay may hand
-out a revision that a later one superseded before the first link started:
-repeated history, never a lost update.)
+writes landed would skip them. Every link after the first so delivers all
+the stream holds from its start, whatever the deliver policy selected: for
+"last per subject", superseded revisions and markers too (repeated history,
+never a lost update). :attr:`OrderedConsumer.resumed` tells when that began,
+so a reader that needs the policy's selection (a watch's initial values)
+can make it itself.
 
 A replaced link is deleted on the server when the next one is made (and on
 :meth:`OrderedConsumer.close`), so however many resets happen, one link
@@ -145,6 +148,7 @@ class OrderedConsumer:
         self._consumer_seq = 0  # the last consumer sequence of the current link
         self._current: Consumer | None = None
         self._linked = False  # a link was made once: later attempts are resets
+        self._resumed = False  # a link started at _resume_seq, not at the deliver policy
         self._retired: deque[str] = deque()  # replaced links still to delete on the server
         self._lock = threading.Lock()
         self._closed = False
@@ -156,6 +160,18 @@ class OrderedConsumer:
     def name(self) -> str | None:
         """The current link's consumer name (``None`` before the first pull)."""
         return self._current.name if self._current is not None else None
+
+    @property
+    def resumed(self) -> bool:
+        """True once a link was made at a resume sequence instead of the deliver policy.
+
+        From then on, every message the stream holds after the last one delivered
+        comes, whatever the policy would select ("last per subject" selects one
+        revision per subject; a resumed link delivers them all). It never turns
+        back to False. Set before the new link's first message is handed out, on
+        the thread that pulls.
+        """
+        return self._resumed
 
     @property
     def cached_info(self) -> ConsumerInfo | None:
@@ -258,6 +274,8 @@ class OrderedConsumer:
             else:
                 self._current = cons
                 self._linked = True
+                if self._resume_seq is not None:
+                    self._resumed = True
                 self._consumer_seq = 0
                 if self._resume_seq is None:
                     self._resume_seq = self._first_link_start(cons.cached_info)
@@ -678,3 +696,9 @@ class OrderedMessageIterator(BaseMessageIterator):
     def closed(self) -> bool:
         """True once stopped or drained."""
         return self._stopped
+
+    @property
+    def resumed(self) -> bool:
+        """:attr:`OrderedConsumer.resumed`: a message handed out after this turned True
+        came from a link started after the last delivered one, not at the deliver policy."""
+        return self._oc.resumed

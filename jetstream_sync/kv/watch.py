@@ -6,7 +6,9 @@ missed heartbeats or a deletion, starting at the last delivered stream
 sequence plus one: the watcher resumes right after the last revision it
 handed out, losing and repeating nothing (ADR-8 "Watch"). It runs on the
 watcher's own thread (JetStream's watch feed), so a reset is made as soon
-as the server drops the consumer, not at the next call.
+as the server drops the consumer, not at the next call. A reset before the
+initial values are all in leaves them each key's latest revision: the feed
+keeps back the rest of them until their end and drops the superseded ones.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class KeyWatcher:
         self._feed: WatchFeed[KeyValueEntry] = WatchFeed(
             messages, self._entry, end, f"jetstream_sync-watch-{next(_serial)}",
             lambda: stored_bounds(stream_handle, subjects, self._timeout),
+            last_per_subject=fields["deliver_policy"] is DeliverPolicy.LAST_PER_SUBJECT,
         )  # fmt: skip
 
     def _entry(self, msg: Msg) -> KeyValueEntry | None:

@@ -84,6 +84,7 @@ class ObjectWatcher:
         self._feed: WatchFeed[ObjectInfo] = WatchFeed(
             messages, self._info, end, f"jetstream_sync-object-watch-{next(_serial)}",
             lambda: stored_bounds(stream, [all_meta], timeout),
+            last_per_subject=policy is DeliverPolicy.LAST_PER_SUBJECT,
         )  # fmt: skip
 
     def _info(self, msg: Msg) -> ObjectInfo | None:
