@@ -57,6 +57,19 @@ def test_ordered_consumer_deleted_before_any_delivery(js, stream_name):
     assert oc._serial >= 2
 
 
+def test_resumed_turns_true_with_the_first_link_started_at_a_sequence(js, stream_name):
+    """resumed: False on the deliver policy's link, True (for good) once a link resumed."""
+    with _ordered_from_new(js, stream_name) as (oc, it):
+        assert (oc.resumed, it.resumed) == (False, False)
+        publish_numbered(js, f"{stream_name}.x", 1)
+        assert _next_values(it, 1) == [0]
+        assert not it.resumed
+        _delete_consumers(js, stream_name)
+        publish_numbered(js, f"{stream_name}.x", 1, start=1)
+        assert _next_values(it, 1) == [1]
+        assert (oc.resumed, it.resumed) == (True, True)
+
+
 def test_ordered_consumer_gap_before_any_delivery(js, stream_name):
     """A gap on the first message: the new link starts where the first one did."""
     with _ordered_from_new(js, stream_name) as (oc, it):
