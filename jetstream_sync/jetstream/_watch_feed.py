@@ -230,15 +230,21 @@ class WatchFeed(Generic[T]):
         while batch and not self._stopped:
             msg = batch.popleft()
             latest = self._latest
-            if latest is None:
-                item = convert(msg)
-                if len(items) >= BUFFER:
-                    self._wait_for_room()
-                if item is not None:
-                    items.append(item)
-            else:  # only while the end is due: the newest of each subject moves last
-                latest.pop(msg.subject, None)
-                latest[msg.subject] = msg
+            if latest is not None:  # only while the end is due
+                seq = int(ack_tokens(msg.reply)[5])
+                if seq <= self._end:  # the newest of each subject moves last
+                    latest.pop(msg.subject, None)
+                    latest[msg.subject] = msg
+                    self._delivered = seq
+                    if seq == self._end:
+                        self._end_initial()
+                    continue
+                self._end_initial()  # the end was removed: this one is an update
+            item = convert(msg)
+            if len(items) >= BUFFER:
+                self._wait_for_room()
+            if item is not None:
+                items.append(item)
             if self._marker_due:
                 self._delivered = int(ack_tokens(msg.reply)[5])
                 if self._delivered >= self._end:
