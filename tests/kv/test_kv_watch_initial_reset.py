@@ -7,9 +7,11 @@ still be each key once, at its latest revision, in revision order, a marker
 only where the latest revision is one: for ``watch()``, ``keys()`` and
 ``purge_deletes()``.
 
-The bucket holds more keys than the watcher buffers ahead of its reader (10,000)
+The bucket of the first tests holds more keys than the watcher buffers ahead of its reader (10,000)
 plus one pull (1,000), so the consumer deleted after the first entry is read
 still had initial values to deliver; the superseded revisions lie after those.
+The last tests reset before anything was delivered, as on a cluster whose first
+pull after the consumer's creation finds no responders.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Iterator
 import pytest
 
 import jetstream_sync as nats_sync
+from jetstream_sync._deadline import Deadline
+from jetstream_sync.jetstream.ordered import OrderedMessageIterator
 from jetstream_sync.kv.watch import KeyWatcher
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
@@ -165,3 +169,54 @@ def test_purge_deletes_after_a_mid_initial_reset_counts_only_latest_markers(js, 
     assert cleaned == sum(op != "PUT" for op, _ in model.values())
     monkeypatch.undo()
     assert kv.keys() == [key for key, (op, _) in model.items() if op == "PUT"]
+
+
+# -- a reset before anything was delivered (the first pull finds no consumer) -------------
+
+
+def _first_link_deleted_at_once(js, kv, monkeypatch) -> list[str]:
+    """Delete the first ordered consumer link on the server right after its creation, so
+    its first pull finds nobody (as on a cluster whose route has not yet learnt of it)."""
+    real = OrderedMessageIterator._start
+    deleted: list[str] = []
+
+    def start(self: OrderedMessageIterator, deadline: Deadline | None) -> None:
+        oc = self._oc
+        if not deleted:
+            current = oc._reset(deadline)
+            js.delete_consumer(kv.stream_name, current.name)
+            deleted.append(current.name)
+        real(self, deadline)
+
+    monkeypatch.setattr(OrderedMessageIterator, "_start", start)
+    return deleted
+
+
+def _fill_small(kv: nats_sync.KeyValue) -> None:
+    """x, a, b, a again, c, c deleted: the latest are x, b, a and c's marker."""
+    kv.put("x", b"1")
+    kv.put("a", b"1")
+    kv.put("b", b"1")
+    kv.put("a", b"2")
+    kv.put("c", b"1")
+    kv.delete("c")
+
+
+def test_keys_after_a_reset_before_the_first_delivery(js, kv, monkeypatch):
+    """keys() whose first pull finds no consumer: the live keys once each, in revision order."""
+    _fill_small(kv)
+    deleted = _first_link_deleted_at_once(js, kv, monkeypatch)
+    assert kv.keys() == ["x", "b", "a"]
+    assert len(deleted) == 1
+
+
+def test_watch_after_a_reset_before_the_first_delivery(js, kv, monkeypatch):
+    """watch() whose first pull finds no consumer: the latest of each key, then None."""
+    _fill_small(kv)
+    deleted = _first_link_deleted_at_once(js, kv, monkeypatch)
+    with kv.watch() as w:
+        got = []
+        while (entry := w.next(timeout=30)) is not None:
+            got.append((entry.key, entry.operation.value, entry.value))
+    assert got == [("x", "PUT", b"1"), ("b", "PUT", b"1"), ("a", "PUT", b"2"), ("c", "DEL", b"")]
+    assert len(deleted) == 1
