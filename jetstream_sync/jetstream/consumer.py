@@ -425,6 +425,8 @@ class Consumer:
         deadline = Deadline(timeout)
         while True:
             left = deadline.remaining()
+            if left <= 0:  # the back-off after a dropped pull ended past the deadline
+                return []
             ask = left if no_wait else limits.cap_timeout(left)
             try:
                 msgs = pull(ask, limits)

@@ -9,11 +9,14 @@ thread fetches and acks without pause.
 from __future__ import annotations
 
 import threading
+import time
+import types
 import uuid
 
 import pytest
 
 import jetstream_sync
+from jetstream_sync.jetstream import consumer as consumer_module
 from tests.fixtures.polling import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -69,3 +72,45 @@ def test_fetch_rides_consumer_leader_elections(cluster):
             assert seen == set(range(1, MESSAGES + 1))
         finally:
             js.delete_stream(name)
+
+
+def test_a_fetch_whose_back_off_outlives_its_timeout_returns_empty(cluster, monkeypatch):
+    """A pull dropped by a consumer leader stepping down is asked again after a back-off;
+    when that back-off (a busy machine) ends past the fetch's deadline, fetch() returns []
+    instead of sending a pull with no time left (a ValueError from deep inside)."""
+    name = "EB" + uuid.uuid4().hex[:6].upper()
+    with jetstream_sync.connect(cluster.urls) as nc:
+        js = nc.jetstream(timeout=10)
+        stream = js.create_stream(name=name, subjects=[f"{name}.>"], num_replicas=3)
+        try:
+            consumer = stream.create_consumer(durable_name="eb", num_replicas=3)
+            wait_for(lambda: consumer.info().cluster.leader, ignore=Exception)
+            backed_off = threading.Event()
+
+            def stalled(seconds: float) -> None:  # the back-off, on a machine that stalls
+                time.sleep(seconds + TIMEOUT)
+                backed_off.set()
+
+            monkeypatch.setattr(consumer_module, "time", types.SimpleNamespace(sleep=stalled))
+            got: list[object] = []
+            fetcher = threading.Thread(
+                target=lambda: got.append(_outcome(lambda: consumer.fetch(1, timeout=TIMEOUT)))
+            )
+            fetcher.start()
+            wait_for(lambda: consumer.info().num_waiting == 1, ignore=Exception)
+            nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{name}.eb", b"", timeout=5)
+            fetcher.join(4 * TIMEOUT)
+            assert backed_off.is_set(), "the pull was not dropped by the step-down"
+            assert got == [[]]
+        finally:
+            js.delete_stream(name)
+
+
+TIMEOUT = 2.0
+
+
+def _outcome(call):
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the test compares what came out
+        return exc
