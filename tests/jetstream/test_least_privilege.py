@@ -183,17 +183,7 @@ def test_a_pull_whose_inbox_is_refused_raises_instead_of_finding_nothing(server:
     and messages raise PermissionViolationError for the inbox's subscription at once,
     not an empty list or a TimeoutError."""
     with connect(server, "app2") as nc:
-        consumer = nc.jetstream(timeout=TIMEOUT).consumer_no_info("ORDERS", "work")
-        for pull in (
-            lambda: consumer.fetch(1, timeout=TIMEOUT),
-            lambda: consumer.messages().next(timeout=TIMEOUT),
-        ):
-            started = time.monotonic()
-            with pytest.raises(js.PermissionViolationError) as caught:
-                pull()
-            assert time.monotonic() - started < FAST
-            assert caught.value.operation == "subscription"
-            assert caught.value.subject.startswith("_INBOX.")
+        _pulls_raise_the_inbox_refusal(nc, within=FAST)
 
 
 def test_a_pull_whose_inbox_refusal_is_read_before_subscribe_returns_raises(
@@ -218,17 +208,22 @@ def test_a_pull_whose_inbox_refusal_is_read_before_subscribe_returns_raises(
             return sub
 
         monkeypatch.setattr(nc, "subscribe", subscribe_then_refused)
-        consumer = nc.jetstream(timeout=TIMEOUT).consumer_no_info("ORDERS", "work")
-        for pull in (
-            lambda: consumer.fetch(1, timeout=TIMEOUT),
-            lambda: consumer.messages().next(timeout=TIMEOUT),
-        ):
-            started = time.monotonic()
-            with pytest.raises(js.PermissionViolationError) as caught:
-                pull()
-            assert time.monotonic() - started < 2 * FAST
-            assert caught.value.operation == "subscription"
-            assert caught.value.subject.startswith("_INBOX.")
+        _pulls_raise_the_inbox_refusal(nc, within=2 * FAST)
+
+
+def _pulls_raise_the_inbox_refusal(nc: js.Client, within: float) -> None:
+    """fetch() and messages().next() raise the refusal of their inbox's SUB ``within``."""
+    consumer = nc.jetstream(timeout=TIMEOUT).consumer_no_info("ORDERS", "work")
+    for pull in (
+        lambda: consumer.fetch(1, timeout=TIMEOUT),
+        lambda: consumer.messages().next(timeout=TIMEOUT),
+    ):
+        started = time.monotonic()
+        with pytest.raises(js.PermissionViolationError) as caught:
+            pull()
+        assert time.monotonic() - started < within
+        assert caught.value.operation == "subscription"
+        assert caught.value.subject.startswith("_INBOX.")
 
 
 # ---------------------------------------------------------------- publish-only service

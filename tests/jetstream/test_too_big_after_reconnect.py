@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -75,25 +75,10 @@ def test_a_jetstream_publish_dropped_unsent_raises_at_once(server, nc, events):
     """A blocking JetStream publish waiting while disconnected, too big for the restarted
     server: it raises MaxPayloadError at the reconnect, not at its timeout."""
     ctx = nc.jetstream(timeout=ACK_TIMEOUT)
-    outcome: list[BaseException] = []
-
-    def publish() -> None:
-        try:
-            ctx.publish("big.p", b"x" * 4000)
-        except BaseException as exc:  # inspected below
-            outcome.append(exc)
-
-    server.stop(keep_store=True)
-    events.wait(lambda e: e.disconnects == 1)
-    out = nc.stats.out_msgs
-    thread = threading.Thread(target=publish, name="test-publisher")
-    thread.start()
-    wait_for(lambda: nc.stats.out_msgs == out + 1)  # buffered
-    started = time.monotonic()
-    _restart_smaller(server, events)
-    thread.join(ACK_TIMEOUT)
-    assert len(outcome) == 1 and isinstance(outcome[0], js.MaxPayloadError), outcome
-    assert time.monotonic() - started < ACK_TIMEOUT / 2
+    raised = _raised_across_the_restart(
+        server, nc, events, lambda: ctx.publish("big.p", b"x" * 4000), 1
+    )
+    assert isinstance(raised, js.MaxPayloadError), raised
 
 
 def test_a_columnar_publish_whose_row_was_dropped_unsent_raises_at_once(server, nc, events):
@@ -102,23 +87,35 @@ def test_a_columnar_publish_whose_row_was_dropped_unsent_raises_at_once(server, 
     pa = pytest.importorskip("pyarrow")
     ctx = nc.jetstream(timeout=ACK_TIMEOUT)
     table = pa.table({"data": [b"small", b"x" * 4000, b"small"]})
+    raised = _raised_across_the_restart(
+        server, nc, events, lambda: ctx.publish_arrow(table, "big.arrow"), 3
+    )
+    assert isinstance(raised, js.RowPublishError), raised
+    assert "row 1" in str(raised) and "MaxPayloadError" in str(raised)
+
+
+def _raised_across_the_restart(
+    server: NatsServer, nc: js.Client, events: Events, call: Callable[[], object], frames: int
+) -> BaseException:
+    """Run ``call`` on a thread while disconnected until its ``frames`` are buffered,
+    restart the server smaller; return what ``call`` raised, within half the ack timeout."""
     outcome: list[BaseException] = []
 
-    def publish() -> None:
+    def run() -> None:
         try:
-            ctx.publish_arrow(table, "big.arrow")
-        except BaseException as exc:  # inspected below
+            call()
+        except BaseException as exc:  # inspected by the caller
             outcome.append(exc)
 
     server.stop(keep_store=True)
     events.wait(lambda e: e.disconnects == 1)
     out = nc.stats.out_msgs
-    thread = threading.Thread(target=publish, name="test-arrow-publisher")
+    thread = threading.Thread(target=run, name="test-publisher")
     thread.start()
-    wait_for(lambda: nc.stats.out_msgs == out + 3)  # buffered
+    wait_for(lambda: nc.stats.out_msgs == out + frames)  # buffered
     started = time.monotonic()
     _restart_smaller(server, events)
     thread.join(ACK_TIMEOUT)
-    assert len(outcome) == 1 and isinstance(outcome[0], js.RowPublishError), outcome
-    assert "row 1" in str(outcome[0]) and "MaxPayloadError" in str(outcome[0])
     assert time.monotonic() - started < ACK_TIMEOUT / 2
+    assert len(outcome) == 1, outcome
+    return outcome[0]
