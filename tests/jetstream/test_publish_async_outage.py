@@ -21,6 +21,7 @@ import pytest
 
 import jetstream_sync as js
 from tests.fixtures.faults import FAST, Events, stored_payloads
+from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
 
 # The acks' timeout: a future failed by a refusal fails well before it.
@@ -99,6 +100,11 @@ def test_an_ack_inbox_the_new_server_refuses_fails_the_futures_at_once(server, e
         with pytest.raises(js.MaxSubscriptionsExceededError):
             ctx.publish_async("gap.again", b"again").result(timeout=ACK_TIMEOUT)
         assert time.monotonic() - started < ACK_TIMEOUT / 2
+        # Its message went out after the refused SUB: the stream may store it only after
+        # the future failed, so it is waited for before the server stops.
+        with js.connect(server.url) as admin:  # one subscription: its requests' inbox
+            gap = admin.jetstream().stream_no_info("GAP")
+            wait_for(lambda: gap.info().state.messages == 4)
         # Room again (the server's limit is gone): the next publish is acknowledged.
         server.stop(keep_store=True)
         events.wait(lambda e: e.disconnects == 2)
