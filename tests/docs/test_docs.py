@@ -5,7 +5,9 @@ One test per block, id ``file.md:LINE`` (``spark/file.md:LINE`` for a page of a 
 line of the opening fence). The recipes' blocks are excerpts of tested examples, checked by
 test_recipe_pages.py instead. Each block runs from a script file in a temp directory of its
 own with ``NATS_URL`` set to a fresh JetStream server, the repo root on ``PYTHONPATH``, and
-a 60 s limit. A block opened with ```python no-run is not collected.
+a 60 s limit. A block opened with ```python no-run is not collected. Its ``TMPDIR`` is a
+folder of its own that must be empty when it ends: users copy these blocks, and what one
+leaves in the temporary folder stays on their machine.
 
 A block runs in a fresh interpreter (``sys.executable``), but for one opened with ```python
 spark, which needs PySpark: it gets the ``spark`` marker, a 420 s limit and the Spark
@@ -67,12 +69,27 @@ def _script(block: DocBlock, workdir: Path) -> Path:
     return script
 
 
+def _block_tmpdir(workdir: Path) -> Path:
+    """The temporary folder a block runs with (its ``TMPDIR``), made empty."""
+    tmpdir = workdir / "tmp"
+    tmpdir.mkdir()
+    return tmpdir
+
+
+def _fail_if_left_behind(block: DocBlock, tmpdir: Path) -> None:
+    """Fail when the block left files or folders in its temporary folder."""
+    left = sorted(str(path.relative_to(tmpdir)) for path in tmpdir.iterdir())
+    if left:
+        pytest.fail(f"{block.id} left {left} in its temporary folder", pytrace=False)
+
+
 def run_block(block: DocBlock, nats_url: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     """Run one block as a script in ``workdir`` in a fresh interpreter; on timeout, dump its
     threads and fail."""
     script = _script(block, workdir)
     env = _block_environment(block.spark)
     env["NATS_URL"] = nats_url
+    env["TMPDIR"] = str(workdir / "tmp")
     limit = SPARK_BLOCK_TIMEOUT if block.spark else BLOCK_TIMEOUT
     proc = subprocess.Popen(
         [sys.executable, str(script)],
@@ -117,7 +134,8 @@ def run_spark_block(
     if not driver.alive():
         pytest.fail(f"the Spark blocks' driver has stopped; its log:\n{_tail(driver.log)}")
     try:
-        result = driver.run(_script(block, workdir), {"NATS_URL": nats_url}, SPARK_BLOCK_TIMEOUT)
+        env = {"NATS_URL": nats_url, "TMPDIR": str(workdir / "tmp")}
+        result = driver.run(_script(block, workdir), env, SPARK_BLOCK_TIMEOUT)
     except (TimeoutError, RuntimeError) as exc:
         pytest.fail(f"{block.id}: {exc}\n--- driver log ---\n{_tail(driver.log)}", pytrace=False)
     if result["status"] != 0:
@@ -161,15 +179,17 @@ if DOC_BLOCKS:
         """The docs code block runs to a zero exit status against a fresh server."""
         workdir = tmp_path / "run"
         workdir.mkdir()
+        tmpdir = _block_tmpdir(workdir)
         if block.spark:
             _require_spark()
             driver = request.getfixturevalue("spark_block_driver")
             run_spark_block(block, nats_server.url, workdir, driver)
-            return
-        result = run_block(block, nats_server.url, workdir)
-        if result.returncode != 0:
-            pytest.fail(
-                f"{block.id} exited with status {result.returncode}\n"
-                f"--- stderr ---\n{result.stderr}\n--- stdout ---\n{result.stdout}",
-                pytrace=False,
-            )
+        else:
+            result = run_block(block, nats_server.url, workdir)
+            if result.returncode != 0:
+                pytest.fail(
+                    f"{block.id} exited with status {result.returncode}\n"
+                    f"--- stderr ---\n{result.stderr}\n--- stdout ---\n{result.stdout}",
+                    pytrace=False,
+                )
+        _fail_if_left_behind(block, tmpdir)
