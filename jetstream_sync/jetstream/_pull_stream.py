@@ -324,6 +324,12 @@ class MessageIterator(BaseMessageIterator):
             if retry_wait:
                 self._retry_at = monotonic() + retry_wait
 
+    def pull_after(self, pause: float) -> None:
+        """Send the next pull ``pause`` seconds from now, instead of after the pause a
+        warning set (for the warning handler: the ordered consumer's sooner retries)."""
+        with self._lock:
+            self._retry_at = monotonic() + pause
+
     def _on_status(self, status: str) -> None:
         """Client status listener (events thread): wake the reader of the inbox."""
         if status == "reconnected" and not self._stopped:

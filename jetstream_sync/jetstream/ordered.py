@@ -6,7 +6,9 @@ delivered message is checked: its consumer sequence must be the previous
 one plus one, and it must come from the current link. On a gap, missed
 heartbeats, ``409 Consumer Deleted``, no responders or a reconnect, the
 link is replaced by a new one starting at the last delivered stream
-sequence plus one; messages from an old link are dropped.
+sequence plus one; messages from an old link are dropped. No responders
+before a link delivered anything is first retried a few times (see
+:meth:`OrderedConsumer._fresh_pause`).
 
 Before anything is delivered, a new link starts where the first one did
 (the stream sequence the server placed it at), not at its deliver policy
@@ -81,6 +83,9 @@ log = logger("jetstream")
 __all__ = ["OrderedConsumer", "OrderedMessageIterator"]
 
 _MAX_BACKOFF = 10.0
+
+# The pauses before each pull again of a new link whose pulls met no responders.
+_FRESH_PAUSES = (0.01, 0.05, 0.2)
 
 # What a later attempt can get past: the server or the link being away for a
 # while, a consumer name already taken (the next attempt uses a new one).
@@ -295,6 +300,26 @@ class OrderedConsumer:
                 raise ConnectionClosedError("the client was closed") from None
             wait = min(wait * 2, _MAX_BACKOFF)
 
+    def _fresh_pause(
+        self, exc: BaseException, tries: int, deadline: Deadline | None = None
+    ) -> float | None:
+        """The pause before pulling the current link again after ``exc``; None: replace it.
+
+        On a cluster, the first pull of a new consumer may meet no responders: the
+        server the client talks to has not heard of the consumer's leader yet, for a
+        moment. So a link that delivered nothing yet is pulled again after a short
+        pause, ``len(_FRESH_PAUSES)`` times at most and within ``deadline``, before it
+        is replaced.
+        """
+        if not isinstance(exc, NoRespondersError) or self._consumer_seq:
+            return None
+        if tries >= len(_FRESH_PAUSES) or self._closed:
+            return None
+        pause = _FRESH_PAUSES[tries]
+        if deadline is not None and deadline.remaining() <= pause:
+            return None
+        return pause
+
     def _first_link_start(self, info: ConsumerInfo | None) -> int | None:
         """Where a later link starts while nothing is delivered (see the module doc).
 
@@ -373,6 +398,7 @@ class OrderedConsumer:
         timeout = check_timeout("timeout", timeout)
         check_heartbeat(heartbeat, timeout)
         deadline = Deadline(timeout)
+        tries = 0  # pulls again of a new link that met no responders
         while True:
             current = self._current or self._reset(deadline)
             left = deadline.remaining()
@@ -384,6 +410,12 @@ class OrderedConsumer:
                     left, heartbeat=heartbeat,
                 )  # fmt: skip
             except _LINK_LOST as exc:
+                pause = self._fresh_pause(exc, tries, deadline)
+                if pause is not None:
+                    tries += 1
+                    self._abort.wait(pause)  # close() cuts it short; _reset() then raises
+                    continue
+                tries = 0
                 log.warning("ordered consumer on %s reset: %s", self.stream_name, exc)
                 self._retire_current()
                 continue
@@ -479,7 +511,8 @@ class OrderedMessageIterator(BaseMessageIterator):
     nats.go's ``ordered.go`` over ``pull.go``: the iterator pulls from the
     current link; this layer checks each message's sequence and owns the
     recovery policy. It replaces the link on a sequence gap, a deleted
-    consumer, missed heartbeats, no responders, and a reconnect (it stops
+    consumer, missed heartbeats, no responders (on a link that delivered
+    nothing yet, after a few pulls again), and a reconnect (it stops
     the link's iterator to wake it, then starts a new one after the last
     delivered stream sequence). Other warnings go to the consume
     ``error_handler``.
@@ -511,6 +544,7 @@ class OrderedMessageIterator(BaseMessageIterator):
         current = oc._current if oc._current is not None else oc._reset(deadline)
         self._current = current
         self._reset_reason = None
+        self._fresh_tries = 0  # pulls again of this link after no responders
         self._inner = MessageIterator(
             oc._client, current._next_subject, on_warning=self._inner_warning,
             limits=current._limits(), **self._options,
@@ -530,7 +564,12 @@ class OrderedMessageIterator(BaseMessageIterator):
         if isinstance(exc, NoHeartbeatError):
             self._need_reset("missed heartbeats")
         elif isinstance(exc, NoRespondersError):
-            self._need_reset("no responders")
+            pause = self._oc._fresh_pause(exc, self._fresh_tries)
+            if pause is not None and self._inner is not None:
+                self._fresh_tries += 1
+                self._inner.pull_after(pause)  # the link may yet answer (see _fresh_pause)
+            else:
+                self._need_reset("no responders")
         elif self._on_warning is not None:
             self._on_warning(exc)
         else:  # as the plain iterator does without a handler
