@@ -194,7 +194,16 @@ class OrderedConsumer:
         return current.info(timeout=max(deadline.remaining(), 0.001))
 
     def _deadline(self, timeout: float | None) -> Deadline:
-        return Deadline(check_timeout("timeout", timeout, self._timeout))
+        """The deadline of a call taking ``timeout`` (see :meth:`_own_call`)."""
+        deadline = Deadline(check_timeout("timeout", timeout, self._timeout))
+        self._own_call()
+        return deadline
+
+    def _own_call(self) -> None:
+        """A direct call starts: a stop() of an earlier iterator no longer cuts a reset's
+        back-off short (only close() does)."""
+        if not self._closed:
+            self._abort.clear()
 
     def _retire_current(self) -> None:
         """Take the current link out of use; the next reset (or close) deletes it."""
@@ -398,6 +407,7 @@ class OrderedConsumer:
         timeout = check_timeout("timeout", timeout)
         check_heartbeat(heartbeat, timeout)
         deadline = Deadline(timeout)
+        self._own_call()
         tries = 0  # pulls again of a new link that met no responders
         while True:
             current = self._current or self._reset(deadline)

@@ -328,3 +328,22 @@ def test_a_warning_without_an_error_handler_is_logged(js, stream, caplog):
         assert "MaxBytes" in caplog.text and stream.name in caplog.text, caplog.text
     finally:
         oc.close()
+
+
+def test_fetch_after_a_stopped_iterator_still_waits_out_a_failed_reset(js, stream_name):
+    """A stopped messages() iterator does not stop the consumer: a later fetch() whose
+    link must be recreated, and the first attempts are refused (the stream's one
+    consumer slot taken), backs off until its timeout, not IteratorClosedError."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], max_consumers=1)
+    js.publish(f"{stream_name}.a", b"1")
+    oc = stream.ordered_consumer()
+    assert [m.data for m in oc.fetch(1, timeout=5)] == [b"1"]
+    oc.messages().stop()
+    stream.delete_consumer(oc.name)
+    js.create_consumer(stream_name, jetstream_sync.ConsumerConfig(durable_name="other"))
+    with pytest.raises(TimeoutError, match="could not recreate"):
+        oc.fetch(1, timeout=1.5)
+    js.delete_consumer(stream_name, "other")
+    js.publish(f"{stream_name}.a", b"2")
+    assert [m.data for m in oc.fetch(1, timeout=5)] == [b"2"]
+    oc.close()
