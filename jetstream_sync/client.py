@@ -673,6 +673,7 @@ class Client:
         pending_msgs_limit: int | None = None,
         pending_bytes_limit: int | None = None,
         inline: bool = False,
+        checked: bool = False,
     ) -> Subscription:
         """Express interest in ``subject`` (wildcards ``*`` and ``>`` allowed).
 
@@ -691,6 +692,13 @@ class Client:
                 fetch, ``next_msg``, ``drain`` or ``close`` raises
                 :class:`InlineCallbackError` there. While it runs, no other
                 message of the connection is read (see docs/threads-and-fork.md).
+            checked: send the SUB between two PINGs, so that a refusal at the
+                connection's subscription limit (``max_subscriptions``) is known: the
+                subscription then ends, its ``next_msg()`` and ``next_msgs()`` raise
+                :class:`MaxSubscriptionsExceededError` (once what is pending is read)
+                and ``error_cb`` hears its subject. Without it, ``error_cb`` gets only
+                the server's ``-ERR``, which names no subscription. Costs two PINGs,
+                no wait; the library's pulls check their inboxes so.
 
         Raises:
             BadSubjectError: the subject or queue group is not valid; nothing was sent.
@@ -720,6 +728,7 @@ class Client:
             ),
             subject_b,
             queue_b,
+            checked,
         )
 
     def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:

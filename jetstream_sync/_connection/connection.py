@@ -430,13 +430,41 @@ class Connection:
         return self._writer.buffered_bytes()
 
     def subscribe(
-        self, make: Callable[[int], Subscription], subject: bytes, queue: bytes
+        self,
+        make: Callable[[int], Subscription],
+        subject: bytes,
+        queue: bytes,
+        checked: bool = False,
     ) -> Subscription:
         """Route a new subscription (``make(sid)`` builds it) and send its SUB, which never
         waits for room in the write buffer (while disconnected, the next server gets it
-        with the others: see :meth:`_resubscribe_frames`)."""
-        write = self._writer.write_interest
-        return self._subs.add(make, lambda sub: write(sub_frame(subject, queue, sub.sid)))
+        with the others: see :meth:`_resubscribe_frames`).
+
+        ``checked``: the SUB goes between two PINGs (:class:`SubscribeCheck`), so a
+        refusal at the connection's subscription limit is known and ends the
+        subscription (see :meth:`_subscription_refused`).
+        """
+        if not checked:
+            write = self._writer.write_interest
+            return self._subs.add(make, lambda sub: write(sub_frame(subject, queue, sub.sid)))
+
+        def send(sub: Subscription) -> None:
+            check = SubscribeCheck(self._refusals, lambda: self._subscription_refused(sub))
+            self._writer.write_checked(self._pings, sub_frame(subject, queue, sub.sid), check)
+
+        return self._subs.add(make, send)
+
+    def _subscription_refused(self, sub: Subscription) -> None:
+        """The reading thread: the server refused ``sub``'s (checked) SUB at its subscription
+        limit. It stops: its ``next_msg()`` raises :class:`MaxSubscriptionsExceededError`
+        once what is pending is read; ``error_cb`` hears which subject."""
+        error = MaxSubscriptionsExceededError(
+            "server error: maximum subscriptions exceeded: the server refused the "
+            f"subscription to {sub.subject!r} (this connection has all the subscriptions "
+            "it may have); it receives nothing: subscribe again once there is room"
+        )
+        if self._subs.refuse(sub, error):
+            self._report_error(_fresh(error))
 
     def unsubscribe(self, sub: Subscription, limit: int | None) -> bool:
         """Send ``sub``'s UNSUB (after ``limit`` messages in all, if given).

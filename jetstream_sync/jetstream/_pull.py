@@ -353,6 +353,8 @@ def fetch(
         PermissionViolationError: the user may not publish the pull request
             (``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``) or subscribe to its
             inbox, raised as soon as the server's ``-ERR`` arrives.
+        MaxSubscriptionsExceededError: the server refused the inbox's subscription
+            at the connection's subscription limit, raised as soon as that is known.
         InlineCallbackError: called from an inline callback; nothing was sent.
     """
     check_size("batch", batch)
@@ -375,7 +377,8 @@ def fetch(
     refusal = Refusal(next_subject, inbox)
     client.add_refusal_listener(refusal)
     try:
-        sub = client.subscribe(inbox)
+        # Checked: at the subscription limit the refused inbox raises, not times out.
+        sub = client.subscribe(inbox, checked=True)
     except BaseException:
         client.remove_refusal_listener(refusal)
         raise

@@ -7,7 +7,8 @@ are those of ``_pull.py``. It knows no recovery policy beyond pulling again:
 missed heartbeats and no responders are reported to ``on_warning`` (the
 ordered consumer, in ``ordered.py``, recreates its consumer on them), a
 deleted consumer ends it with :class:`ConsumerDeletedError`, a pull the
-server refuses by permission with :class:`PermissionViolationError`.
+server refuses by permission with :class:`PermissionViolationError`, an inbox
+it refuses at the subscription limit with :class:`MaxSubscriptionsExceededError`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..errors import (
     ConsumerNotFoundError,
     IteratorClosedError,
     LeadershipChangedError,
+    MaxSubscriptionsExceededError,
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
@@ -234,7 +236,8 @@ class MessageIterator(BaseMessageIterator):
         self._refusal = Refusal(next_subject, self._inbox)
         client.add_refusal_listener(self._refusal)
         try:
-            self._sub: Subscription = client.subscribe(self._inbox)
+            # Checked: at the subscription limit the refused inbox fails the iterator.
+            self._sub: Subscription = client.subscribe(self._inbox, checked=True)
         except BaseException:
             client.remove_refusal_listener(self._refusal)
             raise
@@ -358,6 +361,9 @@ class MessageIterator(BaseMessageIterator):
                 the requests for good (the iterator is closed).
             PermissionViolationError: the user may not publish the pull requests
                 or subscribe to their inbox (the iterator is closed).
+            MaxSubscriptionsExceededError: the server refused the inbox's
+                subscription at the connection's subscription limit (the iterator
+                is closed).
             IteratorClosedError: :meth:`stop` was called.
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the iterator was made.
@@ -422,8 +428,8 @@ class MessageIterator(BaseMessageIterator):
                 raise TimeoutError("no message within the timeout") from None
             self._check_alive()
             return
-        except ConnectionClosedError as exc:
-            self._fail(exc)
+        except (ConnectionClosedError, MaxSubscriptionsExceededError) as exc:
+            self._fail(exc)  # the client closed, or the server refused the inbox
             return
         if not got:
             refused = self._refusal.error

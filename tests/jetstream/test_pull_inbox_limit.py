@@ -1,0 +1,96 @@
+"""A pull whose inbox the server refuses at its max_subscriptions raises at once.
+
+fetch(), next(), messages() and the Key-Value listings and watches each
+subscribe a fresh inbox for the messages they pull. A connection at its
+subscription limit gets ``-ERR 'Maximum Subscriptions Exceeded'`` for that SUB:
+nothing will ever come, so the pull raises :class:`MaxSubscriptionsExceededError`
+as soon as the refusal is known, not an empty list or a ``TimeoutError`` at its
+timeout. Once there is room, the next pull subscribes its inbox and gets messages.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import jetstream_sync as js
+from tests.fixtures.polling import wait_for
+from tests.fixtures.server import NatsServer
+
+#: Each connection's subscriptions: the requests' inbox and one more.
+LIMIT = 2
+#: The pulls' timeout; a refused pull raises well within FAST.
+TIMEOUT = 20.0
+FAST = 5.0
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A JetStream server allowing each connection ``LIMIT`` subscriptions, with a stream
+    ``FULL`` of one message, its durable pull consumer ``work`` and a bucket ``cfg``."""
+    server = NatsServer(directory=tmp_path, extra_config=f"max_subscriptions: {LIMIT}").start()
+    with js.connect(server.url) as admin:
+        ctx = admin.jetstream()
+        ctx.create_stream(name="FULL", subjects=["full.>"])
+        ctx.publish("full.a", b"a")
+        ctx.create_consumer("FULL", durable_name="work", ack_policy="explicit")
+        ctx.create_key_value(bucket="cfg").put("color", b"red")
+    yield server
+    server.stop()
+
+
+def raises_at_once(call: Callable[[], object]) -> None:
+    """``call`` raises MaxSubscriptionsExceededError naming a refused inbox, within FAST."""
+    started = time.monotonic()
+    with pytest.raises(js.MaxSubscriptionsExceededError, match="_INBOX"):
+        call()
+    assert time.monotonic() - started < FAST
+
+
+def test_a_pull_whose_inbox_is_refused_at_the_limit_raises_at_once(server: NatsServer):
+    """The connection holds all its subscriptions: fetch, next, messages, keys and a watch
+    raise MaxSubscriptionsExceededError at once, consume hands it to its error handler and
+    stops (error_cb hears the inbox named); after an unsubscribe, a fetch gets the message."""
+    errors: list[BaseException] = []
+    with js.connect(server.url, error_cb=errors.append) as nc:
+        ctx = nc.jetstream(timeout=TIMEOUT)
+        consumer = ctx.consumer("FULL", "work")  # the requests' inbox: one subscription
+        kv = ctx.key_value("cfg")
+        other = nc.subscribe("full.other")  # the other one
+        nc.flush(timeout=FAST)
+        raises_at_once(lambda: consumer.fetch(1, timeout=TIMEOUT))
+        raises_at_once(lambda: consumer.next(timeout=TIMEOUT))
+        with consumer.messages() as messages:
+            raises_at_once(lambda: messages.next(timeout=TIMEOUT))
+            raises_at_once(lambda: messages.next(timeout=TIMEOUT))  # it stays failed
+        handled: list[BaseException] = []
+        stopped = threading.Event()
+
+        def handler(exc: BaseException) -> None:
+            handled.append(exc)
+            stopped.set()
+
+        with consumer.consume(lambda msg: None, error_handler=handler) as consuming:
+            assert stopped.wait(FAST)
+            wait_for(lambda: consuming.closed, timeout=FAST)
+        assert [type(e) for e in handled] == [js.MaxSubscriptionsExceededError]
+        raises_at_once(lambda: kv.keys(timeout=TIMEOUT))
+        with kv.watch() as watcher:
+            raises_at_once(lambda: watcher.next(timeout=TIMEOUT))
+        wait_for(
+            lambda: any(
+                isinstance(e, js.MaxSubscriptionsExceededError) and "'_INBOX." in str(e)
+                for e in errors
+            ),
+            timeout=FAST,
+            message="error_cb did not hear which inbox was refused",
+        )
+        other.unsubscribe()
+        nc.flush(timeout=FAST)
+        [msg] = consumer.fetch(1, timeout=TIMEOUT)
+        assert msg.data == b"a"
+        assert kv.keys(timeout=TIMEOUT) == ["color"]
