@@ -42,6 +42,11 @@ and columnar publishing (``jetstream/arrow_publish.py``). A route:
   :class:`~jetstream_sync.errors.MaxSubscriptionsExceededError` (``fail``
   must then run no user code), tells its owner (``refused``), and subscribes
   the same prefix again on its next use (:attr:`prefix`, :meth:`open`);
+* with ``permissions``, when the server refuses the inbox's subscription by
+  permission, fails every sink with a slot, on the reading thread, with that
+  :class:`~jetstream_sync.errors.PermissionViolationError` (``fail`` must then
+  run no user code), and :meth:`open` raises it until a reconnect subscribes the
+  inbox again (the server then decides anew);
 
 A user that decodes a buffer of nothing but its own replies in one C call (the
 acks) passes ``buffer_handler`` (see :meth:`Client.add_reply_route`) and looks
@@ -56,7 +61,12 @@ from bisect import bisect_right, insort
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from .errors import ConnectionClosedError, ConnectionLostError, NatsError
+from .errors import (
+    ConnectionClosedError,
+    ConnectionLostError,
+    NatsError,
+    PermissionViolationError,
+)
 
 if TYPE_CHECKING:
     from ._reply import Reply
@@ -104,6 +114,9 @@ class ReplyRoute(Generic[S]):
             reply goes through the sinks.
         refused: told on the reading thread, after the sinks, that the server
             refused the inbox's subscription (see the module docstring).
+        permissions: also fail the sinks when the server refuses the inbox's
+            subscription by permission (see the module docstring); an owner
+            that handles that refusal itself leaves it out.
     """
 
     def __init__(
@@ -111,10 +124,15 @@ class ReplyRoute(Generic[S]):
         client: Client,
         buffer_handler: Callable[[memoryview, int, int], object] | None = None,
         refused: Callable[[NatsError], object] | None = None,
+        permissions: bool = False,
     ) -> None:
         self._client = client
         self._buffer_handler = buffer_handler
         self._refused_hook = refused
+        self._permissions = permissions
+        # The server refused the inbox's SUB by permission: the refusal's text and the
+        # connection it came on (Client.stats.reconnects then); open() raises it there.
+        self._denied: tuple[str, int] | None = None
         self._lock = threading.Lock()
         self._tokens = itertools.count(1)
         self._once: dict[int, S] = {}
@@ -147,6 +165,10 @@ class ReplyRoute(Generic[S]):
             if self._closed:
                 raise ConnectionClosedError("the client is closed")
             if self._prefix is None:
+                if self._permissions and not self._listening:
+                    # Listening before the SUB goes out; a refusal read meanwhile waits
+                    # for this lock, so it finds the prefix set.
+                    self._client.add_refusal_listener(self._on_permission)
                 self._prefix = self._client.add_reply_route(
                     self._on_replies,
                     self._buffer_handler,
@@ -178,11 +200,18 @@ class ReplyRoute(Generic[S]):
 
         Raises:
             ConnectionClosedError: the route or the client is closed.
+            PermissionViolationError: the server refused the inbox's subscription
+                by permission on this connection (``permissions`` only).
         """
         self.prefix  # noqa: B018 - the inbox is routed before any token of it is used
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("the client is closed")
+            denied = self._denied
+            if denied is not None:
+                if denied[1] == self._client.stats.reconnects:
+                    raise PermissionViolationError(denied[0])
+                self._denied = None  # a reconnect subscribed the inbox again
             first = next(self._tokens)
             if count > 1:  # the counter moves past the whole range
                 self._tokens = itertools.count(first + count)
@@ -274,6 +303,24 @@ class ReplyRoute(Generic[S]):
         if self._refused_hook is not None:
             self._refused_hook(error)
 
+    def _on_permission(self, error: PermissionViolationError) -> None:
+        """The reading thread (a refusal listener): when the server refused the inbox's
+        subscription by permission, every sink with a slot fails with it (one-shot slots
+        are dropped), and :meth:`open` raises it on this connection."""
+        if error.operation != "subscription":
+            return
+        with self._lock:
+            prefix = self._prefix
+            if self._closed or prefix is None or error.subject != prefix + "*":
+                return
+            # Read on the connection it refuses: the reconnect count is already its own.
+            self._denied = (error.text, self._client.stats.reconnects)
+            lasting = [sink for _, sink in self._lasting.values()]
+        sinks = self._take_once()
+        sinks.update((sink, None) for sink in lasting)
+        for sink in sinks:
+            sink.fail(PermissionViolationError(error.text), None)
+
     def _on_link_lost(self) -> None:
         """The reading thread, once the writer stopped sending on a lost link: a token
         given out from now on is that of a request written for the next link."""
@@ -325,6 +372,8 @@ class ReplyRoute(Generic[S]):
         sinks.update((sink, None) for sink in lasting)
         if self._listening:
             self._client.remove_status_listener(self._on_status)
+            if self._permissions:
+                self._client.remove_refusal_listener(self._on_permission)
         error = ConnectionClosedError("the client closed before the reply arrived")
         for sink in sinks:
             sink.fail(error, None)

@@ -33,6 +33,7 @@ from ..errors import (
     MaxPayloadError,
     MaxSubscriptionsExceededError,
     NatsError,
+    PermissionViolationError,
     TimeoutError,
     api_error,
 )
@@ -64,7 +65,7 @@ class DirectBatchRoute:
 
     def __init__(self, client: Client) -> None:
         self._client = client
-        self._route: ReplyRoute[PendingBatch] = ReplyRoute(client)
+        self._route: ReplyRoute[PendingBatch] = ReplyRoute(client, permissions=True)
 
     def send(
         self, stream: Stream, start_seq: int, batch: int, subject: str | None, deadline: Deadline
@@ -84,6 +85,8 @@ class DirectBatchRoute:
         Raises:
             RequiredApiLevelError: the server is older than 2.11.
             ConnectionClosedError: the client is closed.
+            PermissionViolationError: the server refused the replies' inbox by
+                permission on this connection; nothing was sent.
         """
         body: dict[str, Any] = {"seq": ck.sequence(start_seq, "start_seq"), "batch": int(batch)}
         if subject:
@@ -142,8 +145,8 @@ class PendingBatch:
         self._queue.put(replies)
 
     def fail(self, error: NatsError, below: int | None = None) -> None:
-        """The connection dropped, the client closed or the server refused the inbox (the
-        reading thread): no more replies will come."""
+        """The connection dropped, the client closed or the server refused the inbox (at its
+        subscription limit or by permission: the reading thread): no more replies will come."""
         self._queue.put(error)
 
     def lost(self, token: int, error: NatsError) -> None:
@@ -163,6 +166,8 @@ class PendingBatch:
             ConnectionClosedError: the client closed meanwhile.
             MaxSubscriptionsExceededError: the server refused the replies' inbox
                 at its subscription limit (the next batch subscribes it again).
+            PermissionViolationError: the server refused the replies' inbox by
+                permission (the next batch on this connection raises it unsent).
         """
         out: list[Reply] = []
         try:
@@ -184,6 +189,8 @@ class PendingBatch:
                     raise MaxPayloadError(str(got))
                 if isinstance(got, MaxSubscriptionsExceededError):  # the inbox was refused
                     raise MaxSubscriptionsExceededError(str(got))
+                if isinstance(got, PermissionViolationError):  # the inbox was refused
+                    raise PermissionViolationError(got.text)
                 if isinstance(got, NatsError):
                     raise ConnectionClosedError("the client is closed")
                 out += got

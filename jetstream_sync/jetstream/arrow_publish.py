@@ -44,6 +44,7 @@ from ..errors import (
     ConnectionLostError,
     MaxSubscriptionsExceededError,
     NatsError,
+    PermissionViolationError,
     RowPublishError,
     TimeoutError,
 )
@@ -88,7 +89,9 @@ class _AckRoute:
     with the client), with the C decode of the buffers that hold nothing but its acks."""
 
     def __init__(self, client: Client) -> None:
-        self.route: ReplyRoute[ArrowPublisher] = ReplyRoute(client, self._on_buffer)
+        self.route: ReplyRoute[ArrowPublisher] = ReplyRoute(
+            client, self._on_buffer, permissions=True
+        )
         self._prefix_len = 0
 
     def _on_buffer(self, buffer: memoryview, end: int, sid: int) -> None:
@@ -295,7 +298,8 @@ class ArrowPublisher:
 
     def fail(self, error: NatsError, below: int | None = None) -> None:
         """The connection dropped, the client closed or the server refused the acks' inbox
-        (the reading thread): the acks still due will not come."""
+        (at its subscription limit or by permission: the reading thread): the acks still
+        due will not come."""
         self._acks.put(error)
 
     def lost(self, token: int, error: NatsError) -> None:
@@ -331,7 +335,7 @@ class ArrowPublisher:
             raise self._row_error(token - self._base, error)
         if isinstance(item, NatsError):  # lost connection, closed client, or refused inbox
             if self.waiting:
-                if isinstance(item, MaxSubscriptionsExceededError):
+                if isinstance(item, (MaxSubscriptionsExceededError, PermissionViolationError)):
                     what = str(item)
                 elif isinstance(item, ConnectionLostError):
                     what = "connection lost"

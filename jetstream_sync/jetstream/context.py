@@ -406,8 +406,11 @@ class JetStreamContext:
                 header, too large, a subject too long for the server's
                 ``max_control_line``: the rows before it are acknowledged first
                 and it is not sent) or was not stored (refused by the stream, no
-                stream for its subject, no PubAck in time, the connection lost).
-                ``row`` and ``subject`` name it; rows after it may have been sent.
+                stream for its subject, no PubAck in time, the connection lost, the
+                acks' inbox refused). ``row`` and ``subject`` name it; rows after it
+                may have been sent.
+            PermissionViolationError: the server refused the acks' inbox by
+                permission on this connection (at an earlier call); nothing was sent.
         """
         from .arrow_publish import publish_arrow
 

@@ -333,6 +333,9 @@ class Stream:
             ConnectionLostError: the connection dropped while the call waited
                 (raised at once, not at the timeout); call it again.
             ConnectionClosedError: the client closed while the call waited.
+            MaxSubscriptionsExceededError, PermissionViolationError: the server
+                refused the client's inbox for batched gets (at the connection's
+                subscription limit, or by permission), raised at once.
         """
         body: dict[str, Any] = {"batch": ck.sequence(batch, "batch", maximum=ck.MAX_INT64)}
         if start_time is not None:
