@@ -163,7 +163,8 @@ class _Read:
         )
         with consumer:
             inbox = client.new_inbox()
-            sub = client.subscribe(inbox)
+            # Checked: refused at the subscription limit, next_msgs raises, not times out.
+            sub = client.subscribe(inbox, checked=True)
             # The server writes its max_request_batch into the new consumer's max_batch.
             batch = consumer._limits().cap_batch(self.batch)
             pulls = _Pulls(self, consumer.name, inbox, start, end, batch)

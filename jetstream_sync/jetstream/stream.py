@@ -518,6 +518,9 @@ class Stream:
             StreamNotFoundError: there is no such stream.
             TimeoutError: a request got no complete answer in ``timeout``.
             JetStreamError: the read stopped (the link or the consumer was lost).
+            MaxSubscriptionsExceededError, PermissionViolationError: the server
+                refused the read's inbox (at the connection's subscription limit,
+                or by permission for batched direct gets), raised at once.
             ProtocolError: the server sent a reply that is not a message
                 (the error names the stream and the sequence).
         """

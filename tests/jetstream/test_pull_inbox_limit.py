@@ -94,3 +94,19 @@ def test_a_pull_whose_inbox_is_refused_at_the_limit_raises_at_once(server: NatsS
         [msg] = consumer.fetch(1, timeout=TIMEOUT)
         assert msg.data == b"a"
         assert kv.keys(timeout=TIMEOUT) == ["color"]
+
+
+def test_a_columnar_read_whose_inbox_is_refused_at_the_limit_raises_at_once(server: NatsServer):
+    """read_arrow of a stream without allow_direct pulls through an ephemeral consumer on
+    a fresh inbox: refused at the limit, it raises MaxSubscriptionsExceededError at once,
+    not a JetStreamError at its timeout; after an unsubscribe it reads the message."""
+    pytest.importorskip("pyarrow")
+    with js.connect(server.url) as nc:
+        stream = nc.jetstream(timeout=TIMEOUT).stream("FULL")  # the requests' inbox
+        other = nc.subscribe("full.other")
+        nc.flush(timeout=FAST)
+        raises_at_once(lambda: list(stream.read_arrow(timeout=TIMEOUT)))
+        other.unsubscribe()
+        nc.flush(timeout=FAST)
+        [batch] = list(stream.read_arrow(timeout=TIMEOUT))
+        assert batch.column("data").to_pylist() == [b"a"]
