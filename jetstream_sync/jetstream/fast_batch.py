@@ -32,6 +32,7 @@ from ..errors import (
     FastBatchMessageError,
     FastBatchUnsupportedError,
     MaxPayloadError,
+    MaxSubscriptionsExceededError,
     NatsError,
     NoRespondersError,
     TimeoutError,
@@ -166,6 +167,9 @@ class FastBatch:
             NoRespondersError: no stream captures ``subject`` (first message).
             TimeoutError: the stream did not confirm in time; this message was
                 not sent and the batch stays open.
+            MaxSubscriptionsExceededError: the server refused the batch's inbox
+                at the connection's subscription limit (first message, raised as
+                soon as that is known); the batch is closed.
         """
         seq = self._sent + 1
         timeout = self._timeout
@@ -412,7 +416,8 @@ class FastBatch:
     def _open(self, subject: str) -> None:
         """Before the first message goes out: listen for the stream's answers."""
         if self._sub is None:  # else an earlier first message timed out before it was sent
-            self._sub = self._client.subscribe(f"{self._inbox}.>")
+            # Checked: refused at the subscription limit, the wait for the answers raises.
+            self._sub = self._client.subscribe(f"{self._inbox}.>", checked=True)
         self._subject = subject
 
     def _started(self, deadline: Deadline) -> None:
@@ -435,6 +440,8 @@ class FastBatch:
         Raises:
             TimeoutError: not ready by ``deadline``.
             FastBatchError, APIError...: what the stream answered ends the batch.
+            MaxSubscriptionsExceededError: the server refused the batch's inbox at
+                the connection's subscription limit; the batch is closed.
         """
         sub = self._sub
         assert sub is not None
@@ -455,6 +462,9 @@ class FastBatch:
                     self._ping(deadline.remaining())
                     quiet = Deadline(PING_AFTER)
                 continue
+            except MaxSubscriptionsExceededError:  # the inbox was refused: no answer comes
+                self._finish()
+                raise
             if not replies:
                 self._finish()
                 raise FastBatchError(

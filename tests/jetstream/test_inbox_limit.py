@@ -1,7 +1,9 @@
-"""A pull whose inbox the server refuses at its max_subscriptions raises at once.
+"""A pull (or a fast batch) whose inbox the server refuses at its max_subscriptions raises
+at once.
 
-fetch(), next(), messages() and the Key-Value listings and watches each
-subscribe a fresh inbox for the messages they pull. A connection at its
+fetch(), next(), messages(), the Key-Value listings and watches, a columnar read
+through a consumer and a fast-ingest batch each subscribe a fresh inbox for what
+they wait for. A connection at its
 subscription limit gets ``-ERR 'Maximum Subscriptions Exceeded'`` for that SUB:
 nothing will ever come, so the pull raises :class:`MaxSubscriptionsExceededError`
 as soon as the refusal is known, not an empty list or a ``TimeoutError`` at its
@@ -31,7 +33,8 @@ FAST = 5.0
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[NatsServer]:
     """A JetStream server allowing each connection ``LIMIT`` subscriptions, with a stream
-    ``FULL`` of one message, its durable pull consumer ``work`` and a bucket ``cfg``."""
+    ``FULL`` of one message, its durable pull consumer ``work``, a bucket ``cfg`` and a
+    stream ``FAST`` that allows fast-ingest batches."""
     server = NatsServer(directory=tmp_path, extra_config=f"max_subscriptions: {LIMIT}").start()
     with js.connect(server.url) as admin:
         ctx = admin.jetstream()
@@ -39,6 +42,7 @@ def server(tmp_path: Path) -> Iterator[NatsServer]:
         ctx.publish("full.a", b"a")
         ctx.create_consumer("FULL", durable_name="work", ack_policy="explicit")
         ctx.create_key_value(bucket="cfg").put("color", b"red")
+        ctx.create_stream(name="FAST", subjects=["fast.>"], allow_batched=True)
     yield server
     server.stop()
 
@@ -110,3 +114,21 @@ def test_a_columnar_read_whose_inbox_is_refused_at_the_limit_raises_at_once(serv
         nc.flush(timeout=FAST)
         [batch] = list(stream.read_arrow(timeout=TIMEOUT))
         assert batch.column("data").to_pylist() == [b"a"]
+
+
+def test_a_fast_batch_whose_inbox_is_refused_at_the_limit_raises_at_once(server: NatsServer):
+    """A fast batch's first message waits for the stream's answer on the batch's inbox:
+    refused at the limit, add() raises MaxSubscriptionsExceededError at once, not a
+    TimeoutError at its timeout; after an unsubscribe a new batch commits."""
+    with js.connect(server.url) as nc:
+        ctx = nc.jetstream(timeout=TIMEOUT)
+        ctx.account_info()  # the requests' inbox
+        other = nc.subscribe("fast.other")
+        nc.flush(timeout=FAST)
+        with ctx.fast_batch() as batch:
+            raises_at_once(lambda: batch.add("fast.a", b"1"))
+        other.unsubscribe()
+        nc.flush(timeout=FAST)
+        with ctx.fast_batch() as batch:
+            batch.add("fast.a", b"1")
+            assert batch.commit().batch_size == 1
