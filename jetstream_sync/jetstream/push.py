@@ -32,6 +32,7 @@ from ..errors import (
     ConsumerNameExistsError,
     ConsumerNotFoundError,
     JetStreamError,
+    MaxSubscriptionsExceededError,
     NatsError,
     NoHeartbeatError,
     TimeoutError,
@@ -106,6 +107,7 @@ class JetStreamSubscription:
             cb=handler,
             pending_msgs_limit=limits.get("pending_msgs_limit"),
             pending_bytes_limit=limits.get("pending_bytes_limit"),
+            checked=True,  # refused at the subscription limit: next_msg raises, not waits
         )
         if not heartbeat or queue:
             # The server sends each heartbeat to one member of a queue group: a member's
@@ -162,6 +164,8 @@ class JetStreamSubscription:
             NoHeartbeatError: the consumer has ``idle_heartbeat`` and sent
                 nothing for two intervals (it or its stream was deleted);
                 the subscription stays, and a later call may get messages.
+            MaxSubscriptionsExceededError: the server refused the subscription at
+                the connection's subscription limit (once what came is taken).
             NatsError: the subscription has a callback, or has ended.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
@@ -194,12 +198,15 @@ class JetStreamSubscription:
 
         Raises:
             NatsError: the subscription has a callback.
+            MaxSubscriptionsExceededError: as for :meth:`next_msg`.
             ForkedClientError, InlineCallbackError: as iterating a
                 :class:`Subscription`.
         """
         while True:
             try:
                 yield self.next_msg(None)
+            except MaxSubscriptionsExceededError:  # refused: not an end of its own
+                raise
             except NatsError:
                 if self._ended():
                     return

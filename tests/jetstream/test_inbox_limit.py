@@ -1,9 +1,9 @@
-"""A pull (or a fast batch) whose inbox the server refuses at its max_subscriptions raises
-at once.
+"""A pull (a fast batch, a push subscription) whose inbox the server refuses at its
+max_subscriptions raises at once.
 
 fetch(), next(), messages(), the Key-Value listings and watches, a columnar read
 through a consumer and a fast-ingest batch each subscribe a fresh inbox for what
-they wait for. A connection at its
+they wait for; a push subscription subscribes its deliver subject. A connection at its
 subscription limit gets ``-ERR 'Maximum Subscriptions Exceeded'`` for that SUB:
 nothing will ever come, so the pull raises :class:`MaxSubscriptionsExceededError`
 as soon as the refusal is known, not an empty list or a ``TimeoutError`` at its
@@ -132,3 +132,23 @@ def test_a_fast_batch_whose_inbox_is_refused_at_the_limit_raises_at_once(server:
         with ctx.fast_batch() as batch:
             batch.add("fast.a", b"1")
             assert batch.commit().batch_size == 1
+
+
+def test_a_push_subscription_refused_at_the_limit_raises_at_once(server: NatsServer):
+    """ctx.subscribe's SUB of the push consumer's deliver subject, refused at the limit:
+    next_msg() and iterating raise MaxSubscriptionsExceededError at once, not a
+    TimeoutError at the timeout (nor an iteration that ends as if unsubscribed)."""
+    with js.connect(server.url) as nc:
+        ctx = nc.jetstream(timeout=TIMEOUT)
+        ctx.account_info()  # the requests' inbox
+        other = nc.subscribe("full.other")
+        nc.flush(timeout=FAST)
+        push = ctx.subscribe("full.a")
+        started = time.monotonic()
+        with pytest.raises(js.MaxSubscriptionsExceededError):
+            push.next_msg(timeout=TIMEOUT)
+        with pytest.raises(js.MaxSubscriptionsExceededError):
+            next(iter(push))
+        assert time.monotonic() - started < FAST
+        push.unsubscribe()
+        other.unsubscribe()
