@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from .._seam import check_control_line, seconds_text
+from .._seam import check_control_line, check_timeout, seconds_text
 from ..errors import (
     BucketNotFoundError,
     InvalidKeyError,
@@ -37,6 +37,7 @@ from ._keys import (
 )
 from .config import KeyValueConfig, KeyValueStatus
 from .entry import OPERATION, KeyValueEntry, KeyValueOp, entry_from_direct, entry_from_stored
+from .watch import HEARTBEAT as WATCH_HEARTBEAT
 from .watch import KeyWatcher
 
 if TYPE_CHECKING:
@@ -452,25 +453,38 @@ class KeyValue:
                 UTF-8 (the server cannot filter on it; ``keys()`` lists such keys).
             ValueError: ``include_history`` together with ``updates_only``.
         """
+        if include_history and updates_only:
+            raise ValueError("include_history and updates_only cannot be combined")
+        return self._watcher(
+            keys, timeout, WATCH_HEARTBEAT, include_history=include_history,
+            ignore_deletes=ignore_deletes, meta_only=meta_only, updates_only=updates_only,
+        )  # fmt: skip
+
+    def _watcher(
+        self, keys: str | Sequence[str], timeout: float | None, heartbeat: float, **options: bool
+    ) -> KeyWatcher:
+        """A :class:`KeyWatcher` of ``keys`` (checked) with ``options`` and ``heartbeat``."""
         filters = [keys] if isinstance(keys, str) else list(keys)
         if not filters:
             filters = [">"]
-        if include_history and updates_only:
-            raise ValueError("include_history and updates_only cannot be combined")
         for key in filters:
             check_filter(key)
             self._check_length(key)
         subjects = [self._read_pre + key for key in filters]
         return KeyWatcher(
             self._ctx, self.stream_name, self.bucket, len(self._read_pre), subjects,
-            include_history=include_history, ignore_deletes=ignore_deletes,
-            meta_only=meta_only, updates_only=updates_only, timeout=timeout,
+            timeout=timeout, heartbeat=heartbeat, **options,
         )  # fmt: skip
 
     def _initial(
         self, keys: str | Sequence[str], timeout: float | None, **options: bool
     ) -> list[KeyValueEntry]:
-        with self.watch(keys, timeout=timeout, **options) as watcher:
+        """The initial entries of a watch of ``keys``: a listing, each of whose stalls may
+        last ``timeout``. Its heartbeats come at a quarter of that, so that a pull the
+        server dropped without a word is noticed, and the consumer replaced, in time."""
+        limit = check_timeout("timeout", timeout, self._ctx.timeout)
+        heartbeat = min(WATCH_HEARTBEAT, limit / 4)
+        with self._watcher(keys, limit, heartbeat, **options) as watcher:
             return watcher.initial()
 
     def keys(self, filters: str | Sequence[str] = ">", timeout: float | None = None) -> list[str]:

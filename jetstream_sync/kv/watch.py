@@ -32,10 +32,11 @@ if TYPE_CHECKING:
 __all__ = ["KeyWatcher"]
 
 # Pull sizes of the underlying iterator: big batches keep a large initial
-# delivery fast; the heartbeat notices a silent server within ~2 x 5 s.
+# delivery fast; the heartbeat notices a silent server (or a pull it dropped)
+# within ~2 x 5 s.
 _MAX_MESSAGES = 1000
 _EXPIRES = 30.0
-_HEARTBEAT = 5.0
+HEARTBEAT = 5.0
 
 _serial = itertools.count(1)
 
@@ -63,11 +64,12 @@ class KeyWatcher:
         prefix_len: int,
         subjects: list[str],
         *,
-        include_history: bool,
-        ignore_deletes: bool,
-        meta_only: bool,
-        updates_only: bool,
         timeout: float | None,
+        heartbeat: float = HEARTBEAT,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
     ) -> None:
         self.bucket = bucket
         self._prefix_len = prefix_len
@@ -98,7 +100,7 @@ class KeyWatcher:
         )
         try:
             messages = self._consumer.messages(
-                max_messages=_MAX_MESSAGES, expires=_EXPIRES, heartbeat=_HEARTBEAT
+                max_messages=_MAX_MESSAGES, expires=_EXPIRES, heartbeat=heartbeat
             )
         except StreamNotFoundError as exc:
             self._consumer.close()

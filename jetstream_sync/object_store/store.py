@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
-from .._seam import NUID, Deadline
+from .._seam import NUID, Deadline, check_timeout
 from ..errors import (
     APIError,
     BadObjectMetaError,
@@ -87,6 +87,8 @@ _PURGE_PAUSE = 0.25
 # 20 s later (the server's Raft election timeout; longer when that node led the meta group
 # too), and chunks whose purge gave up stay stored, named by no object.
 _PURGE_OUTAGE = 30.0
+# list()'s pulls' idle heartbeat at most (a quarter of its timeout when shorter).
+_LISTING_HEARTBEAT = 5.0
 
 Data = bytes | bytearray | memoryview | str | IO[bytes]
 
@@ -852,9 +854,14 @@ class ObjectStore:
             timeout: seconds to wait for each info.
         """
         out: list[ObjectInfo] = []
-        with self.watch(ignore_deletes=not show_deleted, timeout=timeout) as watcher:
+        limit = check_timeout("timeout", timeout, self._ctx.timeout)
+        # Heartbeats at a quarter of the wait for each info: a pull the server dropped
+        # without a word is noticed, and the consumer replaced, within it.
+        watcher = ObjectWatcher(self._ctx, self, False, not show_deleted, False, limit,
+                                heartbeat=min(_LISTING_HEARTBEAT, limit / 4))  # fmt: skip
+        with watcher:
             while True:
-                info = watcher.next(timeout=timeout if timeout is not None else self._ctx.timeout)
+                info = watcher.next(timeout=limit)
                 if info is None:
                     return out
                 out.append(info)

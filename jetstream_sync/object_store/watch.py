@@ -55,7 +55,9 @@ class ObjectWatcher:
         ignore_deletes: bool,
         updates_only: bool,
         timeout: float | None,
+        heartbeat: float | None = None,
     ) -> None:
+        """``heartbeat``: the pulls' idle heartbeat (None: the iterator's default)."""
         timeout = check_timeout("timeout", timeout, ctx.timeout)
         self.bucket = store.bucket
         self._ignore_deletes = ignore_deletes
@@ -73,7 +75,7 @@ class ObjectWatcher:
             store.stream_name, filter_subjects=[all_meta], deliver_policy=policy, timeout=timeout
         )
         try:
-            messages = self._oc.messages(max_messages=_PREFETCH)
+            messages = self._oc.messages(max_messages=_PREFETCH, heartbeat=heartbeat)
         except StreamNotFoundError as exc:
             self._oc.close()
             raise self._gone(exc) from None

@@ -220,3 +220,23 @@ def test_watch_after_a_reset_before_the_first_delivery(js, kv, monkeypatch):
             got.append((entry.key, entry.operation.value, entry.value))
     assert got == [("x", "PUT", b"1"), ("b", "PUT", b"1"), ("a", "PUT", b"2"), ("c", "DEL", b"")]
     assert len(deleted) == 1
+
+
+def test_keys_whose_pull_the_server_drops_still_lists_within_its_timeout(nc, kv, monkeypatch):
+    """The first pull of keys() lost without a word (as when its consumer is deleted while
+    the request is on its way): a listing's heartbeats come at a quarter of its timeout, so
+    the silence is noticed and the consumer replaced before the timeout ends (with the
+    watch's 5 s heartbeat, only after 10 s)."""
+    _fill_small(kv)
+    real = nc.publish
+    dropped: list[str] = []
+
+    def publish(subject: str, *args, **kwargs):
+        if subject.startswith("$JS.API.CONSUMER.MSG.NEXT.") and not dropped:
+            dropped.append(subject)
+            return None
+        return real(subject, *args, **kwargs)
+
+    monkeypatch.setattr(nc, "publish", publish)
+    assert kv.keys(timeout=8) == ["x", "b", "a"]
+    assert dropped, "no pull was dropped"

@@ -534,6 +534,25 @@ def test_list_skips_deleted_objects(obs):
     ]  # fmt: skip
 
 
+def test_list_whose_pull_the_server_drops_still_lists_within_its_timeout(nc, obs, monkeypatch):
+    """The first pull of list() lost without a word (as when its consumer is deleted while
+    the request is on its way): its heartbeats come at a quarter of its timeout, so the
+    silence is noticed and the consumer replaced in time (not after 2 x 15 s)."""
+    obs.put("a", b"1")
+    real = nc.publish
+    dropped: list[str] = []
+
+    def publish(subject: str, *args, **kwargs):
+        if subject.startswith("$JS.API.CONSUMER.MSG.NEXT.") and not dropped:
+            dropped.append(subject)
+            return None
+        return real(subject, *args, **kwargs)
+
+    monkeypatch.setattr(nc, "publish", publish)
+    assert [i.name for i in obs.list(timeout=8)] == ["a"]
+    assert dropped, "no pull was dropped"
+
+
 def test_watch_initial_values_marker_then_updates(obs):
     """A watcher yields the current infos, None, then each change in order."""
     obs.put("a", b"1")
