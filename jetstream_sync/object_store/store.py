@@ -87,7 +87,8 @@ _PURGE_PAUSE = 0.25
 # 20 s later (the server's Raft election timeout; longer when that node led the meta group
 # too), and chunks whose purge gave up stay stored, named by no object.
 _PURGE_OUTAGE = 30.0
-# list()'s pulls' idle heartbeat at most (a quarter of its timeout when shorter).
+# The idle heartbeat of list()'s and get()'s pulls at most (a quarter of their timeout when
+# that is shorter), so that a pull the server dropped is noticed within the timeout.
 _LISTING_HEARTBEAT = 5.0
 
 Data = bytes | bytearray | memoryview | str | IO[bytes]
@@ -613,7 +614,10 @@ class ObjectStore:
                 self.stream_name, filter_subjects=[self._chunk_subject(info.nuid)], timeout=wait
             )
             try:
-                with oc, oc.messages(max_messages=_window(chunk_size)) as msgs:
+                # Heartbeats at a quarter of the wait for a chunk (see list()).
+                heartbeat = min(_LISTING_HEARTBEAT, wait / 4)
+                pulls = oc.messages(max_messages=_window(chunk_size), heartbeat=heartbeat)
+                with oc, pulls as msgs:
                     while count < info.chunks:
                         msg = self._next_chunk(msgs, info, size, wait)
                         data = msg.data

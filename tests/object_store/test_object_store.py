@@ -553,6 +553,24 @@ def test_list_whose_pull_the_server_drops_still_lists_within_its_timeout(nc, obs
     assert dropped, "no pull was dropped"
 
 
+def test_get_whose_pull_the_server_drops_still_reads_within_its_timeout(nc, obs, monkeypatch):
+    """get()'s first pull of chunks lost without a word: its heartbeats come at a quarter
+    of its timeout, so the consumer is replaced and the object read in time."""
+    obs.put("a", b"x" * 300_000)
+    real = nc.publish
+    dropped: list[str] = []
+
+    def publish(subject: str, *args, **kwargs):
+        if subject.startswith("$JS.API.CONSUMER.MSG.NEXT.") and not dropped:
+            dropped.append(subject)
+            return None
+        return real(subject, *args, **kwargs)
+
+    monkeypatch.setattr(nc, "publish", publish)
+    assert obs.get("a", timeout=8) == b"x" * 300_000
+    assert dropped, "no pull was dropped"
+
+
 def test_watch_initial_values_marker_then_updates(obs):
     """A watcher yields the current infos, None, then each change in order."""
     obs.put("a", b"1")
