@@ -175,12 +175,16 @@ def test_a_done_callback_waiting_for_another_ack_is_refused_at_once(
     assert js.publish_async(f"{stream.name}.after", b"3").result(10).seq == 3
 
 
-def test_a_done_callback_calling_sys_exit_leaves_the_ack_thread_running(js, stream):
+def test_a_done_callback_calling_sys_exit_leaves_the_ack_thread_running(manual):
     """SystemExit from a done-callback on the ack thread is logged; later futures still settle."""
-    first = js.publish_async(f"{stream.name}.a", b"x")
-    first.add_done_callback(lambda f: sys.exit(1))  # made before the ack: runs on the ack thread
-    first.result(timeout=5)
+    ctx, stand_in = manual
+    # Each ack comes only once the callback is added: it then runs on the ack thread.
+    first = ctx.publish_async("manual.ack", b"x")
+    first.add_done_callback(lambda f: sys.exit(1))
+    stand_in.next_msg(timeout=5).respond(ACK)
+    assert first.result(timeout=5).seq == 7
     later = threading.Event()
-    second = js.publish_async(f"{stream.name}.a", b"y")
+    second = ctx.publish_async("manual.ack", b"y")
     second.add_done_callback(lambda f: later.set())
+    stand_in.next_msg(timeout=5).respond(ACK)
     assert later.wait(5)
