@@ -76,7 +76,9 @@ def test_close_from_a_done_callback_on_the_timer_thread(shared_server, baseline)
     nc = closer.client = js.connect(shared_server.url)
     baseline.responder.subscribe("manual.never")
     baseline.responder.flush()
-    future = nc.jetstream(ack_timeout=0.2).publish_async("manual.never", b"x")
+    # The callback must be added before the timer fails the future (else it runs here, on
+    # the adding thread): 1 s leaves room for a loaded machine between these two lines.
+    future = nc.jetstream(ack_timeout=1.0).publish_async("manual.never", b"x")
     future.add_done_callback(closer)
     _finish(closer, nc, baseline, "jetstream_sync-ack-timer")
     assert isinstance(future.exception(), js.TimeoutError)
