@@ -12,9 +12,7 @@ first link with a 503 status on their reply subject, as the server would.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,6 +20,7 @@ import jetstream_sync as nats_sync
 from jetstream_sync.jetstream.ordered import _FRESH_PAUSES
 from tests.fixtures.raw_client import RawClient
 from tests.fixtures.server import NatsServer
+from tests.fixtures.threads import in_thread
 
 
 class _Spy:
@@ -56,20 +55,6 @@ def spy(shared_server: NatsServer, stream: nats_sync.Stream) -> Iterator[_Spy]:
     s.close()
 
 
-def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    result: list[Any] = []
-
-    def run() -> None:
-        try:
-            result.append(fn())
-        except Exception as exc:
-            result.append(exc)
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, result
-
-
 def _consumer(pull: nats_sync.Msg) -> str:
     return pull.subject.rsplit(".", 1)[1]
 
@@ -81,7 +66,7 @@ def test_a_first_pull_meeting_no_responders_pulls_the_same_link_again(js, stream
     with oc, oc.messages(max_messages=10, expires=5) as it:
         first = spy.next_pull()
         spy.no_responders(first)
-        t, result = _in_thread(lambda: it.next(timeout=30))
+        t, result = in_thread(lambda: it.next(timeout=30))
         again = spy.next_pull()
         assert _consumer(again) == _consumer(first)
         js.publish(f"{stream.name}.x", b"1")
@@ -97,7 +82,7 @@ def test_a_link_whose_pulls_keep_meeting_no_responders_is_replaced(js, stream, s
     oc = stream.ordered_consumer()
     with oc, oc.messages(max_messages=10, expires=5) as it:
         first = spy.next_pull()
-        t, result = _in_thread(lambda: it.next(timeout=30))
+        t, result = in_thread(lambda: it.next(timeout=30))
         pull, answered = first, 0
         while _consumer(pull) == _consumer(first):
             spy.no_responders(pull)
@@ -115,7 +100,7 @@ def test_a_fetch_meeting_no_responders_on_a_new_link_pulls_it_again(stream, spy)
     """fetch(): a 503 on the first pull of a new link: the same consumer is pulled again."""
     oc = stream.ordered_consumer()
     with oc:
-        t, result = _in_thread(lambda: oc.fetch(1, timeout=3))
+        t, result = in_thread(lambda: oc.fetch(1, timeout=3))
         first = spy.next_pull()
         spy.no_responders(first)
         again = spy.next_pull()

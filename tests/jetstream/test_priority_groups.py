@@ -8,9 +8,8 @@ messages() and consume(); the pin kept across pulls, failover after
 from __future__ import annotations
 
 import pickle
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from jetstream_sync.jetstream.consumer_config import ConsumerConfig
 from jetstream_sync.jetstream.enums import PriorityPolicy
 from tests.fixtures.jetstream import publish_numbered
 from tests.fixtures.polling import wait_for
+from tests.fixtures.threads import in_thread
 
 PIN = "Nats-Pin-Id"
 
@@ -40,20 +40,6 @@ def _consumer(stream: Any, policy: PriorityPolicy, **fields: Any) -> Consumer:
     )
 
 
-def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    result: list[Any] = []
-
-    def run() -> None:
-        try:
-            result.append(fn())
-        except Exception as exc:  # handed to the test, which asserts on it
-            result.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, result
-
-
 def _waiting(cons: Consumer, n: int) -> None:
     wait_for(lambda: cons.info().num_waiting == n, message=f"{n} pulls waiting")
 
@@ -69,9 +55,9 @@ def test_prioritized_fetch_serves_priority_0_first(js, other_js, stream):
     """A waiting priority-0 fetch gets every message; the priority-1 one only once it is gone."""
     high = _consumer(stream, PriorityPolicy.PRIORITIZED)
     low = other_js.consumer(stream.name, "pg")
-    t_low, got_low = _in_thread(lambda: low.fetch(3, timeout=5, group="g", priority=1))
+    t_low, got_low = in_thread(lambda: low.fetch(3, timeout=5, group="g", priority=1))
     _waiting(high, 1)  # the low-priority pull waits first: order alone would serve it
-    t_high, got_high = _in_thread(lambda: high.fetch(5, timeout=5, group="g", priority=0))
+    t_high, got_high = in_thread(lambda: high.fetch(5, timeout=5, group="g", priority=0))
     _waiting(high, 2)
     publish_numbered(js, f"{stream.name}.x", 5)
     t_high.join(10)
@@ -177,7 +163,7 @@ def test_failover_after_priority_timeout(js, other_js, stream):
     pinned_at = time.monotonic()  # at the latest: a stall after the fetch must not count
     assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"]
     old = a.pin_id("g")
-    t, got = _in_thread(lambda: b.fetch(1, timeout=5, group="g"))
+    t, got = in_thread(lambda: b.fetch(1, timeout=5, group="g"))
     _waiting(a, 1)
     js.publish(f"{stream.name}.x", b"1")
     t.join(10)
@@ -194,7 +180,7 @@ def test_unpin_moves_the_pin_to_a_waiting_client(js, other_js, stream):
     b = other_js.consumer(stream.name, "pg")
     js.publish(f"{stream.name}.x", b"0")
     assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"]
-    t, got = _in_thread(lambda: b.fetch(1, timeout=5, group="g"))
+    t, got = in_thread(lambda: b.fetch(1, timeout=5, group="g"))
     _waiting(a, 1)
     a.unpin("g")
     js.publish(f"{stream.name}.x", b"1")
@@ -238,9 +224,9 @@ def test_423_fetch_with_heartbeat_pulls_again_within_its_timeout(js, other_js, s
     assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"]
     b.unpin("g")  # nobody is pinned; a still holds the old pin
     start = time.monotonic()
-    t_a, got_a = _in_thread(lambda: a.fetch(1, timeout=4, heartbeat=1.9, group="g"))
+    t_a, got_a = in_thread(lambda: a.fetch(1, timeout=4, heartbeat=1.9, group="g"))
     _waiting(a, 1)
-    t_b, got_b = _in_thread(lambda: b.fetch(1, timeout=5, group="g"))
+    t_b, got_b = in_thread(lambda: b.fetch(1, timeout=5, group="g"))
     _waiting(a, 2)
     # Let 0.3 s pass, so that 2 x 1.9 s of heartbeats no longer fit in what is left.
     wait_for(lambda: time.monotonic() - start >= 0.3)
@@ -259,7 +245,7 @@ def test_423_messages_goes_on_without_the_pin(js, other_js, stream):
     js.publish(f"{stream.name}.x", b"0")
     with a.messages(max_messages=5, expires=5, group="g") as it:
         first = it.next(timeout=5)
-        t, got = _in_thread(lambda: b.fetch(1, timeout=5, group="g"))
+        t, got = in_thread(lambda: b.fetch(1, timeout=5, group="g"))
         _waiting(a, 2)
         a.unpin("g")
         js.publish(f"{stream.name}.x", b"1")  # a's pull gets 423; b's wins the pin
@@ -284,7 +270,7 @@ def test_423_consume_reports_a_warning_and_goes_on(js, other_js, stream):
         max_messages=5, expires=5, group="g",
     ) as ctx:  # fmt: skip
         wait_for(lambda: got == [b"0"])
-        t, b_got = _in_thread(lambda: b.fetch(1, timeout=5, group="g"))
+        t, b_got = in_thread(lambda: b.fetch(1, timeout=5, group="g"))
         _waiting(a, 2)
         a.unpin("g")
         js.publish(f"{stream.name}.x", b"1")

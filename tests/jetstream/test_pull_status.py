@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
@@ -25,20 +24,7 @@ from jetstream_sync.jetstream.enums import PriorityPolicy
 from jetstream_sync.msg import Msg
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
-
-
-def _in_thread(fn):
-    result = []
-
-    def run():
-        try:
-            result.append(fn())
-        except Exception as exc:
-            result.append(exc)
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, result
+from tests.fixtures.threads import in_thread
 
 
 def _status(text: bytes) -> Msg:
@@ -128,7 +114,7 @@ def test_409_warnings_do_not_end_consume(js, stream):
 def test_409_consumer_deleted(stream):
     """Deleting the consumer under a waiting fetch raises ConsumerDeletedError."""
     cons = stream.create_consumer(durable_name="del")
-    t, result = _in_thread(lambda: cons.fetch(1, timeout=10))
+    t, result = in_thread(lambda: cons.fetch(1, timeout=10))
     wait_for(lambda: cons.info().num_waiting == 1)
     stream.delete_consumer("del")
     t.join(10)
@@ -164,7 +150,7 @@ def test_423_pin_id_mismatch(js, stream):
     assert len(cons.fetch(1, timeout=2, group="g")) == 1
     old = cons.pin_id("g")
     other = stream.consumer("pin")
-    t, result = _in_thread(lambda: other.fetch(1, timeout=5, group="g"))
+    t, result = in_thread(lambda: other.fetch(1, timeout=5, group="g"))
     wait_for(lambda: cons.info().num_waiting == 1)
     other.unpin("g")  # cons still holds the old pin
     js.publish(f"{stream.name}.x", b"2")
@@ -204,7 +190,7 @@ def test_409_server_shutdown(restartable_server):
         js = nc.jetstream()
         st = js.create_stream(name="SD", subjects=["sd"])
         cons = st.create_consumer(durable_name="sd")
-        t, result = _in_thread(lambda: cons.fetch(1, timeout=10))
+        t, result = in_thread(lambda: cons.fetch(1, timeout=10))
         wait_for(lambda: cons.info().num_waiting == 1)
         restartable_server.stop()
         t.join(10)
@@ -217,7 +203,7 @@ def test_missed_heartbeats_raise_no_heartbeat_error(restartable_server):
         js = nc.jetstream()
         st = js.create_stream(name="HB", subjects=["hb"])
         cons = st.create_consumer(durable_name="hb")
-        t, result = _in_thread(lambda: cons.fetch(1, timeout=20, heartbeat=0.3))
+        t, result = in_thread(lambda: cons.fetch(1, timeout=20, heartbeat=0.3))
         wait_for(lambda: cons.info().num_waiting == 1)
         start = time.monotonic()
         restartable_server.kill()
@@ -239,7 +225,7 @@ def test_409_leadership_change(cluster):
             cons = st.create_consumer(durable_name="lc", num_replicas=3)
             wait_for(lambda: cons.info().cluster.leader, 30, ignore=Exception,
                      message="the R3 consumer elected no leader")  # fmt: skip
-            t, result = _in_thread(lambda: cons.fetch(1, timeout=20))
+            t, result = in_thread(lambda: cons.fetch(1, timeout=20))
             wait_for(lambda: cons.info().num_waiting == 1, 15, message="the pull never waited")
             leader = cons.info().cluster.leader
             nc.request(f"$JS.API.CONSUMER.LEADER.STEPDOWN.{name}.lc", b"", timeout=5)

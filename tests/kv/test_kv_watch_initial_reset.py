@@ -25,7 +25,7 @@ import jetstream_sync as nats_sync
 from jetstream_sync._deadline import Deadline
 from jetstream_sync.jetstream.ordered import OrderedMessageIterator
 from jetstream_sync.kv.watch import KeyWatcher
-from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.jetstream import drop_the_first_pull, unique_stream_name
 from tests.fixtures.polling import wait_for
 
 _KEYS = 15_000
@@ -228,15 +228,6 @@ def test_keys_whose_pull_the_server_drops_still_lists_within_its_timeout(nc, kv,
     the silence is noticed and the consumer replaced before the timeout ends (with the
     watch's 5 s heartbeat, only after 10 s)."""
     _fill_small(kv)
-    real = nc.publish
-    dropped: list[str] = []
-
-    def publish(subject: str, *args, **kwargs):
-        if subject.startswith("$JS.API.CONSUMER.MSG.NEXT.") and not dropped:
-            dropped.append(subject)
-            return None
-        return real(subject, *args, **kwargs)
-
-    monkeypatch.setattr(nc, "publish", publish)
+    dropped = drop_the_first_pull(nc, monkeypatch)
     assert kv.keys(timeout=8) == ["x", "b", "a"]
     assert dropped, "no pull was dropped"

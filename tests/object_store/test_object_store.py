@@ -18,7 +18,7 @@ import pytest
 import jetstream_sync as jsync
 from jetstream_sync import ObjectStoreConfig
 from jetstream_sync.testing import NatsServer
-from tests.fixtures.jetstream import unique_stream_name
+from tests.fixtures.jetstream import drop_the_first_pull, unique_stream_name
 from tests.fixtures.polling import wait_for
 from tests.fixtures.signals import interrupted_at
 
@@ -539,16 +539,7 @@ def test_list_whose_pull_the_server_drops_still_lists_within_its_timeout(nc, obs
     the request is on its way): its heartbeats come at a quarter of its timeout, so the
     silence is noticed and the consumer replaced in time (not after 2 x 15 s)."""
     obs.put("a", b"1")
-    real = nc.publish
-    dropped: list[str] = []
-
-    def publish(subject: str, *args, **kwargs):
-        if subject.startswith("$JS.API.CONSUMER.MSG.NEXT.") and not dropped:
-            dropped.append(subject)
-            return None
-        return real(subject, *args, **kwargs)
-
-    monkeypatch.setattr(nc, "publish", publish)
+    dropped = drop_the_first_pull(nc, monkeypatch)
     assert [i.name for i in obs.list(timeout=8)] == ["a"]
     assert dropped, "no pull was dropped"
 
@@ -557,16 +548,7 @@ def test_get_whose_pull_the_server_drops_still_reads_within_its_timeout(nc, obs,
     """get()'s first pull of chunks lost without a word: its heartbeats come at a quarter
     of its timeout, so the consumer is replaced and the object read in time."""
     obs.put("a", b"x" * 300_000)
-    real = nc.publish
-    dropped: list[str] = []
-
-    def publish(subject: str, *args, **kwargs):
-        if subject.startswith("$JS.API.CONSUMER.MSG.NEXT.") and not dropped:
-            dropped.append(subject)
-            return None
-        return real(subject, *args, **kwargs)
-
-    monkeypatch.setattr(nc, "publish", publish)
+    dropped = drop_the_first_pull(nc, monkeypatch)
     assert obs.get("a", timeout=8) == b"x" * 300_000
     assert dropped, "no pull was dropped"
 
