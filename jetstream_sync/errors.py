@@ -81,7 +81,7 @@ class PermissionViolationError(AuthorizationError):
     """The server refused one publish or subscription (``-ERR 'Permissions Violation ...'``).
 
     Reported to ``error_cb``; the connection stays up. A refused
-    subscription receives nothing.
+    subscription ends: its ``next_msg()`` and iteration raise this error.
 
     Attributes:
         operation: ``"publish"`` or ``"subscription"`` (``""`` if the text says neither).

@@ -98,6 +98,7 @@ class Subscription:
         Raises:
             TimeoutError: nothing arrived in time (also the builtin ``TimeoutError``).
             NatsError: the subscription has a callback, or it ended with nothing left.
+            PermissionViolationError: the server refused the subscription (nothing left).
             InlineCallbackError: called from an inline callback.
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the client connected.

@@ -363,7 +363,8 @@ class Connection:
         )
 
     def _permission_refused(self, error: PermissionViolationError) -> None:
-        """The reading thread: fail what waits on the PUB or SUB the server refused."""
+        """The reading thread: fail what waits on the PUB or SUB the server refused; a
+        refused subscription ends (its reader gets the error once what is pending is read)."""
         if error.operation == "publish":
             mux = self._mux
             if mux is not None:
@@ -375,6 +376,8 @@ class Connection:
                 mux = self._mux
             if mux is not None and error.subject == mux.subject:
                 self._inbox_refused(mux, _fresh(error))
+            else:  # it receives nothing: it ends, and is not sent to the next server
+                self._subs.refuse_interest(error.subject, error.queue, lambda: _fresh(error))
 
     def request(
         self,

@@ -166,6 +166,20 @@ class SubscriptionTable:
             sub._queue.close(reason=reason)
         return True
 
+    def refuse_interest(
+        self, subject: str, queue: str, reason: Callable[[], BaseException]
+    ) -> list[Subscription]:
+        """The server refused a SUB of ``subject`` in ``queue`` (``""``: none) by permission:
+        stop routing every subscription on exactly those; what is pending is still read,
+        then each queue raises its own ``reason()``. Returns the subscriptions ended."""
+        with self.lock:
+            subs = [s for s in self._subs.values() if s.subject == subject and s.queue == queue]
+            for sub in subs:
+                del self._subs[sub.sid]
+                self._stopped.discard(sub.sid)
+                sub._queue.close(reason=reason())
+        return subs
+
     def remove_all(self, reason: BaseException) -> list[Subscription]:
         """Stop routing every subscription and close its queue (the client closed).
 

@@ -33,6 +33,7 @@ from ..errors import (
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
+    PermissionViolationError,
     PinIdMismatchError,
     PullStatusError,
     ServerShutdownError,
@@ -428,7 +429,11 @@ class MessageIterator(BaseMessageIterator):
                 raise TimeoutError("no message within the timeout") from None
             self._check_alive()
             return
-        except (ConnectionClosedError, MaxSubscriptionsExceededError) as exc:
+        except (
+            ConnectionClosedError,
+            MaxSubscriptionsExceededError,
+            PermissionViolationError,
+        ) as exc:
             self._fail(exc)  # the client closed, or the server refused the inbox
             return
         if not got:

@@ -35,6 +35,7 @@ from ..errors import (
     MaxSubscriptionsExceededError,
     NatsError,
     NoHeartbeatError,
+    PermissionViolationError,
     TimeoutError,
 )
 from ..msg import Msg
@@ -166,6 +167,8 @@ class JetStreamSubscription:
                 the subscription stays, and a later call may get messages.
             MaxSubscriptionsExceededError: the server refused the subscription at
                 the connection's subscription limit (once what came is taken).
+            PermissionViolationError: the server refused the subscription to the
+                deliver subject by permission (once what came is taken).
             NatsError: the subscription has a callback, or has ended.
         """
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
@@ -198,14 +201,14 @@ class JetStreamSubscription:
 
         Raises:
             NatsError: the subscription has a callback.
-            MaxSubscriptionsExceededError: as for :meth:`next_msg`.
+            MaxSubscriptionsExceededError, PermissionViolationError: as for :meth:`next_msg`.
             ForkedClientError, InlineCallbackError: as iterating a
                 :class:`Subscription`.
         """
         while True:
             try:
                 yield self.next_msg(None)
-            except MaxSubscriptionsExceededError:  # refused: not an end of its own
+            except (MaxSubscriptionsExceededError, PermissionViolationError):  # refused
                 raise
             except NatsError:
                 if self._ended():
