@@ -47,6 +47,39 @@ def _fetch_reads(client: jss.Client) -> bool:
     return isinstance(client._connection._reader.role._holder, Filling)
 
 
+def _a_fetch_reading_itself(
+    nc: jss.Client, cons: Any, subject: str, timeout: float
+) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start ``cons.fetch(1, timeout)`` on a thread until one takes the read role.
+
+    A fetch takes the role only if it is free at that moment: the reader thread may be
+    routing the PONGs of the inbox's subscription check just then, and the fetch then
+    waits handed off. Such a fetch is ended with a message on ``subject`` and another is
+    started. The outcome holds ``msgs`` (or ``error``) and ``took`` once it ends.
+    """
+    for _ in range(5):
+        outcome: dict[str, Any] = {}
+
+        def fetch(outcome: dict[str, Any] = outcome) -> None:
+            start = time.monotonic()
+            try:
+                outcome["msgs"] = cons.fetch(1, timeout=timeout)
+            except BaseException as exc:  # noqa: BLE001 - checked by the test
+                outcome["error"] = exc
+            outcome["took"] = time.monotonic() - start
+
+        thread = threading.Thread(target=fetch, name="test-fetch")
+        thread.start()
+        try:
+            wait_for(lambda: _fetch_reads(nc), timeout=2)
+        except AssertionError:
+            nc.jetstream().publish(subject, b"unblock", timeout=10)
+            thread.join(20)
+            continue
+        return thread, outcome
+    raise AssertionError("no fetch took the read role in 5 tries")
+
+
 def _fill(js: jss.JetStreamContext, subject: str, n: int) -> None:
     for i in range(n):
         js.publish(subject, b"%d" % i)
@@ -110,12 +143,7 @@ def test_what_a_fetch_reads_for_others_arrives_whole_and_in_order(js, stream, ot
     other.subscribe("fetchreads.echo", cb=lambda m: m.respond(m.data))
     other.flush()
     cons = stream.create_consumer(ack_policy=AckPolicy.NONE)
-    result: dict[str, Any] = {}
-    fetching = threading.Thread(
-        target=lambda: result.setdefault("msgs", cons.fetch(1, timeout=30)), name="test-fetch"
-    )
-    fetching.start()
-    wait_for(lambda: _fetch_reads(nc), timeout=10)
+    fetching, result = _a_fetch_reading_itself(nc, cons, f"{stream.name}.unblock", 30)
     for i in range(2000):
         other.publish("fetchreads.flood", b"%d" % i)
     replies = [nc.request("fetchreads.echo", b"r%d" % i, timeout=10).data for i in range(20)]
@@ -185,19 +213,7 @@ def test_a_server_killed_mid_fetch_ends_it_and_the_client_reconnects(tmp_path):
             ctx = nc.jetstream()
             stream = ctx.create_stream(name="KILLFETCH", subjects=["killfetch.>"])
             cons = stream.create_consumer(durable_name="k", ack_policy=AckPolicy.NONE)
-            outcome: dict[str, Any] = {}
-
-            def fetch() -> None:
-                start = time.monotonic()
-                try:
-                    outcome["msgs"] = cons.fetch(1, timeout=4)
-                except BaseException as exc:  # noqa: BLE001 - checked below
-                    outcome["error"] = exc
-                outcome["took"] = time.monotonic() - start
-
-            thread = threading.Thread(target=fetch, name="test-fetcher")
-            thread.start()
-            wait_for(lambda: _fetch_reads(nc), timeout=10)
+            thread, outcome = _a_fetch_reading_itself(nc, cons, "killfetch.unblock", 4)
             server.kill()
             thread.join(20)
             assert outcome == {"msgs": [], "took": outcome["took"]}, outcome
