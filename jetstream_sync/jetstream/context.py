@@ -346,7 +346,9 @@ class JetStreamContext:
             headers = Headers.from_pairs(pairs)
             self.client.validate_publish(subject, data, headers=headers)
             prepared.append((subject, data, headers))
-        for subject, data, headers in prepared[:-1]:
+        if len(prepared) > 1:
+            self._start_batch(*prepared[0], deadline)
+        for subject, data, headers in prepared[1:-1]:
             # A batch cut short by the deadline is never committed: the server drops it.
             left = max(deadline.remaining(), 0.001)
             self.client.publish(subject, data, headers=headers, timeout=left)
@@ -356,6 +358,23 @@ class JetStreamContext:
             raise TimeoutError("publish_batch timed out")
         reply = self.client.request(subject, data, timeout=left, headers=headers)
         return parse_pub_ack(reply, subject)
+
+    def _start_batch(
+        self, subject: str, data: bytes | str, headers: Headers, deadline: Deadline
+    ) -> None:
+        """Send an atomic batch's first message as a request, as ADR-50 starts a batch.
+
+        The stream answers with an empty reply once it holds the batch open, or with the
+        error that refused it (too many open batches, the message too large, no
+        ``allow_atomic``): raised here, before the rest of the batch goes out only to be
+        refused as incomplete at the commit.
+        """
+        left = deadline.remaining()
+        if left <= 0:
+            raise TimeoutError("publish_batch timed out")
+        reply = self.client.request(subject, data, timeout=left, headers=headers)
+        if reply.data or reply.status is not None:
+            parse_pub_ack(reply, subject)  # raises the stream's error
 
     def publish_arrow(
         self,

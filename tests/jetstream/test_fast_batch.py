@@ -601,3 +601,28 @@ def test_atomic_batch_expected_last_sequence_after_the_first_message_is_refused(
     assert nc.stats.out_msgs == before
     ack = js.publish_batch([(subject, b"1", {"Nats-Expected-Last-Sequence": "0"}), (subject, b"2")])
     assert ack.batch_size == 2 and stream.info().state.messages == 2
+
+
+def test_a_refused_first_message_raises_its_own_error(small_batch_server):
+    """publish_batch() sends its first message as a request (ADR-50) and waits for the
+    stream's answer: a first message refused raises its own error and nothing after it is
+    sent (too many open batches, no stream for its subject and a message over max_msg_size
+    used to send the whole batch and raise AtomicPublishIncompleteBatchError)."""
+    with jetstream_sync.connect(small_batch_server.url) as nc:
+        ctx = nc.jetstream()
+        ctx.create_stream(name="BIG", subjects=["big.>"], allow_atomic=True, max_msg_size=300)
+        ctx.create_stream(name="LIM", subjects=["lim.>"], allow_atomic=True)
+        nc.publish("lim.a", b"open", headers={"Nats-Batch-Id": "open1", "Nats-Batch-Sequence": "1"})
+        nc.flush(timeout=5)
+        cases = [
+            ([("lim.a", b"1"), ("lim.a", b"2")], jetstream_sync.AtomicPublishTooManyInflightError),
+            ([("none.a", b"1"), ("big.a", b"2")], jetstream_sync.NoRespondersError),
+            ([("big.a", b"x" * 400), ("big.a", b"2")], jetstream_sync.MessageTooLargeError),
+        ]
+        for messages, error in cases:
+            before = nc.stats.out_msgs
+            with pytest.raises(error):
+                ctx.publish_batch(messages, timeout=5)
+            assert nc.stats.out_msgs - before == 1
+        assert ctx.stream("BIG").info().state.messages == 0
+        assert ctx.publish_batch([("big.a", b"1"), ("big.a", b"2")]).batch_size == 2
