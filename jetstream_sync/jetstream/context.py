@@ -298,7 +298,10 @@ class JetStreamContext:
 
         Each item is ``(subject, data)`` or ``(subject, data, headers)``. The
         stream needs ``allow_atomic`` (server 2.12+). Every message is checked
-        before the first one is sent.
+        before the first one is sent. The first message of a batch of several is
+        sent as a request and the rest only once the stream has accepted it, so a
+        refusal of the first (too many open batches, too large, no stream) raises
+        its own error and sends nothing more.
 
         A message may carry ``Nats-Msg-Id`` (server 2.12.1+): a batch holding
         an id the stream already stored is refused whole.
@@ -313,11 +316,15 @@ class JetStreamContext:
                 ``Nats-Expected-Last-Sequence`` after the first message (nothing is sent).
             TypeError: an item of another shape (nothing is sent).
             AtomicPublishDisabledError: the stream has no ``allow_atomic``.
+            NoRespondersError: no stream captures the first message's subject.
+            RequiredApiLevelError: the server stored the first message as a plain
+                publish (older than 2.12); nothing after it was sent.
             AtomicPublishDuplicateMsgIdError: a message id was already stored.
             AtomicPublishUnsupportedHeaderError, AtomicPublishIncompleteBatchError,
             AtomicPublishTooLargeBatchError, AtomicPublishTooManyInflightError,
             APIError: the server refused the batch otherwise.
-            TimeoutError: no commit PubAck within ``timeout``, or no room in the
+            TimeoutError: no answer to the first message or no commit PubAck
+                within ``timeout``, or no room in the
                 write buffer for a message of the batch in time (the batch is
                 then never committed).
         """
@@ -374,7 +381,14 @@ class JetStreamContext:
             raise TimeoutError("publish_batch timed out")
         reply = self.client.request(subject, data, timeout=left, headers=headers)
         if reply.data or reply.status is not None:
-            parse_pub_ack(reply, subject)  # raises the stream's error
+            ack = parse_pub_ack(reply, subject)  # raises the stream's error
+            raise _api.RequiredApiLevelError(
+                412,
+                10185,
+                f"atomic batches need nats-server 2.12 or newer: the server stored message 1 "
+                f"of the batch as a plain publish, at sequence {ack.seq} of stream "
+                f"{ack.stream!r}; nothing after it was sent",
+            )
 
     def publish_arrow(
         self,

@@ -626,3 +626,25 @@ def test_a_refused_first_message_raises_its_own_error(small_batch_server):
             assert nc.stats.out_msgs - before == 1
         assert ctx.stream("BIG").info().state.messages == 0
         assert ctx.publish_batch([("big.a", b"1"), ("big.a", b"2")]).batch_size == 2
+
+
+def test_a_first_atomic_message_stored_as_a_plain_publish_stops_the_batch(fake):
+    """A server that answers the first message of an atomic batch with a plain PubAck (it
+    stored it without a batch: older than 2.12) raises RequiredApiLevelError naming the
+    stored sequence, and the rest of the batch is not sent."""
+    with jetstream_sync.connect(fake.url) as nc:
+        conn = fake.connection(0)
+
+        def answer() -> None:
+            wait_for(lambda: conn.pubs, timeout=5)
+            conn.msg(conn.pubs[0][1], b'{"stream":"S","seq":7}')
+
+        replier = threading.Thread(target=answer, name="fake-replier")
+        replier.start()
+        try:
+            with pytest.raises(jetstream_sync.RequiredApiLevelError, match="sequence 7"):
+                nc.jetstream().publish_batch([("orders.a", b"1"), ("orders.a", b"2")], timeout=5)
+        finally:
+            replier.join()
+        nc.flush(timeout=5)
+        assert len(conn.pubs) == 1
