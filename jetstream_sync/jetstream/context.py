@@ -30,6 +30,7 @@ from .info import AccountInfo, ConsumerInfo, PubAck, StreamInfo
 from .ordered import OrderedConsumer
 from .publish import (
     EXPECTED_LAST_SEQ,
+    EXPECTED_LAST_SUBJECT_SEQ,
     MSG_ID,
     RETRY_WAIT,
     PubAckFuture,
@@ -63,6 +64,7 @@ _BATCH_ID = "Nats-Batch-Id"
 _BATCH_SEQ = "Nats-Batch-Sequence"
 _BATCH_COMMIT = "Nats-Batch-Commit"
 _BATCH_HEADERS = {_BATCH_ID.lower(), _BATCH_SEQ.lower(), _BATCH_COMMIT.lower()}
+_EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 
 def _batch_item(seq: int, item: object) -> tuple[str, bytes | str, Headers]:
@@ -93,6 +95,29 @@ def _batch_item(seq: int, item: object) -> tuple[str, bytes | str, Headers]:
             f"carry {EXPECTED_LAST_SEQ}"
         )
     return item[0], item[1], headers
+
+
+def _check_subject_expectation(
+    seq: int, subject: str, headers: Headers, written: Mapping[str, int]
+) -> None:
+    """Refuse a per-subject sequence check of a subject an earlier message writes.
+
+    The stream checks ``Nats-Expected-Last-Subject-Sequence`` against what it held
+    before the batch, so it refuses the whole batch when an earlier message of the
+    batch writes the subject checked (``subject``, or the one
+    ``Nats-Expected-Last-Subject-Sequence-Subject`` names).
+
+    Raises:
+        ValueError: that subject was written by an earlier message of the batch.
+    """
+    if EXPECTED_LAST_SUBJECT_SEQ not in headers:
+        return
+    checked = headers.get(_EXPECTED_SUBJECT) or subject
+    if checked in written:
+        raise ValueError(
+            f"publish_batch message {seq}: {EXPECTED_LAST_SUBJECT_SEQ} checks {checked!r}, "
+            f"which is written by message {written[checked]} of the same batch"
+        )
 
 
 def stream_api_level(config: StreamConfig) -> int:
@@ -312,8 +337,10 @@ class JetStreamContext:
 
         Raises:
             ValueError: no messages, more than 1000, two messages with the
-                same ``Nats-Msg-Id``, a ``Nats-Batch-*`` header, or
-                ``Nats-Expected-Last-Sequence`` after the first message (nothing is sent).
+                same ``Nats-Msg-Id``, a ``Nats-Batch-*`` header,
+                ``Nats-Expected-Last-Sequence`` after the first message, or
+                ``Nats-Expected-Last-Subject-Sequence`` checking a subject an
+                earlier message writes (nothing is sent).
             TypeError: an item of another shape (nothing is sent).
             AtomicPublishDisabledError: the stream has no ``allow_atomic``.
             NoRespondersError: no stream captures the first message's subject.
@@ -339,8 +366,11 @@ class JetStreamContext:
         last = len(messages)
         prepared = []
         msg_ids: dict[str, int] = {}
+        written: dict[str, int] = {}
         for seq, item in enumerate(messages, start=1):
             subject, data, headers = _batch_item(seq, item)
+            _check_subject_expectation(seq, subject, headers, written)
+            written.setdefault(subject, seq)
             msg_id = headers.get(MSG_ID)
             if msg_id is not None and msg_ids.setdefault(msg_id, seq) != seq:
                 # The server refuses the whole batch for this (10201): say so before sending.

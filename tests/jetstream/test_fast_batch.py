@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import threading
 import time
 
@@ -648,3 +649,23 @@ def test_a_first_atomic_message_stored_as_a_plain_publish_stops_the_batch(fake):
             replier.join()
         nc.flush(timeout=5)
         assert len(conn.pubs) == 1
+
+
+def test_atomic_batch_subject_check_on_a_subject_written_before_is_refused(js, nc, stream_name):
+    """Nats-Expected-Last-Subject-Sequence on a subject an earlier message of the same
+    atomic batch writes (its own, or the one -Subject names) is a ValueError before sending
+    (the server refused the batch with a WrongLastSequenceError, as if the stream had moved
+    on); on a subject the batch has not written it is checked by the stream."""
+    stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
+    a, b, c = (f"{stream_name}.{token}" for token in "abc")
+    last = "Nats-Expected-Last-Subject-Sequence"
+    before = nc.stats.out_msgs
+    with pytest.raises(ValueError, match=f"message 2: .*{re.escape(repr(a))}.* written by message 1"):
+        js.publish_batch([(a, b"1"), (a, b"2", {last: "0"})])
+    with pytest.raises(ValueError, match=f"message 3: .*{re.escape(repr(a))}.* written by message 1"):
+        js.publish_batch([(a, b"1"), (b, b"2"), (b, b"3", {last: "0", f"{last}-Subject": a})])
+    assert nc.stats.out_msgs == before
+    ack = js.publish_batch(
+        [(a, b"1"), (b, b"2", {last: "0"}), (a, b"3", {last: "0", f"{last}-Subject": c})]
+    )
+    assert ack.batch_size == 3 and stream.info().state.messages == 3
