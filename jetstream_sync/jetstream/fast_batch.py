@@ -64,6 +64,7 @@ SUBJECTS_KEPT = 1024  # checked subjects a batch remembers (a batch may fan out 
 _OP_START, _OP_APPEND, _OP_EOB, _OP_PING = 0, 1, 3, 4
 _START_TAIL, _APPEND_TAIL = b".%d.$FI" % _OP_START, b".%d.$FI" % _OP_APPEND
 _GAP_WORDS = {"fail": "fail", "continue": "ok"}
+_UNKNOWN_BATCH = 10208  # the stream does not know the batch id
 _LONGEST_TAIL = f"{2**64 - 1}.{_OP_PING}.$FI"  # the longest "<seq>.<op>.$FI" a reply can end with
 
 
@@ -127,6 +128,7 @@ class FastBatch:
         self._committing = False
         self._subject = ""  # the first message's: the end marker and pings go where it went
         self._sub: Subscription | None = None
+        self._reconnects = 0  # the client's reconnects when the first message went out
 
     def __enter__(self) -> FastBatch:
         return self
@@ -419,6 +421,7 @@ class FastBatch:
             # Checked: refused at the subscription limit, the wait for the answers raises.
             self._sub = self._client.subscribe(f"{self._inbox}.>", checked=True)
         self._subject = subject
+        self._reconnects = self._client.stats.reconnects
 
     def _started(self, deadline: Deadline) -> None:
         """The first message is out: wait for the stream to say at what pace to go on."""
@@ -508,14 +511,30 @@ class FastBatch:
             self._finish()
             raise self._failure
 
-    def _refused(self, seq: int, error: APIError) -> FastBatchMessageError | None:
+    def _refused(self, seq: int, error: APIError) -> FastBatchError | None:
         """Message ``seq`` was refused: listed with ``"continue"``, else the batch ends."""
+        if error.err_code == _UNKNOWN_BATCH and self._client.stats.reconnects != self._reconnects:
+            return self._forgotten(seq)
         if self.on_gap == "continue":
             self.errors.append((seq, error))
             return None
         return FastBatchMessageError(
             f"fast batch {self.batch_id}: message {seq} was refused: {error}", seq, error
         )
+
+    def _forgotten(self, seq: int) -> FastBatchGapError:
+        """The stream no longer knows the batch after a reconnect: it ends, in any mode.
+
+        A restarted stream forgets its batches, and what the old connection had not
+        delivered is lost, so only what the stream acknowledged is known to be stored.
+        """
+        first = self._acked + 1
+        return FastBatchGapError(
+            f"fast batch {self.batch_id}: the connection was lost and the stream no longer "
+            f"knows the batch (message {seq} refused: unknown batch); it confirmed messages "
+            f"up to {self._acked}; messages {first} to {seq - 1} may not have been stored",
+            seq, first,
+        )  # fmt: skip
 
     def _read_reply(self, msg: Msg) -> PubAck | BaseException | None:
         if msg.status == 503:

@@ -13,6 +13,7 @@ import pytest
 import jetstream_sync
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.polling import wait_for
+from tests.fixtures.proxy import TO_SERVER, FaultProxy
 from tests.fixtures.server import NatsServer
 
 
@@ -669,3 +670,33 @@ def test_atomic_batch_subject_check_on_a_subject_written_before_is_refused(js, n
         [(a, b"1"), (b, b"2", {last: "0"}), (a, b"3", {last: "0", f"{last}-Subject": c})]
     )
     assert ack.batch_size == 3 and stream.info().state.messages == 3
+
+
+def test_a_batch_the_restarted_stream_forgot_claims_only_what_it_confirmed(restartable_server):
+    """Messages lost with the connection, then a stream restarted without the batch: the
+    next message is refused as of an unknown batch (10208). The error is a
+    FastBatchGapError from the first message the stream did not confirm, not a refusal of
+    that one message (which said everything before it was stored)."""
+    with (
+        FaultProxy(restartable_server.port) as proxy,
+        jetstream_sync.connect(proxy.url, reconnect_time_wait=0.05) as nc,
+    ):
+        ctx = nc.jetstream()
+        stream = ctx.create_stream(name="RS", subjects=["rs.>"], allow_batched=True)
+        with ctx.fast_batch(timeout=10) as batch:
+            for i in range(3):
+                batch.add("rs.a", b"%d" % i)
+            wait_for(lambda: stream.info().state.messages == 3, timeout=10)
+            proxy.stall(directions=(TO_SERVER,))
+            batch.add("rs.a", b"lost")  # held by the proxy, then dropped with the link
+            wait_for(lambda: proxy.held, timeout=10)
+            proxy.cut()
+            restartable_server.restart()
+            proxy.pass_through()
+            wait_for(lambda: nc.stats.reconnects == 1 and nc.is_connected, timeout=10)
+            with pytest.raises(jetstream_sync.FastBatchGapError) as got:
+                for _ in range(50):  # until the stream's refusal is read
+                    batch.add("rs.a", b"after")
+                batch.commit()
+        assert got.value.first_lost <= 4
+        assert stream.info().state.messages == 3
