@@ -660,10 +660,11 @@ def test_atomic_batch_subject_check_on_a_subject_written_before_is_refused(js, n
     stream = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_atomic=True)
     a, b, c = (f"{stream_name}.{token}" for token in "abc")
     last = "Nats-Expected-Last-Subject-Sequence"
+    written = f"{re.escape(repr(a))}.* written by message 1"
     before = nc.stats.out_msgs
-    with pytest.raises(ValueError, match=f"message 2: .*{re.escape(repr(a))}.* written by message 1"):
+    with pytest.raises(ValueError, match=f"message 2: .*{written}"):
         js.publish_batch([(a, b"1"), (a, b"2", {last: "0"})])
-    with pytest.raises(ValueError, match=f"message 3: .*{re.escape(repr(a))}.* written by message 1"):
+    with pytest.raises(ValueError, match=f"message 3: .*{written}"):
         js.publish_batch([(a, b"1"), (b, b"2"), (b, b"3", {last: "0", f"{last}-Subject": a})])
     assert nc.stats.out_msgs == before
     ack = js.publish_batch(
