@@ -234,6 +234,13 @@ ROWS = [
         lambda e: e.ctx.publish_batch([("a", b"x"), ("a", b"y", None, "z")]),
         TypeError,
     ),
+    Row(
+        "publish-batch-subject-check-written",
+        lambda e: e.ctx.publish_batch(
+            [("a", b"x"), ("a", b"y", {"Nats-Expected-Last-Subject-Sequence": "0"})]
+        ),
+        ValueError,
+    ),
     Row("max-ack-inflight-zero", lambda e: e.nc.jetstream(max_ack_inflight=0), ValueError),
     Row("domain-dot", lambda e: e.nc.jetstream(domain="a.b"), BadSubjectError),
     Row(
