@@ -513,13 +513,19 @@ class FastBatch:
 
     def _refused(self, seq: int, error: APIError) -> FastBatchError | None:
         """Message ``seq`` was refused: listed with ``"continue"``, else the batch ends."""
-        if error.err_code == _UNKNOWN_BATCH and self._client.stats.reconnects != self._reconnects:
+        if self._forgot(error):
             return self._forgotten(seq)
         if self.on_gap == "continue":
             self.errors.append((seq, error))
             return None
         return FastBatchMessageError(
             f"fast batch {self.batch_id}: message {seq} was refused: {error}", seq, error
+        )
+
+    def _forgot(self, error: APIError) -> bool:
+        """Whether ``error`` says the stream no longer knows the batch since a reconnect."""
+        return (
+            error.err_code == _UNKNOWN_BATCH and self._client.stats.reconnects != self._reconnects
         )
 
     def _forgotten(self, seq: int) -> FastBatchGapError:
@@ -531,7 +537,7 @@ class FastBatch:
         first = self._acked + 1
         return FastBatchGapError(
             f"fast batch {self.batch_id}: the connection was lost and the stream no longer "
-            f"knows the batch (message {seq} refused: unknown batch); it confirmed messages "
+            f"knows the batch (unknown batch at sequence {seq}); it confirmed messages "
             f"up to {self._acked}; messages {first} to {seq - 1} may not have been stored",
             seq, first,
         )  # fmt: skip
@@ -582,6 +588,8 @@ class FastBatch:
             _, seq_text, op, _ = msg.subject.rsplit(".", 3)
             if int(op) == _OP_APPEND:
                 return self._refused(int(seq_text), exc)
+            if self._forgot(exc):
+                return self._forgotten(int(seq_text))
             return exc
         if pub_ack.batch_id is None:
             return FastBatchUnsupportedError(
