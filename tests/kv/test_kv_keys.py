@@ -123,6 +123,34 @@ def test_keys_of_thousands_of_filters_wait_the_calls_timeout_for_their_consumer(
     assert sorted(bucket.keys(filters, timeout=30)) == ["k1", "k4999"]
 
 
+def test_filters_one_of_which_covers_another_list_their_union(kv):
+    """Filters where one covers another (a duplicate, a.b under a.*, a.* under a.>) list
+    the keys any of them matches, once each: nats-server refuses a consumer with a filter
+    that another one covers (10138), and a duplicate was refused by the consumer config.
+    Filters that only share some keys (a.* and *.b) the server takes as they are."""
+    for key in ("a.b", "a.c", "a.b.c", "x", "z.b"):
+        kv.put(key, b"v")
+    assert kv.keys(["a.b", "a.b"]) == ["a.b"]
+    assert kv.keys(["a.*", "a.>"]) == ["a.b", "a.c", "a.b.c"]
+    assert kv.keys(["a.b", "x", "a.*"]) == ["a.b", "a.c", "x"]
+    assert kv.keys(["x", ">"]) == ["a.b", "a.c", "a.b.c", "x", "z.b"]
+    assert kv.keys(["a.*", "*.b"]) == ["a.b", "a.c", "z.b"]
+    assert kv.keys(["a.*", "*.b", "*.*"]) == ["a.b", "a.c", "z.b"]
+    with kv.watch(["a.b", "a.>"]) as watcher:
+        assert [e.key for e in watcher.initial()] == ["a.b", "a.c", "a.b.c"]
+        rev = kv.put("a.b", b"w")
+        assert watcher.next(timeout=5).revision == rev
+        kv.put("x", b"w")
+        last = kv.put("a.z", b"w")
+        assert watcher.next(timeout=5).revision == last
+
+
+def test_a_filter_given_as_bytes_is_refused_naming_it(kv):
+    """A bytes filter raises InvalidKeyError quoting it, not one of its bytes as an int."""
+    with pytest.raises(nats_sync.InvalidKeyError, match="b'a.b'"):
+        kv.keys(b"a.b")  # type: ignore[arg-type]
+
+
 # -- keys other clients stored ----------------------------------------------------------
 
 
