@@ -22,6 +22,7 @@ from ._server_pool import redact_url  # Spark: no option error quotes a password
 from ._subjects import (
     ApiSubject,  # OpenTelemetry: tells JetStream's API calls from publishes
     check_control_line,  # Key-Value: keys against max_control_line
+    filter_covers,  # Key-Value: a watch's filters, none covering another
     is_filter_subject,  # Spark: the filter options and pushed-down subjects
     is_publish_subject,  # Spark: literal subjects (a prefix narrowed to a filter)
 )
@@ -42,6 +43,7 @@ __all__ = [
     "check_timeout",
     "datetime_from_ns",
     "datetime_to_ns",
+    "filter_covers",
     "format_rfc3339",
     "is_filter_subject",
     "is_publish_subject",

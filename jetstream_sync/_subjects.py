@@ -30,6 +30,7 @@ from .errors import BadSubjectError, LimitExceededError
 __all__ = [
     "ApiSubject",
     "check_control_line",
+    "filter_covers",
     "filter_subject",
     "filter_subjects",
     "is_filter_subject",
@@ -73,6 +74,18 @@ def subject_matches(subject: str, pattern: str) -> bool:
         if token == ">":
             return len(tokens) > i
         if i >= len(tokens) or (token != "*" and token != tokens[i]):
+            return False
+    return len(tokens) == len(wanted)
+
+
+def filter_covers(wide: str, narrow: str) -> bool:
+    """Whether the filter ``wide`` matches every subject the filter ``narrow`` matches
+    (both checked; nats-server's subset match)."""
+    tokens, wanted = narrow.split("."), wide.split(".")
+    for i, token in enumerate(wanted):
+        if token == ">":
+            return len(tokens) > i
+        if i >= len(tokens) or tokens[i] == ">" or (token != "*" and token != tokens[i]):
             return False
     return len(tokens) == len(wanted)
 

@@ -11,7 +11,9 @@ its ``keys()`` lists.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from .._seam import filter_covers
 from ..errors import InvalidBucketNameError, InvalidKeyError, LimitExceededError
 from ..jetstream._seam import checks as ck
 
@@ -122,6 +124,26 @@ def check_filter(key: str) -> str:
             f"invalid key filter {key!r}: not UTF-8, which the server needs to filter on it"
         )
     return key
+
+
+def _is_wildcard(key: str) -> bool:
+    tokens = key.split(".")
+    return "*" in tokens or ">" in tokens
+
+
+def distinct_filters(filters: Sequence[str]) -> list[str]:
+    """``filters`` (checked) without those another one covers: the same keys, once each.
+
+    nats-server refuses a consumer one of whose filters covers another (a
+    duplicate, ``a.b`` beside ``a.*``, ``a.*`` beside ``a.>``: 10138); filters
+    that only share some keys (``a.*``, ``*.b``) it takes. A literal filter can
+    only be covered, so only the wildcard filters are compared with each other.
+    """
+    unique = list(dict.fromkeys(filters))
+    wild = [f for f in unique if _is_wildcard(f)]
+    # Two different filters never cover each other, so no filter drops itself.
+    wide = {f for f in wild if not any(g != f and filter_covers(g, f) for g in wild)}
+    return [f for f in unique if f in wide or not any(filter_covers(w, f) for w in wide)]
 
 
 def key_bytes(key: str) -> int:

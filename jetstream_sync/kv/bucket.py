@@ -30,6 +30,7 @@ from ._keys import (
     check_filter,
     check_key,
     check_stored_key,
+    distinct_filters,
     is_new_key,
     is_utf8,
     key_bytes,
@@ -441,7 +442,7 @@ class KeyValue:
 
         Args:
             keys: a key filter (``*`` for one token, ``>`` for the rest) or a
-                list of them.
+                list of them; a filter another one covers is left out.
             include_history: deliver every stored revision, not only the latest.
             ignore_deletes: leave delete and purge markers out.
             meta_only: leave the values out (``value == b""``).
@@ -464,13 +465,13 @@ class KeyValue:
         self, keys: str | Sequence[str], timeout: float | None, heartbeat: float, **options: bool
     ) -> KeyWatcher:
         """A :class:`KeyWatcher` of ``keys`` (checked) with ``options`` and ``heartbeat``."""
-        filters = [keys] if isinstance(keys, str) else list(keys)
+        filters = [keys] if isinstance(keys, (str, bytes, bytearray)) else list(keys)
         if not filters:
             filters = [">"]
         for key in filters:
             check_filter(key)
             self._check_length(key)
-        subjects = [self._read_pre + key for key in filters]
+        subjects = [self._read_pre + key for key in distinct_filters(filters)]
         return KeyWatcher(
             self._ctx, self.stream_name, self.bucket, len(self._read_pre), subjects,
             timeout=timeout, heartbeat=heartbeat, **options,

@@ -14,7 +14,7 @@ from jetstream_sync import (
     StreamSource,
     SubjectTransform,
 )
-from jetstream_sync.kv._keys import check_filter, check_key
+from jetstream_sync.kv._keys import check_filter, check_key, distinct_filters
 
 
 @pytest.mark.parametrize("bucket", ["", "a.b", "a b", "a*", "a>", "ä", "a/b"])
@@ -49,6 +49,25 @@ def test_filters_reject_the_rest(bad):
     """Partial-token wildcards, > before the end and empty tokens are refused."""
     with pytest.raises(js.InvalidKeyError):
         check_filter(bad)
+
+
+@pytest.mark.parametrize(
+    ("filters", "kept"),
+    [
+        (["a", "a"], ["a"]),
+        (["a.b", "a.*"], ["a.*"]),
+        (["a.*", "a.b", "a.>", "c"], ["a.>", "c"]),
+        (["*.>", "a", "a.b", ">"], [">"]),
+        (["*.>", "a", "a.b"], ["*.>", "a"]),  # *.> needs two tokens
+        (["a.*", "*.b", "a.b"], ["a.*", "*.b"]),  # a partial overlap stays
+        (["a.*.c", "a.b.*", "a.b.c"], ["a.*.c", "a.b.*"]),
+        (["a.>", "a"], ["a.>", "a"]),
+        (["*", "a", "a.b"], ["*", "a.b"]),
+    ],
+)
+def test_filters_that_another_covers_are_dropped(filters, kept):
+    """A watch keeps only the filters no other one covers, in their order."""
+    assert distinct_filters(filters) == kept
 
 
 @pytest.mark.parametrize(
