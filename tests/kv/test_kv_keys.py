@@ -205,6 +205,37 @@ def test_foreign_keys_are_readable_and_deletable(shared_server, js, kv):
                 call(key)
 
 
+def test_keys_with_a_wildcard_character_inside_a_token_are_read_like_any_other(
+    shared_server, js, kv
+):
+    """A token holding * or > beside other characters (a*b, c>d) is literal to the server:
+    nats-py stores such keys, and what keys() lists get(), history(), a watch, delete()
+    and purge() take; only a whole-token * or > is a wildcard."""
+    prefix = f"$KV.{kv.bucket}."
+
+    async def natspy_writes() -> None:
+        anc = await nats.connect(shared_server.url)
+        for key in ("a*b", "c>d", "e.f*", "g>"):
+            await anc.jetstream().publish(prefix + key, key.encode())
+        await anc.close()
+
+    asyncio.run(natspy_writes())
+    assert kv.keys() == ["a*b", "c>d", "e.f*", "g>"]
+    assert kv.keys(["a*b", "e.*"]) == ["a*b", "e.f*"]
+    for key in ("a*b", "c>d", "e.f*", "g>"):
+        assert kv.get(key).value == key.encode()
+        assert [e.value for e in kv.history(key)] == [key.encode()]
+    with kv.watch("c>d") as w:
+        assert [e.key for e in w.initial()] == ["c>d"]
+    kv.delete("a*b")
+    kv.purge("g>")
+    assert kv.keys() == ["c>d", "e.f*"]
+    with pytest.raises(nats_sync.KeyDeletedError):
+        kv.get("g>")
+    with pytest.raises(nats_sync.InvalidKeyError):
+        kv.put("a*b", b"x")  # this client writes ADR-8 keys only
+
+
 def test_non_utf8_key_is_refused_by_consumer_reads_and_left_by_purge_deletes(shared_server, js, kv):
     """history() and watch() of a non-UTF-8 key raise InvalidKeyError (the server reads a
     consumer's filter as UTF-8); purge_deletes() leaves its marker and history alone."""
