@@ -72,17 +72,16 @@ def _subject_tokens(key: object) -> list[str] | None:
     if not isinstance(key, str) or not key or _NOT_IN_SUBJECT.search(key):
         return None
     tokens = key.split(".")
-    for token in tokens:
-        if not token or (len(token) > 1 and ("*" in token or ">" in token)):
-            return None  # an empty token, or a wildcard character inside one
-    return tokens
+    # A * or > beside other characters (a*b) is literal to the server, as any other.
+    return None if "" in tokens else tokens
 
 
 def check_stored_key(key: str) -> str:
     """Return ``key`` if another client could have stored it: a literal subject tail.
 
-    Any characters but space, control characters and the wildcards ``*``
-    and ``>``, in non-empty dot-separated tokens; non-UTF-8
+    Any characters but space and control characters, in non-empty
+    dot-separated tokens none of which is ``*`` or ``>`` (inside a longer
+    token, as in ``a*b``, they are ordinary characters); non-UTF-8
     bytes of a key read from the server (kept as surrogate escapes) included.
 
     Raises:

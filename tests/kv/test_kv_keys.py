@@ -199,7 +199,7 @@ def test_foreign_keys_are_readable_and_deletable(shared_server, js, kv):
     for key in ("a@b", cafe):
         with pytest.raises(nats_sync.InvalidKeyError):
             kv.put(key, b"x")
-    for key in ("", "a b", "a\tb", "a..b", ".a", "a.", "a.*", "a*", ">"):  # no client's key
+    for key in ("", "a b", "a\tb", "a..b", ".a", "a.", "a.*", ">"):  # no client's key
         for call in (kv.get, kv.delete, kv.purge, kv.history):
             with pytest.raises(nats_sync.InvalidKeyError):
                 call(key)
