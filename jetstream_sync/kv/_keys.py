@@ -135,14 +135,22 @@ def distinct_filters(filters: Sequence[str]) -> list[str]:
 
     nats-server refuses a consumer one of whose filters covers another (a
     duplicate, ``a.b`` beside ``a.*``, ``a.*`` beside ``a.>``: 10138); filters
-    that only share some keys (``a.*``, ``*.b``) it takes. A literal filter can
-    only be covered, so only the wildcard filters are compared with each other.
+    that only share some keys (``a.*``, ``*.b``) it takes. Only a wildcard
+    filter covers another, and only one whose first token is the other's,
+    ``*`` or ``>``: thousands of filters are not compared pair by pair.
     """
     unique = list(dict.fromkeys(filters))
-    wild = [f for f in unique if _is_wildcard(f)]
+    wide: dict[str, list[str]] = {}
+    for f in unique:
+        if _is_wildcard(f):
+            wide.setdefault(f.split(".", 1)[0], []).append(f)
+
+    def covered(f: str) -> bool:
+        heads = {f.split(".", 1)[0], "*", ">"}
+        return any(g != f and filter_covers(g, f) for h in heads for g in wide.get(h, ()))
+
     # Two different filters never cover each other, so no filter drops itself.
-    wide = {f for f in wild if not any(g != f and filter_covers(g, f) for g in wild)}
-    return [f for f in unique if f in wide or not any(filter_covers(w, f) for w in wide)]
+    return [f for f in unique if not covered(f)]
 
 
 def key_bytes(key: str) -> int:
