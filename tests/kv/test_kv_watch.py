@@ -88,7 +88,9 @@ def test_updates_only_and_filters(kv):
     with kv.watch("cfg.*") as w:
         assert [e.key for e in _until_marker(w)] == ["cfg.a"]
     with pytest.raises(nats_sync.InvalidKeyError):
-        kv.watch("cfg*")
+        kv.watch("cfg.>.a")
+    with kv.watch("cfg*") as w:  # a literal key: * is a wildcard only as a whole token
+        assert w.next(timeout=5) is None
     with pytest.raises(ValueError):
         kv.watch(include_history=True, updates_only=True)
 
