@@ -18,8 +18,9 @@ def test_atomic_batches_on_an_r3_stream_store_whole_batches(cluster):
         ctx.create_stream(name="ATOMR3", subjects=["atomr3.>"], num_replicas=3, allow_atomic=True)
         ctx.create_stream(name="PLAINR3", subjects=["plainr3.>"], num_replicas=3)
         try:
+            batch = [("atomr3.a", b"1"), ("atomr3.b", b"2"), ("atomr3.c", b"3")]
             for _ in range(20):
-                ack = ctx.publish_batch([("atomr3.a", b"1"), ("atomr3.b", b"2"), ("atomr3.c", b"3")])
+                ack = ctx.publish_batch(batch)
                 assert ack.batch_size == 3
             assert ctx.stream("ATOMR3").info().state.messages == 60
             with pytest.raises(nats_sync.AtomicPublishDisabledError):
