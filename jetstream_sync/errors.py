@@ -583,7 +583,11 @@ class ServerShutdownError(PullStatusError):
 
 
 class PinIdMismatchError(PullStatusError):
-    """423: this client's pin in a PINNED_CLIENT priority group is no longer valid."""
+    """423: this client's pin in a PINNED_CLIENT priority group is no longer valid.
+
+    Also 400 "Not a Pinned Client Priority consumer": the consumer's policy was changed
+    since the pin was won, and the server refuses any pin id.
+    """
 
 
 class IteratorClosedError(JetStreamError):

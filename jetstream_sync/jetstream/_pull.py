@@ -21,6 +21,7 @@ status      description                             meaning here
 400         Bad Request...                          terminal: PullBadRequestError
                                                     (PriorityGroupError: group options)
 423         Nats-Pin-Id mismatch / Wrong-Pin-Id     pin lost: cleared, pulled again
+400         Not a Pinned Client Priority consumer   the same (a pin from before a policy change)
 503         (no responders)                         nobody serves the consumer now
 ==========  ======================================  =============================
 
@@ -105,6 +106,10 @@ def classify(msg: Msg, group: str | None = None) -> tuple[int, BaseException | N
             return WARNING, PullRequestLimitError(409, text)
         return WARNING, PullStatusError(409, text)
     if status == 400:
+        if "not a pinned client" in lower:
+            # Only a pull with a pin id gets this: the consumer left PINNED_CLIENT since
+            # the pin was won, so the pin is stale, as after a 423.
+            return WARNING, PinIdMismatchError(400, text)
         if "priority" in lower:  # the server's priority-group refusals (ADR-42)
             return TERMINAL, PriorityGroupError(text, group, 400)
         return TERMINAL, PullBadRequestError(400, text)

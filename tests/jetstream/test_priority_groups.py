@@ -284,6 +284,43 @@ def test_423_consume_reports_a_warning_and_goes_on(js, other_js, stream):
     assert all(isinstance(e, PinIdMismatchError) for e in errors)
 
 
+def _pull_one(cons: Consumer, mode: str) -> tuple[bytes, list[BaseException]]:
+    """One message through fetch, next, messages() or consume(), and the warnings heard."""
+    warnings: list[BaseException] = []
+    if mode == "fetch":
+        return _data(cons.fetch(1, timeout=5, group="g"))[0], warnings
+    if mode == "next":
+        return cons.next(timeout=5, group="g").data, warnings
+    if mode == "messages":
+        with cons.messages(max_messages=1, expires=5, group="g") as it:
+            return it.next(timeout=5).data, warnings
+    got: list[bytes] = []
+    with cons.consume(
+        lambda m: got.append(m.data), error_handler=warnings.append, expires=5, group="g"
+    ):
+        wait_for(lambda: got or any(not isinstance(e, PinIdMismatchError) for e in warnings))
+    return got[0] if got else b"", warnings
+
+
+@pytest.mark.parametrize("mode", ["fetch", "next", "messages", "consume"])
+def test_a_pin_from_before_a_policy_change_is_dropped(js, stream, mode):
+    """A handle pinned before the consumer left PINNED_CLIENT drops its pin and pulls on.
+
+    The server refuses a pull with a pin id then (400 "Not a Pinned Client Priority
+    consumer"); every pull of the handle used to fail with PriorityGroupError. The
+    server keeps its old pin until priority_timeout: pulls without one wait till then.
+    """
+    a = _consumer(stream, PriorityPolicy.PINNED_CLIENT, priority_timeout=1.0)
+    publish_numbered(js, f"{stream.name}.x", 2)
+    assert _data(a.fetch(1, timeout=2, group="g")) == [b"0"] and a.pin_id("g")
+    stream.update_consumer(
+        durable_name="pg", priority_groups=["g"], priority_policy=PriorityPolicy.OVERFLOW
+    )
+    data, warnings = _pull_one(a, mode)
+    assert data == b"1" and a.pin_id("g") is None
+    assert all(isinstance(e, PinIdMismatchError) for e in warnings)
+
+
 # --------------------------------------------------------------------------- overflow
 
 
