@@ -158,14 +158,40 @@ def describe(info: ConsumerInfo) -> str:
         f"  ack policy: {format_enum(cfg.ack_policy)}, "
         f"deliver policy: {format_enum(cfg.deliver_policy)}",
         f"  created: {format_time(info.created)}",
+        *_priority_config(cfg),
         "State",
         f"  delivered: stream seq {info.delivered.stream_seq if info.delivered else 0}",
         f"  ack pending: {info.num_ack_pending}, redelivered: {info.num_redelivered}, "
         f"waiting pulls: {info.num_waiting}, unprocessed: {info.num_pending}",
     ]
+    if cfg.priority_policy is PriorityPolicy.PINNED_CLIENT:
+        lines.extend(_pins(info))
     if info.paused:
         lines.append(f"  paused until {format_time(cfg.pause_until)}")
     return "\n".join(lines)
+
+
+def _priority_config(cfg: ConsumerConfig) -> list[str]:
+    """The priority policy, groups and pin timeout, if the consumer has groups."""
+    if cfg.priority_policy in (None, PriorityPolicy.NONE):
+        return []
+    line = f"  priority: {format_enum(cfg.priority_policy)}, "
+    line += f"groups: {', '.join(cfg.priority_groups or ())}"
+    if cfg.priority_timeout:
+        line += f", timeout {cfg.priority_timeout:g}s"
+    return [line]
+
+
+def _pins(info: ConsumerInfo) -> list[str]:
+    """Who is pinned in each group the server reports on (PINNED_CLIENT)."""
+    lines = []
+    for state in info.priority_groups or ():
+        if state.pinned_client_id:
+            since = format_time(state.pinned_ts)
+            lines.append(f"  group {state.group}: pinned {state.pinned_client_id} since {since}")
+        else:
+            lines.append(f"  group {state.group}: no client pinned")
+    return lines
 
 
 def ls(args: argparse.Namespace, out: Output) -> int:

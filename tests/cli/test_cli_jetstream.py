@@ -180,6 +180,25 @@ def test_consumer_priority_groups_add_next_and_unpin(cli, name):
     assert cli.run("consumer", "unpin", name, "PIN", "other").code == 1
 
 
+def test_consumer_info_shows_priority_groups_and_the_pin(cli, js, name):
+    """info (text) names the policy, groups and timeout, and the client pinned now: what
+    an operator checks before and after ``consumer unpin``."""
+    ok(cli.run("stream", "add", name, "--subjects", f"{name}.>"))
+    ok(cli.run("pub", f"{name}.in", "m", "-J"))
+    ok(cli.run("consumer", "add", name, "PIN", "--pull", "--defaults",
+               "--priority-policy", "pinned_client", "--priority-group", "jobs",
+               "--priority-timeout", "30s"))  # fmt: skip
+    text = ok(cli.run("consumer", "info", name, "PIN")).stdout
+    assert "priority: pinned_client, groups: jobs, timeout 30s" in text
+    assert "group jobs: no client pinned" in text
+    consumer = js.consumer(name, "PIN")
+    assert len(consumer.fetch(1, timeout=2, group="jobs")) == 1
+    text = ok(cli.run("consumer", "info", name, "PIN")).stdout
+    assert f"group jobs: pinned {consumer.pin_id('jobs')} since " in text
+    ok(cli.run("consumer", "unpin", name, "PIN", "jobs"))
+    assert "group jobs: no client pinned" in ok(cli.run("consumer", "info", name, "PIN")).stdout
+
+
 def test_consumer_pause_and_resume(cli, name):
     """pause until a duration from now, then resume; info shows the state."""
     ok(cli.run("stream", "add", name))
