@@ -38,7 +38,8 @@ def test_classification_table():
                  b"409 Message Size Exceeds MaxBytes", b"409 Batch Completed"):  # fmt: skip
         assert classify(_status(done))[0] == DONE
     for warn in (b"409 Exceeded MaxWaiting", b"409 Leadership Change",
-                 b"409 Server Shutdown", b"423 Nats-Pin-Id mismatch"):  # fmt: skip
+                 b"409 Server Shutdown", b"423 Nats-Pin-Id mismatch",
+                 b"400 Bad Request - Not a Pinned Client Priority consumer"):  # fmt: skip
         assert classify(_status(warn))[0] == WARNING
     for term in (b"409 Consumer Deleted", b"409 Consumer is push based", b"400 Bad Request"):
         assert classify(_status(term))[0] == TERMINAL
