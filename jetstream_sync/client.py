@@ -98,6 +98,20 @@ def _flush_open_clients_at_exit() -> None:
 atexit.register(_flush_open_clients_at_exit)
 
 
+def _check_bytes_like(data: object) -> None:
+    """Refuse a payload that is neither ``str`` nor bytes-like, naming its type.
+
+    Raises:
+        TypeError: ``data`` does not offer the buffer protocol.
+    """
+    try:
+        memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"payload must be bytes, str or a bytes-like object, not {type(data).__name__}"
+        ) from None
+
+
 @attrs.frozen(kw_only=True)
 class ClientStats:
     """Counters of one client since it was created.
@@ -498,6 +512,8 @@ class Client:
             self._check_line(("subject", len(subject_b)), ("reply subject", len(reply_b)))
         if isinstance(data, str):
             data = data.encode()
+        elif type(data) is not bytes:
+            _check_bytes_like(data)
         if headers:
             frame = _protocol.encode_hpub_pairs(subject_b, reply_b, header_pairs(headers), data)
             # What counts against max_payload: everything after the control line.

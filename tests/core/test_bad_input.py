@@ -137,7 +137,10 @@ ROWS = [
     ),
     Row("header-value-bytes", lambda e: e.nc.publish("a", headers={"K": b"v"}), TypeError),
     Row("headers-not-mapping", lambda e: e.nc.publish("a", headers=[("K", "v")]), TypeError),
-    # -- payload sizes
+    # -- payloads (test_client_input.py)
+    Row("payload-int", lambda e: e.nc.publish("a", 5), TypeError),
+    Row("js-publish-payload-none", lambda e: e.ctx.publish("a", None), TypeError),
+    Row("kv-value-int", lambda e: e.kv.put("k", 5), TypeError),
     Row("payload-too-big", lambda e: e.nc.publish("a", BIG), MaxPayloadError),
     Row(
         "headers-and-payload-too-big",

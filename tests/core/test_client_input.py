@@ -73,6 +73,41 @@ def test_non_str_subject(nc):
         nc.publish(b"bytes.subject", b"x")
 
 
+@pytest.mark.parametrize("data", [5, 1.5, None, ["x"], {"k": "v"}])
+@pytest.mark.parametrize("headers", [None, {"h": "1"}])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda nc, data, headers: nc.publish("a", data, headers=headers),
+        lambda nc, data, headers: nc.request("a", data, headers=headers, timeout=1),
+        lambda nc, data, headers: nc.jetstream().publish("a", data, headers=headers),
+        lambda nc, data, headers: nc.jetstream().publish_async("a", data, headers=headers),
+    ],
+    ids=["publish", "request", "js-publish", "js-publish-async"],
+)
+def test_a_payload_that_is_not_bytes_or_str_is_refused_naming_its_type(nc, call, data, headers):
+    """A payload of another type raises a TypeError that names the type, before sending."""
+    before = nc.stats.out_bytes
+    nc.flush()
+    baseline = nc.stats.out_bytes
+    with pytest.raises(TypeError, match=f"not {type(data).__name__}$") as info:
+        call(nc, data, headers)
+    assert "payload must be bytes, str or a bytes-like object" in str(info.value)
+    nc.flush()
+    assert nc.stats.out_bytes - baseline == baseline - before
+
+
+@pytest.mark.parametrize(
+    "data", [bytearray(b"ab"), memoryview(b"ab"), memoryview(b"xaby")[1:3], "ab", b"ab"]
+)
+@pytest.mark.parametrize("headers", [None, {"h": "1"}])
+def test_bytes_like_payloads_are_sent_as_their_bytes(nc, data, headers):
+    """bytearray, memoryview (a slice too), str and bytes payloads arrive as their bytes."""
+    sub = nc.subscribe("bytes.like")
+    nc.publish("bytes.like", data, headers=headers)
+    assert sub.next_msg(timeout=5).data == b"ab"
+
+
 def test_bad_server_url():
     """An unknown URL scheme raises ValueError before connecting."""
     with pytest.raises(ValueError):
