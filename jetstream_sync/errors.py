@@ -393,6 +393,11 @@ class StreamNotFoundError(APIError, err_code=10059):
     """The stream does not exist."""
 
 
+class StreamSealedError(APIError, err_code=10109):
+    """The stream is sealed (``sealed=True``, an Object Store's ``seal()``): it takes no
+    more messages, deletes or purges; what it holds stays readable."""
+
+
 class StreamNameInUseError(APIError, err_code=10058):
     """A stream with that name exists with a different configuration."""
 

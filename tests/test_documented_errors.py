@@ -378,6 +378,8 @@ def _core_msg(env: Env) -> j.Msg:
 
 # Made by tests that need a fault proxy, a fake or old server, a cluster, fork or Spark.
 ELSEWHERE: dict[str, str] = {
+    "StreamSealedError": "tests/jetstream/test_js_streams.py::"
+    "test_a_sealed_stream_refuses_publishes_deletes_and_purges_with_a_typed_error",
     "DuplicateMsgIdInProcessError": "tests/core/test_failover.py::"
     "test_retry_loop_rides_a_duplicate_in_process",
     "ConnectionLostError": "tests/jetstream/test_direct_batch_route.py::"

@@ -314,3 +314,21 @@ def test_direct_get_on_a_missing_stream_says_so(ctx, name):
     for call in (lambda: stream.direct_get(1), lambda: stream.get_msgs(1)):
         with pytest.raises(js.StreamNotFoundError):
             call()
+
+
+def test_a_sealed_stream_refuses_publishes_deletes_and_purges_with_a_typed_error(ctx, stream):
+    """After ``sealed=True``: publish, publish_async, delete_msg and purge raise
+    StreamSealedError (10109); the stream keeps what it held."""
+    subject = f"{stream.name}.x"
+    ctx.publish(subject, b"kept")
+    ctx.update_stream(name=stream.name, subjects=[f"{stream.name}.>"], sealed=True)
+    for call in (
+        lambda: ctx.publish(subject, b"late"),
+        lambda: ctx.publish_async(subject, b"late").result(5),
+        lambda: stream.delete_msg(1),
+        stream.purge,
+    ):
+        with pytest.raises(js.StreamSealedError) as refused:
+            call()
+        assert refused.value.err_code == 10109
+    assert stream.info().state.messages == 1

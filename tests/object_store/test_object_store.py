@@ -186,13 +186,19 @@ def test_status_config_is_the_bucket_config_for_an_update_of_one_field(js, bucke
 
 
 def test_status_and_seal(obs):
-    """status() reports the bucket; after seal() a put is refused."""
+    """status() reports the bucket; after seal() a put or a delete raises StreamSealedError
+    and what was stored stays readable."""
     obs.put("a", b"x" * 10)
     status = obs.status()
     assert status.bucket == obs.bucket and not status.sealed and status.size > 0
     assert obs.seal().sealed and obs.status().sealed
-    with pytest.raises(jsync.APIError):
+    with pytest.raises(jsync.StreamSealedError) as put:
         obs.put("b", b"y")
+    assert put.value.err_code == 10109
+    with pytest.raises(jsync.StreamSealedError):
+        obs.delete("a")
+    assert obs.get("a") == b"x" * 10
+    assert [info.name for info in obs.list()] == ["a"]
 
 
 # ---------------------------------------------------------------- put and get
