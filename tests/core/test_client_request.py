@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import jetstream_sync as js
+from tests.fixtures.raw_client import RawClient
 
 
 def test_request_reply(nc):
@@ -33,6 +36,34 @@ def test_no_responders_fails_at_once(nc):
     with pytest.raises(js.NoRespondersError, match="nobody.home") as caught:
         nc.request("nobody.home", b"x", timeout=5)
     assert caught.value.subject == "nobody.home"
+
+
+def test_a_503_reply_with_a_body_is_a_reply(nc, shared_server):
+    """A responder's reply with status 503 and a body is returned, not NoRespondersError:
+    only the server's empty 503 means nobody listens (as nats.go and nats.rs read it)."""
+    incoming = nc.subscribe("svc.busy")
+    outcome = {}
+
+    def ask():
+        try:
+            outcome["reply"] = nc.request("svc.busy", b"q", timeout=10)
+        except js.NatsError as exc:
+            outcome["error"] = exc
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    request = incoming.next_msg(timeout=5)
+    raw = RawClient(shared_server.port)
+    block = b"NATS/1.0 503 Busy\r\n\r\n"
+    raw.send(
+        b"HPUB %s %d %d\r\n%sretry later\r\n"
+        % (request.reply.encode(), len(block), len(block) + 11, block)
+    )
+    asker.join()
+    raw.close()
+    assert "error" not in outcome
+    reply = outcome["reply"]
+    assert (reply.status, reply.description, reply.data) == (503, "Busy", b"retry later")
 
 
 def test_request_timeout_is_builtin_timeout(nc):
