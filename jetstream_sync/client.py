@@ -934,7 +934,8 @@ class Client:
 
         Raises:
             TimeoutError: no reply within ``timeout`` (also the builtin ``TimeoutError``).
-            NoRespondersError: nobody is subscribed to ``subject`` (status 503).
+            NoRespondersError: nobody is subscribed to ``subject`` (the server's
+                status 503, with no body; a responder's 503 with a body is returned).
             BadSubjectError, BadHeaderError, MaxPayloadError: bad input; nothing was sent.
             LimitExceededError: the subject (with the reply) passes the server's
                 ``max_control_line``; nothing was sent.
@@ -981,7 +982,8 @@ class Client:
             if waiter.error is not None:
                 raise waiter.error
             msg = waiter.msg  # type: ignore[assignment]
-        if msg.status == 503:
+        # The server's no-responders status has no body; a 503 with one is a responder's reply.
+        if msg.status == 503 and not msg.data:
             raise NoRespondersError(f"no responders on {subject!r}", subject)
         return msg
 
