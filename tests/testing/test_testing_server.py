@@ -106,6 +106,22 @@ def test_given_store_dir_is_kept_and_reused(tmp_path: Path):
         assert nc.jetstream().stream("KEPT").info().state.messages == 1
 
 
+def test_non_ascii_and_control_characters_reach_the_config(tmp_path: Path):
+    """Credentials and directories with non-ASCII or control characters (a home directory
+    named josé, a password with a tab) are written so nats-server reads them back as given."""
+    password = 'pässwörd "quoted" back\\slash\ttab\x01'
+    with NatsServer(
+        user="jösé", password=password, store_dir=tmp_path / "störe", directory=tmp_path / "josé"
+    ) as server:
+        with pytest.raises(jetstream_sync.AuthorizationError):
+            jetstream_sync.connect(
+                server.url, user="jösé", password="pässwörd", allow_reconnect=False
+            )
+        with jetstream_sync.connect(server.url, user="jösé", password=password) as nc:
+            nc.jetstream().create_stream(name="UNICODE", subjects=["unicode"])
+    assert (tmp_path / "störe" / "jetstream").is_dir()
+
+
 def test_start_twice_and_bad_port():
     """A second start() raises; a port outside 1..65535 is rejected before anything runs."""
     with NatsServer() as server, pytest.raises(RuntimeError, match="already started"):
