@@ -79,9 +79,30 @@ def find_nats_server() -> str:
     )
 
 
+_CONFIG_ESCAPES = {'"': '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
 def _quote(value: str | os.PathLike[str]) -> str:
-    """Quote a string for a nats-server config file."""
-    return json.dumps(os.fspath(value))
+    """Quote a string for a nats-server config file (written as UTF-8).
+
+    The config parser knows only the escapes ``\\"``, ``\\\\``, ``\\t``, ``\\n``,
+    ``\\r`` and ``\\xXX`` (one byte), and reads other characters as UTF-8, so
+    non-ASCII text goes in as it is, other control characters and the bytes a
+    path held undecoded (lone surrogates) as ``\\xXX``.
+    """
+    return '"' + "".join(_config_char(char) for char in os.fspath(value)) + '"'
+
+
+def _config_char(char: str) -> str:
+    """One character of a quoted config string."""
+    if char in _CONFIG_ESCAPES:
+        return _CONFIG_ESCAPES[char]
+    code = ord(char)
+    if code < 0x20 or code == 0x7F:
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode
+        return f"\\x{code - 0xDC00:02x}"
+    return char
 
 
 def _duration(value: float | str) -> str:
@@ -610,7 +631,7 @@ class NatsServer:
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.ports"):
             stale.unlink(missing_ok=True)
-        self.config_path.write_text(self.render_config())
+        self.config_path.write_text(self.render_config(), encoding="utf-8")
         self._exit_code = None
         with open(self.log_path, "ab") as log:
             log.write(f"=== start {time.strftime('%H:%M:%S')} ===\n".encode())
