@@ -170,3 +170,42 @@ def test_close_of_a_client_that_never_connected():
     client = js.Client()
     client.close()
     assert client.is_closed
+
+
+async def _coroutine_callback(*args):
+    """An ``async def`` callback: the client calls it on a thread and would never await it."""
+
+
+@pytest.mark.parametrize("cb", ["handler", 5, _coroutine_callback])
+def test_a_callback_that_cannot_be_called_is_refused_at_subscribe(nc, cb):
+    """A cb= that is not callable, or is an ``async def`` (calling it only makes a coroutine
+    nobody awaits: every message would be dropped), raises TypeError naming cb; no SUB."""
+    before = nc.stats.out_bytes
+    nc.flush()
+    baseline = nc.stats.out_bytes
+    with pytest.raises(TypeError, match="^cb must be"):
+        nc.subscribe("input.cb", cb=cb)
+    nc.flush()
+    assert nc.stats.out_bytes - baseline == baseline - before
+
+
+@pytest.mark.parametrize(
+    "option", ["error_cb", "disconnected_cb", "reconnected_cb", "closed_cb", "lame_duck_cb"]
+)
+@pytest.mark.parametrize("cb", [5, _coroutine_callback])
+def test_a_connection_callback_that_cannot_be_called_is_refused_before_connecting(
+    shared_server, option, cb
+):
+    """A connection callback that is not callable, or is an ``async def``, raises TypeError
+    naming the option before any connection (it would only fail, or do nothing, later)."""
+    with pytest.raises(TypeError, match=f"^{option} must be"):
+        js.connect(shared_server.url, **{option: cb})
+
+
+@pytest.mark.parametrize("cb", [None, _coroutine_callback])
+def test_a_status_listener_that_cannot_be_called_is_refused(nc, cb):
+    """add_status_listener and add_refusal_listener refuse what they could not call."""
+    with pytest.raises(TypeError, match="^listener must be"):
+        nc.add_status_listener(cb)
+    with pytest.raises(TypeError, match="^listener must be"):
+        nc.add_refusal_listener(cb)
