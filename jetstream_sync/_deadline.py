@@ -1,9 +1,14 @@
-"""Timeout validation and the one-deadline-per-call helper."""
+"""Timeout, count and callback validation, and the one-deadline-per-call helper."""
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from time import monotonic
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: The longest timeout or duration, in seconds (about 292 years): the wire carries
 #: durations as int64 nanoseconds, and Python's waits take no longer one either.
@@ -95,6 +100,23 @@ def check_count(name: str, value: int, minimum: int | None = None) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
+    return value
+
+
+def check_callback(name: str, value: _F) -> _F:
+    """Return ``value`` if the client can call it on one of its threads.
+
+    Raises:
+        TypeError: not callable, or an ``async def`` function (calling it only
+            makes a coroutine that nothing would await).
+    """
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, not {type(value).__name__}")
+    if inspect.iscoroutinefunction(value):
+        raise TypeError(
+            f"{name} must be a plain function: the client calls it on a thread and "
+            "would never await the coroutine of an async def"
+        )
     return value
 
 

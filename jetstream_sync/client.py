@@ -24,7 +24,14 @@ from ._connection import (
     ReplyWaiter,
     check_choice,
 )
-from ._deadline import Deadline, check_count, check_seconds, check_timeout, seconds_text
+from ._deadline import (
+    Deadline,
+    check_callback,
+    check_count,
+    check_seconds,
+    check_timeout,
+    seconds_text,
+)
 from ._dispatch import _READING, refuse_in_inline_callback
 from ._events import EventRunner, log
 from ._nuid import NUID
@@ -200,6 +207,9 @@ class Client:
             "disconnected": disconnected_cb, "reconnected": reconnected_cb,
             "error": error_cb, "closed": closed_cb, "lame_duck": lame_duck_cb,
         }  # fmt: skip
+        for status, callback in self._callbacks.items():
+            if callback is not None:
+                check_callback(f"{status}_cb", callback)
 
         self._state_lock = threading.RLock()
         self._listeners: list[Callable[[str], object]] = []
@@ -372,6 +382,7 @@ class Client:
         after the matching user callback; JetStream uses this to fail
         publishes whose acknowledgements can no longer arrive.
         """
+        check_callback("listener", listener)
         with self._state_lock:
             self._listeners = [*self._listeners, listener]
 
@@ -393,6 +404,7 @@ class Client:
         wake a waiter), never block, never raise. ``error`` is its own copy:
         ``.operation`` and ``.subject`` say what was refused.
         """
+        check_callback("listener", listener)
         with self._state_lock:
             self._refusal_listeners[listener] = None
 
@@ -720,11 +732,14 @@ class Client:
             BadSubjectError: the subject or queue group is not valid; nothing was sent.
             LimitExceededError: the subject with the queue group passes the server's
                 ``max_control_line``; nothing was sent.
-            ValueError, TypeError: a pending limit is not an int >= 1, or
-                ``inline`` without ``cb``.
+            ValueError, TypeError: a pending limit is not an int >= 1,
+                ``inline`` without ``cb``, or ``cb`` is not callable or is an
+                ``async def`` (the client would never await its coroutine).
         """
         if inline and cb is None:
             raise ValueError("inline=True runs a callback: pass cb= as well")
+        if cb is not None:
+            check_callback("cb", cb)
         self._check_usable()
         subject_b = self._subject_bytes(subject, wildcards=True)
         queue_b = b""

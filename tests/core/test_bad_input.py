@@ -39,6 +39,10 @@ from tests.fixtures.server import NatsServer
 MAX_PAYLOAD = 64 * 1024
 
 
+async def _async_handler(msg: Any) -> None:
+    """A coroutine function, refused where the client would call it on a thread."""
+
+
 @dataclass
 class Env:
     """What a row may call: a client, its context, a stream, consumer, bucket and store."""
@@ -137,6 +141,9 @@ ROWS = [
     ),
     Row("header-value-bytes", lambda e: e.nc.publish("a", headers={"K": b"v"}), TypeError),
     Row("headers-not-mapping", lambda e: e.nc.publish("a", headers=[("K", "v")]), TypeError),
+    # -- callbacks (test_client_input.py)
+    Row("subscribe-cb-not-callable", lambda e: e.nc.subscribe("a", cb="handler"), TypeError),
+    Row("subscribe-cb-async", lambda e: e.nc.subscribe("a", cb=_async_handler), TypeError),
     # -- payloads (test_client_input.py)
     Row("payload-int", lambda e: e.nc.publish("a", 5), TypeError),
     Row("js-publish-payload-none", lambda e: e.ctx.publish("a", None), TypeError),
