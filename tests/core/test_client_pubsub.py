@@ -205,6 +205,42 @@ def test_unsubscribe_from_its_own_callback_returns_at_once(nc):
     assert calls == [b"0"] and not sub.is_active
 
 
+@pytest.mark.parametrize("end", ["unsubscribe", "drain", "close"])
+def test_two_callbacks_ending_each_others_subscription_do_not_wait_forever(shared_server, end):
+    """Callbacks of two subscriptions that unsubscribe (or drain) each other's subscription at
+    the same moment, or one closing the client while the other unsubscribes its
+    subscription, both return: neither waits for a callback that waits for it."""
+    nc = js.connect(shared_server.url)
+    both_in = threading.Barrier(2, timeout=5)
+    returned = {"a": threading.Event(), "b": threading.Event()}
+    subs = {}
+
+    def ending(name: str, other: str):
+        def callback(msg: js.Msg) -> None:
+            both_in.wait()
+            if end == "close" and name == "a":
+                nc.close()
+            elif end == "drain":
+                subs[other].drain(timeout=10)
+            else:
+                subs[other].unsubscribe()
+            returned[name].set()
+
+        return callback
+
+    subs["a"] = nc.subscribe("mutual.a", cb=ending("a", "b"))
+    subs["b"] = nc.subscribe("mutual.b", cb=ending("b", "a"))
+    nc.publish("mutual.a", b"")
+    nc.publish("mutual.b", b"")
+    nc.flush()
+    try:
+        assert returned["a"].wait(10) and returned["b"].wait(10)
+    finally:
+        both_in.abort()
+    nc.close()
+    assert not subs["a"].is_active and not subs["b"].is_active
+
+
 def test_subscription_drain_delivers_pending_to_callback(nc):
     """drain() returns after the callback handled every message already sent."""
     got = []
