@@ -106,6 +106,42 @@ def test_close_from_error_cb(shared_server, baseline):
     _finish(closer, nc, baseline, "-events")
 
 
+def test_close_from_a_callback_while_error_cb_unsubscribes_its_subscription(
+    shared_server, baseline
+):
+    """A subscription callback closing the client while error_cb (the events thread, which
+    close() joins) unsubscribes that callback's subscription: both return, no thread is left."""
+    both_in = threading.Barrier(2, timeout=5)
+    unsubscribed = threading.Event()
+    subs = {}
+
+    def on_error(exc: BaseException) -> None:
+        if isinstance(exc, RuntimeError):
+            both_in.wait()
+            subs["closing"].unsubscribe()
+            unsubscribed.set()
+
+    closer = Closer()
+    nc = closer.client = js.connect(shared_server.url, error_cb=on_error)
+
+    def close_when_error_cb_runs(msg: js.Msg) -> None:
+        both_in.wait()
+        closer(msg)
+
+    def fail(msg: js.Msg) -> None:
+        raise RuntimeError("boom")  # reported to error_cb
+
+    subs["closing"] = nc.subscribe("close.cycle", cb=close_when_error_cb_runs)
+    nc.subscribe("close.fail", cb=fail)
+    nc.publish("close.fail", b"")
+    nc.publish("close.cycle", b"")
+    try:
+        _finish(closer, nc, baseline, "jetstream_sync-sub-")
+        assert unsubscribed.wait(10)
+    finally:
+        both_in.abort()
+
+
 def test_close_from_disconnected_cb(restartable_server):
     """disconnected_cb (the events thread) may close the client while acks are pending."""
     threads = LeakCheck(thread_prefixes=("jetstream_sync-",))
