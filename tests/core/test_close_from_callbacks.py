@@ -12,6 +12,7 @@ import pytest
 import jetstream_sync as js
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.leaks import LeakCheck
+from tests.fixtures.polling import wait_for
 
 ACK = b'{"stream":"MANUAL","seq":1}'
 
@@ -110,36 +111,34 @@ def test_close_from_a_callback_while_error_cb_unsubscribes_its_subscription(
     shared_server, baseline
 ):
     """A subscription callback closing the client while error_cb (the events thread, which
-    close() joins) unsubscribes that callback's subscription: both return, no thread is left."""
-    both_in = threading.Barrier(2, timeout=5)
+    close() joins) waits in unsubscribe() for that callback: both return, no thread is left."""
+    callback_in = threading.Event()
     unsubscribed = threading.Event()
     subs = {}
 
     def on_error(exc: BaseException) -> None:
         if isinstance(exc, RuntimeError):
-            both_in.wait()
-            subs["closing"].unsubscribe()
+            callback_in.wait(5)
+            subs["closing"].unsubscribe()  # waits for close_once_unsubscribed to return
             unsubscribed.set()
 
     closer = Closer()
     nc = closer.client = js.connect(shared_server.url, error_cb=on_error)
 
-    def close_when_error_cb_runs(msg: js.Msg) -> None:
-        both_in.wait()
+    def close_once_unsubscribed(msg: js.Msg) -> None:
+        callback_in.set()
+        wait_for(lambda: not subs["closing"].is_active)  # error_cb is in unsubscribe()
         closer(msg)
 
     def fail(msg: js.Msg) -> None:
         raise RuntimeError("boom")  # reported to error_cb
 
-    subs["closing"] = nc.subscribe("close.cycle", cb=close_when_error_cb_runs)
+    subs["closing"] = nc.subscribe("close.cycle", cb=close_once_unsubscribed)
     nc.subscribe("close.fail", cb=fail)
-    nc.publish("close.fail", b"")
     nc.publish("close.cycle", b"")
-    try:
-        _finish(closer, nc, baseline, "jetstream_sync-sub-")
-        assert unsubscribed.wait(10)
-    finally:
-        both_in.abort()
+    nc.publish("close.fail", b"")
+    _finish(closer, nc, baseline, "jetstream_sync-sub-")
+    assert unsubscribed.wait(10), "error_cb's unsubscribe() did not return"
 
 
 def test_close_from_disconnected_cb(restartable_server):
