@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from ._deadline import Deadline
+from ._joins import join_thread, waiting_for
 from ._signals import INTERRUPTS, hand_to_main, on_signal_thread, raise_in_main, wait
 from .errors import InlineCallbackError, TimeoutError
 from .msg import Msg
@@ -308,44 +308,6 @@ class Filling:
         return self._queue.filled(self._count)
 
 
-# Who waits for whom among the threads joining callbacks (unsubscribe, drain, close):
-# thread ident -> the ident of the callback thread it waits for. A callback may end
-# another subscription while that one's callback ends its own: each would wait for
-# the other forever, so the wait that would close such a cycle is skipped.
-_waits_lock = threading.Lock()
-_waits: dict[int, int] = {}
-
-
-@contextmanager
-def _waiting_for(target: int | None) -> Iterator[bool]:
-    """Record that this thread waits for thread ``target`` while the block runs.
-
-    Yields False, recording nothing, when ``target`` already waits (directly or
-    through others) for this thread: the caller must not wait then, ``target``
-    goes on once this thread's callback returns.
-    """
-    me = threading.get_ident()
-    with _waits_lock:
-        waiter = target
-        while waiter is not None and waiter != me:
-            waiter = _waits.get(waiter)
-        cycle = waiter == me
-        previous = _waits.get(me)  # set when a signal handler's close() runs during a join
-        if not cycle and target is not None:
-            _waits[me] = target
-    if cycle or target is None:
-        yield not cycle
-        return
-    try:
-        yield True
-    finally:
-        with _waits_lock:
-            if previous is None:
-                del _waits[me]
-            else:
-                _waits[me] = previous
-
-
 class CallbackWorker:
     """The one thread that calls a subscription's callback, in order, outside locks.
 
@@ -398,14 +360,9 @@ class CallbackWorker:
         caller's callback (two subscriptions ending each other): it ends once the
         caller's callback returns.
         """
-        thread = self._thread
-        if thread is threading.current_thread():
+        if self._thread is threading.current_thread():
             return False
-        with _waiting_for(thread.ident) as may_wait:
-            if may_wait:
-                thread.join(timeout)
-                return not thread.is_alive()
-        return True
+        return join_thread(self._thread, timeout)
 
 
 class _Reading(threading.local):
@@ -500,7 +457,7 @@ class InlineCallback:
         self._stopped = True
         if self.is_current():
             return False
-        with _waiting_for(self._thread) as may_wait:
+        with waiting_for(self._thread) as may_wait:
             if not may_wait:
                 return True
             if not self._running.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):

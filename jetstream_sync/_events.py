@@ -6,6 +6,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
+from ._joins import join_thread
 from ._log import logger
 from ._signals import INTERRUPTS, hand_to_main
 
@@ -57,4 +58,4 @@ class EventRunner:
             self._stopping = True
             self._cond.notify()
         if self._thread is not threading.current_thread():
-            self._thread.join()
+            join_thread(self._thread)
