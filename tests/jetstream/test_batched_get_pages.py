@@ -1,0 +1,75 @@
+"""Batched direct gets the server ends early, past its ``max_pending`` bytes: the next page.
+
+nats-server stops a batch once its replies pass the connection's ``max_pending``
+(64 MiB by default; 16 MiB on this module's server, so 20 MB show it) and says
+in the end-of-batch status how many are pending; the client asks again from
+after the last message received.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync.jetstream import _direct_batch
+from tests.fixtures.server import NatsServer
+
+_MAX_PENDING = 16 * 1024 * 1024
+_SUBJECTS = 1000
+_SIZE = 20_000  # 1,000 x 20,000 bytes (20 MB), two batches; at most 1,024 subjects: one request
+
+
+@pytest.fixture(scope="module")
+def small_pending_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A JetStream server whose ``max_pending`` ends a batch after 16 MiB of replies."""
+    directory: Path = tmp_path_factory.mktemp("small-pending")
+    server = NatsServer(directory=directory, extra_config=f"max_pending: {_MAX_PENDING}")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(small_pending_server: NatsServer) -> Iterator[jetstream_sync.Client]:
+    with jetstream_sync.connect(small_pending_server.url) as nc:
+        yield nc
+
+
+def _fill(js: jetstream_sync.JetStreamContext, name: str) -> jetstream_sync.Stream:
+    stream = js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True)
+    for i in range(_SUBJECTS):
+        js.publish_async(f"{name}.{i:04d}", b"x" * _SIZE)
+    js.publish_async_completed(timeout=30)
+    return stream
+
+
+def test_get_last_msgs_for_pages_stay_on_the_first_pages_snapshot(client, monkeypatch):
+    """A subject written again after the first page came is not returned twice: every page
+    answers as of the first page's last sequence (the server's Nats-UpTo-Sequence)."""
+    js = client.jetstream()
+    stream = _fill(js, "PAGES_SNAPSHOT")
+    real_replies = _direct_batch.PendingBatch.replies
+    pages: list[int] = []
+
+    def write_after_the_first_page(self):
+        replies = real_replies(self)
+        pages.append(len(replies))
+        if len(pages) == 1:
+            js.publish(f"{stream.name}.0000", b"written after the first page")
+        return replies
+
+    monkeypatch.setattr(_direct_batch.PendingBatch, "replies", write_after_the_first_page)
+    got = stream.get_last_msgs_for([f"{stream.name}.>"])
+    assert len(pages) > 1  # the server did end the first batch early
+    assert [m.seq for m in got] == list(range(1, _SUBJECTS + 1))
+    assert not [s for s, n in Counter(m.subject for m in got).items() if n > 1]
+
+
+def test_get_msgs_pages_return_the_whole_batch(client):
+    """get_msgs past max_pending bytes returns every message asked for, in order."""
+    stream = _fill(client.jetstream(), "PAGES_GET_MSGS")
+    assert [m.seq for m in stream.get_msgs(batch=_SUBJECTS)] == list(range(1, _SUBJECTS + 1))
