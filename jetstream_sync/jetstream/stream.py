@@ -48,6 +48,7 @@ _DIRECT_GET_HEADERS = frozenset(
      "Nats-UpTo-Sequence")
 )  # fmt: skip
 _PENDING = "Nats-Num-Pending"
+_UP_TO = "Nats-UpTo-Sequence"
 # nats-server answers "413 Too Many Results" to a multi_last matching more subjects.
 _MULTI_LAST_MAX = 1024
 
@@ -421,7 +422,7 @@ class Stream:
         """
         out: list[RawStreamMsg] = []
         while True:
-            got, pending = self._batched_direct(body, deadline)
+            got, pending, up_to = self._batched_direct(body, deadline)
             out += got
             if not got or not pending or "max_bytes" in body:
                 return out
@@ -431,14 +432,19 @@ class Stream:
                 body = {**body, "batch": wanted - len(out)}
             body = {k: v for k, v in body.items() if k != "start_time"}
             body["seq"] = got[-1].seq + 1
+            if "multi_last" in body and up_to:
+                # Later pages answer as of the first page's snapshot, or a subject
+                # written meanwhile would come back twice.
+                body["up_to_seq"] = up_to
 
     def _batched_direct(
         self, body: dict[str, Any], deadline: Deadline
-    ) -> tuple[list[RawStreamMsg], int]:
+    ) -> tuple[list[RawStreamMsg], int, int]:
         """Send one batched direct get; collect replies until the ``204 EOB`` status.
 
         Returns:
-            The messages, and how many more the server says are pending.
+            The messages, how many more the server says are pending, and the
+            sequence a ``multi_last`` answered as of (0 when the status has none).
         """
         # Through the client's one reply route for batched direct gets: no SUB per
         # request, and a dropped connection fails the call at once.
@@ -449,8 +455,9 @@ class Stream:
             for _, payload, headers in found
         ]
         if batch_status(self, block, deadline) == 404:
-            return out, 0
-        return out, int(Msg("", "", b"", block).headers.get(_PENDING) or 0)
+            return out, 0, 0
+        status = Msg("", "", b"", block).headers
+        return out, int(status.get(_PENDING) or 0), int(status.get(_UP_TO) or 0)
 
     def delete_msg(self, seq: int, erase: bool = False, timeout: float | None = None) -> bool:
         """Delete the message at ``seq``.
