@@ -237,6 +237,32 @@ def test_delete_msg_fast_and_erase(ctx, name):
         stream.get_msg(2)
 
 
+@pytest.mark.parametrize("storage", ["file", "memory"])
+@pytest.mark.parametrize("erase", [False, True], ids=["no_erase", "erase"])
+def test_delete_msg_of_a_missing_message_is_message_not_found(ctx, name, storage, erase):
+    """delete_msg of a deleted sequence, one below the first or past the last raises
+    MessageNotFoundError naming the sequence, on either storage; nothing else goes."""
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"], storage=storage)
+    _fill(ctx, name, 6)
+    stream.purge(seq=3)
+    stream.delete_msg(4)
+    for seq in (1, 4, 7, 1000):
+        with pytest.raises(js.MessageNotFoundError) as caught:
+            stream.delete_msg(seq, erase=erase)
+        assert caught.value.seq == seq
+    assert [m.seq for m in stream.get_msgs(batch=10)] == [3, 5, 6]
+
+
+def test_delete_msg_refused_by_deny_delete_is_no_message_not_found(ctx, name):
+    """On a deny_delete stream delete_msg raises the server's refusal, not MessageNotFoundError."""
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"], deny_delete=True)
+    _fill(ctx, name, 1)
+    for seq in (1, 2):
+        with pytest.raises(js.APIError) as caught:
+            stream.delete_msg(seq)
+        assert not isinstance(caught.value, js.MessageNotFoundError)
+
+
 def test_mirror_and_sourced_stream(ctx, name):
     """A mirror copies its origin; a sourced stream aggregates and transforms subjects."""
     ctx.create_stream(name=name, subjects=[f"{name}.>"])
