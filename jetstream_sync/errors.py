@@ -406,8 +406,8 @@ class ConsumerNotFoundError(APIError, err_code=10014):
     """The consumer does not exist."""
 
 
-class MessageNotFoundError(APIError, err_code=10037):
-    """No message matches the request."""
+class MessageNotFoundError(APIError, err_code=(10037, 10043)):
+    """No message matches the request (10043: no message at the sequence to delete)."""
 
 
 class WrongLastSequenceError(APIError, err_code=(10071, 10164)):

@@ -12,6 +12,7 @@ from .._deadline import Deadline, check_timeout
 from .._subjects import filter_subject, filter_subjects, is_publish_subject
 from .._timefmt import format_rfc3339, parse_rfc3339
 from ..errors import (
+    APIError,
     DirectGetNotAllowedError,
     JetStreamNotEnabledError,
     MaxPayloadError,
@@ -49,6 +50,7 @@ _DIRECT_GET_HEADERS = frozenset(
 )  # fmt: skip
 _PENDING = "Nats-Num-Pending"
 _UP_TO = "Nats-UpTo-Sequence"
+_DELETE_FAILED = 10057  # the server's "message delete failed", whatever the reason
 # nats-server answers "413 Too Many Results" to a multi_last matching more subjects.
 _MULTI_LAST_MAX = 1024
 
@@ -467,19 +469,40 @@ class Stream:
                 message is only marked deleted.
 
         Raises:
-            MessageNotFoundError: no message at that sequence.
+            MessageNotFoundError: no message at that sequence (deleted, or
+                outside the stream's first..last; the file store's answer to the
+                latter is checked with one STREAM.INFO).
+            APIError: the server refused the delete (``deny_delete``: err_code 10057).
         """
         body = {"seq": ck.sequence(seq, "seq")}
         if not erase:
             body["no_erase"] = True
-        reply = self._api.request_json(
-            _api.STREAM_MSG_DELETE,
-            body,
-            self._deadline(timeout),
-            about={"seq": body["seq"]},
-            stream=self.name,
-        )
+        deadline = self._deadline(timeout)
+        try:
+            reply = self._api.request_json(
+                _api.STREAM_MSG_DELETE, body, deadline, about={"seq": body["seq"]}, stream=self.name
+            )
+        except APIError as exc:
+            if exc.err_code == _DELETE_FAILED:
+                raise self._delete_failed(exc, body["seq"], deadline) from None
+            raise
         return bool(reply.get("success"))
+
+    def _delete_failed(self, refusal: APIError, seq: int, deadline: Deadline) -> APIError:
+        """What a "message delete failed" reply (10057) means, asked of the server.
+
+        The file store answers a sequence below the stream's first or past its
+        last with 10057, as it answers any failure (``deny_delete`` included), so
+        one STREAM.INFO tells a missing message (:class:`MessageNotFoundError`)
+        from a refusal (returned as it came).
+        """
+        info = self.info(timeout=max(deadline.remaining(), 0.001))
+        state = info.state
+        if info.config.deny_delete or (state.messages and state.first_seq <= seq <= state.last_seq):
+            return refusal
+        return MessageNotFoundError(
+            refusal.code, refusal.err_code, refusal.description, stream=self.name, seq=seq
+        )
 
     def __repr__(self) -> str:
         return f"<Stream {self.name!r}>"

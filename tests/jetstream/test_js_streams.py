@@ -242,7 +242,9 @@ def test_delete_msg_fast_and_erase(ctx, name):
 def test_delete_msg_of_a_missing_message_is_message_not_found(ctx, name, storage, erase):
     """delete_msg of a deleted sequence, one below the first or past the last raises
     MessageNotFoundError naming the sequence, on either storage; nothing else goes."""
-    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"], storage=storage)
+    stream = ctx.create_stream(
+        name=name, subjects=[f"{name}.>"], storage=storage, allow_direct=True
+    )
     _fill(ctx, name, 6)
     stream.purge(seq=3)
     stream.delete_msg(4)
