@@ -76,6 +76,17 @@ def test_get_last_msgs_for_pins_one_snapshot(js: JetStreamContext, counter_strea
     assert [m.seq for m in counter_stream.get_last_msgs_for([f"{name}.>"])] == list(range(1, N + 1))
 
 
+def test_get_last_msgs_for_up_to_time_past_1024_subjects(
+    js: JetStreamContext, counter_stream: Stream
+) -> None:
+    """Past 1,024 subjects, up_to_time bounds every page as up_to_seq does."""
+    _count_everywhere(js, counter_stream)
+    name = counter_stream.name
+    before = counter_stream.get_msg(2001).time
+    got = counter_stream.get_last_msgs_for([f"{name}.c.*"], up_to_time=before)
+    assert [m.seq for m in got] == list(range(1, 2001))
+
+
 def test_get_last_msgs_for_more_subjects_than_one_request_holds(
     js: JetStreamContext, stream_name: str
 ) -> None:

@@ -205,6 +205,22 @@ def test_batched_direct_get(ctx, name):
     assert stream.get_msgs(start_seq=100, batch=5) == []
 
 
+def test_get_last_msgs_for_up_to_time(ctx, name):
+    """get_last_msgs_for(up_to_time=) answers as of the messages stored before that time, for
+    literal, ``*`` and ``>`` subjects; a time before the first message gives []."""
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True)
+    _fill(ctx, name, 20)
+    seventh = stream.get_msg(7).time
+    literals = [f"{name}.s0", f"{name}.s1", f"{name}.s2"]
+    for subjects in (literals, [f"{name}.*"], [f"{name}.>"]):
+        assert [m.seq for m in stream.get_last_msgs_for(subjects, up_to_time=seventh)] == [4, 5, 6]
+    assert stream.get_last_msgs_for([f"{name}.>"], up_to_time=stream.get_msg(1).time) == []
+    with pytest.raises(ValueError, match="up_to_seq or up_to_time"):
+        stream.get_last_msgs_for([f"{name}.>"], up_to_seq=3, up_to_time=seventh)
+    with pytest.raises(ValueError, match="up_to_time"):
+        stream.get_last_msgs_for([f"{name}.>"], up_to_time=seventh.replace(tzinfo=None))
+
+
 @pytest.mark.parametrize(
     ("max_bytes", "error"),
     [(-1, ValueError), (1.5, TypeError), ("10", TypeError), (2**63, ValueError)],
