@@ -59,11 +59,10 @@ def _seq_of(msg: RawStreamMsg) -> int:
     return msg.seq
 
 
-def _multi_last(subjects: list[str], up_to_seq: int | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"multi_last": subjects}
-    if up_to_seq is not None:
-        body["up_to_seq"] = up_to_seq
-    return body
+def _multi_last(subjects: list[str], as_of: dict[str, Any]) -> dict[str, Any]:
+    """A batched "last message per subject" request, as of ``as_of`` (``up_to_seq`` or
+    ``up_to_time``, or nothing: now)."""
+    return {"multi_last": subjects, **as_of}
 
 
 def _chunks(subjects: list[str], count: int, size: int) -> Iterator[list[str]]:
@@ -357,9 +356,11 @@ class Stream:
         subjects: Iterable[str],
         up_to_seq: int | None = None,
         timeout: float | None = None,
+        *,
+        up_to_time: datetime | None = None,
     ) -> list[RawStreamMsg]:
         """The newest message of each subject in ``subjects`` (wildcards allowed), as of
-        ``up_to_seq`` when given — a consistent snapshot (server 2.11+).
+        ``up_to_seq`` or ``up_to_time`` when given — a consistent snapshot (server 2.11+).
 
         Any number of subjects may match or be given: the server answers at most
         1,024 per request, and a request holds at most ``max_payload`` bytes, so
@@ -367,11 +368,18 @@ class Stream:
         asks for them 1,024 at a time (fewer when long), every request pinned to
         the same ``up_to_seq`` (the stream's last sequence when not given).
 
+        Args:
+            subjects: the subjects, literal or with wildcards.
+            up_to_seq: only messages at or below this sequence.
+            timeout: seconds for the whole call, across requests.
+            up_to_time: only messages stored before this (timezone-aware) time.
+
         Returns:
             The messages in sequence order; an empty list when none match.
 
         Raises:
-            ValueError: ``subjects`` is empty; nothing was sent.
+            ValueError: ``subjects`` is empty, both ``up_to_seq`` and ``up_to_time``
+                were given, or ``up_to_time`` is naive; nothing was sent.
             BadSubjectError: one of them is not a filter subject.
             RequiredApiLevelError: the server is older than 2.11.
             TimeoutError: the requests got no complete answer in ``timeout``.
@@ -381,34 +389,41 @@ class Stream:
         filters = filter_subjects(subjects)
         if not filters:
             raise ValueError("subjects must name at least one subject")
-        upto = None if up_to_seq is None else ck.sequence(up_to_seq, "up_to_seq")
+        if up_to_seq is not None and up_to_time is not None:
+            raise ValueError("get_last_msgs_for takes up_to_seq or up_to_time, not both")
+        as_of: dict[str, Any] = {}
+        if up_to_seq is not None:
+            as_of["up_to_seq"] = ck.sequence(up_to_seq, "up_to_seq")
+        if up_to_time is not None:
+            as_of["up_to_time"] = format_rfc3339(up_to_time, "up_to_time")
         deadline = self._deadline(timeout)
         try:
-            return self._batched_all(_multi_last(filters, upto), deadline)
+            return self._batched_all(_multi_last(filters, as_of), deadline)
         except (TooManyResultsError, MaxPayloadError):
             pass  # more than the server's 1,024 subjects match, or than one request holds
-        return self._last_msgs_in_chunks(filters, upto, deadline)
+        return self._last_msgs_in_chunks(filters, as_of, deadline)
 
     def _last_msgs_in_chunks(
-        self, filters: list[str], up_to_seq: int | None, deadline: Deadline
+        self, filters: list[str], as_of: dict[str, Any], deadline: Deadline
     ) -> list[RawStreamMsg]:
         """The newest message of every subject ``filters`` match, at most 1,024 per request.
 
         Wildcard filters are expanded to the subjects they match (``info`` with a
-        subjects filter, paged); every request is pinned to one ``up_to_seq``, so
-        what is written meanwhile does not mix in.
+        subjects filter, paged); every request is pinned to one ``up_to_seq`` (or
+        the same ``up_to_time``), so what is written meanwhile does not mix in.
         """
         subjects = {f for f in filters if is_publish_subject(f)}
         wildcards = [f for f in filters if f not in subjects]
-        if up_to_seq is None:  # pin every request to one snapshot, taken before listing
-            up_to_seq = self.info(timeout=max(deadline.remaining(), 0.001)).state.last_seq
+        if not as_of:  # pin every request to one snapshot, taken before listing
+            last = self.info(timeout=max(deadline.remaining(), 0.001)).state.last_seq
+            as_of = {"up_to_seq": last}
         for f in wildcards:
             info = self.info(subjects_filter=f, timeout=max(deadline.remaining(), 0.001))
             subjects.update(info.state.subjects or {})
         out: list[RawStreamMsg] = []
         limit = self._api.client.max_payload // 2
         for chunk in _chunks(sorted(subjects), _MULTI_LAST_MAX, limit):
-            out += self._batched_all(_multi_last(chunk, up_to_seq), deadline)
+            out += self._batched_all(_multi_last(chunk, as_of), deadline)
         out.sort(key=_seq_of)
         return out
 
@@ -437,6 +452,7 @@ class Stream:
             if "multi_last" in body and up_to:
                 # Later pages answer as of the first page's snapshot, or a subject
                 # written meanwhile would come back twice.
+                body.pop("up_to_time", None)  # the server takes one of the two
                 body["up_to_seq"] = up_to
 
     def _batched_direct(
