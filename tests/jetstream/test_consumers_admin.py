@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jetstream_sync import errors
 from jetstream_sync.errors import (
     ConsumerDoesNotExistError,
     ConsumerExistsError,
@@ -163,3 +164,12 @@ def test_bad_names_rejected_before_sending(stream):
         stream.consumer("a.b")
     with pytest.raises(ValueError):
         stream.create_consumer(durable_name="a b")
+
+
+def test_overlapping_filter_subjects_raise_a_typed_error(stream):
+    """filter_subjects that overlap (``a.*`` beside ``a.b``) raise OverlappingFilterSubjectsError."""
+    with pytest.raises(errors.OverlappingFilterSubjectsError):
+        stream.create_consumer(
+            durable_name="overlap", filter_subjects=[f"{stream.name}.a.*", f"{stream.name}.a.b"]
+        )
+    assert list(stream.consumer_names()) == []

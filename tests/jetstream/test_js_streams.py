@@ -281,6 +281,29 @@ def test_delete_msg_refused_by_deny_delete_is_no_message_not_found(ctx, name):
         assert not isinstance(caught.value, js.MessageNotFoundError)
 
 
+def test_stream_configs_the_server_refuses_raise_typed_errors(ctx, name):
+    """Subjects another stream captures, an update the server cannot make (storage, unseal,
+    a source cycle) and a changed mirror raise their classes; the stream is unchanged."""
+    stream = ctx.create_stream(name=name, subjects=[f"{name}.>"])
+    with pytest.raises(js.StreamSubjectOverlapError):
+        ctx.create_stream(name=f"{name}_OVER", subjects=[f"{name}.a"])
+    config = stream.info().config
+    with pytest.raises(js.StreamInvalidConfigError):
+        ctx.update_stream(config, storage=StorageType.MEMORY)
+    with pytest.raises(js.StreamInvalidConfigError):
+        ctx.update_stream(config, sources=[StreamSource(name=name)])
+    ctx.update_stream(config, sealed=True)
+    with pytest.raises(js.StreamInvalidConfigError):
+        ctx.update_stream(stream.info().config, sealed=False)
+    assert stream.info().config.storage == StorageType.FILE
+    mirror = ctx.create_stream(name=f"{name}_MIRROR", mirror=StreamSource(name=name))
+    try:
+        with pytest.raises(js.StreamMirrorNotUpdatableError):
+            ctx.update_stream(mirror.info().config, mirror=StreamSource(name=name, opt_start_seq=2))
+    finally:
+        ctx.delete_stream(mirror.name)
+
+
 def test_mirror_and_sourced_stream(ctx, name):
     """A mirror copies its origin; a sourced stream aggregates and transforms subjects."""
     ctx.create_stream(name=name, subjects=[f"{name}.>"])
