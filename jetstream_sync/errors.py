@@ -402,6 +402,20 @@ class StreamNameInUseError(APIError, err_code=10058):
     """A stream with that name exists with a different configuration."""
 
 
+class StreamSubjectOverlapError(APIError, err_code=10065):
+    """The stream's subjects overlap those another stream of the account captures."""
+
+
+class StreamInvalidConfigError(APIError, err_code=10052):
+    """The server refused the stream config: an update it cannot make (storage,
+    retention to or from work queue, unsealing) or a config it rejects (a source
+    or republish cycle...); the description says which."""
+
+
+class StreamMirrorNotUpdatableError(APIError, err_code=10055):
+    """An update changed the stream's mirror (a mirror may only be removed)."""
+
+
 class ConsumerNotFoundError(APIError, err_code=10014):
     """The consumer does not exist."""
 
@@ -490,6 +504,10 @@ class NoHeartbeatError(JetStreamError):
 
 class DirectGetNotAllowedError(JetStreamError):
     """A direct get on a stream created without ``allow_direct=True``."""
+
+
+class OverlappingFilterSubjectsError(APIError, err_code=10138):
+    """A consumer's ``filter_subjects`` overlap one another (``a.*`` beside ``a.b``)."""
 
 
 class ConsumerExistsError(APIError, err_code=10148):

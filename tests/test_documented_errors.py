@@ -60,6 +60,11 @@ class Env:
         self._streams.append(name)
         return self.js.create_stream(name=name, subjects=[f"{name}.>"], **options)
 
+    def mirror(self, origin: Stream) -> Stream:
+        name = self.name()
+        self._streams.append(name)
+        return self.js.create_stream(name=name, mirror=j.StreamSource(name=origin.name))
+
     def bucket(self) -> str:
         name = self.name()
         self._streams += [f"KV_{name}", f"OBJ_{name}"]
@@ -251,6 +256,14 @@ def _closed_client(env: Env) -> None:
 
 
 Case = Callable[[Env], Any]
+def _mirror_changed(env: Env) -> None:
+    origin = env.stream()
+    mirror = env.mirror(origin)
+    env.js.update_stream(
+        mirror.cached_info.config, mirror=j.StreamSource(name=origin.name, opt_start_seq=2)
+    )
+
+
 CASES: dict[str, Case] = {
     # connection and core
     "NoServersError": lambda e: j.connect("nats://127.0.0.1:1", connect_timeout=0.5),
@@ -267,6 +280,16 @@ CASES: dict[str, Case] = {
     # JetStream
     "StreamNotFoundError": lambda e: e.js.stream(e.name()),
     "StreamNameInUseError": _name_in_use,
+    "StreamSubjectOverlapError": lambda e: e.js.create_stream(
+        name=e.name(), subjects=[f"{e.stream().name}.a"]
+    ),
+    "StreamInvalidConfigError": lambda e: e.js.update_stream(
+        e.stream().cached_info.config, storage=j.StorageType.MEMORY
+    ),
+    "StreamMirrorNotUpdatableError": _mirror_changed,
+    "OverlappingFilterSubjectsError": lambda e: e.stream().create_consumer(
+        filter_subjects=["x.*", "x.a"]
+    ),
     "ConsumerNotFoundError": lambda e: e.stream().consumer("nope"),
     "MessageNotFoundError": lambda e: e.stream().get_msg(5),
     "WrongLastSequenceError": lambda e: e.js.publish(
