@@ -256,6 +256,8 @@ def _closed_client(env: Env) -> None:
 
 
 Case = Callable[[Env], Any]
+
+
 def _mirror_changed(env: Env) -> None:
     origin = env.stream()
     mirror = env.mirror(origin)

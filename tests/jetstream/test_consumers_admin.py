@@ -167,7 +167,7 @@ def test_bad_names_rejected_before_sending(stream):
 
 
 def test_overlapping_filter_subjects_raise_a_typed_error(stream):
-    """filter_subjects that overlap (``a.*`` beside ``a.b``) raise OverlappingFilterSubjectsError."""
+    """Overlapping filter_subjects (``a.*`` beside ``a.b``) raise OverlappingFilterSubjectsError."""
     with pytest.raises(errors.OverlappingFilterSubjectsError):
         stream.create_consumer(
             durable_name="overlap", filter_subjects=[f"{stream.name}.a.*", f"{stream.name}.a.b"]
