@@ -8,6 +8,7 @@ after the last message received.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,3 +74,20 @@ def test_get_msgs_pages_return_the_whole_batch(client):
     """get_msgs past max_pending bytes returns every message asked for, in order."""
     stream = _fill(client.jetstream(), "PAGES_GET_MSGS")
     assert [m.seq for m in stream.get_msgs(batch=_SUBJECTS)] == list(range(1, _SUBJECTS + 1))
+
+
+def test_every_request_asks_for_at_most_max_payload_bytes(client):
+    """Each batched get asks for at most max_payload bytes (the server's max_pending is never
+    below it): without it the server queues a burst of max_pending bytes, past which it cuts a
+    client that falls behind off as a slow consumer."""
+    js = client.jetstream()
+    stream = _fill(js, "PAGES_BURST")
+    with jetstream_sync.connect(client.connected_url) as spy:
+        requests = spy.subscribe(f"$JS.API.DIRECT.GET.{stream.name}")
+        spy.flush()
+        assert len(stream.get_msgs(batch=_SUBJECTS)) == _SUBJECTS
+        assert len(stream.get_last_msgs_for([f"{stream.name}.>"])) == _SUBJECTS
+        spy.flush()  # the requests reached the spy before the server answered them
+        asked = [json.loads(m.data) for m in requests.next_msgs(100, timeout=1)]
+    assert len(asked) > 2
+    assert all(0 < body.get("max_bytes", 0) <= client.max_payload for body in asked)
