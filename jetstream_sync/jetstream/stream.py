@@ -349,6 +349,7 @@ class Stream:
         limit = 0 if max_bytes is None else ck.sequence(max_bytes, "max_bytes", 0, ck.MAX_INT64)
         if limit:
             body["max_bytes"] = limit
+            return self._batched_all(body, self._deadline(timeout), body["batch"], paged=False)
         return self._batched_all(body, self._deadline(timeout), body["batch"])
 
     def get_last_msgs_for(
@@ -428,20 +429,29 @@ class Stream:
         return out
 
     def _batched_all(
-        self, body: dict[str, Any], deadline: Deadline, wanted: int | None = None
+        self,
+        body: dict[str, Any],
+        deadline: Deadline,
+        wanted: int | None = None,
+        paged: bool = True,
     ) -> list[RawStreamMsg]:
         """Batched direct gets from ``body`` until the server has nothing more pending.
 
-        The server ends a batch early when its replies pass its ``max_pending`` bytes
-        (64 MiB): the end-of-batch status then says how many are pending, and the
-        next request starts after the last sequence received. ``wanted`` caps the
-        messages of a ``batch`` request; with ``max_bytes`` given, one request is all.
+        Each request asks for pages of at most ``max_payload`` bytes: without a
+        ``max_bytes`` the server answers with up to its ``max_pending`` bytes (64 MiB)
+        at once, the limit past which it cuts a client that falls behind off as a
+        slow consumer, and ``max_pending`` is never below ``max_payload``. The
+        end-of-batch status says how many are pending, and the next request starts
+        after the last sequence received. ``wanted`` caps the messages of a ``batch``
+        request; ``paged=False`` (the caller's own ``max_bytes``): one request is all.
         """
+        if paged:
+            body = {**body, "max_bytes": self._api.client.max_payload}
         out: list[RawStreamMsg] = []
         while True:
             got, pending, up_to = self._batched_direct(body, deadline)
             out += got
-            if not got or not pending or "max_bytes" in body:
+            if not got or not pending or not paged:
                 return out
             if wanted is not None:
                 if len(out) >= wanted:

@@ -1,9 +1,10 @@
-"""Batched direct gets the server ends early, past its ``max_pending`` bytes: the next page.
+"""Batched direct gets in pages: every request asks for at most ``max_payload`` bytes.
 
-nats-server stops a batch once its replies pass the connection's ``max_pending``
-(64 MiB by default; 16 MiB on this module's server, so 20 MB show it) and says
-in the end-of-batch status how many are pending; the client asks again from
-after the last message received.
+Without a ``max_bytes`` nats-server answers a batch with up to its ``max_pending``
+bytes at once (64 MiB by default; 16 MiB on this module's server, so 20 MB show
+it), past which it cuts a client that falls behind off as a slow consumer. The
+end-of-batch status says how many are pending; the client asks again from after
+the last message received.
 """
 
 from __future__ import annotations
