@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import re
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -398,9 +400,10 @@ def test_older_server_is_refused_before_sending(fake):
         assert conn.pubs == []
 
 
-def test_plain_puback_to_the_first_message_is_reported(fake):
-    """A server that stores the first message as a plain publish (no batch in its PubAck)
-    raises FastBatchUnsupportedError naming the stored sequence."""
+@contextlib.contextmanager
+def _first_message_stored_plainly(fake) -> Iterator[tuple[jetstream_sync.Client, object]]:
+    """A client of ``fake`` and its connection there, which answers the first message
+    published with a plain PubAck at sequence 7 (a server that stored it without a batch)."""
     with jetstream_sync.connect(fake.url) as nc:
         conn = fake.connection(0)
 
@@ -411,11 +414,18 @@ def test_plain_puback_to_the_first_message_is_reported(fake):
         replier = threading.Thread(target=answer, name="fake-replier")
         replier.start()
         try:
-            with nc.jetstream().fast_batch(timeout=5) as batch:
-                with pytest.raises(jetstream_sync.FastBatchUnsupportedError, match="sequence 7"):
-                    batch.add("orders.new", b"x")
+            yield nc, conn
         finally:
             replier.join()
+
+
+def test_plain_puback_to_the_first_message_is_reported(fake):
+    """A server that stores the first message as a plain publish (no batch in its PubAck)
+    raises FastBatchUnsupportedError naming the stored sequence."""
+    with _first_message_stored_plainly(fake) as (nc, _):
+        with nc.jetstream().fast_batch(timeout=5) as batch:
+            with pytest.raises(jetstream_sync.FastBatchUnsupportedError, match="sequence 7"):
+                batch.add("orders.new", b"x")
 
 
 def test_batch_errors_pickle():
@@ -634,20 +644,9 @@ def test_a_first_atomic_message_stored_as_a_plain_publish_stops_the_batch(fake):
     """A server that answers the first message of an atomic batch with a plain PubAck (it
     stored it without a batch: older than 2.12) raises RequiredApiLevelError naming the
     stored sequence, and the rest of the batch is not sent."""
-    with jetstream_sync.connect(fake.url) as nc:
-        conn = fake.connection(0)
-
-        def answer() -> None:
-            wait_for(lambda: conn.pubs, timeout=5)
-            conn.msg(conn.pubs[0][1], b'{"stream":"S","seq":7}')
-
-        replier = threading.Thread(target=answer, name="fake-replier")
-        replier.start()
-        try:
-            with pytest.raises(jetstream_sync.RequiredApiLevelError, match="sequence 7"):
-                nc.jetstream().publish_batch([("orders.a", b"1"), ("orders.a", b"2")], timeout=5)
-        finally:
-            replier.join()
+    with _first_message_stored_plainly(fake) as (nc, conn):
+        with pytest.raises(jetstream_sync.RequiredApiLevelError, match="sequence 7"):
+            nc.jetstream().publish_batch([("orders.a", b"1"), ("orders.a", b"2")], timeout=5)
         nc.flush(timeout=5)
         assert len(conn.pubs) == 1
 
