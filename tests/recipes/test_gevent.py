@@ -105,3 +105,18 @@ def test_a_wait_mode_that_cannot_work_is_refused(patch, expected, shared_server)
     run = _python("-c", script, timeout=60)
     assert run.returncode == 0, run.stderr
     assert expected in run.stdout, run.stdout
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("library", ["gevent", "eventlet"])
+def test_a_forked_child_leaves_the_parents_connection_alone(library, shared_server):
+    """After a fork the child's copies of the client's greenlets read nothing from the socket
+    the parent still uses: every request of the parent gets its reply, the inherited client
+    refuses in the child and a client of the child's own works (tests/fixtures/greenlet_fork.py)."""
+    pytest.importorskip(library)
+    run = _python(str(FIXTURES / "greenlet_fork.py"), library, shared_server.url, timeout=100)
+    assert run.returncode == 0, run.stderr[-4000:]
+    seen = json.loads(run.stdout.splitlines()[-1])
+    assert seen["status"] == 0, seen
+    assert seen["child"] == {"inherited": "ForkedClientError", "own": "own"}, seen
+    assert seen["answered"] == seen["of"], seen
