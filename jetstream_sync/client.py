@@ -90,6 +90,7 @@ def _mark_forked() -> None:
         client._forked = True
         # A thread that held it at the fork does not exist in the child to release it.
         client._state_lock = threading.RLock()
+        client._connection.forked()
 
 
 os.register_at_fork(after_in_child=_mark_forked)

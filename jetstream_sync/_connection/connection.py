@@ -578,6 +578,21 @@ class Connection:
         if self._reader is not None:
             self._reader.role.close_inherited()
 
+    def forked(self) -> None:
+        """In a forked child: end the client's greenlets the child inherited (gevent, eventlet).
+
+        Threads do not survive a fork but greenlets do, with the hub: the child's
+        copy of the reader would read (and route to the child's callbacks) what
+        the server sends the parent, and its writer and pinger would write on the
+        parent's connection. Closing the child's copy of the socket (never
+        shutting the connection down) wakes them with an error, and ``closing``
+        makes them end instead of reconnecting. Takes no lock.
+        """
+        if self.wait_mode.library is None:
+            return
+        self.closing.set()
+        self.close_inherited()
+
     def close(self, flush_for: float) -> list[Subscription]:
         """Flush for up to ``flush_for`` seconds, close the link, join the threads.
 

@@ -246,8 +246,10 @@ class ReadRole:
     def retire(self) -> None:
         """Reader thread, ending: nobody reads any more; requesters wait for ``close()``."""
         with self._lock:
-            self._retired = True
             self._holder = None
+            if self._retired:  # a forked child's close_inherited() closed them already
+                return
+            self._retired = True
             if self._link is not None:
                 self._link.close()
             os.close(self._kick_r)
