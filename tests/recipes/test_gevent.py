@@ -76,6 +76,9 @@ def test_ctrl_c_on_a_client_greenlet_reaches_the_main_one(library, shared_server
     for where in ("writer", "writer_lock"):
         writer = seen[where]
         assert writer["landed"] == writer["main"] == 1 and writer["works"], seen
+    window = seen["window_lock"]
+    assert window["landed"] == window["main"] == 20, seen
+    assert window["acked"] and window["works"], seen
     for name in ("reader", "writer"):
         assert f"jetstream_sync-1-{name}" in seen["threads"], seen
 
