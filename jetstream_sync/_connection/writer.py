@@ -644,8 +644,16 @@ class CooperativeWriter(Writer):
         msgs: int = 0,
         deadline: Deadline | float | None = None,
     ) -> None:
-        """As :meth:`Writer.write`, then a yield to the hub when its time has come."""
-        super().write(frame, urgent, msgs, deadline)
+        """As :meth:`Writer.write`, then a yield to the hub when its time has come.
+
+        The lock is pure Python under a monkey-patch: a Ctrl-C landing in its
+        release would keep it taken and stop every later write, so it is mended.
+        """
+        try:
+            super().write(frame, urgent, msgs, deadline)
+        except INTERRUPTS:
+            mend(self._lock)
+            raise
         if monotonic() >= self._yield_at:
             pause()
             self._yield_at = monotonic() + COOPERATIVE_SLICE

@@ -61,7 +61,7 @@ from .._deadline import Deadline, check_timeout, seconds_text
 from .._dispatch import refuse_in_inline_callback
 from .._log import logger
 from .._routes import ReplyRoute
-from .._signals import INTERRUPTS, hand_to_main, raise_in_main, wait
+from .._signals import INTERRUPTS, hand_to_main, mend, raise_in_main, wait
 from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
@@ -607,6 +607,18 @@ class AsyncPublisher:
         server refuses the ack inbox's subscription at its subscription limit
         (at first, or after a reconnect); the next call subscribes it again.
         """
+        try:
+            return self._publish(subject, data, headers, timeout)
+        except INTERRUPTS:
+            # Under gevent or eventlet the window's lock is pure Python: a Ctrl-C
+            # landing in its release would keep it taken, and the reader, which
+            # settles acks under it, would wait for good.
+            mend(self._lock)
+            raise
+
+    def _publish(
+        self, subject: str, data: bytes | str, headers: Headers | None, timeout: float
+    ) -> PubAckFuture:
         mux = self._mux
         if mux is None:  # the first publish subscribes the ack inbox: not for bad input
             self._client.validate_publish(subject, data, None, headers)
