@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ._deadline import Deadline
 from ._joins import join_thread, waiting_for
-from ._signals import INTERRUPTS, hand_to_main, on_signal_thread, raise_in_main, wait
+from ._signals import INTERRUPTS, hand_to_main, mend, on_signal_thread, raise_in_main, wait
 from .errors import InlineCallbackError, TimeoutError
 from .msg import Msg
 
@@ -154,8 +154,9 @@ class MsgQueue:
     def next_for_worker(self) -> Msg | None:
         """The callback thread's :meth:`get`: the next message, or None once closed and empty.
 
-        Waits on the doorbell (never on the main thread, so no signal handler
-        runs here). A wait also ends after :data:`WORKER_WAIT_SLICE` seconds,
+        Waits on the doorbell (never on the main thread; under gevent or
+        eventlet a signal's exception can land here, and the worker mends the
+        queue's lock). A wait also ends after :data:`WORKER_WAIT_SLICE` seconds,
         then twice as long each time nothing came, up to
         :data:`IDLE_SLICE`: a ring that an interrupted reading thread
         never made delays a message, never loses it, and an idle subscription
@@ -347,6 +348,7 @@ class CallbackWorker:
                 except BaseException as exc:  # a user's bug must not kill the worker
                     self._on_error(exc)
             except INTERRUPTS as exc:  # a signal's (Ctrl-C), on this greenlet (gevent, eventlet)
+                mend(queue._lock)  # it may have landed inside the lock's own code
                 raise_in_main(exc)
 
     def is_current(self) -> bool:
