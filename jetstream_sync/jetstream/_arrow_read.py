@@ -14,6 +14,11 @@ stream's info:
   pending count says how much that is), and the delivered messages are
   decoded a record batch at a time by :func:`._arrow_decode.decode_msgs`.
 
+Every request also asks for at most about ``max_payload`` bytes: otherwise
+the server answers 4,096 large messages at once, past its ``max_pending``
+(64 MiB by default), and cuts the client off as a slow consumer. The server's
+``max_payload`` is never above its ``max_pending``.
+
 Nothing is acknowledged and nothing durable is left on the server. Sequences
 with no message (deleted, expired) are gaps, never errors. A consumer read
 that stops while messages are pending (the link or the consumer was lost)
@@ -58,6 +63,9 @@ ROWS_PER_BATCH = 8192
 #: record batch it is filling stays under two requests: a task paused on a batch holds
 #: little, and what a purge removes meanwhile is loss, not rows read ahead of it.
 IN_FLIGHT = 2
+# What a pull's max_bytes counts beyond the message (its subject and the ack reply subject),
+# so that a message of max_payload bytes still fits in one request.
+_PULL_OVERHEAD = 64 * 1024
 # A consumer left behind by a reader that died is removed after this many seconds.
 _INACTIVE_THRESHOLD = 30.0
 _BATCHED_GET_LEVEL = 1  # the server's api_lvl from which batched direct get exists (2.11)
@@ -123,7 +131,10 @@ class _Read:
 
         def ask(seq: int) -> PendingBatch:
             want = min(self.batch, end - seq + 1)
-            return route.send(self.stream, seq, want, self.subject, Deadline(self.timeout))
+            return route.send(
+                self.stream, seq, want, self.subject, Deadline(self.timeout),
+                max_bytes=self.ctx.client.max_payload,
+            )  # fmt: skip
 
         pending: PendingBatch | None = ask(start)
         messages: list[Reply] = []
@@ -220,11 +231,12 @@ class _Pulls:
 
     def _ask(self) -> None:
         read = self._read
+        max_bytes = read.ctx.client.max_payload + _PULL_OVERHEAD
         while len(self._asked) < IN_FLIGHT and self._room > 0:
             want = min(self._batch, self._room)
             read.ctx.client.publish(
-                self._subject, request_body(want, None, no_wait=True), reply=self._inbox,
-                timeout=read.timeout,
+                self._subject, request_body(want, None, max_bytes, no_wait=True),
+                reply=self._inbox, timeout=read.timeout,
             )  # fmt: skip
             self._asked.append([want, want])
             self._room -= want
@@ -262,6 +274,8 @@ class _Pulls:
                 continue
             if kind != DONE:
                 raise error  # type: ignore[misc]
+            if _completed(got[j]):
+                continue  # its last message already closed the request in the count
             asked, owed = self._asked.popleft()
             if asked == owed and not users:  # it ended with nothing
                 if self.pending is None:
@@ -285,6 +299,14 @@ class _Pulls:
         if not self._asked:  # every request ended short and the range holds no more
             self.done = True
         return users
+
+
+def _completed(status: Msg) -> bool:
+    """Whether a status says a request got all the messages it asked for.
+
+    A pull with ``max_bytes`` gets one after its last message.
+    """
+    return status.status == 409 and "batch completed" in status.description.lower()
 
 
 def _more(status_block: bytes | None) -> bool:

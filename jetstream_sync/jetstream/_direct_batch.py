@@ -68,7 +68,13 @@ class DirectBatchRoute:
         self._route: ReplyRoute[PendingBatch] = ReplyRoute(client, permissions=True)
 
     def send(
-        self, stream: Stream, start_seq: int, batch: int, subject: str | None, deadline: Deadline
+        self,
+        stream: Stream,
+        start_seq: int,
+        batch: int,
+        subject: str | None,
+        deadline: Deadline,
+        max_bytes: int | None = None,
     ) -> PendingBatch:
         """Send one batched direct get: up to ``batch`` messages from ``start_seq``.
 
@@ -78,6 +84,8 @@ class DirectBatchRoute:
             batch: the most messages to return.
             subject: only messages on this subject (wildcards allowed), or None.
             deadline: when the whole batch must have arrived.
+            max_bytes: the server ends the batch with the message that reaches this
+                many bytes (subjects, stored headers and payloads), or None.
 
         Returns:
             The request in flight: :meth:`PendingBatch.replies` collects its replies.
@@ -91,6 +99,8 @@ class DirectBatchRoute:
         body: dict[str, Any] = {"seq": ck.sequence(start_seq, "start_seq"), "batch": int(batch)}
         if subject:
             body["next_by_subj"] = filter_subject(subject)
+        if max_bytes:
+            body["max_bytes"] = max_bytes
         return self.send_body(stream, body, deadline)
 
     def send_body(self, stream: Stream, body: dict[str, Any], deadline: Deadline) -> PendingBatch:
