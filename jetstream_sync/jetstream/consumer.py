@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import _defaults as D
-from .._deadline import Deadline, check_timeout, seconds_text
+from .._deadline import Deadline, check_callback, check_timeout, seconds_text
 from .._signals import INTERRUPTS, hand_to_main, raise_in_main
 from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from ..errors import (
@@ -69,6 +69,20 @@ class PauseResponse:
     paused: bool
     pause_until: datetime | None = None
     pause_remaining: float | None = None
+
+
+def check_handlers(
+    callback: Callable[[Msg], object], error_handler: Callable[[BaseException], object] | None
+) -> None:
+    """Refuse a ``consume`` callback the consuming thread could not call, before any pull.
+
+    Raises:
+        TypeError: ``callback`` or ``error_handler`` is not callable or is an
+            ``async def`` (the message names the parameter).
+    """
+    check_callback("callback", callback)
+    if error_handler is not None:
+        check_callback("error_handler", error_handler)
 
 
 class ConsumeContext:
@@ -627,7 +641,10 @@ class Consumer:
 
         Raises:
             ValueError, PriorityGroupError: as :meth:`messages`.
+            TypeError: ``callback`` or ``error_handler`` is not callable or is
+                an ``async def``; nothing was sent.
         """
+        check_handlers(callback, error_handler)
         it = self.messages(
             max_messages, max_bytes, expires, heartbeat, threshold_messages, threshold_bytes,
             group=group, min_pending=min_pending, min_ack_pending=min_ack_pending,

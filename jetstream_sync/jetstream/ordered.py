@@ -66,7 +66,7 @@ from ..msg import Msg
 from . import _api
 from ._pull import check_heartbeat, fetch
 from ._pull_stream import RETRY_WAIT, BaseMessageIterator, MessageIterator, check_limits
-from .consumer import ConsumeContext, Consumer, _check_batch
+from .consumer import ConsumeContext, Consumer, _check_batch, check_handlers
 from .consumer_admin import CREATE, create_consumer
 from .consumer_config import OrderedConsumerConfig
 from .info import ConsumerInfo
@@ -495,7 +495,12 @@ class OrderedConsumer:
         """Call ``callback(msg)`` for each message in order, on a thread of its own.
 
         Options as :meth:`messages`; see :meth:`Consumer.consume`.
+
+        Raises:
+            TypeError: ``callback`` or ``error_handler`` is not callable or is
+                an ``async def``; nothing was sent.
         """
+        check_handlers(callback, error_handler)
         return ConsumeContext(self.messages(**options), callback, error_handler)
 
     def close(self) -> None:

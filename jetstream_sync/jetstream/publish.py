@@ -11,12 +11,12 @@ import json
 import math
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import _protocol
-from .._deadline import check_at_most_max
+from .._deadline import check_at_most_max, check_callback
 from .._reply import PUBACK_FIELDS
 from ..errors import ForkedClientError, InlineCallbackError, NoRespondersError, api_error
 from ..headers import Headers, header_pairs
@@ -442,3 +442,12 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             _refuse_wait_on_ack_thread(self, "exception")
             _refuse_wait_in_forked_child(self, "exception")
         return super().exception(timeout)
+
+    def add_done_callback(self, fn: Callable[[concurrent.futures.Future[PubAck]], object]) -> None:
+        """Call ``fn(future)`` once the future resolves (at once if it has).
+
+        Raises:
+            TypeError: ``fn`` is not callable or is an ``async def`` (nothing
+                would await its coroutine); it is not kept.
+        """
+        super().add_done_callback(check_callback("fn", fn))

@@ -24,7 +24,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from .. import _defaults as D
-from .._deadline import Deadline, check_count, check_timeout
+from .._deadline import Deadline, check_callback, check_count, check_timeout
 from .._subjects import filter_subject
 from ..errors import (
     ConnectionClosedError,
@@ -410,8 +410,11 @@ def subscribe(
             ``ordered_consumer``, whose messages wait in its own buffer).
         JetStreamError: the durable (without a queue group) already has a
             subscriber.
+        TypeError: ``cb`` is not callable or is an ``async def``; nothing was sent.
     """
     filter_subject(subject)
+    if cb is not None:
+        check_callback("cb", cb)
     limits = _pending_limits(pending_msgs_limit, pending_bytes_limit)
     config_fields = {
         name: value
@@ -567,7 +570,10 @@ def subscribe_bind(
         ConsumerNotFoundError: no such consumer.
         ValueError: it is a pull consumer, or a pending limit is not a
             positive integer.
+        TypeError: ``cb`` is not callable or is an ``async def``; nothing was sent.
     """
+    if cb is not None:
+        check_callback("cb", cb)
     limits = _pending_limits(pending_msgs_limit, pending_bytes_limit)
     info = ctx.consumer_info(stream, consumer, timeout)
     return _bind(ctx, stream, info, None if info.config is None else info.config.deliver_group,

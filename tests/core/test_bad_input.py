@@ -144,6 +144,19 @@ ROWS = [
     # -- callbacks (test_client_input.py)
     Row("subscribe-cb-not-callable", lambda e: e.nc.subscribe("a", cb="handler"), TypeError),
     Row("subscribe-cb-async", lambda e: e.nc.subscribe("a", cb=_async_handler), TypeError),
+    Row("consume-cb-not-callable", lambda e: e.consumer.consume("handler"), TypeError),
+    Row("consume-cb-async", lambda e: e.consumer.consume(_async_handler), TypeError),
+    Row(
+        "consume-error-handler-async",
+        lambda e: e.consumer.consume(print, error_handler=_async_handler),
+        TypeError,
+    ),
+    Row("js-subscribe-cb-not-callable", lambda e: e.ctx.subscribe("bad.a", cb=5), TypeError),
+    Row(
+        "js-subscribe-bind-cb-async",
+        lambda e: e.ctx.subscribe_bind("BAD", "reader", cb=_async_handler),
+        TypeError,
+    ),
     # -- payloads (test_client_input.py)
     Row("payload-int", lambda e: e.nc.publish("a", 5), TypeError),
     Row("js-publish-payload-none", lambda e: e.ctx.publish("a", None), TypeError),

@@ -309,6 +309,27 @@ def test_bad_pull_arguments_are_refused_before_a_link_is_made(stream, call):
         assert list(stream.consumer_names()) == []
 
 
+async def _async_handler(arg):
+    """A coroutine function: the consuming thread would never await it."""
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda oc: oc.consume("handler"),
+        lambda oc: oc.consume(_async_handler),
+        lambda oc: oc.consume(print, error_handler=_async_handler),
+    ],
+)
+def test_a_bad_consume_callback_is_refused_before_a_link_is_made(stream, call):
+    """consume() with a callback it cannot call raises TypeError: no server-side consumer."""
+    with stream.ordered_consumer() as oc:
+        with pytest.raises(TypeError, match="^(callback|error_handler) must be"):
+            call(oc)
+        assert oc.name is None
+        assert list(stream.consumer_names()) == []
+
+
 def test_a_warning_without_an_error_handler_is_logged(js, stream, caplog):
     """What the link's iterator recovers from and the ordered layer does not handle (here a
     message larger than ``max_bytes``) is logged when nobody gave a handler, as the plain

@@ -105,6 +105,21 @@ def test_done_callback_added_after_an_unwatched_completion(js, stream):
     assert concurrent.futures.wait([future], timeout=0.01).done == {future}
 
 
+async def _async_callback(future):
+    """A coroutine function: the ack thread would never await it."""
+
+
+@pytest.mark.parametrize("callback", ["callback", _async_callback])
+def test_a_done_callback_it_cannot_call_is_refused(js, stream, callback):
+    """add_done_callback raises TypeError naming fn, pending or done, and keeps nothing."""
+    future = js.publish_async(f"{stream.name}.cb", b"x")
+    with pytest.raises(TypeError, match="^fn must be"):
+        future.add_done_callback(callback)
+    future.result(timeout=5)
+    with pytest.raises(TypeError, match="^fn must be"):
+        future.add_done_callback(callback)
+
+
 def test_cancel_is_refused(manual):
     """cancel() is False while pending and once done; the future still resolves."""
     ctx, stand_in = manual
