@@ -398,6 +398,25 @@ class StreamSealedError(APIError, err_code=10109):
     more messages, deletes or purges; what it holds stays readable."""
 
 
+class StreamMsgDeleteFailedError(APIError, err_code=10057):
+    """The server did not delete the message: the stream has ``deny_delete``
+    ("message delete not permitted") or its store failed; the description says which.
+
+    ``Stream.delete_msg`` raises :class:`MessageNotFoundError` instead for a
+    sequence with no message (the file store answers those with 10057 too).
+    """
+
+
+class StreamPurgeFailedError(APIError, err_code=10110):
+    """The server did not purge: the stream has ``deny_purge`` ("stream purge not
+    permitted") or its store failed; the description says which."""
+
+
+class ReplicasNotSupportedError(APIError, err_code=10074):
+    """``num_replicas`` > 1 (a stream's, a consumer's, a bucket's) asked of a server
+    that is not in a cluster."""
+
+
 class StreamNameInUseError(APIError, err_code=10058):
     """A stream with that name exists with a different configuration."""
 
@@ -516,6 +535,23 @@ class ConsumerExistsError(APIError, err_code=10148):
 
 class ConsumerDoesNotExistError(APIError, err_code=10149):
     """``update_consumer`` found no consumer of that name."""
+
+
+class ConsumerCreateError(APIError, err_code=10012):
+    """The server could not create or update the consumer (nats.go's ``ErrConsumerCreate``).
+
+    Most often an update that changes a field that cannot change ("deliver
+    policy can not be updated"); the description says why.
+    """
+
+
+class WorkQueueConsumerNotUniqueError(APIError, err_code=(10099, 10100)):
+    """A consumer a work-queue stream cannot take beside its others.
+
+    Each message of a work queue goes to one consumer only, so the server
+    refuses a second consumer without a filter (10099) and one whose filter
+    overlaps another consumer's (10100).
+    """
 
 
 class ConsumerNameExistsError(APIError, err_code=10013):

@@ -318,6 +318,20 @@ CASES: dict[str, Case] = {
     "ConsumerExistsError": _consumer_exists,
     "MaximumConsumersLimitError": _too_many_consumers,
     "ConsumerDoesNotExistError": lambda e: e.stream().update_consumer(durable_name="nope"),
+    "ConsumerCreateError": lambda e: [
+        (s := e.stream()).create_consumer(durable_name="c"),
+        s.update_consumer(durable_name="c", deliver_policy=j.DeliverPolicy.NEW),
+    ],
+    "WorkQueueConsumerNotUniqueError": lambda e: [
+        (s := e.stream(retention=j.RetentionPolicy.WORK_QUEUE)).create_consumer(durable_name="a"),
+        s.create_consumer(durable_name="b"),
+    ],
+    "ReplicasNotSupportedError": lambda e: e.stream().create_consumer(num_replicas=3),
+    "StreamMsgDeleteFailedError": lambda e: [
+        e.js.publish(f"{(s := e.stream(deny_delete=True)).name}.a", b"x"),
+        s.delete_msg(1),
+    ],
+    "StreamPurgeFailedError": lambda e: e.stream(deny_purge=True).purge(),
     "DirectGetNotAllowedError": lambda e: e.stream().direct_get(1),
     "IteratorClosedError": _closed_iterator,
     "OrderedConsumerResetError": _domain_down,

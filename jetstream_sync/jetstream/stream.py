@@ -19,6 +19,7 @@ from ..errors import (
     MessageNotFoundError,
     NatsError,
     NoRespondersError,
+    StreamMsgDeleteFailedError,
     TooManyResultsError,
     api_error,
 )
@@ -50,7 +51,6 @@ _DIRECT_GET_HEADERS = frozenset(
 )  # fmt: skip
 _PENDING = "Nats-Num-Pending"
 _UP_TO = "Nats-UpTo-Sequence"
-_DELETE_FAILED = 10057  # the server's "message delete failed", whatever the reason
 # nats-server answers "413 Too Many Results" to a multi_last matching more subjects.
 _MULTI_LAST_MAX = 1024
 
@@ -194,6 +194,7 @@ class Stream:
             ValueError: both ``seq`` and ``keep`` were given.
             BadSubjectError: ``subject`` is not a filter subject (``""`` included:
                 it never means the whole stream); nothing was sent.
+            StreamPurgeFailedError: the server did not purge (``deny_purge``).
         """
         if seq is not None and keep is not None:
             raise ValueError("purge takes seq or keep, not both")
@@ -498,7 +499,7 @@ class Stream:
             MessageNotFoundError: no message at that sequence (deleted, or
                 outside the stream's first..last; the file store's answer to the
                 latter is checked with one STREAM.INFO).
-            APIError: the server refused the delete (``deny_delete``: err_code 10057).
+            StreamMsgDeleteFailedError: the server did not delete it (``deny_delete``).
         """
         body = {"seq": ck.sequence(seq, "seq")}
         if not erase:
@@ -508,13 +509,13 @@ class Stream:
             reply = self._api.request_json(
                 _api.STREAM_MSG_DELETE, body, deadline, about={"seq": body["seq"]}, stream=self.name
             )
-        except APIError as exc:
-            if exc.err_code == _DELETE_FAILED:
-                raise self._delete_failed(exc, body["seq"], deadline) from None
-            raise
+        except StreamMsgDeleteFailedError as exc:
+            raise self._delete_failed(exc, body["seq"], deadline) from None
         return bool(reply.get("success"))
 
-    def _delete_failed(self, refusal: APIError, seq: int, deadline: Deadline) -> APIError:
+    def _delete_failed(
+        self, refusal: StreamMsgDeleteFailedError, seq: int, deadline: Deadline
+    ) -> APIError:
         """What a "message delete failed" reply (10057) means, asked of the server.
 
         The file store answers a sequence below the stream's first or past its
@@ -612,7 +613,7 @@ class Stream:
 
         Raises:
             ConsumerDoesNotExistError: there is no consumer of that name.
-            APIError: a field that cannot change was changed.
+            ConsumerCreateError: a field that cannot change was changed.
         """
         return self._consumers.update(self.name, config, fields, timeout, self._ctx.timeout)
 

@@ -173,3 +173,17 @@ def test_overlapping_filter_subjects_raise_a_typed_error(stream):
             durable_name="overlap", filter_subjects=[f"{stream.name}.a.*", f"{stream.name}.a.b"]
         )
     assert list(stream.consumer_names()) == []
+
+
+def test_work_queue_consumers_that_would_share_messages_are_refused_typed(js, stream_name):
+    """A work queue's second unfiltered consumer (10099) and an overlapping filter (10100)
+    both raise WorkQueueConsumerNotUniqueError."""
+    wq = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], retention="workqueue")
+    wq.create_consumer(durable_name="a", filter_subject=f"{stream_name}.a.>")
+    with pytest.raises(errors.WorkQueueConsumerNotUniqueError) as overlap:
+        wq.create_consumer(durable_name="b", filter_subject=f"{stream_name}.a.x")
+    wq.delete_consumer("a")
+    wq.create_consumer(durable_name="all")
+    with pytest.raises(errors.WorkQueueConsumerNotUniqueError) as unfiltered:
+        wq.create_consumer(durable_name="c")
+    assert (overlap.value.err_code, unfiltered.value.err_code) == (10100, 10099)
