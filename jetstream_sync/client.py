@@ -1215,7 +1215,8 @@ def connect(servers: str | Sequence[str] = D.SERVER_URL, **options: Any) -> Clie
 
     Raises:
         NoServersError: no server could be reached.
-        AuthorizationError: the server rejected the credentials.
+        AuthorizationError: no server took the client and one rejected the
+            credentials (a refusal passes the connect on to the next server).
         LimitExceededError: ``inbox_prefix`` is too long for the server's
             ``max_control_line`` (the client is closed again).
         ValueError, TypeError: an option is out of range or of the wrong type;

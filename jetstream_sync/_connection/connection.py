@@ -239,11 +239,16 @@ class Connection:
     # ------------------------------------------------------------------ open
 
     def open(self, servers: Sequence[str]) -> None:
-        """Connect to the first server that answers, then start the threads.
+        """Connect to the first server that takes the client, then start the threads.
+
+        A server that refuses the credentials passes the connect on to the next,
+        as nats.go's first connect walks the whole pool (servers of a pool may
+        hold different users, and URLs carry their own credentials).
 
         Raises:
             NoServersError: no server could be reached.
-            AuthorizationError: a server refused the credentials.
+            AuthorizationError: no server took the client and one refused its
+                credentials (the first refusal).
             WaitModeError: the wait mode asked for cannot work in this process
                 (nothing was sent).
         """
@@ -256,11 +261,12 @@ class Connection:
             try:
                 conn = handshake(address, options.handshake, options.connect_timeout)
                 break
-            except AuthorizationError:
-                raise
-            except CONNECT_ERRORS as exc:
+            except CONNECT_ERRORS as exc:  # a refusal of the credentials included
                 errors.append(exc)
         if conn is None:
+            refusals = [exc for exc in errors if isinstance(exc, AuthorizationError)]
+            if refusals:
+                raise refusals[0]
             urls = [a.url() for a in self._pool.addresses()]  # without their credentials
             raise NoServersError(f"could not connect to any server in {urls}: {errors}") from (
                 errors[-1] if errors else None

@@ -11,6 +11,7 @@ import pytest
 import jetstream_sync as js
 from tests.fixtures.polling import wait_for
 from tests.fixtures.server import NatsServer
+from tests.fixtures.sockets import free_port
 
 
 def _client_threads(nc) -> list[threading.Thread]:
@@ -249,6 +250,26 @@ def test_user_password_auth(auth_server):
         nc.flush()
     with pytest.raises(js.AuthorizationError):
         js.connect(auth_server.url, user="nobody", password="wrong")
+
+
+def test_a_server_refusing_the_credentials_passes_the_connect_to_the_next(
+    auth_server, shared_server
+):
+    """With servers=[A, B], A refusing the credentials and B taking them, connect()
+    reaches B, as nats.go's first connect walks the whole pool."""
+    servers = [auth_server.url, shared_server.url]
+    with js.connect(servers, no_randomize=True) as nc:
+        assert nc.connected_url.endswith(f":{shared_server.port}")
+
+
+def test_a_pool_that_refuses_or_cannot_be_reached_raises_the_refusal(auth_server, token_server):
+    """When no server takes the client, a refusal of its credentials is what connect()
+    raises (not NoServersError), whatever the order of the servers."""
+    dead = f"nats://127.0.0.1:{free_port()}"
+    for servers in ([auth_server.url, token_server.url], [auth_server.url, dead],
+                    [dead, token_server.url]):  # fmt: skip
+        with pytest.raises(js.AuthorizationError):
+            js.connect(servers, no_randomize=True, connect_timeout=5)
 
 
 def test_token_auth(token_server):

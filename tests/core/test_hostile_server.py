@@ -123,8 +123,8 @@ def test_a_permission_violation_names_the_operation_subject_and_queue(fake, clie
     ],
 )
 def test_err_during_the_handshake(fake, text, kind):
-    """An -ERR instead of the handshake's PONG: credentials refused fail fast with
-    AuthorizationError; anything else makes the server unusable (NoServersError)."""
+    """An -ERR instead of the handshake's PONG of the pool's one server: credentials
+    refused raise AuthorizationError; anything else makes it unusable (NoServersError)."""
     for _ in range(3):
         fake.infos.append(fake.default_info() + b"-ERR '%s'\r\n" % text.encode())
     if kind is js.AuthorizationError:
