@@ -89,10 +89,11 @@ class HandshakeOptions:
             user, password, token = address.user, address.password, address.token
         else:
             user, password, token = self.user, self.password, self.token
+        # All that is given is sent, as nats.go does: a server reads only the kind it uses.
         if user is not None:
             opts["user"] = user
             opts["pass"] = password or ""
-        elif token is not None:
+        if token is not None:
             opts["auth_token"] = token
         nonce = info.get("nonce")
         if nonce is not None:

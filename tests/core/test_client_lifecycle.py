@@ -280,6 +280,14 @@ def test_token_auth(token_server):
         js.connect(token_server.url, token="wrong")
 
 
+def test_user_password_and_token_options_are_all_sent(token_server, auth_server):
+    """With user, password and token all given, CONNECT carries all three, as nats.go
+    sends them: a token server and a user/password server both take the client."""
+    for server in (token_server, auth_server):
+        with js.connect(server.url, user="alice", password="s3cret", token="t0ken") as nc:
+            nc.flush()
+
+
 def test_url_credentials_win_over_the_options(token_server, auth_server):
     """Credentials in a URL replace those of the options, whatever their kind: a URL
     token is sent instead of a user/password option, and the reverse."""
