@@ -319,7 +319,8 @@ class Stream:
         Args:
             start_seq: the first sequence to look at (default 1 unless ``start_time``).
             batch: the most messages to return.
-            subject: only messages on this subject (wildcards allowed).
+            subject: only messages on this subject (wildcards allowed; ``None``:
+                every subject).
             max_bytes: stop once this many bytes were returned (0 or None: no limit).
             start_time: start at the first message stored at or after this time.
 
@@ -329,6 +330,8 @@ class Stream:
         Raises:
             ValueError, TypeError: a bad ``batch``, ``start_seq`` or ``max_bytes``
                 (not an int, or negative); nothing was sent.
+            BadSubjectError: ``subject`` is not a filter subject (``""`` included,
+                as for :meth:`purge`); nothing was sent.
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
             RequiredApiLevelError: the server is older than 2.11.
@@ -345,7 +348,7 @@ class Stream:
             body["start_time"] = format_rfc3339(start_time, "start_time")
         else:
             body["seq"] = 1 if start_seq is None else ck.sequence(start_seq, "start_seq")
-        if subject:
+        if subject is not None:
             body["next_by_subj"] = filter_subject(subject)
         limit = 0 if max_bytes is None else ck.sequence(max_bytes, "max_bytes", 0, ck.MAX_INT64)
         if limit:
