@@ -476,6 +476,20 @@ class RequiredApiLevelError(APIError, err_code=10185):
     """The server's JetStream API level is lower than the request needs."""
 
 
+class StreamStoreFailedError(APIError, err_code=10077):
+    """The stream did not store a published message (status 503); nothing was stored.
+
+    Most often the stream is full and discards new messages (``discard=NEW``:
+    "maximum messages exceeded", "maximum bytes exceeded", "maximum messages
+    per subject exceeded"); else its store failed. The description says which.
+    """
+
+
+class InsufficientResourcesError(APIError, err_code=(10047, 10028, 10023)):
+    """The server or the account lacks the disk (10047) or memory (10028) a stream's
+    limits ask for, or other JetStream resources (10023)."""
+
+
 class MessageTooLargeError(APIError, err_code=10054):
     """The message is larger than the stream's ``max_msg_size``."""
 

@@ -332,6 +332,11 @@ CASES: dict[str, Case] = {
         s.delete_msg(1),
     ],
     "StreamPurgeFailedError": lambda e: e.stream(deny_purge=True).purge(),
+    "StreamStoreFailedError": lambda e: [
+        e.js.publish(f"{(s := e.stream(max_msgs=1, discard=j.DiscardPolicy.NEW)).name}.a", b"x"),
+        e.js.publish_async(f"{s.name}.a", b"y").result(timeout=5),
+    ],
+    "InsufficientResourcesError": lambda e: e.stream(max_bytes=10**15),
     "DirectGetNotAllowedError": lambda e: e.stream().direct_get(1),
     "IteratorClosedError": _closed_iterator,
     "OrderedConsumerResetError": _domain_down,
