@@ -146,15 +146,19 @@ class Stream:
             timeout: seconds for the whole call, across pages.
 
         Raises:
+            BadSubjectError: ``subjects_filter`` is not a filter subject (``""``
+                included); nothing was sent.
             StreamNotFoundError: the stream does not exist.
         """
+        if subjects_filter is not None:
+            filter_subject(subjects_filter, "subjects_filter")
         deadline = self._deadline(timeout)
         subjects: dict[str, int] = {}
         offset = 0
         while True:
             body: dict[str, Any] = {}
             if subjects_filter:
-                body["subjects_filter"] = filter_subject(subjects_filter, "subjects_filter")
+                body["subjects_filter"] = subjects_filter
             if deleted_details:
                 body["deleted_details"] = True
             if offset:

@@ -241,6 +241,7 @@ ROWS = [
     Row("messages-expires-short", lambda e: e.consumer.messages(expires=0.5), ValueError),
     Row("get-msgs-batch-zero", lambda e: e.stream.get_msgs(batch=0), ValueError),
     Row("get-msgs-subject-empty", lambda e: e.stream.get_msgs(subject=""), BadSubjectError),
+    Row("info-subjects-filter-empty", lambda e: e.stream.info(subjects_filter=""), BadSubjectError),
     Row("unsubscribe-limit-zero", lambda e: e.sub.unsubscribe(limit=0), ValueError),
     Row(
         "unsubscribe-limit-past-server",
