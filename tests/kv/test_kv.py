@@ -314,6 +314,21 @@ def test_max_value_size_is_enforced(js, bucket):
         kv.put("big", b"123456789")
 
 
+def test_the_servers_refusals_of_a_bucket_are_typed(js, bucket):
+    """replicas > 1 on a single server, a max_bytes it has no room for, and a put to a
+    full bucket (discard NEW) raise their classes; the full bucket keeps what it held."""
+    with pytest.raises(nats_sync.ReplicasNotSupportedError):
+        js.create_key_value(bucket=bucket, replicas=3)
+    with pytest.raises(nats_sync.InsufficientResourcesError):
+        js.create_key_value(bucket=bucket, max_bytes=10**15)
+    kv = js.create_key_value(bucket=bucket, max_bytes=200)
+    with pytest.raises(nats_sync.StreamStoreFailedError):
+        for i in range(10):
+            kv.put(f"k{i}", b"x" * 50)
+    assert kv.get("k0").value == b"x" * 50
+    assert kv.status().values < 10
+
+
 def test_history_limit_keeps_the_newest(kv):
     """Only `history` revisions are kept per key."""
     revs = [kv.put("h", str(i)) for i in range(7)]
