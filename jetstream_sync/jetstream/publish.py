@@ -309,7 +309,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     made for every message would triple the client's CPU per async publish
     (the allocations and the garbage collector's work over thousands of live
     futures, measured). So the future keeps its outcome in three fields of
-    its own, and ``Future.__init__`` runs only when some ``Future`` machinery
+    its own, and the ``Future`` state is made only when some ``Future`` machinery
     is first needed — a wait, a callback, ``concurrent.futures.wait`` — after
     which the outcome is handed over with the public ``set_result`` /
     ``set_exception``. Nothing of ``Future``'s private state is named here.
@@ -321,7 +321,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     """
 
     # This class's own state; class defaults keep the constructor to one store.
-    _ack_real = False  # Future.__init__ has run: Future's methods hold the outcome
+    _ack_real = False  # the Future state is made: Future's methods hold the outcome
     _ack_done = False  # resolved while not real: the outcome is in the two fields below
     # A PubAck, or what stands for it until result() makes it: a success reply's
     # body (bytes), or a plain ack's seq (int) with _ack_stream. Any, so Future's
@@ -333,24 +333,29 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     _ack_expires = 0.0  # when the ack is overdue (monotonic seconds); set by its window
 
     def __init__(self, subject: str, lock: AbstractContextManager[Any] = _LAZY) -> None:  # noqa: D107
-        # Future.__init__ runs on first need (see above).
+        # The Future state is made on first need (see above).
         self.subject = subject
         self._ack_lock = lock
 
     def __getattr__(self, name: str) -> Any:
         # Reached only for attributes this object lacks: the Future state that
-        # Future's methods and concurrent.futures.wait()/as_completed() read.
-        if name.startswith("__") or self._ack_real:
+        # Future's methods and concurrent.futures.wait()/as_completed() read. Another
+        # thread may have made that state since this lookup missed it: look again.
+        if name.startswith("__"):
             raise AttributeError(name)
-        self._ack_make_real()
+        if not self._ack_real:
+            self._ack_make_real()
         return object.__getattribute__(self, name)
 
     def _ack_make_real(self) -> None:
-        """Run ``Future.__init__`` and hand it the outcome, if there is one yet."""
+        """Make the ``Future`` state and hand it the outcome, if there is one yet."""
         with self._ack_lock:
             if self._ack_real:
                 return
-            concurrent.futures.Future.__init__(self)
+            # Made apart and installed in one step: a thread reading the state meanwhile
+            # finds all of it or none, so it never holds the Future's condition while
+            # it waits here for the lock (set_result below takes that condition).
+            vars(self).update(vars(concurrent.futures.Future()))
             if self._ack_done:  # nobody can wait or listen yet: nothing runs here
                 if self._ack_error is not None:
                     concurrent.futures.Future.set_exception(self, self._ack_error)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import sys
 import threading
 
 import pytest
 
 import jetstream_sync
+from tests.fixtures.polling import wait_for
+from tests.fixtures.threads import in_thread, run_in_threads
 
 ACK = b'{"stream":"MANUAL","seq":7}'
 
@@ -118,6 +121,61 @@ def test_a_done_callback_it_cannot_call_is_refused(js, stream, callback):
     future.result(timeout=5)
     with pytest.raises(TypeError, match="^fn must be"):
         future.add_done_callback(callback)
+
+
+def test_a_thread_that_finds_the_future_made_real_under_it_still_reads_it(manual):
+    """A thread whose first use of a future is overtaken by another thread's (which
+    makes its Future state in between) still gets that state, not an AttributeError."""
+    ctx, stand_in = manual
+    future = ctx.publish_async("manual.ack", b"x")
+    entered, overtaken = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def pause_in_getattr(frame, event, _arg):
+        # Hold this thread at the future's first missing attribute until the other
+        # thread has used the future: the window two threads can meet in.
+        if event == "call" and frame.f_code is type(future).__getattr__.__code__:
+            entered.set()
+            overtaken.wait(10)
+        return None
+
+    def add_late() -> None:
+        sys.settrace(pause_in_getattr)
+        try:
+            future.add_done_callback(lambda f: ran.append("late"))
+        finally:
+            sys.settrace(None)
+
+    thread, outcome = in_thread(add_late)
+    assert entered.wait(10)
+    future.add_done_callback(lambda f: ran.append("early"))
+    overtaken.set()
+    thread.join(10)
+    assert not thread.is_alive() and outcome == [None], outcome
+    stand_in.next_msg(timeout=5).respond(ACK)
+    wait_for(lambda: sorted(ran) == ["early", "late"], message=f"ran {ran}")
+
+
+def test_done_callbacks_added_from_16_threads_each_run_once(js, stream):
+    """16 threads adding done-callbacks to the same 2,000 futures while their acks
+    arrive: no call fails (the first use of a future from two threads at once), and
+    every callback runs exactly once."""
+    futures = [js.publish_async(f"{stream.name}.many", b"x") for _ in range(2000)]
+    counts = [0] * len(futures)
+    lock = threading.Lock()
+
+    def count(i: int, _future) -> None:
+        with lock:
+            counts[i] += 1
+
+    def add_all(_n: int) -> None:
+        for i, future in enumerate(futures):
+            future.add_done_callback(functools.partial(count, i))
+
+    assert run_in_threads(add_all, 16) == []
+    js.publish_async_completed(timeout=30)
+    wait_for(lambda: sum(counts) == 16 * len(futures), message=f"ran {sum(counts)}")
+    assert set(counts) == {16}
 
 
 def test_cancel_is_refused(manual):
