@@ -36,6 +36,7 @@ from ..errors import (
     NatsError,
     NoHeartbeatError,
     PermissionViolationError,
+    ReconnectBufferFullError,
     TimeoutError,
 )
 from ..msg import Msg
@@ -132,18 +133,22 @@ class JetStreamSubscription:
 
     # -- control messages ---------------------------------------------------------
 
-    def _control(self, msg: Msg) -> None:
-        """Answer flow control; re-answer a stall a heartbeat reports."""
+    def _control(self, msg: Msg, deadline: Deadline | None = None) -> None:
+        """Answer flow control; re-answer a stall a heartbeat reports.
+
+        The answer waits for room in the write buffer until ``deadline`` at most. One
+        that cannot go out (no room in time, the link lost) is dropped: while the
+        consumer waits for it, its heartbeats carry the subject again (``STALLED``).
+        """
         if msg.status != 100:
             return
+        reply = msg.reply or msg.headers.get(STALLED)
+        if not reply:
+            return
+        timeout = None if deadline is None else max(deadline.remaining(), 0.001)
         try:
-            if msg.reply:  # a flow-control request
-                self._client.publish(msg.reply, b"")
-                return
-            stalled = msg.headers.get(STALLED)
-            if stalled:
-                self._client.publish(stalled, b"")
-        except ConnectionClosedError:
+            self._client.publish(reply, b"", timeout=timeout)
+        except (ConnectionClosedError, ReconnectBufferFullError, TimeoutError):
             pass
 
     def _handle(self, msg: Msg) -> None:
@@ -192,7 +197,7 @@ class JetStreamSubscription:
                     continue
                 raise
             if msg.is_status:
-                self._control(msg)
+                self._control(msg, deadline)
                 continue
             return msg
 
