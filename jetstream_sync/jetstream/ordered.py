@@ -27,10 +27,11 @@ exists at a time and none after ``close()``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -125,8 +126,10 @@ class OrderedConsumer:
 
     Made by ``stream.ordered_consumer()`` or ``ctx.ordered_consumer(stream)``.
     Same pull surface as :class:`Consumer` (``fetch``, ``next``,
-    ``messages``, ``consume``); one of them at a time. Used as a context
-    manager, it deletes its current server-side consumer on exit.
+    ``messages``, ``consume``); one of them at a time. Threads calling
+    ``fetch``/``next`` at once take turns (each message goes to one of
+    them, once). Used as a context manager, it deletes its current
+    server-side consumer on exit.
 
     Attributes:
         stream_name: the stream it reads.
@@ -156,6 +159,8 @@ class OrderedConsumer:
         self._resumed = False  # a link started at _resume_seq, not at the deliver policy
         self._retired: deque[str] = deque()  # replaced links still to delete on the server
         self._lock = threading.Lock()
+        # One fetch at a time: each checks its messages against the one before.
+        self._fetching = threading.Lock()
         self._closed = False
         self._abort = Flag()  # cuts a reset's back-off short
 
@@ -398,7 +403,8 @@ class OrderedConsumer:
         At most the server's ``max_request_batch`` (the link's ``max_batch``) at once.
 
         A gap or a lost server-side consumer recreates it; the messages in
-        order so far are returned (possibly fewer than available).
+        order so far are returned (possibly fewer than available). Calls from
+        several threads take turns, each within its ``timeout``.
 
         Raises:
             ValueError: bad arguments.
@@ -408,6 +414,14 @@ class OrderedConsumer:
         check_heartbeat(heartbeat, timeout)
         deadline = Deadline(timeout)
         self._own_call()
+        if not self._fetching.acquire(timeout=max(deadline.remaining(), 0)):
+            return []  # another thread's fetch went on for the whole timeout
+        try:
+            return self._fetch(batch, deadline, heartbeat)
+        finally:
+            self._fetching.release()
+
+    def _fetch(self, batch: int, deadline: Deadline, heartbeat: float | None) -> list[Msg]:
         tries = 0  # pulls again of a new link that met no responders
         while True:
             current = self._current or self._reset(deadline)
@@ -438,16 +452,21 @@ class OrderedConsumer:
         """The next messages available now, in order, up to ``batch`` (as :meth:`fetch`)."""
         _check_batch(batch)
         deadline = self._deadline(timeout)
-        current = self._current or self._reset(deadline)
-        try:
-            got = fetch(
-                self._client, current._next_subject, current._limits().cap_batch(batch),
-                max(deadline.remaining(), 0.001), no_wait=True,
-            )  # fmt: skip
-        except _LINK_LOST:
-            self._retire_current()
+        if not self._fetching.acquire(timeout=max(deadline.remaining(), 0)):
             return []
-        return self._in_order(got, current)
+        try:
+            current = self._current or self._reset(deadline)
+            try:
+                got = fetch(
+                    self._client, current._next_subject, current._limits().cap_batch(batch),
+                    max(deadline.remaining(), 0.001), no_wait=True,
+                )  # fmt: skip
+            except _LINK_LOST:
+                self._retire_current()
+                return []
+            return self._in_order(got, current)
+        finally:
+            self._fetching.release()
 
     def next(self, timeout: float = D.FETCH_TIMEOUT) -> Msg:
         """The next message in order.
@@ -532,12 +551,15 @@ class OrderedMessageIterator(BaseMessageIterator):
     delivered stream sequence). Other warnings go to the consume
     ``error_handler``.
 
-    Iterate it or call :meth:`next`; :meth:`stop` ends it.
+    Iterate it or call :meth:`next`; :meth:`stop` ends it. Threads taking from it
+    at once take turns: each message goes to one of them, once.
     """
 
     def __init__(self, consumer: OrderedConsumer, options: dict[str, Any]) -> None:
         self._oc = consumer
         self._options = options
+        # One taker at a time: a message is checked against the one before as it is taken.
+        self._taking = threading.Lock()
         self._on_warning: Callable[[BaseException], object] | None = None
         self._inner: MessageIterator | None = None
         self._stopped = False
@@ -620,12 +642,28 @@ class OrderedMessageIterator(BaseMessageIterator):
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the iterator was made.
         """
-        return self._take(timeout, resets_bounded=True)
-
-    def _take(self, timeout: float | None, resets_bounded: bool) -> Msg:
-        """:meth:`next`; ``resets_bounded=False``: ``timeout`` bounds only the wait for a
-        message, and a reset of the consumer meanwhile runs to its end."""
         deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        with self._turn(deadline):
+            return self._take(deadline, resets_bounded=True)
+
+    @contextlib.contextmanager
+    def _turn(self, deadline: Deadline | None) -> Iterator[None]:
+        """Hold the iterator for one taker until ``deadline``.
+
+        Raises:
+            TimeoutError: another thread held it until ``deadline``.
+        """
+        wait = -1 if deadline is None else max(deadline.remaining(), 0)
+        if not self._taking.acquire(timeout=wait):
+            raise TimeoutError("no message within the timeout (another thread was taking one)")
+        try:
+            yield
+        finally:
+            self._taking.release()
+
+    def _take(self, deadline: Deadline | None, resets_bounded: bool) -> Msg:
+        """:meth:`next`; ``resets_bounded=False``: ``deadline`` bounds only the wait for a
+        message, and a reset of the consumer meanwhile runs to its end."""
         try:
             return self._next(deadline, deadline if resets_bounded else None)
         except (TimeoutError, ForkedClientError):
@@ -672,8 +710,13 @@ class OrderedMessageIterator(BaseMessageIterator):
         Raises:
             As :meth:`next` (``TimeoutError`` only with a ``timeout``).
         """
+        deadline = None if timeout is None else Deadline(check_timeout("timeout", timeout))
+        with self._turn(deadline):
+            return self._take_buffered(deadline)
+
+    def _take_buffered(self, deadline: Deadline | None) -> deque[Msg]:
         out = self._batch
-        out.append(self._take(timeout, resets_bounded=False))
+        out.append(self._take(deadline, resets_bounded=False))
         inner, current = self._inner, self._current
         if inner is None or current is None:
             return out

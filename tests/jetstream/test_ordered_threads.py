@@ -1,0 +1,91 @@
+"""One ordered consumer shared by 16 threads: each message once, through link deletions."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import jetstream_sync
+from tests.fixtures.jetstream import publish_numbered
+from tests.fixtures.polling import wait_for
+from tests.fixtures.threads import run_in_threads
+
+pytestmark = pytest.mark.timeout(120)
+
+TOTAL = 3000
+THREADS = 16
+
+
+def delete_link(stream: jetstream_sync.Stream, oc: jetstream_sync.OrderedConsumer) -> bool:
+    """Delete the ordered consumer's current link; False while it has none (a reset runs)."""
+    name = oc.name
+    if name is None:
+        return False
+    try:
+        stream.delete_consumer(name)
+    except jetstream_sync.ConsumerNotFoundError:  # replaced meanwhile
+        return False
+    return True
+
+
+def delete_links_while(taken: list[int], stream, oc, at: tuple[int, ...]) -> None:
+    """Delete the current link once ``taken`` holds each count of ``at`` (or all was taken)."""
+    for count in at:
+        wait_for(lambda: len(taken) >= count, timeout=60)  # noqa: B023
+        wait_for(lambda: delete_link(stream, oc) or len(taken) == TOTAL, timeout=30)
+
+
+def test_threads_taking_from_one_ordered_iterator_get_each_message_once(js, stream):
+    """16 threads calling next() on one ordered iterator, its link deleted 3 times: every
+    message is handed out once, none twice."""
+    publish_numbered(js, f"{stream.name}.a", TOTAL)
+    oc = stream.ordered_consumer()
+    taken: list[int] = []
+    lock = threading.Lock()
+    with oc, oc.messages(max_messages=50, expires=2, heartbeat=0.5) as it:
+
+        def take(_: int) -> None:
+            while True:
+                try:
+                    msg = it.next(timeout=30)
+                except jetstream_sync.IteratorClosedError:
+                    return
+                with lock:
+                    taken.append(int(msg.data))
+                    if len(taken) == TOTAL:
+                        it.stop()
+
+        readers = threading.Thread(target=lambda: errors.extend(run_in_threads(take, THREADS)))
+        errors: list[BaseException] = []
+        readers.start()
+        delete_links_while(taken, stream, oc, (300, 1000, 2000))
+        readers.join(90)
+        assert not readers.is_alive()
+    assert errors == []
+    assert sorted(taken) == list(range(TOTAL))
+
+
+def test_threads_calling_next_on_one_ordered_consumer_get_each_message_once(js, stream):
+    """16 threads calling next() on one ordered consumer, its link deleted 3 times: every
+    message is handed out once, none twice."""
+    publish_numbered(js, f"{stream.name}.a", TOTAL)
+    oc = stream.ordered_consumer()
+    taken: list[int] = []
+
+    def take(_: int) -> None:
+        while len(taken) < TOTAL:
+            try:
+                taken.append(int(oc.next(timeout=2).data))
+            except jetstream_sync.TimeoutError:
+                pass
+
+    with oc:
+        readers = threading.Thread(target=lambda: errors.extend(run_in_threads(take, THREADS)))
+        errors: list[BaseException] = []
+        readers.start()
+        delete_links_while(taken, stream, oc, (300, 1000, 2000))
+        readers.join(90)
+        assert not readers.is_alive()
+    assert errors == []
+    assert sorted(taken) == list(range(TOTAL))
