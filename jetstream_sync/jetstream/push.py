@@ -88,6 +88,9 @@ class JetStreamSubscription:
         self._sub: Subscription | None = None
         self._cb: Callable[[Msg], object] | None = None
         self._auto_ack = False
+        # How long a callback's thread waits for room to answer flow control: past one
+        # heartbeat, the consumer's next heartbeat asks again anyway.
+        self._answer_wait = D.PUSH_IDLE_HEARTBEAT
         self._clock: HeartbeatClock | None = None  # iterating with heartbeats
         self._watch: HeartbeatWatch | None = None  # a callback with heartbeats
 
@@ -102,6 +105,7 @@ class JetStreamSubscription:
     ) -> None:
         self._cb = cb
         self._auto_ack = auto_ack
+        self._answer_wait = heartbeat or D.PUSH_IDLE_HEARTBEAT
         handler = self._handle if cb is not None else None
         sub = self._sub = self._client.subscribe(
             deliver_subject,
@@ -154,7 +158,7 @@ class JetStreamSubscription:
     def _handle(self, msg: Msg) -> None:
         """Callback mode (the subscription's thread): control, user callback, auto ack."""
         if msg.is_status:
-            self._control(msg)
+            self._control(msg, Deadline(self._answer_wait))
             return
         self._cb(msg)  # type: ignore[misc]
         if self._auto_ack and not msg.is_acked and msg.reply:

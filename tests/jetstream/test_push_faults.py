@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -52,4 +53,40 @@ def test_next_msg_answering_flow_control_keeps_its_timeout_with_a_full_buffer(na
             got.append(int(sub.next_msg(timeout=20).data.rstrip(b".")))
         assert got == list(range(300))
         sub.unsubscribe()
+        observer.unsubscribe()
+
+
+def test_unsubscribe_of_a_callback_answering_flow_control_with_a_full_buffer_is_prompt(
+    nats_server,
+):
+    """A callback subscription's thread answering flow control while a frozen server leaves
+    no room waits at most a heartbeat for it: unsubscribe() returns, not after the link
+    went stale."""
+    with jetstream_sync.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        js.create_stream(name="PC", subjects=["pc.>"])
+        deliver = nc.new_inbox()
+        js.create_consumer(
+            "PC", durable_name="fc", deliver_subject=deliver, flow_control=True,
+            idle_heartbeat=0.5, ack_policy=jetstream_sync.AckPolicy.NONE,
+        )  # fmt: skip
+        observer = nc.subscribe(deliver)
+        gate = threading.Event()
+        got = []
+        sub = js.subscribe_bind(
+            "PC", "fc", cb=lambda msg: (gate.wait(30), got.append(msg)), manual_ack=True
+        )
+        nc.flush()
+        publish_numbered(js, "pc.x", 300, size=10_000)
+        before = 0  # the messages the callback takes before the request
+        while not is_flow_control(msg := observer.next_msg(timeout=30)):
+            before += not msg.is_status
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            gate.set()
+            wait_for(lambda: len(got) >= before, timeout=30)
+            start = time.monotonic()
+            sub.unsubscribe()
+            took = time.monotonic() - start
+        assert took < 3, f"unsubscribe() blocked {took:.1f} s"
         observer.unsubscribe()
