@@ -672,6 +672,13 @@ class OrderedConsumerResetError(JetStreamError):
     ``max_reset_attempts`` times in a row."""
 
 
+class OrderedConsumerInUseError(JetStreamError):
+    """An ordered consumer was asked to ``fetch``/``next`` or to start another
+    ``messages()``/``consume()`` while one of its iterators still runs: both would
+    take the same messages (nats.go's ``ErrOrderConsumerUsedAsFetch`` /
+    ``ErrOrderConsumerUsedAsConsume``). Stop the iterator first."""
+
+
 class NKeyError(NatsError, ValueError):
     """A malformed nkey seed or credentials file: bad encoding, checksum or key
     type, a missing block, or a file that cannot be read."""

@@ -120,6 +120,12 @@ def _domain_down(env: Env) -> None:
     ctx.ordered_consumer("ORDERS", max_reset_attempts=2).fetch(1, timeout=5)
 
 
+def _ordered_in_use(env: Env) -> None:
+    oc = env.stream().ordered_consumer()
+    with oc.messages():
+        oc.fetch(1, timeout=1)
+
+
 def _fetched(env: Env) -> j.Msg:
     s = env.stream()
     env.js.publish(f"{s.name}.a", b"x")
@@ -340,6 +346,7 @@ CASES: dict[str, Case] = {
     "DirectGetNotAllowedError": lambda e: e.stream().direct_get(1),
     "IteratorClosedError": _closed_iterator,
     "OrderedConsumerResetError": _domain_down,
+    "OrderedConsumerInUseError": _ordered_in_use,
     # Key-Value
     "InvalidBucketNameError": lambda e: e.js.key_value("a.b"),
     "InvalidKeyError": lambda e: _kv(e).put("a..b", b"v"),

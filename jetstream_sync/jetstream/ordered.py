@@ -56,6 +56,7 @@ from ..errors import (
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
+    OrderedConsumerInUseError,
     OrderedConsumerResetError,
     PullStatusError,
     ReconnectBufferFullError,
@@ -161,6 +162,7 @@ class OrderedConsumer:
         self._lock = threading.Lock()
         # One fetch at a time: each checks its messages against the one before.
         self._fetching = threading.Lock()
+        self._iterator: OrderedMessageIterator | None = None  # the last messages() made
         self._closed = False
         self._abort = Flag()  # cuts a reset's back-off short
 
@@ -209,6 +211,21 @@ class OrderedConsumer:
         back-off short (only close() does)."""
         if not self._closed:
             self._abort.clear()
+
+    def _check_free(self, call: str) -> None:
+        """Refuse ``call`` while an iterator of this consumer runs (it would take the
+        same messages).
+
+        Raises:
+            OrderedConsumerInUseError: an iterator made by :meth:`messages` or
+                :meth:`consume` is not stopped yet.
+        """
+        iterator = self._iterator
+        if iterator is not None and not iterator.closed:
+            raise OrderedConsumerInUseError(
+                f"{call} on an ordered consumer of {self.stream_name!r} whose messages() "
+                "or consume() still runs: stop() it first"
+            )
 
     def _retire_current(self) -> None:
         """Take the current link out of use; the next reset (or close) deletes it."""
@@ -408,10 +425,12 @@ class OrderedConsumer:
 
         Raises:
             ValueError: bad arguments.
+            OrderedConsumerInUseError: an iterator of this consumer still runs.
         """
         _check_batch(batch)
         timeout = check_timeout("timeout", timeout)
         check_heartbeat(heartbeat, timeout)
+        self._check_free("fetch()")
         deadline = Deadline(timeout)
         self._own_call()
         if not self._fetching.acquire(timeout=max(deadline.remaining(), 0)):
@@ -451,6 +470,7 @@ class OrderedConsumer:
     def fetch_no_wait(self, batch: int = D.FETCH_BATCH, timeout: float | None = None) -> list[Msg]:
         """The next messages available now, in order, up to ``batch`` (as :meth:`fetch`)."""
         _check_batch(batch)
+        self._check_free("fetch_no_wait()")
         deadline = self._deadline(timeout)
         if not self._fetching.acquire(timeout=max(deadline.remaining(), 0)):
             return []
@@ -473,6 +493,7 @@ class OrderedConsumer:
 
         Raises:
             TimeoutError: none within ``timeout``.
+            OrderedConsumerInUseError: an iterator of this consumer still runs.
         """
         msgs = self.fetch(1, timeout)
         if not msgs:
@@ -493,16 +514,22 @@ class OrderedConsumer:
         Missed heartbeats, deletion of the server-side consumer, no
         responders and reconnects recreate the link; iteration goes on.
 
+        One runs at a time: until it is stopped, ``fetch()``, ``next()`` and
+        another ``messages()`` or ``consume()`` raise.
+
         Raises:
             ValueError: bad limits (checked before a link is made).
+            OrderedConsumerInUseError: an earlier iterator still runs.
         """
         check_limits(max_messages, max_bytes, expires, heartbeat)
+        self._check_free("messages()")
         opts = dict(
             max_messages=max_messages, max_bytes=max_bytes, expires=expires,
             heartbeat=heartbeat, threshold_messages=threshold_messages,
             threshold_bytes=threshold_bytes,
         )  # fmt: skip
-        return OrderedMessageIterator(self, opts)
+        self._iterator = OrderedMessageIterator(self, opts)
+        return self._iterator
 
     def consume(
         self,
@@ -518,6 +545,7 @@ class OrderedConsumer:
         Raises:
             TypeError: ``callback`` or ``error_handler`` is not callable or is
                 an ``async def``; nothing was sent.
+            OrderedConsumerInUseError: an earlier iterator still runs.
         """
         check_handlers(callback, error_handler)
         return ConsumeContext(self.messages(**options), callback, error_handler)

@@ -89,3 +89,25 @@ def test_threads_calling_next_on_one_ordered_consumer_get_each_message_once(js, 
         assert not readers.is_alive()
     assert errors == []
     assert sorted(taken) == list(range(TOTAL))
+
+
+def test_a_running_iterator_refuses_other_reads_until_stopped(js, stream):
+    """fetch(), next() and a second messages()/consume() while an iterator runs would hand
+    out the same messages twice: they raise; after stop() a fetch goes on where it ended."""
+    publish_numbered(js, f"{stream.name}.a", 30)
+    with stream.ordered_consumer() as oc:
+        iterator = oc.messages(max_messages=20)
+        first = [iterator.next(timeout=5).metadata.sequence.stream for _ in range(5)]
+        with pytest.raises(jetstream_sync.OrderedConsumerInUseError):
+            oc.fetch(5, timeout=1)
+        with pytest.raises(jetstream_sync.OrderedConsumerInUseError):
+            oc.next(timeout=1)
+        with pytest.raises(jetstream_sync.OrderedConsumerInUseError):
+            oc.fetch_no_wait(5)
+        with pytest.raises(jetstream_sync.OrderedConsumerInUseError):
+            oc.messages()
+        with pytest.raises(jetstream_sync.OrderedConsumerInUseError):
+            oc.consume(lambda msg: None)
+        iterator.stop()
+        rest = [m.metadata.sequence.stream for m in oc.fetch(100, timeout=5)]
+        assert first + rest == list(range(1, 31))
