@@ -363,6 +363,38 @@ def test_failed_put_purges_its_chunks_and_keeps_the_old_object(js, bucket):
     assert obs.get("o") == b"old" and _chunk_count(js, bucket) == 1
 
 
+class _DeletesTheBucket(io.RawIOBase):
+    """A file of ``chunks`` chunks whose read after ``after`` chunks deletes the bucket."""
+
+    def __init__(self, js: jsync.JetStreamContext, bucket: str, chunks: int, after: int):
+        self._js, self._bucket, self._chunks, self._after = js, bucket, chunks, after
+        self.reads = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.reads == self._chunks:
+            return 0
+        self.reads += 1
+        if self.reads == self._after:
+            self._js.delete_object_store(self._bucket)
+        buffer[:] = b"x" * len(buffer)
+        return len(buffer)
+
+
+def test_a_put_whose_bucket_is_deleted_under_it_raises_bucket_not_found(js, bucket):
+    """A put whose bucket is deleted between two chunks raises ObjectStoreNotFoundError
+    (not the NoRespondersError of its next chunk), with no note about chunks left behind:
+    they went with the bucket."""
+    obs = js.create_object_store(bucket=bucket)
+    source = _DeletesTheBucket(js, bucket, chunks=20, after=5)
+    with pytest.raises(jsync.ObjectStoreNotFoundError, match=repr(bucket)) as caught:
+        obs.put("o", source, chunk_size=CHUNK)
+    assert not getattr(caught.value, "__notes__", None)
+    assert bucket not in list(js.object_store_names())
+
+
 def test_digest_mismatch_is_detected(js, obs):
     """A meta whose digest does not match the chunks makes get raise DigestMismatchError."""
     info = obs.put("o", b"payload")
