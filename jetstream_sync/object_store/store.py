@@ -62,6 +62,7 @@ from .watch import ObjectWatcher
 
 if TYPE_CHECKING:
     from ..jetstream.context import JetStreamContext
+    from ..jetstream.info import PubAck
     from ..jetstream.ordered import OrderedMessageIterator
     from ..jetstream.publish import PubAckFuture
     from ..jetstream.stream import Stream
@@ -87,6 +88,8 @@ _PURGE_PAUSE = 0.25
 # 20 s later (the server's Raft election timeout; longer when that node led the meta group
 # too), and chunks whose purge gave up stay stored, named by no object.
 _PURGE_OUTAGE = 30.0
+# How long a put waits before sending again the chunks that found no stream leader.
+_RESEND_PAUSE = 0.25
 # The idle heartbeat of list()'s and get()'s pulls at most (a quarter of their timeout when
 # that is shorter), so that a pull the server dropped is noticed within the timeout.
 _LISTING_HEARTBEAT = 5.0
@@ -184,10 +187,10 @@ def _read(f: Any, chunk_size: int) -> Iterator[bytes]:
         yield data
 
 
-def _ack(future: PubAckFuture, wait: float) -> None:
+def _ack(future: PubAckFuture, wait: float) -> PubAck:
     """Wait for one chunk's ack; raise the publish's error or this package's TimeoutError."""
     try:
-        future.result(wait)
+        return future.result(wait)
     except TimeoutError:
         raise
     except builtins.TimeoutError:
@@ -212,6 +215,84 @@ def _write_all(writer: Writable, data: bytes) -> None:
         if not wrote:
             raise OSError(f"the writer took no bytes ({len(view) - n} left)")
         n += wrote
+
+
+class _ChunkSender:
+    """The chunks of one put in flight, each kept until acked (at most ``window``).
+
+    A chunk sent while no replica led the stream (a leader step-down, a rolling
+    restart) gets no responders, or no ack when an old leader dropped it: it is
+    sent again, with every chunk after it, for up to twice the wait for an ack.
+    A get reads chunks in stream order, so the chunks stored after the last one
+    acked are deleted first.
+    """
+
+    def __init__(self, store: ObjectStore, subject: str, window: int, wait: float) -> None:
+        self._store, self._subject, self._window, self._wait = store, subject, window, wait
+        self._publish = store._ctx.publish_async
+        self._pending: deque[tuple[PubAckFuture, bytes]] = deque()
+        self._acked_seq = 0  # the stream sequence of the last chunk acked in order
+        self._sent = 0
+        self._resent = False
+
+    def send(self, data: bytes) -> None:
+        """Publish one chunk, first waiting for the oldest's ack when the window is full."""
+        if len(self._pending) >= self._window:
+            self._settle_oldest()
+        self._pending.append((self._publish(self._subject, data, timeout=self._wait), data))
+        self._sent += 1
+
+    def drain(self) -> None:
+        """Wait until every chunk sent is acked in order.
+
+        Raises:
+            ObjectSizeMismatchError: after chunks were sent again, the stream holds
+                another number of them (one an old leader stored late).
+        """
+        while self._pending:
+            self._settle_oldest()
+        if self._resent:
+            info = self._store._stream.info(subjects_filter=self._subject, timeout=self._wait)
+            stored = (info.state.subjects or {}).get(self._subject, 0)
+            if stored != self._sent:
+                raise ObjectSizeMismatchError(
+                    f"{stored} chunks stored under {self._subject!r} for {self._sent} sent, "
+                    "after a leader change made the put send some again"
+                )
+
+    def abandon(self, within: Deadline | None = None) -> None:
+        """Wait out the acks still pending (so a purge finds every chunk stored): each for
+        the wait for an ack, or all ``within`` a deadline."""
+        for future, _ in self._pending:
+            try:
+                future.result(self._wait if within is None else max(within.remaining(), 0))
+            except (NatsError, builtins.TimeoutError):
+                pass
+
+    def _settle_oldest(self) -> None:
+        outage: Deadline | None = None
+        while True:
+            try:
+                self._acked_seq = _ack(self._pending[0][0], self._wait).seq
+            except (NoRespondersError, TimeoutError):
+                outage = outage or Deadline(2 * self._wait)
+                if outage.remaining() <= _RESEND_PAUSE:
+                    raise
+                self._resend()
+                continue
+            self._pending.popleft()
+            return
+
+    def _resend(self) -> None:
+        """Send every pending chunk again, in order, once those stored out of order are gone."""
+        self._resent = True
+        self.abandon(Deadline(self._wait))
+        time.sleep(_RESEND_PAUSE)  # the election takes a moment
+        self._store._delete_chunks_after(self._subject, self._acked_seq, self._wait)
+        chunks = [data for _, data in self._pending]
+        self._pending.clear()
+        for data in chunks:
+            self._pending.append((self._publish(self._subject, data, timeout=self._wait), data))
 
 
 class _Collect:
@@ -407,10 +488,11 @@ class ObjectStore:
         chunk is, over exactly the version the put read (another put of the
         name meanwhile, by any client, makes it read the newer version and
         store over that); then the chunks of the version it replaced are
-        purged. If anything fails, the chunks sent so far are purged and the
-        name keeps what it held: the purge is tried again for at least 30 s
-        (through a stream leader election); if it still fails, a note on the
-        raised exception names the chunks' subject.
+        purged. Chunks that find no stream leader (a step-down) are sent
+        again, in order, for up to twice ``timeout``. If anything fails, the chunks
+        sent so far are purged and the name keeps what it held: the purge is
+        tried again for at least 30 s (through a stream leader election); if
+        it still fails, a note on the raised exception names the chunks' subject.
 
         Args:
             name: the object's name (any non-empty ``str``).
@@ -435,6 +517,7 @@ class ObjectStore:
                 ready (its read returned ``None``); the chunks sent are removed.
             APIError: the server refused a chunk or the meta (bucket sealed,
                 full...).
+            ObjectStoreNotFoundError: the bucket was deleted (before or during the put).
         """
         self._check_name(name)
         max_payload = int(self._ctx.client.server_info.get("max_payload", 1024 * 1024))
@@ -464,6 +547,8 @@ class ObjectStore:
         except BaseException as exc:
             try:
                 self._purge_chunks(nuid, timeout)
+            except StreamNotFoundError:
+                pass  # the bucket was deleted, and its chunks with it
             except NatsError as purge_error:  # the put's failure is what is raised
                 exc.add_note(
                     f"chunks of the failed put may remain under {self._chunk_subject(nuid)!r}"
@@ -503,29 +588,39 @@ class ObjectStore:
         On a failure, the acks still pending are awaited (so a purge after it
         finds every chunk that was stored) before the error is raised.
         """
-        window = _window(chunk_size)
-        pending: deque[PubAckFuture] = deque()
+        sender = _ChunkSender(self, subject, _window(chunk_size), wait)
         sha = hashlib.sha256()
         size = count = 0
-        publish = self._ctx.publish_async
         try:
             for chunk in chunks:
-                if len(pending) >= window:
-                    _ack(pending.popleft(), wait)
                 sha.update(chunk)
-                pending.append(publish(subject, chunk, timeout=wait))  # type: ignore[arg-type]
+                sender.send(bytes(chunk))  # kept until acked: a leader change makes it go again
                 size += len(chunk)
                 count += 1
-            while pending:
-                _ack(pending.popleft(), wait)
+            sender.drain()
         except BaseException:
-            for future in pending:
-                try:
-                    future.result(wait)
-                except (NatsError, builtins.TimeoutError):
-                    pass
+            sender.abandon()
             raise
         return size, count, digest_value(sha.digest())
+
+    def _delete_chunks_after(self, subject: str, seq: int, wait: float) -> None:
+        """Delete the messages on ``subject`` stored after stream sequence ``seq``.
+
+        Raises:
+            ObjectStoreNotFoundError: the bucket was deleted.
+        """
+        while True:
+            try:
+                last = self._stream.get_last_msg_for_subject(subject, timeout=wait)
+            except MessageNotFoundError:
+                return
+            except StreamNotFoundError as exc:
+                raise ObjectStoreNotFoundError(
+                    404, 10059, f"object store {self.bucket!r} not found"
+                ) from exc
+            if last.seq <= seq:
+                return
+            self._stream.delete_msg(last.seq, timeout=wait)
 
     # -- get ------------------------------------------------------------------------
 
