@@ -176,8 +176,8 @@ def test_puts_ride_leader_stepdowns_with_their_chunks_in_order(cluster):
                 info = store.put(f"stepped-{n}", source, chunk_size=4096, timeout=3)
                 assert (info.size, info.chunks) == (len(expected), 40)
                 # a direct get may be answered by a replica yet to apply the meta
-                wait_for(partial(store.get_info, info.name), ignore=nats_sync.ObjectNotFoundError)
-                assert store.get(info.name, timeout=10) == expected
+                get = partial(store.get, info.name, timeout=10)
+                assert wait_for(get, timeout=15, ignore=nats_sync.ObjectNotFoundError) == expected
                 chunks = f"$O.R3STEP.C.{info.nuid}"
                 state = ctx.stream(store.stream_name).info(subjects_filter=chunks).state
                 assert state.subjects == {chunks: 40}
