@@ -554,6 +554,29 @@ def test_link_rules(obs):
     assert obs.get("t") == b"y"
 
 
+def test_no_link_to_an_object_deleted_since_its_info_was_read(js, obs, bucket):
+    """An info read before its object was deleted (or made a link) links to nothing: add_link
+    asks the target's bucket and refuses, in the same bucket and in another."""
+    target = obs.put("t", b"x")
+    other = js.create_object_store(bucket=bucket + "_2")
+    try:
+        elsewhere = other.put("e", b"y")
+        obs.delete("t")
+        other.delete("e")
+        for stale in (target, elsewhere):
+            with pytest.raises(jsync.ObjectLinkError, match="deleted"):
+                obs.add_link("l", stale)
+        with pytest.raises(jsync.ObjectNotFoundError):
+            obs.get_info("l", show_deleted=True)
+        replaced = obs.put("r", b"z")
+        obs.delete("r")
+        obs.add_link("r", other.put("f", b"w"))
+        with pytest.raises(jsync.ObjectLinkError, match="is a link"):
+            obs.add_link("l", replaced)
+    finally:
+        js.delete_object_store(bucket + "_2")
+
+
 # ---------------------------------------------------------------- list and watch
 
 
