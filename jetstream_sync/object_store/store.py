@@ -203,6 +203,14 @@ def _refuse_link(existing: ObjectInfo | None) -> None:
         raise ObjectLinkError(f"object {existing.name!r} is a link: a put cannot replace it")
 
 
+def _refuse_link_target(obj: ObjectInfo) -> None:
+    """Raise ``ObjectLinkError`` when ``obj`` may not be linked to (deleted, or a link)."""
+    if obj.deleted:
+        raise ObjectLinkError(f"object {obj.name!r} is deleted: it cannot be linked to")
+    if obj.is_link:
+        raise ObjectLinkError(f"object {obj.name!r} is a link: a link cannot point to it")
+
+
 def _write_all(writer: Writable, data: bytes) -> None:
     """Write all of ``data`` (raw files may take part of it per call)."""
     n = writer.write(data)
@@ -897,17 +905,22 @@ class ObjectStore:
         deleted object's or another link's (replaced); an object put under it
         while the link is made is never replaced.
 
+        ``obj``'s object is read again first (one request, and one for its
+        bucket when it is another): an info read before a delete links to nothing.
+
         Raises:
-            ObjectLinkError: ``obj`` is deleted or is itself a link.
+            ObjectLinkError: ``obj``'s object is deleted or is itself a link.
+            ObjectNotFoundError: ``obj``'s object is gone (its meta purged).
+            ObjectStoreNotFoundError: ``obj``'s bucket is gone.
             ObjectAlreadyExistsError: ``name`` is an object that is not deleted.
         """
         if not isinstance(obj, ObjectInfo):
             raise TypeError(f"obj must be an ObjectInfo, not {type(obj).__name__}")
-        if obj.deleted:
-            raise ObjectLinkError(f"object {obj.name!r} is deleted: it cannot be linked to")
-        if obj.is_link:
-            raise ObjectLinkError(f"object {obj.name!r} is a link: a link cannot point to it")
-        check_object_name(obj.name)
+        self._check_name(name)
+        _refuse_link_target(obj)
+        # ``obj`` may have been read before its object was deleted or made a link.
+        store = self if obj.bucket == self.bucket else self._ctx.object_store(obj.bucket, timeout)
+        _refuse_link_target(store.get_info(obj.name, show_deleted=True, timeout=timeout))
         return self._link(name, ObjectLink(bucket=obj.bucket, name=obj.name), timeout)
 
     def add_bucket_link(
