@@ -272,6 +272,33 @@ def test_put_str_file_and_empty(obs, tmp_path: Path):
     assert obs.get("empty") == b""
 
 
+def test_put_streams_an_iterable_of_bytes_in_chunks_of_chunk_size(js, obs):
+    """A generator (or any iterable) of bytes-like pieces of any sizes is stored as one
+    object cut into chunks of ``chunk_size``; an empty one stores an empty object."""
+    pieces = [os.urandom(n) for n in (1, CHUNK - 1, 0, 2 * CHUNK + 5, 7, CHUNK)]
+    data = b"".join(pieces)
+    info = obs.put("gen", (bytes(p) for p in pieces), chunk_size=CHUNK)
+    assert (info.size, info.chunks, info.digest) == (len(data), 5, _digest(data))
+    assert obs.get("gen") == data
+    mixed = [b"ab", bytearray(b"cd"), memoryview(b"ef")]
+    assert obs.put("mixed", iter(mixed), chunk_size=CHUNK).size == 6
+    assert obs.get("mixed") == b"abcdef"
+    assert obs.put("none", iter([]), chunk_size=CHUNK).chunks == 0
+    assert obs.get("none") == b""
+
+
+def test_an_iterable_of_str_or_ints_is_refused_before_sending(js, obs):
+    """An iterable whose first item is not bytes-like raises TypeError before anything is sent."""
+    for bad in (["text"], [1, 2], {"k": "v"}, [None, b"x"]):
+        with pytest.raises(TypeError, match="bytes"):
+            obs.put("a", bad)
+    assert js.stream(obs.stream_name).info().state.messages == 0
+    with pytest.raises(TypeError, match="NoneType"):  # not taken for the end: no object cut short
+        obs.put("a", iter([b"x", None, b"y"]))
+    with pytest.raises(jsync.ObjectNotFoundError):
+        obs.get_info("a")
+
+
 class _ReadOnly:
     """A file that has ``read`` and nothing else (the ``read`` path of put)."""
 
