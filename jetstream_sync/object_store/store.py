@@ -15,7 +15,7 @@ import json
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
@@ -94,7 +94,7 @@ _RESEND_PAUSE = 0.25
 # that is shorter), so that a pull the server dropped is noticed within the timeout.
 _LISTING_HEARTBEAT = 5.0
 
-Data = bytes | bytearray | memoryview | str | IO[bytes]
+Data = bytes | bytearray | memoryview | str | IO[bytes] | Iterable[bytes | bytearray | memoryview]
 
 
 class Writable(Protocol):
@@ -134,8 +134,9 @@ def _chunks(data: Any, chunk_size: int) -> Iterator[bytes | memoryview]:
     """The chunks of ``data`` (at most ``chunk_size`` bytes each); a file is read lazily.
 
     Raises:
-        TypeError: ``data`` is not bytes-like, ``str`` or a binary file (checked
-            before the first chunk is made).
+        TypeError: ``data`` is not bytes-like, ``str``, a binary file or an
+            iterable of bytes-like pieces (checked before the first chunk is made;
+            a later piece that is not bytes-like raises as it comes).
     """
     if isinstance(data, str):
         data = data.encode()
@@ -146,7 +147,41 @@ def _chunks(data: Any, chunk_size: int) -> Iterator[bytes | memoryview]:
         return _read_into(data, chunk_size)
     if callable(getattr(data, "read", None)):
         return _read(data, chunk_size)
-    raise TypeError(f"data must be bytes, str or a binary file, not {type(data).__name__}")
+    if isinstance(data, Iterable):
+        pieces = iter(data)
+        first = next(pieces, _END)
+        if first is _END:
+            return iter(())
+        _check_piece(first)  # a list of str or ints fails here, before anything is sent
+        return _rechunk(first, pieces, chunk_size)
+    raise TypeError(
+        f"data must be bytes, str, a binary file or an iterable of bytes, not {type(data).__name__}"
+    )
+
+
+_END = object()  # past an iterable's last piece (a None piece is an error, not the end)
+
+
+def _check_piece(piece: Any) -> None:
+    if not isinstance(piece, (bytes, bytearray, memoryview)):
+        raise TypeError(f"an iterable's items must be bytes-like, not {type(piece).__name__}")
+
+
+def _rechunk(first: Any, pieces: Iterator[Any], chunk_size: int) -> Iterator[bytes]:
+    """Cut the pieces of an iterable, of any sizes, into chunks of ``chunk_size`` bytes."""
+    buf = bytearray()
+    piece = first
+    while True:
+        _check_piece(piece)
+        buf += piece
+        while len(buf) >= chunk_size:
+            yield bytes(buf[:chunk_size])
+            del buf[:chunk_size]
+        piece = next(pieces, _END)
+        if piece is _END:
+            break
+    if buf:
+        yield bytes(buf)
 
 
 def _not_ready(f: Any) -> BlockingIOError:
@@ -504,8 +539,9 @@ class ObjectStore:
 
         Args:
             name: the object's name (any non-empty ``str``).
-            data: ``bytes``-like, ``str`` (UTF-8) or a binary file (anything
-                with ``readinto`` or ``read``).
+            data: ``bytes``-like, ``str`` (UTF-8), a binary file (anything
+                with ``readinto`` or ``read``) or an iterable (a generator) of
+                bytes-like pieces of any sizes, cut into chunks as they come.
             description: stored in the object's meta.
             headers: stored in the object's meta.
             metadata: stored in the object's meta.
