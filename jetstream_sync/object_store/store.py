@@ -321,7 +321,10 @@ class _ChunkSender:
                 outage = outage or Deadline(2 * self._wait)
                 if outage.remaining() <= _RESEND_PAUSE:
                     raise
-                self._resend()
+                try:
+                    self._resend()
+                except (NoRespondersError, TimeoutError):
+                    pass  # still no leader: the oldest chunk's error comes again at once
                 continue
             self._pending.popleft()
             return
