@@ -49,7 +49,7 @@ from ..errors import (
 from ..jetstream.arrow_publish import ArrowPublisher
 from ._common import connection, context, refuse_overwrite
 from ._options import COUNTER_STREAM_WRITE, COUNTER_WRITE, Options
-from ._subjects import intersect, is_literal
+from ._subjects import captures, is_literal
 from ._write import WriteCommit, check_duplicate_window
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def foreign_subjects(subjects: pa.Array, own: list[str]) -> list[str]:
     """The valid subjects of a column that no subject filter of ``own`` matches."""
     return [
         s for s in pc.unique(subjects).to_pylist()
-        if s is not None and is_literal(s) and not any(intersect(s, f)[0] for f in own)
+        if s is not None and is_literal(s) and not captures(own, s)
     ]  # fmt: skip
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .._seam import is_filter_subject, is_publish_subject
 from ..errors import BadSubjectError
 
@@ -53,6 +55,11 @@ def intersect(a: str | None, b: str | None) -> tuple[bool, str | None]:
         else:
             return False, None
     return True, ".".join(out)  # not reached: the loop returns
+
+
+def captures(filters: Iterable[str], subject: str) -> bool:
+    """Whether a message published to ``subject`` matches one of ``filters`` (a stream's)."""
+    return any(intersect(subject, f)[0] for f in filters)
 
 
 def prefix_filter(prefix: str) -> tuple[str | None, bool]:

@@ -35,12 +35,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from ..errors import BatchPublishDisabledError, RowPublishError, StreamNotFoundError
+from ..errors import (
+    BatchPublishDisabledError,
+    RowPublishError,
+    StreamNotFoundError,
+    StreamWrongExpectedError,
+)
 from ..jetstream.arrow_publish import ArrowPublisher
 from ._common import connection, context
 from ._fast_write import DEFAULT_BATCH_ROWS, FastPublisher
 from ._options import Options
-from ._subjects import is_literal
+from ._subjects import captures, is_literal
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import WriterCommitMessage
@@ -136,6 +141,27 @@ def check_duplicate_window(ctx: Any, stream: str) -> None:
         )
 
 
+def check_stream_captures(ctx: Any, stream: str, subject: str | None) -> None:
+    """Check, on the driver, that the ``stream`` option names a stream capturing ``subject``.
+
+    Raises:
+        StreamNotFoundError: no such stream.
+        StreamWrongExpectedError: the ``subject`` option is not one of its subjects (its
+            rows would be stored in another stream, or in none).
+    """
+    try:
+        config = ctx.stream(stream).cached_info.config
+    except StreamNotFoundError:
+        raise StreamNotFoundError(
+            404, 10059, f"the jetstream sink's stream {stream!r} does not exist"
+        ) from None
+    if subject and not captures(config.subjects or (), subject):
+        raise StreamWrongExpectedError(
+            400, 10060, f"option 'subject' is not one of the subjects of stream {stream!r} "
+            "(the 'stream' option)", stream=stream, subject=subject,
+        )  # fmt: skip
+
+
 def write_mode(opts: Options) -> str:
     """The ``mode`` option: ``async`` (default) or ``fast``.
 
@@ -195,18 +221,12 @@ class _Writer:
         self.dedupe = opts.boolean("dedupe", True)
         stream = opts.get("stream")
         ctx = context(self.conn)
-        if not stream and self.subject:
-            stream = ctx.stream_name_by_subject(self.subject)
         if stream:
-            try:
-                if self.dedupe:
-                    check_duplicate_window(ctx, stream)
-                else:
-                    ctx.stream(stream)  # it must exist all the same
-            except StreamNotFoundError:
-                raise StreamNotFoundError(
-                    404, 10059, f"the jetstream sink's stream {stream!r} does not exist"
-                ) from None
+            check_stream_captures(ctx, stream, self.subject)
+        elif self.subject:
+            stream = ctx.stream_name_by_subject(self.subject)
+        if stream and self.dedupe:
+            check_duplicate_window(ctx, stream)
         if self.mode == "fast":
             check_fast_stream(ctx, stream)
 

@@ -105,6 +105,24 @@ def test_a_missing_stream_fails_the_write_at_planning(spark, shared_server, stre
         _write(df, shared_server, stream=stream_name, subject=f"{stream_name}.x", dedupe=dedupe)
 
 
+@pytest.mark.parametrize("mode", ["async", "fast"])
+def test_a_subject_option_the_stream_option_does_not_capture_fails_at_planning(
+    spark, shared_server, js, stream_name, mode
+):
+    """``stream=A`` with ``subject`` one of stream B's: refused before any task runs (it used to
+    store every row in B, having checked A's duplicate window), as the counter sink does."""
+    a = js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"], allow_batched=True)
+    other = js.create_stream(name=f"{stream_name}_B", subjects=[f"{stream_name}b.>"])
+    try:
+        df = spark.createDataFrame([("x",)], "data STRING")
+        with pytest.raises(Exception, match="StreamWrongExpectedError") as caught:
+            _write(df, shared_server, stream=stream_name, subject=f"{stream_name}b.x", mode=mode)
+        assert f"{stream_name}b.x" in str(caught.value) and "option 'subject'" in str(caught.value)
+        assert (a.info().state.messages, other.info().state.messages) == (0, 0)
+    finally:
+        js.delete_stream(other.name)
+
+
 def test_overwrite_is_refused_by_every_sink_before_anything_is_written(
     spark, shared_server, js, stream_name
 ):
