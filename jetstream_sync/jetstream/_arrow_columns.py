@@ -24,8 +24,10 @@ from ._arrow_decode import import_pyarrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.compute as pc
 else:
     pa = import_pyarrow("publish_arrow and FastBatch.add_arrow")
+    import pyarrow.compute as pc
 
 __all__ = ["ADDED_HEADERS", "COLUMNS", "RowColumns", "record_batches"]
 
@@ -140,7 +142,9 @@ class RowColumns:
         self.payloads = _column(batch.column(names.index("data")))
         self._subject_array = batch.column(names.index("subject")) if "subject" in names else None
         self.subjects = None if self._subject_array is None else _column(self._subject_array)
-        self.msg_ids = _column(batch.column(names.index("msgId"))) if "msgId" in names else None
+        self.msg_ids = (
+            _msg_id_column(batch.column(names.index("msgId"))) if "msgId" in names else None
+        )
         self.headers: _protocol.BatchColumn | None = None
         self.bad_header, self.why = -1, ""
         added = dict(added_headers or {})
@@ -163,6 +167,15 @@ def _column(array: pa.Array) -> _protocol.BatchColumn:
         array = array.cast(pa.large_binary())
     valid, offsets, data = array.buffers()
     return _protocol.BatchColumn(data, offsets, valid if array.null_count else None, array.offset)
+
+
+def _msg_id_column(array: pa.Array) -> _protocol.BatchColumn:
+    """The ``msgId`` column with each empty id made null: no id, as nats.go treats an empty
+    one (the server deduplicates nothing on it), so the row gets its derived id."""
+    empty = pc.equal(pc.binary_length(array), 0)
+    if pc.any(empty).as_py():
+        array = pc.if_else(empty, pa.scalar(None, array.type), array)
+    return _column(array)
 
 
 def _header_column(

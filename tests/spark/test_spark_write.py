@@ -43,6 +43,21 @@ def test_write_then_identical_rewrite_with_msg_ids_leaves_the_stream_unchanged(
     assert sorted(got) == sorted(b"d%d" % i for i in range(50))
 
 
+def test_an_empty_msg_id_is_no_id_so_the_row_gets_a_derived_one(spark, shared_server, stream):
+    """An empty ``msgId`` (what ``coalesce(id, '')`` gives) is treated as null, as nats.go treats
+    an empty id: the row gets its derived id, so re-running the write stores nothing twice. It
+    used to go out as an empty ``Nats-Msg-Id``, which the server does not deduplicate on."""
+    rows = [("a", "id-a"), ("b", ""), ("c", None), ("d", "")]
+    df = spark.createDataFrame(rows, "data STRING, msgId STRING").coalesce(1)
+    for _ in range(2):
+        _write(df, shared_server, subject=f"{stream.name}.m", writeId="empty-ids")
+    msgs = _stored(stream)
+    assert sorted(m.data for m in msgs) == [b"a", b"b", b"c", b"d"]
+    ids = {m.data: m.headers["Nats-Msg-Id"] for m in msgs}
+    assert ids[b"a"] == "id-a"
+    assert all(ids[d].startswith("empty-ids:0:") for d in (b"b", b"c", b"d")), ids
+
+
 def test_string_data_and_the_subject_option(spark, shared_server, stream):
     """A string data column is UTF-8 encoded; the subject option stands in for the column."""
     df = spark.createDataFrame([(f"é{i}",) for i in range(5)], "data STRING")
