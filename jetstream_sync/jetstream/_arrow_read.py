@@ -226,6 +226,8 @@ class _Pulls:
         self._room = end - start + 1  # what the range can hold beyond what is asked
         self.last_seq = start - 1  # of the last message read
         self.pending: int | None = None  # after the last message read (None: none read yet)
+        self.delivered = 0  # the consumer's delivery sequence of the last message read
+        self._start = start
         self.done = False
         self._ask()
 
@@ -287,6 +289,7 @@ class _Pulls:
                         f"{self.last_seq} with {self.pending} messages pending"
                     )
         if users:
+            self._check_delivered(users)
             tokens = ack_tokens(users[-1].reply)
             self.last_seq, self.pending = int(tokens[5]), int(tokens[8])
         if self.last_seq >= self._end or self.pending == 0:
@@ -299,6 +302,32 @@ class _Pulls:
         if not self._asked:  # every request ended short and the range holds no more
             self.done = True
         return users
+
+    def _check_delivered(self, users: list[Msg]) -> None:
+        """Check that ``users`` follow the last message read with no delivery missing.
+
+        The consumer numbers what it delivers 1, 2, 3... (no redelivery: it acks
+        nothing), so a hole is a message lost on the way: dropped by the server
+        past the connection's max_pending, or by the client past its pending limits.
+
+        Raises:
+            JetStreamError: a delivery is missing.
+        """
+        first = int(ack_tokens(users[0].reply)[6])
+        last = int(ack_tokens(users[-1].reply)[6])
+        if first == self.delivered + 1 and last - first + 1 == len(users):
+            self.delivered = last
+            return
+        missing = self.delivered + 1
+        for msg in users:
+            if int(ack_tokens(msg.reply)[6]) != missing:
+                break
+            missing += 1
+        raise JetStreamError(
+            f"the read of {self._read.stream.name!r} {self._start}..{self._end} "
+            f"lost a message on the way: consumer delivery {missing} never arrived (dropped "
+            "as a slow consumer's, by the server or the client); read the range again"
+        )
 
 
 def _completed(status: Msg) -> bool:

@@ -228,6 +228,33 @@ def test_the_consumer_read_keeps_several_pull_requests_in_flight(js, stream, mon
     wait_for(lambda: stream.info().state.consumer_count == 0, timeout=10)
 
 
+@pytest.mark.parametrize("stream_options", [{"allow_direct": False}], ids=["consumer"])
+def test_a_message_lost_on_the_way_fails_the_consumer_read(js, stream, monkeypatch):
+    """A delivered message that never reaches the read (a slow consumer's drop: the server's,
+    past max_pending, or the client's, past its pending limits; seen reading 4 MB messages)
+    leaves a hole in the consumer's delivery sequence: the read fails instead of returning
+    the range with the hole, which a Spark task would take for deleted messages."""
+    from jetstream_sync.errors import JetStreamError
+    from jetstream_sync.subscription import Subscription
+
+    _fill(js, stream.name, 20)
+    next_msgs = Subscription.next_msgs
+    dropped: list[int] = []
+
+    def dropping(self, *args, **kwargs):
+        got = next_msgs(self, *args, **kwargs)
+        for i, msg in enumerate(got):
+            if not dropped and msg.reply and msg.data == b"m7":
+                dropped.append(7)
+                return got[:i] + got[i + 1 :]
+        return got
+
+    monkeypatch.setattr(Subscription, "next_msgs", dropping)
+    with pytest.raises(JetStreamError, match=rf"'{stream.name}'.* lost .*delivery 7"):
+        list(stream.read_arrow())
+    assert dropped == [7]
+
+
 def test_a_read_stopped_early_leaves_nothing_on_the_server(js, stream):
     """Closing the iterator after one batch deletes the read's consumer (or drops its request)."""
     _fill(js, stream.name, ROWS_PER_BATCH * 3)
