@@ -32,6 +32,7 @@ else:
 __all__ = ["ADDED_HEADERS", "COLUMNS", "RowColumns", "record_batches"]
 
 COLUMNS = ("data", "subject", "headers", "msgId")
+MSG_ID = "Nats-Msg-Id"
 #: Headers every row of a columnar publish gets, unless the row has one of the same name:
 #: the OpenTelemetry instrumentation sets its span's trace context here for the call.
 ADDED_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar(
@@ -142,15 +143,15 @@ class RowColumns:
         self.payloads = _column(batch.column(names.index("data")))
         self._subject_array = batch.column(names.index("subject")) if "subject" in names else None
         self.subjects = None if self._subject_array is None else _column(self._subject_array)
-        self.msg_ids = (
-            _msg_id_column(batch.column(names.index("msgId"))) if "msgId" in names else None
-        )
+        ids = _own_ids(batch.column(names.index("msgId"))) if "msgId" in names else None
+        self.msg_ids = None if ids is None else _column(ids)
         self.headers: _protocol.BatchColumn | None = None
         self.bad_header, self.why = -1, ""
         added = dict(added_headers or {})
         if "headers" in names:
             column = batch.column(names.index("headers"))
-            self.headers, self.bad_header, self.why = _header_column(column, added)
+            own = [] if ids is None else pc.is_valid(ids).to_pylist()
+            self.headers, self.bad_header, self.why = _header_column(column, added, own)
         elif added:
             block = "".join(f"{k}\0{v}\0" for k, v in added.items()).encode()
             self.headers = _column(pa.array([block] * self.rows, pa.large_binary()))
@@ -169,23 +170,26 @@ def _column(array: pa.Array) -> _protocol.BatchColumn:
     return _protocol.BatchColumn(data, offsets, valid if array.null_count else None, array.offset)
 
 
-def _msg_id_column(array: pa.Array) -> _protocol.BatchColumn:
+def _own_ids(array: pa.Array) -> pa.Array:
     """The ``msgId`` column with each empty id made null: no id, as nats.go treats an empty
     one (the server deduplicates nothing on it), so the row gets its derived id."""
     empty = pc.equal(pc.binary_length(array), 0)
     if pc.any(empty).as_py():
         array = pc.if_else(empty, pa.scalar(None, array.type), array)
-    return _column(array)
+    return array
 
 
 def _header_column(
-    array: pa.Array, added: Mapping[str, str]
+    array: pa.Array, added: Mapping[str, str], own_ids: list[bool]
 ) -> tuple[_protocol.BatchColumn, int, str]:
     """The ``headers`` map column as ``key NUL value NUL ...`` rows, or a bad row and why.
 
     Args:
         array: the column.
         added: headers every row gets too, unless the row has one of the same name.
+        own_ids: per row, whether its ``msgId`` column holds an id (empty: no such column).
+            Such a row's ``Nats-Msg-Id`` headers are left out: the column's id takes
+            their place, as nats.go's ``WithMsgID`` sets the header.
 
     Returns:
         ``(column, -1, "")``, or ``(column, row, reason)`` for the first row
@@ -197,6 +201,8 @@ def _header_column(
             rows.append(None)
             continue
         pairs = list(pairs or ())
+        if own_ids and own_ids[index]:
+            pairs = [(key, value) for key, value in pairs if key != MSG_ID]
         named = {key for key, _ in pairs}
         pairs += [(key, value) for key, value in added.items() if key not in named]
         flat: list[str] = []

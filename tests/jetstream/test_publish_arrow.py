@@ -123,6 +123,25 @@ def test_msgid_and_headers_columns(js, stream):
     assert third.headers.get_all("k") == ["a", "b"] and fourth.headers["z"] == "1"
 
 
+def test_a_msgid_column_takes_the_place_of_a_nats_msg_id_header(js, stream):
+    """A row with a ``msgId`` and a ``Nats-Msg-Id`` in its headers (say the headers a read of
+    another stream gave) carries only the column's id, as nats.go's WithMsgID sets the header:
+    the server deduplicates on it. Both used to go out, and the server took the header's."""
+    headers = pa.array(
+        [[("Nats-Msg-Id", "from-source"), ("k", "v")], [("Nats-Msg-Id", "kept")]],
+        pa.map_(pa.string(), pa.string()),
+    )
+    ids = pa.array(["mine", None], pa.string())
+    table = table_of([b"1", b"2"], headers=headers, msgId=ids)
+    js.publish_arrow(table, f"{stream.name}.h")
+    again = table_of([b"3"], headers=headers.slice(0, 1), msgId=pa.array(["other"], pa.string()))
+    assert js.publish_arrow(again, f"{stream.name}.h").duplicates == 0
+    first, second, third = stored(stream)
+    assert first.headers.get_all("Nats-Msg-Id") == ["mine"] and first.headers["k"] == "v"
+    assert second.headers.get_all("Nats-Msg-Id")[0] == "kept"  # first: the server's pick
+    assert third.headers.get_all("Nats-Msg-Id") == ["other"]
+
+
 def test_string_data_is_utf_8(js, stream):
     """A string ``data`` column is sent as its UTF-8 bytes."""
     table = pa.table({"data": pa.array(["é", "ü"], pa.string())})
