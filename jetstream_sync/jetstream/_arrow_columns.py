@@ -124,6 +124,10 @@ class RowColumns:
         batch: the record batch (its columns checked by :func:`record_batches`).
         default_subject: the subject of rows without one, or None.
         added_headers: headers every row gets too, unless it has one of the same name.
+        derives_ids: whether a row without a ``msgId`` gets a derived id (dedupe on).
+            A row that gets an id, its own or a derived one, carries only that one: a
+            ``Nats-Msg-Id`` in its headers (say one a read of another stream gave) is
+            left out, as nats.go's ``WithMsgID`` sets the header.
     """
 
     __slots__ = (
@@ -136,6 +140,7 @@ class RowColumns:
         batch: pa.RecordBatch,
         default_subject: str | None,
         added_headers: Mapping[str, str] | None = None,
+        derives_ids: bool = False,
     ) -> None:
         names = batch.schema.names
         self.rows = batch.num_rows
@@ -150,7 +155,10 @@ class RowColumns:
         added = dict(added_headers or {})
         if "headers" in names:
             column = batch.column(names.index("headers"))
-            own = [] if ids is None else pc.is_valid(ids).to_pylist()
+            if derives_ids:
+                own = [True] * self.rows
+            else:
+                own = [] if ids is None else pc.is_valid(ids).to_pylist()
             self.headers, self.bad_header, self.why = _header_column(column, added, own)
         elif added:
             block = "".join(f"{k}\0{v}\0" for k, v in added.items()).encode()
@@ -187,9 +195,8 @@ def _header_column(
     Args:
         array: the column.
         added: headers every row gets too, unless the row has one of the same name.
-        own_ids: per row, whether its ``msgId`` column holds an id (empty: no such column).
-            Such a row's ``Nats-Msg-Id`` headers are left out: the column's id takes
-            their place, as nats.go's ``WithMsgID`` sets the header.
+        own_ids: per row, whether it gets a message id of its own or a derived one (empty:
+            none does). Such a row's ``Nats-Msg-Id`` headers are left out.
 
     Returns:
         ``(column, -1, "")``, or ``(column, row, reason)`` for the first row

@@ -206,7 +206,9 @@ class ArrowPublisher:
                 size: the rows before it are sent and acknowledged first;
                 neither it nor any row after it is sent) or was rejected.
         """
-        cols = RowColumns(batch, self._default, self._added_headers)
+        cols = RowColumns(
+            batch, self._default, self._added_headers, derives_ids=self._id_prefix is not None
+        )
         n = cols.rows
         pos = 0
         while pos < n:

@@ -277,7 +277,7 @@ class FastBatch:
         added = ADDED_HEADERS.get()
         done = 0  # rows of the table sent
         for batch in batches:
-            cols = RowColumns(batch, subject, added)
+            cols = RowColumns(batch, subject, added, derives_ids=dedupe)
             pos = 0
             while pos < cols.rows:
                 deadline = Deadline(self._timeout)

@@ -133,13 +133,28 @@ def test_a_msgid_column_takes_the_place_of_a_nats_msg_id_header(js, stream):
     )
     ids = pa.array(["mine", None], pa.string())
     table = table_of([b"1", b"2"], headers=headers, msgId=ids)
-    js.publish_arrow(table, f"{stream.name}.h")
+    js.publish_arrow(table, f"{stream.name}.h", msg_id_prefix="p:", dedupe=False)
     again = table_of([b"3"], headers=headers.slice(0, 1), msgId=pa.array(["other"], pa.string()))
     assert js.publish_arrow(again, f"{stream.name}.h").duplicates == 0
     first, second, third = stored(stream)
     assert first.headers.get_all("Nats-Msg-Id") == ["mine"] and first.headers["k"] == "v"
-    assert second.headers.get_all("Nats-Msg-Id")[0] == "kept"  # first: the server's pick
+    assert second.headers.get_all("Nats-Msg-Id") == ["kept"]
     assert third.headers.get_all("Nats-Msg-Id") == ["other"]
+
+
+def test_a_derived_id_takes_the_place_of_a_nats_msg_id_header(js, stream):
+    """Rows exploded from one read message all carry its ``Nats-Msg-Id`` header: each is
+    stored under its derived id, not dropped as a duplicate of the first (which the
+    server did when both ids went out, the header's first)."""
+    headers = pa.array(
+        [[("Nats-Msg-Id", "source-7"), ("k", "v")]] * 3, pa.map_(pa.string(), pa.string())
+    )
+    ack = js.publish_arrow(table_of([b"a", b"b", b"c"], headers=headers), f"{stream.name}.x")
+    assert (ack.rows, ack.duplicates) == (3, 0)
+    msgs = stored(stream)
+    assert [m.data for m in msgs] == [b"a", b"b", b"c"]
+    assert all(len(m.headers.get_all("Nats-Msg-Id")) == 1 and m.headers["k"] == "v" for m in msgs)
+    assert "source-7" not in {m.headers["Nats-Msg-Id"] for m in msgs}
 
 
 def test_string_data_is_utf_8(js, stream):
