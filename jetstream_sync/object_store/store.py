@@ -491,21 +491,25 @@ class ObjectStore:
         return attrs.evolve(info, mtime=datetime.now(UTC))
 
     def _purge_chunks(self, nuid: str, timeout: float | None) -> None:
-        """Purge the chunks of ``nuid``, trying again through an outage for ``timeout``
-        (at least ``_PURGE_OUTAGE`` seconds).
+        """Purge the chunks of ``nuid`` (see :meth:`_purge_through_outage`)."""
+        self._purge_through_outage(self._chunk_subject(nuid), None, timeout)
 
-        A purge names one object's chunks, so sending it again is harmless; a
-        request sent while the stream elects a leader gets no reply at all.
+    def _purge_through_outage(self, subject: str, below: int | None, timeout: float | None) -> None:
+        """Purge ``subject`` (below sequence ``below`` when given), trying again through an
+        outage for ``timeout`` (at least ``_PURGE_OUTAGE`` seconds).
+
+        A purge names one object's chunks or one name's old meta, so sending it
+        again is harmless; a request sent while the stream elects a leader gets
+        no reply at all.
 
         Raises:
             TimeoutError, ConnectionLostError, APIError: what the last try raised.
         """
-        subject = self._chunk_subject(nuid)
         deadline = Deadline(max(self._ctx.timeout if timeout is None else timeout, _PURGE_OUTAGE))
         while True:
             try:
                 left = max(deadline.remaining(), 0.001)
-                self._stream.purge(subject=subject, timeout=min(_PURGE_TRY, left))
+                self._stream.purge(subject=subject, seq=below, timeout=min(_PURGE_TRY, left))
                 return
             except (TimeoutError, ConnectionLostError, NoRespondersError, APIError) as exc:
                 if isinstance(exc, APIError) and exc.code != 503:
@@ -886,7 +890,8 @@ class ObjectStore:
         """Change object ``name``'s name, description, headers and metadata.
 
         ``meta.options`` is ignored: the chunks, size and link stay. A new
-        ``meta.name`` renames the object (links and bucket links too). When
+        ``meta.name`` renames the object (links and bucket links too); the old
+        name's meta is then purged, tried again through a leader election. When
         another put of the name comes between the read and the write, the
         update is made on the new version.
 
@@ -917,7 +922,7 @@ class ObjectStore:
             except WrongLastSequenceError:
                 continue
             if renamed:  # the old name's meta up to the version renamed, not a newer one
-                self._stream.purge(subject=self._meta_subject(name), seq=seq + 1, timeout=timeout)
+                self._purge_through_outage(self._meta_subject(name), seq + 1, timeout)
             return info
 
     def _link(self, name: str, link: ObjectLink, timeout: float | None) -> ObjectInfo:

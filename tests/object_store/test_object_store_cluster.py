@@ -183,3 +183,31 @@ def test_puts_ride_leader_stepdowns_with_their_chunks_in_order(cluster):
                 assert state.subjects == {chunks: 40}
         finally:
             ctx.delete_object_store("R3STEP")
+
+
+def test_a_rename_rides_a_leader_stepdown_before_the_old_name_is_purged(cluster):
+    """A rename whose stream leader steps down between the new meta and the purge of
+    the old name's: the purge is sent again until a leader answers, so one name is left
+    (two live names would share chunks a delete of either purges)."""
+    with nats_sync.connect(cluster.urls) as admin:
+        ctx = admin.jetstream(timeout=20)
+        store = ctx.create_object_store("R3RENAME", replicas=3)
+        try:
+            store.put("old", b"payload")
+            publish_meta = store._publish_meta
+            subject = f"$JS.API.STREAM.LEADER.STEPDOWN.{store.stream_name}"
+
+            def publish_then_step_down(*args, **kwargs):
+                info = publish_meta(*args, **kwargs)
+                wait_for(lambda: admin.request(subject, b"", timeout=2), ignore=nats_sync.NatsError)
+                return info
+
+            store._publish_meta = publish_then_step_down
+            store.update_meta("old", nats_sync.ObjectMeta(name="new"), timeout=2)
+            del store._publish_meta
+            listed = wait_for(lambda: [o.name for o in store.list(timeout=10)], timeout=15)
+            assert listed == ["new"]
+            with pytest.raises(nats_sync.ObjectNotFoundError):
+                store.get_info("old", timeout=10)
+        finally:
+            ctx.delete_object_store("R3RENAME")
