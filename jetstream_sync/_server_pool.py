@@ -57,7 +57,10 @@ class ServerAddress:
     def __init__(self, url: str, implicit: bool = False) -> None:
         if "://" not in url:
             url = "nats://" + url
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # an unclosed IPv6 bracket
+            raise ValueError(f"server URL {redact_url(url)!r}: {exc}") from None
         if parts.scheme not in _SCHEMES:
             raise ValueError(f"server URL {redact_url(url)!r}: scheme must be nats:// or tls://")
         if "@" in parts.path + parts.query + parts.fragment:

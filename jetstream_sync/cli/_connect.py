@@ -101,9 +101,23 @@ def secrets(args: argparse.Namespace) -> list[str]:
     """Every secret the user gave (passwords and tokens, also inside URLs): never printed."""
     found = [option(args, "password"), option(args, "token")]
     for url in server_urls(args):
-        parts = urllib.parse.urlsplit(url if "://" in url else f"nats://{url}")
-        found += [parts.password, parts.username if parts.password is None else None]
+        found.append(_url_secret(url))
     return [s for s in found if s]
+
+
+def _url_secret(url: str) -> str | None:
+    """The password of ``user:password@``, or the token of ``token@``, in ``url``.
+
+    Split by hand, as the library's ``redact_url`` does (the last ``@`` ends the
+    credentials): ``urlsplit`` raises on a URL such as ``nats://u:p@[::1``, and the
+    error naming that URL must still hide its password.
+    """
+    rest = url.partition("://")[2] if "://" in url else url
+    userinfo, at, _ = rest.rpartition("@")
+    if not at:
+        return None
+    user, colon, password = userinfo.partition(":")
+    return password if colon else user
 
 
 def redact(text: str, args: argparse.Namespace) -> str:

@@ -95,6 +95,16 @@ def test_unreachable_server_exits_1_with_a_clear_message(cli):
     assert "Traceback" not in result.stderr and "pa55word" not in result.stderr
 
 
+def test_an_unparsable_server_url_exits_1_with_one_line(cli):
+    """A URL urllib cannot split (an unclosed IPv6 bracket) is an error line, not a
+    traceback from hiding its password, and the password is still not shown."""
+    result = cli.run("--server", "nats://alice:pa55word@[::1", "stream", "ls")
+    assert result.code == 1
+    assert result.stderr.strip().splitlines() == [
+        "jetstream-sync: error: server URL 'nats://***@[::1': Invalid IPv6 URL"
+    ]
+
+
 def test_server_option_after_the_command_and_from_the_environment(cli, shared_server):
     """--server works after the subcommand too; NATS_URL is the default; the flag wins."""
     down = "nats://127.0.0.1:1"

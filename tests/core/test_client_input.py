@@ -114,6 +114,16 @@ def test_bad_server_url():
         js.connect("http://127.0.0.1:4222")
 
 
+@pytest.mark.parametrize("url", ["nats://[::1", "nats://svc:pw-SECRET@[::1:4222", "[fe80::1"])
+def test_an_unparsable_server_url_is_named_in_the_error(url):
+    """A URL urllib cannot split (an unclosed IPv6 bracket) raises ValueError naming the
+    URL, as every other bad URL does, not urllib's bare "Invalid IPv6 URL"."""
+    with pytest.raises(ValueError, match="^server URL ") as info:
+        js.connect(url)
+    assert "[::1" in str(info.value) or "[fe80::1" in str(info.value)
+    assert "pw-SECRET" not in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
