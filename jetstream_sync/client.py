@@ -280,6 +280,18 @@ class Client:
                 "this client was created before os.fork(); connect again in the child process"
             )
 
+    def _noticed_fork(self) -> bool:
+        """Whether this process is a child forked after the client connected.
+
+        A fork from C (uWSGI's workers) runs no at-fork handler: it is found by the
+        process id here, and every client is then marked as :func:`_mark_forked`
+        would have. Not on the hot paths (a system call); the writer checks the
+        process when a burst of sends starts.
+        """
+        if not self._forked and self._connection.in_other_process():
+            _mark_forked()
+        return self._forked
+
     def _check_usable(self) -> None:
         if self._forked:
             self._check_same_process()
@@ -292,8 +304,8 @@ class Client:
         return (
             not self._closed
             and not self._connection.reconnecting
-            and not self._forked
             and self._connection.current is not None
+            and not self._noticed_fork()
         )
 
     @property
@@ -1117,13 +1129,14 @@ class Client:
 
     def _close(self, reason: BaseException | None, deadline: Deadline | None = None) -> None:
         """Close; the brief flush of what is buffered ends by ``deadline`` (drain's) if given."""
+        forked = self._noticed_fork()  # before the lock: marking a fork replaces it
         with self._state_lock:
             if self._closed:
                 return
             self._closed = True
         connection = self._connection
         connection.mark_closing()
-        if self._forked:  # the parent still uses this socket: never shut it down
+        if forked:  # the parent still uses this socket: never shut it down
             connection.close_inherited()
             return
         if in_handler_interrupting_a_call():
@@ -1139,7 +1152,7 @@ class Client:
 
     def _flush_before_exit(self) -> None:
         """At the interpreter's exit: send what is buffered, or warn that it was not."""
-        if self._closed or self._forked:
+        if self._closed or self._noticed_fork():
             return
         connection = self._connection
         if connection.wait_drained(Deadline(_EXIT_FLUSH)):

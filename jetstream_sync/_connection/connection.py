@@ -584,6 +584,11 @@ class Connection:
         if self._reader is not None:
             self._reader.role.close_inherited()
 
+    def in_other_process(self) -> bool:
+        """True in a process forked after :meth:`open`, whether or not Python's at-fork
+        handlers ran there (uWSGI forks its workers from C)."""
+        return os.getpid() != self._pid
+
     def forked(self) -> None:
         """In a forked child: end the client's greenlets the child inherited (gevent, eventlet).
 

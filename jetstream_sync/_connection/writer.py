@@ -70,7 +70,12 @@ from typing import TYPE_CHECKING
 from .. import _protocol
 from .._deadline import WAIT_SLICE, Deadline
 from .._signals import INTERRUPTS, mend, raise_in_main, wait
-from ..errors import ConnectionClosedError, ReconnectBufferFullError, WriteBufferTimeoutError
+from ..errors import (
+    ConnectionClosedError,
+    ForkedClientError,
+    ReconnectBufferFullError,
+    WriteBufferTimeoutError,
+)
 from .wait import COOPERATIVE_SLICE, pause
 
 if TYPE_CHECKING:
@@ -129,6 +134,7 @@ class Writer:
         self._kicked = False  # the flusher was woken and has not run yet
         self._report = _protocol.send_report()  # what _send_now's last send took
         self._closed = False
+        self._pid = os.getpid()
         self.bytes_out = 0
         self.msgs_out = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -168,9 +174,11 @@ class Writer:
                 return
             if not urgent:
                 if not self._kicked:  # one wake-up per burst, not one per frame
+                    self._check_process()
                     self._kicked = True
                     self._kick.release()
                 return
+            self._check_process()
         self._send_now()
 
     def write_interest(self, frame: bytes) -> None:
@@ -196,6 +204,24 @@ class Writer:
             self._buf += frame
             spans += ((start, start + len(frame)),)  # after the frame: no call between
             self._send_here(False)
+
+    def _check_process(self) -> None:
+        """Under the lock, before this thread sends or wakes the flusher (once per burst):
+        refuse a process forked without Python's at-fork handlers.
+
+        uWSGI forks its workers from C, so the client cannot learn of that fork
+        from ``os.register_at_fork``. There no thread of this writer runs and the
+        socket is the parent's: a frame would wait unsent for good, and a send or
+        a reply read would mix with the parent's.
+
+        Raises:
+            ForkedClientError: this is not the process that connected.
+        """
+        if os.getpid() != self._pid:
+            raise ForkedClientError(
+                "this client was created before a fork that ran no at-fork handler "
+                "(uWSGI forks its workers from C); connect again in the child process"
+            )
 
     def _pruned_interest(self) -> deque[tuple[int, int]]:
         """Under the lock: the SUB/UNSUB spans, without those already sent.
@@ -298,6 +324,8 @@ class Writer:
         """
         if self._sending or self._transport is None:
             return False
+        if urgent or not self._kicked:
+            self._check_process()
         if urgent:
             return True  # _send_now takes the send turn
         if not self._kicked:

@@ -7,6 +7,7 @@ blocking call in the child fails the test instead of hanging the suite.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import signal
@@ -19,12 +20,19 @@ import jetstream_sync as js
 from tests.fixtures.polling import wait_for
 
 CHILD_DEADLINE = 10.0
+# libc's fork(), called directly: Python's at-fork handlers do not run in the child, as in
+# the workers uWSGI forks from C (without --lazy-apps or --py-call-osafterfork).
+c_fork = ctypes.CDLL(None, use_errno=True).fork
 
 
-def in_child(fn: Callable[[], object]) -> str:
-    """Run ``fn`` in a forked child; return ``"ok: <result>"`` or ``"<ErrorClass>: <text>"``."""
+def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str:
+    """Run ``fn`` in a child made by ``fork``.
+
+    Returns:
+        ``"ok: <result>"`` or ``"<ErrorClass>: <text>"``.
+    """
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    pid = fork()
     if pid == 0:  # the child: never returns into pytest
         code = 0
         try:
@@ -66,6 +74,38 @@ def test_in_child_reports_results_and_errors():
     """The harness itself: a result and an exception are each reported."""
     assert in_child(lambda: 42) == "ok: 42"
     assert in_child(lambda: 1 / 0).startswith("ZeroDivisionError")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda nc: nc.publish("forked.c", b"x"),
+        lambda nc: nc.flush(timeout=2),
+        lambda nc: nc.request("forked.c", b"x", timeout=2),
+        lambda nc: nc.subscribe("forked.c"),
+        lambda nc: nc.jetstream().account_info(),
+    ],
+    ids=["publish", "flush", "request", "subscribe", "jetstream"],
+)
+def test_a_fork_from_c_is_noticed_on_the_first_send(nc_fork, call):
+    """Forked from C (no at-fork handler ran), the child's first send raises
+    ForkedClientError instead of sharing the parent's socket (a publish otherwise sat
+    unsent in a buffer no thread serves; a flush or request read the parent's bytes);
+    then the client says it is not connected and close() returns at once."""
+
+    def use_then_close() -> tuple[bool, bool]:
+        try:
+            call(nc_fork)
+        except js.ForkedClientError:
+            pass
+        else:
+            raise AssertionError("the inherited client was used without ForkedClientError")
+        connected = nc_fork.is_connected
+        nc_fork.close()
+        return connected, nc_fork.is_closed
+
+    assert in_child(use_then_close, fork=c_fork) == "ok: (False, True)"
+    nc_fork.flush(timeout=5)  # the parent's connection is untouched
 
 
 def test_next_msg_without_timeout(nc_fork):

@@ -3,7 +3,7 @@ workers (with and without --preload), uWSGI with gevent and its monkey-patch, wi
 threads, and with neither (its defaults, where ``--enable-threads`` is off). 200
 requests, 50 at a time, over 2 worker processes; each request publishes to JetStream,
 makes a request/reply to a responder of its own worker and reads a Key-Value entry: all
-succeed."""
+succeed. And a client made at import in uWSGI's master is refused in its workers."""
 
 from __future__ import annotations
 
@@ -126,3 +126,55 @@ def test_every_request_succeeds(name, nats_server, web_state, tmp_path):
     assert 1 <= len(workers) <= 2 and server.process.pid not in workers
     assert len({a["seq"] for a in answers}) == REQUESTS
     assert web_state.stream("WEB").info().state.messages == REQUESTS + 1  # and the warm-up
+
+
+IMPORT_TIME_APP = """
+import json, os
+import jetstream_sync
+
+nc = jetstream_sync.connect(os.environ["NATS_URL"])  # at import: in uWSGI's master
+
+
+def app(environ, start_response):
+    environ["wsgi.input"].read()  # unread, uWSGI would reset the connection
+    try:
+        nc.publish("uwsgi.import", b"from a worker")
+        nc.flush(timeout=5)
+        answer = {"error": None}
+    except Exception as exc:
+        answer = {"error": type(exc).__name__, "connected": nc.is_connected}
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [json.dumps(answer).encode()]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_uwsgi_refuses_a_client_made_at_import_in_its_master(nats_server, tmp_path):
+    """uWSGI without --lazy-apps imports the app in its master and forks the workers
+    from C (no at-fork handler runs): a worker's publish through the master's client
+    raises ForkedClientError, and nothing of it reaches the server."""
+    uwsgi = Path(sys.executable).with_name("uwsgi")
+    if not uwsgi.exists():
+        pytest.skip("uwsgi is not installed")
+    (tmp_path / "import_time_app.py").write_text(IMPORT_TIME_APP)
+    command = [
+        part if part != str(EXAMPLES / "wsgi_app.py") else str(tmp_path / "import_time_app.py")
+        for part in _uwsgi()
+    ]
+    with jetstream_sync.connect(nats_server.url) as watcher:
+        sub = watcher.subscribe("uwsgi.import")
+        watcher.flush()
+        server = Server(command, nats_server.url, tmp_path)
+        try:
+            first = wait_for(
+                lambda: server.post("x"),
+                timeout=60, interval=0.1, ignore=(OSError, urllib.error.HTTPError),
+                message=lambda: f"uWSGI did not answer:\n{server.log.read_text()}",
+            )  # fmt: skip
+            answers = [first, *(server.post("x") for _ in range(5))]
+        finally:
+            server.stop()
+        assert answers == [{"error": "ForkedClientError", "connected": False}] * 6
+        watcher.publish("uwsgi.import", b"marker")  # what arrives first was sent first
+        assert sub.next_msg(timeout=10).data == b"marker"
