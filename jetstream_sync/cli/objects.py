@@ -237,9 +237,12 @@ def get(args: argparse.Namespace, out: Output) -> int:
 def _get_to_file(store: Any, name: str, target: str, progress: Progress) -> ObjectInfo:
     """Write into a temporary file beside ``target``; rename it only when complete and checked."""
     directory = os.path.dirname(os.path.abspath(target))
-    fd, partial = tempfile.mkstemp(
-        prefix=f".{Path(target).name}.", suffix=".partial", dir=directory
-    )
+    try:
+        fd, partial = tempfile.mkstemp(
+            prefix=f".{Path(target).name}.", suffix=".partial", dir=directory
+        )
+    except OSError as exc:  # named by the file asked for, not the hidden temporary one
+        raise OSError(exc.errno, exc.strerror, target) from None
     try:
         with os.fdopen(fd, "wb") as file:
             found: ObjectInfo = store.get_into(name, _CountingWriter(file, progress))

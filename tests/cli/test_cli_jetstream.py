@@ -312,3 +312,16 @@ def test_object_get_into_a_directory_says_so(cli, name, tmp_path):
         assert refused.code == 1
         assert f"{directory} is a directory: give --output a file name" in refused.stderr
     assert list(directory.iterdir()) == []
+
+
+def test_object_get_into_a_missing_directory_names_the_file_asked_for(cli, name, tmp_path):
+    """-O in a directory that does not exist exits 1 naming the file given (as ``object
+    put`` of a missing file does), not the hidden temporary file written first."""
+    ok(cli.run("object", "add", name, "--storage", "memory"))
+    ok(cli.run("object", "put", name, "-", "--name", "note", input=b"hello"))
+    target = tmp_path / "missing" / "note.txt"
+    refused = cli.run("object", "get", name, "note", "-O", str(target))
+    assert refused.code == 1
+    assert refused.stderr.splitlines() == [
+        f"jetstream-sync: error: No such file or directory: {target}"
+    ]
