@@ -157,8 +157,10 @@ def parse_info(raw: bytes) -> dict[str, Any]:
 
 
 _SILENT_SERVER = (
-    "timed out waiting for the server's INFO: a server configured with TLS handshake_first "
-    "says nothing until the client starts TLS (connect with tls_handshake_first=True)"
+    "timed out waiting for the server's INFO: the server accepted the connection but sent "
+    "nothing (it is frozen or overloaded, or it is not a NATS server; or it is configured "
+    "with TLS handshake_first, and waits for the client to start TLS: connect with "
+    "tls_handshake_first=True)"
 )
 
 

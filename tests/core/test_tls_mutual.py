@@ -123,3 +123,13 @@ def test_handshake_first_server_and_a_client_waiting_for_info(tmp_path, tls_mate
         assert "tls_handshake_first=True" in str(error)
     finally:
         server.stop()
+
+
+def test_a_frozen_server_is_not_blamed_on_tls_handshake_first(nats_server):
+    """A server that accepts but says nothing (frozen, overloaded) times out with a
+    message that names that case first: the handshake_first hint is one cause of several."""
+    with nats_server.freeze():
+        error = refused(nats_server.url)
+    assert isinstance(error.__cause__, TimeoutError)
+    assert "the server accepted the connection but sent nothing" in str(error)
+    assert "tls_handshake_first=True" in str(error)
