@@ -21,8 +21,10 @@ from tests.fixtures.polling import wait_for
 
 CHILD_DEADLINE = 10.0
 # libc's fork(), called directly: Python's at-fork handlers do not run in the child, as in
-# the workers uWSGI forks from C (without --lazy-apps or --py-call-osafterfork).
-c_fork = ctypes.CDLL(None, use_errno=True).fork
+# the workers uWSGI forks from C (without --lazy-apps or --py-call-osafterfork). Through
+# PyDLL, which keeps the GIL during the call, as uWSGI takes it around its fork: the child
+# of a fork made without it could find the GIL held by a parent's thread and never run.
+c_fork = ctypes.PyDLL(None, use_errno=True).fork
 
 
 def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str:
