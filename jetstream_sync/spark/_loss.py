@@ -77,19 +77,20 @@ class _LossCheck:
             DataLossError: a loss, and ``failOnDataLoss`` is true.
         """
         rng = self.rng
-        left = f"sequences {missing}..{rng.end}" if missing <= rng.end else "nothing"
+        planned = f"of its planned range {rng.start}..{rng.end}"
+        if missing <= rng.end:
+            left = f"sequences {missing}..{rng.end} {planned} were still to read"
+        else:
+            left = f"nothing {planned} was left to read"
         try:
             pos = stream_position(self.conn, rng.stream)
         except StreamNotFoundError:
-            data_loss(
-                f"stream {rng.stream!r} was deleted while {left} was still to read", self.fail
-            )
+            data_loss(f"stream {rng.stream!r} was deleted while {left}", self.fail)
             return rng.end + 1
         if pos.created != self.created:
             data_loss(
                 f"stream {rng.stream!r} was deleted and created again since the read was planned "
-                f"(created {self.created}, now {pos.created}): {left} of its planned range "
-                f"{rng.start}..{rng.end} was still to read",
+                f"(created {self.created}, now {pos.created}): {left}",
                 self.fail,
             )
             return rng.end + 1

@@ -149,8 +149,12 @@ def test_a_stream_deleted_since_planning_is_loss(shared_server, js, stream_name)
     _make(js, stream_name, 10, True)
     planned, conn = _task(shared_server, stream_name)
     js.delete_stream(stream_name)
-    with pytest.raises(DataLossError, match=f"stream {stream_name!r} was deleted"):
+    with pytest.raises(DataLossError) as raised:
         _read(planned, conn, True)
+    assert f"stream {stream_name!r} was deleted while sequences 1..10 of its planned range " in str(
+        raised.value
+    )
+    assert "1..10 were still to read" in str(raised.value)
 
 
 # --------------------------------------------------------------------------
