@@ -251,7 +251,7 @@ class WaitModeError(NatsError, RuntimeError):
     For example ``wait="threads"`` after gevent or eventlet patched the
     standard library, or a monkey-patch that left ``socket``, ``select`` or
     ``threading`` unpatched; the message names the mode and the fix (see
-    ``docs/threads-and-fork.md``).
+    ``docs/app-servers.md``).
     """
 
 
