@@ -21,6 +21,7 @@ from .._subjects import filter_subject
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
 from ._codec import merge_config
+from ._pull_stream import MessageIterator
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig
 from .info import ConsumerInfo
@@ -67,6 +68,22 @@ class PullSubscription:
                 f"no messages from {self.consumer.name!r} within {seconds_text(timeout)} s"
             )
         return msgs
+
+    def messages(
+        self,
+        max_messages: int = D.MESSAGES_MAX,
+        max_bytes: int | None = None,
+        expires: float = D.MESSAGES_EXPIRES,
+        heartbeat: float | None = None,
+    ) -> MessageIterator:
+        """Iterate the consumer's messages, blocking for each (``for msg in psub.messages()``).
+
+        The loop of nats.py's JetStream docs; it is :meth:`Consumer.messages`
+        (pre-fetching, surviving reconnects), to use in a ``with`` block or
+        end with ``stop()``. The loop waits as long as it takes;
+        ``it.next(timeout)`` raises ``TimeoutError`` when nothing comes in time.
+        """
+        return self.consumer.messages(max_messages, max_bytes, expires, heartbeat)
 
     def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
         """The consumer's current info.

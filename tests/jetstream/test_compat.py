@@ -159,3 +159,20 @@ def test_pull_subscribe_refuses_a_durable_filtering_other_subjects(js, stream):
     with pytest.raises(ValueError, match="filters on"):
         js.pull_subscribe(f"{stream.name}.b", durable="pulled")
     assert js.pull_subscribe(f"{stream.name}.a", durable="pulled").consumer.name == "pulled"
+
+
+def test_pull_subscription_messages_iterates_like_the_nats_py_docs(js, stream):
+    """nats.py's JetStream docs loop ``for msg in pull_sub.messages()``: it blocks and yields in order."""
+    subject = f"{stream.name}.jobs"
+    for i in range(3):
+        js.publish(subject, f"job {i}".encode())
+    psub = js.pull_subscribe(subject, durable="jobs")
+    got = []
+    with psub.messages(max_messages=2) as it:
+        for msg in it:
+            msg.ack_sync()
+            got.append(msg.data)
+            if len(got) == 3:
+                break
+    assert got == [b"job 0", b"job 1", b"job 2"]
+    assert psub.consumer_info().num_ack_pending == 0
