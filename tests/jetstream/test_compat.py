@@ -162,7 +162,7 @@ def test_pull_subscribe_refuses_a_durable_filtering_other_subjects(js, stream):
 
 
 def test_pull_subscription_messages_iterates_like_the_nats_py_docs(js, stream):
-    """nats.py's JetStream docs loop ``for msg in pull_sub.messages()``: it blocks and yields in order."""
+    """nats.py's JetStream docs loop ``for msg in pull_sub.messages()``: blocks, in order."""
     subject = f"{stream.name}.jobs"
     for i in range(3):
         js.publish(subject, f"job {i}".encode())
