@@ -648,6 +648,7 @@ class Client:
         data: bytes | str,
         headers: HeadersIn | None = None,
         ack: bool = False,
+        timeout: float | None = None,
     ) -> None:
         """Publish to the reply subject of a received message: the seam :class:`Msg` uses.
 
@@ -666,8 +667,11 @@ class Client:
                 path of every consumer). Otherwise the reply is checked as
                 :meth:`publish` checks and written at once when the socket is
                 idle (latency of a request's answer).
+            timeout: seconds to wait for room in the write buffer (checked by
+                the caller); None: until there is room or the connection is lost.
 
         Raises:
+            WriteBufferTimeoutError: no room within ``timeout``; nothing was sent.
             ConnectionClosedError: the client is closed.
             ForkedClientError: called in a process forked after the client connected.
             BadSubjectError, BadHeaderError, MaxPayloadError, LimitExceededError:
@@ -683,25 +687,27 @@ class Client:
                 frame = b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data)
             else:
                 frame %= subject
-            self._send(frame, msgs=1)
+            self._send(frame, msgs=1, deadline=timeout)
             return
         frame = self._encode_publish(reply, data, None, headers)
-        self._send(frame, urgent=True, msgs=1)
+        self._send(frame, urgent=True, msgs=1, deadline=timeout)
 
-    def send_acks(self, frames: bytes, count: int) -> None:
+    def send_acks(self, frames: bytes, count: int, timeout: float | None = None) -> None:
         """Queue acknowledgement frames in one write: the seam of ``Msg.ack`` and ``ack_batch``.
 
         ``frames`` are whole PUB frames to ack subjects the server gave, made
         by :mod:`jetstream_sync.msg`: appended as they are, unchecked, and
-        coalesced with other writes. Blocks like :meth:`send_reply`.
+        coalesced with other writes. Blocks like :meth:`send_reply`, up to
+        ``timeout`` (checked by the caller).
 
         Raises:
+            WriteBufferTimeoutError: no room within ``timeout``; nothing was sent.
             ConnectionClosedError: the client is closed.
             ForkedClientError: called in a process forked after the client connected.
         """
         if self._closed or self._forked:
             self._check_usable()
-        self._send(frames, False, count)
+        self._send(frames, False, count, timeout)
 
     # ------------------------------------------------------------------ subscribe
 

@@ -14,6 +14,7 @@ from ._ack_subject import ACK_PREFIX as _ACK_PREFIX
 from ._ack_subject import IN_PROGRESS as _WPI
 from ._ack_subject import NAK as _NAK
 from ._ack_subject import MsgMetadata, nak_body, parse_metadata, term_body
+from ._deadline import check_timeout
 from ._reply import STATUS_OPENINGS
 from .errors import (
     MsgAlreadyAckedError,
@@ -46,10 +47,11 @@ class AckSender(Protocol):
         data: bytes | str,
         headers: Mapping[str, str | Sequence[str]] | None = None,
         ack: bool = False,
+        timeout: float | None = None,
     ) -> None:
         """Publish to a reply subject the server gave (see ``Client.send_reply``)."""
 
-    def send_acks(self, frames: bytes, count: int) -> None:
+    def send_acks(self, frames: bytes, count: int, timeout: float | None = None) -> None:
         """Queue ``count`` acknowledgement frames in one write (see ``Client.send_acks``)."""
 
     def request(
@@ -135,7 +137,7 @@ def header_block(msg: Msg) -> bytes | None:
     return msg._raw_headers
 
 
-def ack_batch(msgs: Iterable[Msg]) -> None:
+def ack_batch(msgs: Iterable[Msg], timeout: float | None = None) -> None:
     """Acknowledge every message of ``msgs`` (``+ACK``) with one write per client.
 
     What ``for msg in msgs: msg.ack()`` does, at a fraction of the cost: the
@@ -148,13 +150,19 @@ def ack_batch(msgs: Iterable[Msg]) -> None:
     Args:
         msgs: messages a JetStream consumer delivered (a ``fetch()`` result,
             for example); an empty list sends nothing.
+        timeout: seconds each client's write may wait for room in its write
+            buffer (default 5).
 
     Raises:
+        WriteBufferTimeoutError: (a ``TimeoutError``) no room in time (a server
+            that reads nothing): the messages of that client, and of the clients
+            after it, were not sent and are not marked.
         NotJetStreamMsgError: a message did not come from a JetStream consumer.
         MsgAlreadyAckedError: a message was already acked, nak'ed or
             terminated (or appears twice in ``msgs``).
         ConnectionClosedError: a client is closed.
     """
+    wait = check_timeout("timeout", timeout, D.JS_TIMEOUT)
     marked: list[Msg] = []
     replies: list[bytes] = []
     client = None
@@ -186,7 +194,7 @@ def ack_batch(msgs: Iterable[Msg]) -> None:
             return
         for owner, group_replies in [(client, replies), *(others or {}).values()]:
             owner.send_acks(
-                b"PUB " + _ACK_SEPARATOR.join(group_replies) + _ACK_TAIL, len(group_replies)
+                b"PUB " + _ACK_SEPARATOR.join(group_replies) + _ACK_TAIL, len(group_replies), wait
             )
             sent.add(id(owner))
     except BaseException:  # a refused check or write sent nothing: those are not acked
@@ -369,22 +377,31 @@ class Msg:
         """True once :meth:`ack`, :meth:`nak` or :meth:`term` was sent for this message."""
         return self._ackd
 
-    def _send_ack(self, body: bytes, final: bool) -> None:
+    def _send_ack(self, body: bytes, final: bool, timeout: float | None) -> None:
+        wait = check_timeout("timeout", timeout, D.JS_TIMEOUT)
         reply = self.reply
         if not reply.startswith(_ACK_PREFIX) or self._client is None:
             raise NotJetStreamMsgError(f"not a JetStream message (reply {reply!r})")
         if final and self._ackd:
             raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
-        self._client.send_reply(reply, body, ack=True)
+        self._client.send_reply(reply, body, ack=True, timeout=wait)
         if final:  # marked once sent: a send that raised sent nothing
             self._ackd = True
 
-    def ack(self) -> None:
+    def ack(self, timeout: float | None = None) -> None:
         """Acknowledge the message (fire and forget; returns once buffered).
 
         To acknowledge many messages at once, :func:`ack_batch` is cheaper.
 
+        Args:
+            timeout: seconds to wait for room in the write buffer (default 5):
+                it blocks only while more than 32 MiB wait for a server that
+                reads nothing.
+
         Raises:
+            WriteBufferTimeoutError: (a ``TimeoutError``) no room in time: the
+                ack was not sent, the message is not acknowledged, and the
+                server redelivers it after ``ack_wait`` unless it is acked again.
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
             ConnectionClosedError: the client is closed.
@@ -393,10 +410,15 @@ class Msg:
         # received (never decoded), and written as it is.
         client = self._client
         reply = self._raw_reply or self._reply_bytes()
-        if self._ackd or client is None or not reply.startswith(_ACK_PREFIX_BYTES):
-            self._send_ack(_ACK, True)  # raises what applies
+        if (
+            self._ackd
+            or client is None
+            or not reply.startswith(_ACK_PREFIX_BYTES)
+            or timeout is not None
+        ):
+            self._send_ack(_ACK, True, timeout)  # checks the timeout, raises what applies
             return
-        client.send_acks(_ACK_FRAME % reply, 1)
+        client.send_acks(_ACK_FRAME % reply, 1, D.JS_TIMEOUT)
         self._ackd = True  # once sent: a send that raised sent nothing
 
     def ack_sync(self, timeout: float | None = None) -> None:
@@ -442,40 +464,45 @@ class Msg:
 
     double_ack = ack_sync
 
-    def nak(self, delay: float | None = None) -> None:
+    def nak(self, delay: float | None = None, timeout: float | None = None) -> None:
         """Negatively acknowledge: ask for redelivery, at once or after ``delay`` seconds.
 
+        ``timeout`` is as in :meth:`ack`.
+
         Raises:
+            WriteBufferTimeoutError: no room to send it in time (see :meth:`ack`).
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
             ValueError: ``delay`` is NaN or infinite.
         """
-        if delay is None:
-            self._send_ack(_NAK, True)
-            return
-        self._send_ack(nak_body(delay), True)
+        self._send_ack(_NAK if delay is None else nak_body(delay), True, timeout)
 
-    def in_progress(self) -> None:
+    def in_progress(self, timeout: float | None = None) -> None:
         """Tell the server the message is still being worked on (resets its ack wait).
 
-        May be sent any number of times before the final ack.
+        May be sent any number of times before the final ack. ``timeout`` is as in
+        :meth:`ack`.
 
         Raises:
+            WriteBufferTimeoutError: no room to send it in time (see :meth:`ack`).
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
         if self._ackd:
             raise MsgAlreadyAckedError(f"message {self.reply!r} was already acknowledged")
-        self._send_ack(_WPI, False)
+        self._send_ack(_WPI, False, timeout)
 
-    def term(self, reason: str | None = None) -> None:
+    def term(self, reason: str | None = None, timeout: float | None = None) -> None:
         """Tell the server never to redeliver the message (``reason`` goes to the advisory).
 
+        ``timeout`` is as in :meth:`ack`.
+
         Raises:
+            WriteBufferTimeoutError: no room to send it in time (see :meth:`ack`).
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
         """
-        self._send_ack(term_body(reason), True)
+        self._send_ack(term_body(reason), True, timeout)
 
     def __repr__(self) -> str:
         return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}>"

@@ -62,7 +62,11 @@ class JetStreamSubscription:
     Take messages with :meth:`next_msg` or by iterating, unless it was made
     with ``cb=``: the callback then runs on the subscription's own thread,
     in order, and (unless ``manual_ack``) each message is acked after the
-    callback returns. Flow control and heartbeats are handled for you.
+    callback returns. That ack waits for room in the write buffer up to the
+    context's ``timeout`` at most; one that cannot be sent in time (a frozen
+    server) goes to the client's ``error_cb`` as a ``WriteBufferTimeoutError``
+    and the server redelivers the message after ``ack_wait``. Flow control
+    and heartbeats are handled for you.
 
     When the consumer has ``idle_heartbeat`` and two heartbeats in a row do
     not come while the client is connected (the consumer or its stream was
@@ -162,7 +166,9 @@ class JetStreamSubscription:
             return
         self._cb(msg)  # type: ignore[misc]
         if self._auto_ack and not msg.is_acked and msg.reply:
-            msg.ack()
+            # Bounded: unsubscribe() and close() wait for this call. An ack that finds
+            # no room in time raises to error_cb; the server redelivers after ack_wait.
+            msg.ack(timeout=self._ctx.timeout)
 
     # -- taking messages ----------------------------------------------------------
 

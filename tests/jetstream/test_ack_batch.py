@@ -11,6 +11,8 @@ import jetstream_sync
 from jetstream_sync import MsgAlreadyAckedError, NotJetStreamMsgError, ack_batch
 from jetstream_sync.msg import Msg
 from tests.fixtures.polling import wait_for
+from tests.fixtures.server import stopped
+from tests.fixtures.stall import fill_past_high_water
 
 
 def _fill(js, stream, n: int, token: str = "m") -> None:
@@ -27,9 +29,9 @@ def _count_writes(monkeypatch, client) -> list[int]:
     writes: list[int] = []
     send = client.send_acks
 
-    def counting(frames: bytes, count: int) -> None:
+    def counting(frames: bytes, count: int, timeout: float | None = None) -> None:
         writes.append(count)
-        send(frames, count)
+        send(frames, count, timeout)
 
     monkeypatch.setattr(client, "send_acks", counting)
     return writes
@@ -169,3 +171,23 @@ def test_a_closed_client_raises(shared_server, js, stream):
         with pytest.raises(jetstream_sync.ConnectionClosedError):
             final()
         assert not msgs[0].is_acked
+
+
+def test_a_batch_that_finds_no_room_times_out_unsent(nats_server):
+    """A frozen server behind a full write buffer: ack_batch gives up after ``timeout``
+    with WriteBufferTimeoutError and marks none acked; they ack once the server reads."""
+    with jetstream_sync.connect(nats_server.url, ping_interval=60) as nc:
+        ctx = nc.jetstream()
+        stream = ctx.create_stream(name="BATCHROOM", subjects=["batchroom"])
+        for i in range(3):
+            ctx.publish("batchroom", b"%d" % i)
+        cons = stream.create_consumer(durable_name="d")
+        msgs = cons.fetch(3, timeout=5)
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            with pytest.raises(jetstream_sync.WriteBufferTimeoutError):
+                ack_batch(msgs, timeout=0.5)
+            assert not any(m.is_acked for m in msgs)
+        ack_batch(msgs)
+        nc.flush(timeout=30)
+        assert cons.info().num_ack_pending == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import jetstream_sync
@@ -178,3 +180,70 @@ def test_ack_sync_that_found_no_room_to_send_can_be_sent_again(nats_server):
             assert not msg.is_acked
         msg.ack_sync(timeout=30)
         assert msg.is_acked and cons.info().num_ack_pending == 0
+
+
+@pytest.mark.parametrize(
+    "send",
+    [
+        lambda msg: msg.ack(timeout=0.5),
+        lambda msg: msg.nak(timeout=0.5),
+        lambda msg: msg.term("bad", timeout=0.5),
+        lambda msg: msg.in_progress(timeout=0.5),
+    ],
+    ids=["ack", "nak", "term", "in_progress"],
+)
+def test_ack_that_found_no_room_to_send_times_out_unsent(nats_server, send):
+    """A frozen server behind a full write buffer: ack, nak, term and in_progress give up
+    after ``timeout`` with WriteBufferTimeoutError, nothing sent and the message not acked,
+    instead of waiting until the connection is declared stale."""
+    with jetstream_sync.connect(nats_server.url, ping_interval=60) as nc:
+        ctx = nc.jetstream()
+        stream = ctx.create_stream(name="ACKROOM", subjects=["ackroom"])
+        ctx.publish("ackroom", b"1")
+        cons = stream.create_consumer(durable_name="d")
+        msg = cons.fetch(1, timeout=5)[0]
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            with pytest.raises(jetstream_sync.WriteBufferTimeoutError):
+                send(msg)
+            assert not msg.is_acked
+        msg.ack()
+        nc.flush(timeout=30)
+        assert cons.info().num_ack_pending == 0
+
+
+def test_ack_timeout_is_checked_before_sending(js, stream):
+    """A bad ack timeout is a ValueError; nothing is sent and the message stays unacked."""
+    js.publish(f"{stream.name}.a", b"1")
+    msg = stream.create_consumer().fetch(1, timeout=2)[0]
+    for bad in (0, -1, float("nan"), "1"):
+        for send in (msg.ack, msg.nak, msg.in_progress, msg.term):
+            with pytest.raises((ValueError, TypeError)):
+                send(timeout=bad)
+    assert not msg.is_acked
+
+
+def test_auto_ack_to_a_frozen_server_lets_unsubscribe_return(nats_server):
+    """A push callback's automatic ack that finds no room gives up after the context's
+    timeout and is reported to error_cb (the server redelivers after ack_wait):
+    unsubscribe() returns while the server is still frozen."""
+    errors: list[BaseException] = []
+    with jetstream_sync.connect(nats_server.url, ping_interval=60, error_cb=errors.append) as nc:
+        ctx = nc.jetstream(timeout=0.5)
+        ctx.create_stream(name="AUTOACK", subjects=["autoack"])
+        entered = threading.Event()
+        release = threading.Event()
+
+        def handler(msg):
+            entered.set()
+            release.wait(30)
+
+        sub = ctx.subscribe("autoack", cb=handler)
+        ctx.publish("autoack", b"1")
+        assert entered.wait(10)
+        with stopped(nats_server):
+            fill_past_high_water(nc)
+            release.set()
+            sub.unsubscribe()
+            wait_for(lambda: errors)
+        assert isinstance(errors[0], jetstream_sync.WriteBufferTimeoutError)
