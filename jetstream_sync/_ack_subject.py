@@ -134,7 +134,13 @@ def nak_body(delay: float | None) -> bytes:
 
 
 def term_body(reason: str | None) -> bytes:
-    """The body of a terminate acknowledgement, with an optional reason."""
+    """The body of a terminate acknowledgement, with an optional reason.
+
+    Raises:
+        TypeError: ``reason`` is not a str.
+    """
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"reason must be a str, not {type(reason).__name__}")
     if not reason:
         return TERM
     return TERM + b" " + reason.encode()

@@ -676,6 +676,8 @@ class Client:
             ForkedClientError: called in a process forked after the client connected.
             BadSubjectError, BadHeaderError, MaxPayloadError, LimitExceededError:
                 a response (not an ack) is not valid; nothing was sent.
+            MaxPayloadError: an ack body (a term reason) passes ``max_payload``;
+                nothing was sent.
         """
         if self._closed or self._forked:
             self._check_usable()
@@ -684,6 +686,11 @@ class Client:
             subject = reply.encode("utf-8", "surrogateescape")
             frame = _ACK_FRAMES.get(data)
             if frame is None:
+                if len(data) > self._max_payload:  # a long term reason: the server would hang up
+                    raise MaxPayloadError(
+                        f"acknowledgement is {len(data)} bytes; the server accepts "
+                        f"{self._max_payload}"
+                    )
                 frame = b"PUB %s %d\r\n%s\r\n" % (subject, len(data), data)
             else:
                 frame %= subject

@@ -501,6 +501,9 @@ class Msg:
             WriteBufferTimeoutError: no room to send it in time (see :meth:`ack`).
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
+            TypeError: ``reason`` is not a str.
+            MaxPayloadError: ``reason`` is longer than the server's ``max_payload``
+                allows; nothing was sent.
         """
         self._send_ack(term_body(reason), True, timeout)
 

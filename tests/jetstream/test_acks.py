@@ -247,3 +247,27 @@ def test_auto_ack_to_a_frozen_server_lets_unsubscribe_return(nats_server):
             sub.unsubscribe()
             wait_for(lambda: errors)
         assert isinstance(errors[0], jetstream_sync.WriteBufferTimeoutError)
+
+
+def test_term_reason_past_max_payload_is_refused_before_sending(nc, js, stream):
+    """A term reason that makes the ack pass max_payload raises MaxPayloadError with
+    nothing sent: the server would close the connection of every thread."""
+    js.publish(f"{stream.name}.a", b"1")
+    msg = stream.create_consumer().fetch(1, timeout=2)[0]
+    with pytest.raises(jetstream_sync.MaxPayloadError):
+        msg.term(reason="r" * nc.max_payload)
+    assert not msg.is_acked
+    nc.flush(timeout=5)
+    assert nc.stats.reconnects == 0
+    msg.term(reason="fine")
+    assert msg.is_acked
+
+
+@pytest.mark.parametrize("reason", [5, b"bytes", ["x"]])
+def test_term_reason_that_is_not_a_str_is_a_type_error(js, stream, reason):
+    """term(reason=) takes a str: anything else is a TypeError before sending."""
+    js.publish(f"{stream.name}.a", b"1")
+    msg = stream.create_consumer().fetch(1, timeout=2)[0]
+    with pytest.raises(TypeError, match="reason"):
+        msg.term(reason=reason)
+    assert not msg.is_acked
