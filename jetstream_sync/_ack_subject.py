@@ -31,6 +31,7 @@ ACK = b"+ACK"
 NAK = b"-NAK"
 IN_PROGRESS = b"+WPI"
 TERM = b"+TERM"
+_MAX_NS = 2**63 - 1  # a Go time.Duration: what the server reads a nak delay into
 
 __all__ = [
     "ACK",
@@ -126,10 +127,18 @@ def parse_metadata(reply: str) -> MsgMetadata:
 
 
 def nak_body(delay: float | None) -> bytes:
-    """The body of a negative acknowledgement, with an optional redelivery delay in seconds."""
+    """The body of a negative acknowledgement, with an optional redelivery delay in seconds.
+
+    Raises:
+        TypeError: ``delay`` is not a number.
+        ValueError: ``delay`` is NaN, infinite, or longer than int64 nanoseconds hold
+            (about 292 years: the server would read a bad delay and redeliver at once).
+    """
     if delay is None:
         return NAK
     ns = seconds_to_ns(delay, "delay")
+    if ns > _MAX_NS:
+        raise ValueError(f"delay: must be at most {_MAX_NS // 10**9} seconds, got {delay!r}")
     return NAK + b" " + json.dumps({"delay": ns}).encode()
 
 

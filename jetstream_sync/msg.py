@@ -473,7 +473,8 @@ class Msg:
             WriteBufferTimeoutError: no room to send it in time (see :meth:`ack`).
             MsgAlreadyAckedError: the message was already acked, nak'ed or terminated.
             NotJetStreamMsgError: the message did not come from a JetStream consumer.
-            ValueError: ``delay`` is NaN or infinite.
+            ValueError: ``delay`` is NaN, infinite or past about 292 years (what
+                the wire's int64 nanoseconds hold); nothing was sent.
         """
         self._send_ack(_NAK if delay is None else nak_body(delay), True, timeout)
 

@@ -271,3 +271,15 @@ def test_term_reason_that_is_not_a_str_is_a_type_error(js, stream, reason):
     with pytest.raises(TypeError, match="reason"):
         msg.term(reason=reason)
     assert not msg.is_acked
+
+
+@pytest.mark.parametrize("delay", [10**12, 1e11, 2**63])
+def test_nak_delay_past_int64_nanoseconds_is_refused_before_sending(js, stream, delay):
+    """A nak delay past what the wire's int64 nanoseconds hold (about 292 years) is a
+    ValueError, nothing sent: the server reads it as a bad delay and redelivers at once,
+    the opposite of what was asked."""
+    js.publish(f"{stream.name}.a", b"1")
+    msg = stream.create_consumer().fetch(1, timeout=2)[0]
+    with pytest.raises(ValueError, match="delay"):
+        msg.nak(delay=delay)
+    assert not msg.is_acked
