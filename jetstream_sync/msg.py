@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, SupportsIndex
@@ -31,6 +32,8 @@ _ACK_TAIL = b" %d\r\n%s\r\n" % (len(_ACK), _ACK)
 _ACK_SEPARATOR = _ACK_TAIL + b"PUB "
 _ACK_FRAME = b"PUB %s" + _ACK_TAIL
 _new = object.__new__
+# Makes "not acknowledged yet? then it is mine" one step for threads racing on a message.
+_CLAIM = threading.Lock()
 
 
 class AckSender(Protocol):
@@ -168,28 +171,30 @@ def ack_batch(msgs: Iterable[Msg], timeout: float | None = None) -> None:
     client = None
     others: dict[int, tuple[AckSender, list[bytes]]] | None = None
     sent: set[int] = set()  # the clients whose write went out
+    batch = list(msgs)  # an iterable runs no code of the caller's under the lock
     try:
-        for msg in msgs:
-            owner = msg._client
-            reply = msg._raw_reply or msg._reply_bytes()
-            if owner is None or not reply.startswith(_ACK_PREFIX_BYTES):
-                raise NotJetStreamMsgError(f"not a JetStream message (reply {msg.reply!r})")
-            if msg._ackd:
-                raise MsgAlreadyAckedError(f"message {msg.reply!r} was already acknowledged")
-            msg._ackd = True  # a second sight of the same message in msgs is caught above
-            marked.append(msg)
-            if client is None:
-                client = owner
-            if owner is client:
-                replies.append(reply)
-                continue
-            if others is None:
-                others = {}
-            group = others.get(id(owner))
-            if group is None:
-                others[id(owner)] = (owner, [reply])
-            else:
-                group[1].append(reply)
+        with _CLAIM:
+            for msg in batch:
+                owner = msg._client
+                reply = msg._raw_reply or msg._reply_bytes()
+                if owner is None or not reply.startswith(_ACK_PREFIX_BYTES):
+                    raise NotJetStreamMsgError(f"not a JetStream message (reply {msg.reply!r})")
+                if msg._ackd:
+                    raise MsgAlreadyAckedError(f"message {msg.reply!r} was already acknowledged")
+                msg._ackd = True  # a second sight of the same message in msgs is caught above
+                marked.append(msg)
+                if client is None:
+                    client = owner
+                if owner is client:
+                    replies.append(reply)
+                    continue
+                if others is None:
+                    others = {}
+                group = others.get(id(owner))
+                if group is None:
+                    others[id(owner)] = (owner, [reply])
+                else:
+                    group[1].append(reply)
         if client is None:
             return
         for owner, group_replies in [(client, replies), *(others or {}).values()]:
@@ -374,19 +379,37 @@ class Msg:
 
     @property
     def is_acked(self) -> bool:
-        """True once :meth:`ack`, :meth:`nak` or :meth:`term` was sent for this message."""
+        """True once :meth:`ack`, :meth:`nak` or :meth:`term` was sent (or is being sent).
+
+        One of them that fails having sent nothing sets it back to False.
+        """
         return self._ackd
+
+    def _claim(self) -> None:
+        """Mark the message acknowledged, unless it was (one step for racing threads).
+
+        Raises:
+            MsgAlreadyAckedError: it was already acked, nak'ed or terminated.
+        """
+        with _CLAIM:
+            if self._ackd:
+                raise MsgAlreadyAckedError(f"message {self.reply!r} was already acknowledged")
+            self._ackd = True
 
     def _send_ack(self, body: bytes, final: bool, timeout: float | None) -> None:
         wait = check_timeout("timeout", timeout, D.JS_TIMEOUT)
         reply = self.reply
         if not reply.startswith(_ACK_PREFIX) or self._client is None:
             raise NotJetStreamMsgError(f"not a JetStream message (reply {reply!r})")
-        if final and self._ackd:
-            raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
-        self._client.send_reply(reply, body, ack=True, timeout=wait)
-        if final:  # marked once sent: a send that raised sent nothing
-            self._ackd = True
+        if not final:
+            self._client.send_reply(reply, body, ack=True, timeout=wait)
+            return
+        self._claim()
+        try:
+            self._client.send_reply(reply, body, ack=True, timeout=wait)
+        except BaseException:  # a send that raised sent nothing
+            self._ackd = False
+            raise
 
     def ack(self, timeout: float | None = None) -> None:
         """Acknowledge the message (fire and forget; returns once buffered).
@@ -410,16 +433,18 @@ class Msg:
         # received (never decoded), and written as it is.
         client = self._client
         reply = self._raw_reply or self._reply_bytes()
-        if (
-            self._ackd
-            or client is None
-            or not reply.startswith(_ACK_PREFIX_BYTES)
-            or timeout is not None
-        ):
+        if client is None or not reply.startswith(_ACK_PREFIX_BYTES) or timeout is not None:
             self._send_ack(_ACK, True, timeout)  # checks the timeout, raises what applies
             return
-        client.send_acks(_ACK_FRAME % reply, 1, D.JS_TIMEOUT)
-        self._ackd = True  # once sent: a send that raised sent nothing
+        with _CLAIM:  # self._claim() inline: the hot path of every consumer
+            if self._ackd:
+                raise MsgAlreadyAckedError(f"message {self.reply!r} was already acknowledged")
+            self._ackd = True
+        try:
+            client.send_acks(_ACK_FRAME % reply, 1, D.JS_TIMEOUT)
+        except BaseException:  # a send that raised sent nothing
+            self._ackd = False
+            raise
 
     def ack_sync(self, timeout: float | None = None) -> None:
         """Acknowledge and block until the server confirms it (a "double ack").
@@ -446,9 +471,7 @@ class Msg:
         reply = self.reply
         if not reply.startswith(_ACK_PREFIX) or self._client is None:
             raise NotJetStreamMsgError(f"not a JetStream message (reply {reply!r})")
-        if self._ackd:
-            raise MsgAlreadyAckedError(f"message {reply!r} was already acknowledged")
-        self._ackd = True
+        self._claim()
         try:
             self._client.request(reply, _ACK, timeout=D.JS_TIMEOUT if timeout is None else timeout)
         except WriteBufferTimeoutError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -283,3 +284,38 @@ def test_nak_delay_past_int64_nanoseconds_is_refused_before_sending(js, stream, 
     with pytest.raises(ValueError, match="delay"):
         msg.nak(delay=delay)
     assert not msg.is_acked
+
+
+def test_one_message_acked_from_16_threads_is_sent_once(js, stream):
+    """16 threads ack, nak or term one message at once: exactly one of them sends; the
+    others get MsgAlreadyAckedError (the check and the claim are one step)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows
+    try:
+        for i in range(40):
+            js.publish(f"{stream.name}.a", b"%d" % i)
+        msgs = stream.create_consumer(ack_wait=30).fetch(40, timeout=5)
+        assert len(msgs) == 40
+        for n, msg in enumerate(msgs):
+            send = (msg.ack, msg.term, msg.nak, msg.ack_sync)[n % 4]
+            barrier = threading.Barrier(16)
+            sent: list[int] = []
+            refused: list[int] = []
+
+            def race(send=send, barrier=barrier, sent=sent, refused=refused) -> None:
+                barrier.wait()
+                try:
+                    send()
+                except MsgAlreadyAckedError:
+                    refused.append(1)
+                else:
+                    sent.append(1)
+
+            threads = [threading.Thread(target=race) for _ in range(16)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert (len(sent), len(refused)) == (1, 15)
+    finally:
+        sys.setswitchinterval(interval)
