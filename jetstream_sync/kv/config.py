@@ -199,10 +199,12 @@ class KeyValueConfig:
         origin = source.name.removeprefix(STREAM_PREFIX)
         if source.external is not None and origin == self.bucket:
             return _kv_stream(source)
-        key_filter = source.filter_subject or ">"
-        if not key_filter.startswith("$KV."):
-            key_filter = f"$KV.{origin}.{key_filter}"
-        transform = SubjectTransform(src=key_filter, dest=f"$KV.{self.bucket}.>")
+        keys, src_bucket = source.filter_subject or ">", origin
+        if keys.startswith("$KV."):
+            src_bucket, _, keys = keys.removeprefix("$KV.").partition(".")
+        transform = SubjectTransform(
+            src=f"$KV.{src_bucket}.{keys}", dest=f"$KV.{self.bucket}.{_same_keys(keys)}"
+        )
         return attrs.evolve(
             source,
             name=stream_name(origin),
@@ -232,6 +234,21 @@ class KeyValueConfig:
                 limit_marker_ttl=config.subject_delete_marker_ttl or None,
                 metadata=strip_nats(config.metadata) or None,
             )
+
+
+def _same_keys(keys: str) -> str:
+    """The transform destination giving each key matched by ``keys`` its own name.
+
+    The server refuses a ``*`` in a destination; ``{{wildcard(n)}}`` names the
+    n-th one of the source, and a trailing ``>`` maps onto itself.
+    """
+    tokens = keys.split(".")
+    n = 0
+    for i, token in enumerate(tokens):
+        if token == "*":
+            n += 1
+            tokens[i] = f"{{{{wildcard({n})}}}}"
+    return ".".join(tokens)
 
 
 def _unlimited(value: int | None) -> int | None:

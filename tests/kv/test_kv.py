@@ -423,6 +423,36 @@ def test_sources_aggregate_buckets(js, bucket):
             js.delete_key_value(name)
 
 
+def test_a_filtered_source_keeps_its_keys(js, bucket):
+    """A source's filter_subject picks keys; they keep their names in the aggregate.
+
+    A filter with ``>`` once dropped its literal tokens (``cfg.x`` arrived as ``x``), and a
+    literal filter or one with ``*`` made a transform the server refused."""
+    a, b, c, agg = bucket + "_A", bucket + "_B", bucket + "_C", bucket
+    try:
+        kv_a = js.create_key_value(bucket=a)
+        kv_a.put("cfg.x", b"from a")
+        kv_a.put("other", b"not sourced")
+        js.create_key_value(bucket=b).put("q", b"from b")
+        js.create_key_value(bucket=c).put("p.1", b"from c")
+        kv = js.create_key_value(
+            bucket=agg,
+            sources=[
+                StreamSource(name=a, filter_subject="cfg.>"),
+                StreamSource(name=b, filter_subject="q"),
+                StreamSource(name=c, filter_subject=f"$KV.{c}.p.*"),
+            ],
+        )
+        assert wait_for(lambda: _value(kv, "q") == b"from b", timeout=20)
+        assert wait_for(lambda: _value(kv, "cfg.x") == b"from a", timeout=20)
+        assert wait_for(lambda: _value(kv, "p.1") == b"from c", timeout=20)
+        assert sorted(kv.keys()) == ["cfg.x", "p.1", "q"]
+        assert js.update_key_value(kv.info()).info() == kv.info()
+    finally:
+        for name in (a, b, c):
+            js.delete_key_value(name)
+
+
 def _value(kv: nats_sync.KeyValue, key: str) -> bytes | None:
     try:
         return kv.get(key).value

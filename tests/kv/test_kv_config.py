@@ -148,6 +148,7 @@ def test_sources_get_transforms_unless_given():
     assert a.subject_transforms[0].dest == "$KV.AGG.>"
     assert b.name == "KV_B" and b.filter_subject is None
     assert b.subject_transforms[0].src == "$KV.B.NEW.>"
+    assert b.subject_transforms[0].dest == "$KV.AGG.NEW.>"  # the keys keep their names
     assert events.name == "EVENTS" and events.subject_transforms == (own,)
     assert s.subjects == ("$KV.AGG.>",)
 
