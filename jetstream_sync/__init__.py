@@ -139,6 +139,7 @@ from .jetstream.config import (
     Republish,
     StreamConfig,
     StreamConsumerLimits,
+    StreamConsumerSource,
     StreamSource,
     SubjectTransform,
 )
@@ -300,6 +301,7 @@ __all__ = [
     "Stream",
     "StreamConfig",
     "StreamConsumerLimits",
+    "StreamConsumerSource",
     "StreamInfo",
     "StreamInvalidConfigError",
     "StreamMirrorNotUpdatableError",

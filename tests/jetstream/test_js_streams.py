@@ -313,12 +313,38 @@ def test_mirror_and_sourced_stream(ctx, name):
         sources=[StreamSource(name=name, filter_subject=f"{name}.s1")],
     )
     try:
-        wait_for(lambda: mirror.info().state.messages == 10, timeout=10)
-        wait_for(lambda: sourced.info().state.messages == 3, timeout=10)
+        assert wait_for(lambda: mirror.info().state.messages == 10, timeout=10)
+        assert wait_for(lambda: sourced.info().state.messages == 3, timeout=10)
         assert mirror.cached_info.mirror.name == name
         assert sourced.cached_info.sources[0].name == name
     finally:
         ctx.delete_stream(f"{name}_M")
+        ctx.delete_stream(f"{name}_S")
+
+
+def test_source_a_work_queue_through_its_consumer(ctx, name):
+    """A stream sources a work queue through a durable push consumer (2.14+), named by
+    ``js.StreamConsumerSource``; its info round-trips through update_stream unchanged."""
+    queue = ctx.create_stream(name=name, subjects=[f"{name}.>"], retention="workqueue")
+    _fill(ctx, name, 5)
+    deliver = f"deliver.{name}"
+    queue.create_consumer(
+        durable_name="c",
+        deliver_subject=deliver,
+        ack_policy=js.AckPolicy.FLOW_CONTROL,
+        flow_control=True,
+        idle_heartbeat=1.0,
+    )
+    source = js.StreamSource(
+        name=name, consumer=js.StreamConsumerSource(name="c", deliver_subject=deliver)
+    )
+    copy = ctx.create_stream(name=f"{name}_S", sources=[source])
+    try:
+        assert wait_for(lambda: copy.info().state.messages == 5, timeout=10)
+        config = copy.info().config
+        assert config.sources == (source,)
+        assert ctx.update_stream(config).cached_info.config == config
+    finally:
         ctx.delete_stream(f"{name}_S")
 
 
