@@ -185,7 +185,7 @@ class KeyValueConfig:
         if self.limit_marker_ttl:
             fields.update(allow_msg_ttl=True, subject_delete_marker_ttl=self.limit_marker_ttl)
         if self.mirror is not None:
-            fields.update(mirror=_kv_stream(self.mirror), mirror_direct=True)
+            fields.update(mirror=_kv_mirror(self.mirror), mirror_direct=True)
         else:
             fields["subjects"] = (f"$KV.{self.bucket}.>",)
             if self.sources:
@@ -234,6 +234,20 @@ class KeyValueConfig:
                 limit_marker_ttl=config.subject_delete_marker_ttl or None,
                 metadata=strip_nats(config.metadata) or None,
             )
+
+
+def _kv_mirror(mirror: StreamSource) -> StreamSource:
+    """``mirror`` naming its bucket's ``KV_`` stream, a key filter made a subject filter.
+
+    As for sources, ``filter_subject`` names keys (``cfg.>``) or is a whole
+    ``$KV.`` subject (nats.go's form, kept as it is).
+    """
+    mirror = _kv_stream(mirror)
+    keys = mirror.filter_subject
+    if not keys or keys.startswith("$KV."):
+        return mirror
+    origin = mirror.name.removeprefix(STREAM_PREFIX)
+    return attrs.evolve(mirror, filter_subject=f"$KV.{origin}.{keys}")
 
 
 def _same_keys(keys: str) -> str:

@@ -406,6 +406,32 @@ def test_mirror_reads_locally_and_writes_to_the_origin(js, bucket):
         js.delete_key_value(mirror_name)
 
 
+def test_a_mirror_filtered_by_keys_copies_those_keys(js, bucket):
+    """A mirror's filter_subject names keys, as a source's does (or a whole ``$KV.`` subject).
+
+    A key filter once reached the server as it was and matched no subject: the mirror
+    stayed empty without an error."""
+    origin = js.create_key_value(bucket=bucket)
+    origin.put("cfg.a", b"1")
+    origin.put("other", b"2")
+    names = (bucket + "_M", bucket + "_N")
+    try:
+        by_key = js.create_key_value(
+            bucket=names[0], mirror=StreamSource(name=bucket, filter_subject="cfg.>")
+        )
+        by_subject = js.create_key_value(
+            bucket=names[1], mirror=StreamSource(name=bucket, filter_subject=f"$KV.{bucket}.cfg.>")
+        )
+        for mirror in (by_key, by_subject):
+            assert mirror.info().mirror.filter_subject == f"$KV.{bucket}.cfg.>"
+            assert wait_for(lambda m=mirror: _value(m, "cfg.a") == b"1", timeout=20)
+            assert mirror.keys() == ["cfg.a"]
+    finally:
+        for name in names:
+            with contextlib.suppress(nats_sync.BucketNotFoundError):
+                js.delete_key_value(name)
+
+
 def test_sources_aggregate_buckets(js, bucket):
     """A bucket sourcing two buckets holds their keys as its own (ADR-57 transforms)."""
     a, b, agg = bucket + "_A", bucket + "_B", bucket
