@@ -431,6 +431,17 @@ class StreamInvalidConfigError(APIError, err_code=10052):
     or republish cycle...); the description says which."""
 
 
+class StreamSourceInvalidError(APIError, err_code=(10140, 10146, 10147)):
+    """The server refused a stream's sources: the same source twice (10140), a
+    subject transform it cannot apply (10146), or filters of one source that
+    overlap (10147)."""
+
+
+class StreamTransformInvalidError(APIError, err_code=10156):
+    """The server refused the stream's ``subject_transform`` (its destination
+    cannot be made from its source)."""
+
+
 class StreamMirrorNotUpdatableError(APIError, err_code=10055):
     """An update changed the stream's mirror (a mirror may only be removed)."""
 

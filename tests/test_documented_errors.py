@@ -291,6 +291,14 @@ CASES: dict[str, Case] = {
     "StreamSubjectOverlapError": lambda e: e.js.create_stream(
         name=e.name(), subjects=[f"{e.stream().name}.a"]
     ),
+    "StreamSourceInvalidError": lambda e: e.js.create_stream(
+        name=e.name(), sources=[j.StreamSource(name="A"), j.StreamSource(name="A")]
+    ),
+    "StreamTransformInvalidError": lambda e: e.js.create_stream(
+        name=(n := e.name()),
+        subjects=[f"{n}.>"],
+        subject_transform=j.SubjectTransform(src=f"{n}.>", dest="x.{{wildcard(5)}}"),
+    ),  # fmt: skip
     "StreamInvalidConfigError": lambda e: e.js.update_stream(
         e.stream().cached_info.config, storage=j.StorageType.MEMORY
     ),
