@@ -66,6 +66,7 @@ from ..errors import (
     ConnectionClosedError,
     ConnectionLostError,
     ForkedClientError,
+    InlineCallbackError,
     MaxPayloadError,
     MaxSubscriptionsExceededError,
     NatsError,
@@ -119,6 +120,21 @@ def _settle(future: PubAckFuture, value: object = None, error: BaseException | N
             log.exception("jetstream_sync: a PubAckFuture done-callback raised")
     except BaseException:
         log.exception("jetstream_sync: a PubAckFuture done-callback raised")
+
+
+def _settled(lock: threading.RLock, futures: list[PubAckFuture]) -> None:
+    """``futures``, handed off by their windows (see :meth:`AsyncPublisher._hand_off`), are
+    settled now: their windows stop counting them, and whoever waits for completion wakes."""
+    counts: dict[AsyncPublisher, int] = {}
+    for future in futures:
+        window = future._ack_window
+        counts[window] = counts.get(window, 0) + 1
+    with lock:
+        for window, count in counts.items():
+            window._unsettled -= count
+            if window._waiting:
+                assert window._cond is not None  # made when the window attached
+                window._cond.notify_all()
 
 
 _live_muxes: weakref.WeakSet[AckMux] = weakref.WeakSet()
@@ -255,6 +271,7 @@ class AckMux:
                 return
             window, token = found
             future = window._pending.pop(token)
+            window._hand_off(future)
             self._route.take(token, None)
             if not window._pending:
                 del self._active[window]
@@ -292,8 +309,10 @@ class AckMux:
                         waited_on.add(window)
                 future = pending.pop(token)
                 if kind > _ACK_NEW:
+                    window._hand_off(future)
                     later.append((future, payload, headers))
                 elif future._ack_real:  # someone waits or listens: the ack thread sets it
+                    window._hand_off(future)
                     ack = PubAck(stream=stream[0], seq=seq, domain=stream[1])
                     later.append((future, ack, None))
                 else:  # PubAckFuture._resolve, inlined: the same lock
@@ -342,22 +361,30 @@ class AckMux:
             if acks is None:
                 return
             for future, value, headers in acks:
-                if type(value) is PubAck:
-                    _settle(future, value)
-                    continue
-                if isinstance(value, _ERRORS):
-                    _settle(future, error=value)
-                    continue
-                assert type(value) is bytes  # a reply's payload
-                if headers is None and b'"error"' not in value:
-                    _settle(future, value)  # a success: parsed when the result is read
-                    continue
-                try:
-                    ack = parse_pub_ack(Msg(prefix, "", value, headers), future.subject)
-                except Exception as exc:
-                    _settle(future, error=exc)
-                else:
-                    _settle(future, ack)
+                self._settle_one(prefix, future, value, headers)
+            _settled(self._lock, [future for future, _, _ in acks])
+
+    @staticmethod
+    def _settle_one(
+        prefix: str, future: PubAckFuture, value: object, headers: bytes | None
+    ) -> None:
+        """The ack thread: settle one future with what the reader handed over."""
+        if type(value) is PubAck:
+            _settle(future, value)
+            return
+        if isinstance(value, _ERRORS):
+            _settle(future, error=value)
+            return
+        assert type(value) is bytes  # a reply's payload
+        if headers is None and b'"error"' not in value:
+            _settle(future, value)  # a success: parsed when the result is read
+            return
+        try:
+            ack = parse_pub_ack(Msg(prefix, "", value, headers), future.subject)
+        except Exception as exc:
+            _settle(future, error=exc)
+        else:
+            _settle(future, ack)
 
     # ------------------------------------------------------------------ timer
 
@@ -390,7 +417,9 @@ class AckMux:
                             break
                         overdue.append(token)
                     for token in overdue:
-                        expired.append((pending.pop(token), window._ack_timeout))
+                        future = pending.pop(token)
+                        window._hand_off(future)
+                        expired.append((future, window._ack_timeout))
                         self._route.take(token, None)
                     if overdue and window._waiting:
                         assert window._cond is not None  # made when the window attached
@@ -412,6 +441,7 @@ class AckMux:
                         f"no PubAck for {future.subject!r} within {seconds_text(ack_timeout)} s"
                     ),
                 )
+            _settled(self._lock, [future for future, _ in expired])
 
     # ------------------------------------------------------------------ failing everything
 
@@ -443,6 +473,7 @@ class AckMux:
         error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in pending:
             future._resolve(error=error)
+        _settled(self._lock, pending)
         current = threading.current_thread()
         for thread in threads:
             if thread is not None and thread is not current:
@@ -469,6 +500,9 @@ class AsyncPublisher:
         self._backpressure = backpressure
         self._ack_timeout = ack_timeout
         self._pending: dict[int, PubAckFuture] = {}  # publish order = expiry order
+        # Futures out of _pending that another thread has yet to settle: still pending
+        # for pending() and wait_completed() (see _hand_off).
+        self._unsettled = 0
         self._waiting = 0  # threads blocked on this window (room or completion)
         self._cond: threading.Condition | None = None
         # Taken from the mux once it is attached, so a publish looks up less.
@@ -517,6 +551,7 @@ class AsyncPublisher:
                     future._ack_value = data  # a success's body: parsed when the result is read
                     future._ack_done = True
                 else:
+                    self._hand_off(future)
                     later.append((future, data, headers))
             if self._waiting:
                 mux._wake_windows({self})
@@ -540,6 +575,7 @@ class AsyncPublisher:
             error = ConnectionClosedError("client closed before the PubAck arrived")
         for future in futures:
             future._resolve(error=error)
+        _settled(mux._lock, futures)
 
     def lost(self, token: int, error: NatsError) -> None:
         """The reading thread: the publish of ``token`` was dropped unsent (too big for the
@@ -550,6 +586,7 @@ class AsyncPublisher:
             future = self._pending.pop(token, None)
             if future is None:  # failed meanwhile (overdue, lost)
                 return
+            self._hand_off(future)
             if not self._pending:
                 mux._active.pop(self, None)
             if self._waiting:
@@ -570,7 +607,9 @@ class AsyncPublisher:
         futures = []
         for token in tokens:
             take(token, None)
-            futures.append(pending.pop(token))
+            future = pending.pop(token)
+            self._hand_off(future)
+            futures.append(future)
         self._cond.notify_all()
         return futures
 
@@ -582,10 +621,18 @@ class AsyncPublisher:
         for token in self._pending:
             take(token, None)
         futures = list(self._pending.values())
+        for future in futures:
+            self._hand_off(future)
         self._pending.clear()
         mux._active.pop(self, None)
         self._cond.notify_all()
         return futures
+
+    def _hand_off(self, future: PubAckFuture) -> None:
+        """Under the mux's lock: ``future``, taken out of ``_pending``, is to be settled by
+        another thread (outside the lock); it counts as pending until :func:`_settled`."""
+        future._ack_window = self
+        self._unsettled += 1
 
     def publish(
         self, subject: str, data: bytes | str, headers: Headers | None, timeout: float
@@ -675,8 +722,8 @@ class AsyncPublisher:
             self._waiting -= 1
 
     def pending(self) -> int:
-        """This context's async publishes whose ack has not arrived yet."""
-        return len(self._pending)
+        """This context's async publishes whose future is not done yet."""
+        return len(self._pending) + self._unsettled
 
     def wait_completed(self, timeout: float) -> None:
         """Block until none of this context's acks is pending.
@@ -688,7 +735,7 @@ class AsyncPublisher:
         """
         deadline = Deadline(check_timeout("timeout", timeout))
         mux = self._mux
-        if mux is None or not self._pending:
+        if mux is None or not (self._pending or self._unsettled):
             return
         if mux._forked:
             raise ForkedClientError(
@@ -696,14 +743,17 @@ class AsyncPublisher:
                 "parent process; connect again in the child process"
             )
         refuse_in_inline_callback("publish_async_completed()")
+        if ACK_THREAD.lock is mux._lock:
+            raise InlineCallbackError(
+                "publish_async_completed() from a PubAckFuture done-callback: the callback "
+                "runs on the thread that settles the futures, so it would wait for itself"
+            )
         with mux._lock:
             self._waiting += 1
             try:
-                while self._pending:
+                while self._pending or self._unsettled:
                     if deadline.expired():
-                        raise TimeoutError(
-                            f"{len(self._pending)} acks still pending after {timeout} s"
-                        )
+                        raise TimeoutError(f"{self.pending()} acks still pending after {timeout} s")
                     assert self._cond is not None  # made by _attach
                     wait(self._cond, mux._lock, deadline.slice())
             finally:

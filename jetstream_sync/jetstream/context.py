@@ -302,15 +302,19 @@ class JetStreamContext:
         return self._async.publish(subject, data, hdrs, timeout or self.timeout)
 
     def publish_async_pending(self) -> int:
-        """How many async publishes are still waiting for their ack."""
+        """How many async publishes are not done yet (waiting for their ack, or being settled)."""
         return self._async.pending()
 
     def publish_async_completed(self, timeout: float | None = None) -> None:
-        """Block until every async publish got its ack (or failed).
+        """Block until every async publish of this context is done (its ack came, or it failed).
+
+        A future counts until it is done and its done-callbacks have returned, as
+        :meth:`publish_async_pending` counts it.
 
         Raises:
             TimeoutError: acks were still pending after ``timeout``.
-            InlineCallbackError: called from an inline callback with acks pending.
+            InlineCallbackError: called from an inline callback with acks pending,
+                or from a ``PubAckFuture`` done-callback.
             ForkedClientError: acks are pending in a process forked after they
                 were published (they go to the parent).
         """

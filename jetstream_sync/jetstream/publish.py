@@ -331,6 +331,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     _ack_error: BaseException | None = None
     _ack_parsed: PubAck | None = None
     _ack_expires = 0.0  # when the ack is overdue (monotonic seconds); set by its window
+    _ack_window: Any = None  # the window that handed it to another thread to settle
 
     def __init__(self, subject: str, lock: AbstractContextManager[Any] = _LAZY) -> None:  # noqa: D107
         # The Future state is made on first need (see above).
