@@ -1035,10 +1035,12 @@ class Client:
     # ------------------------------------------------------------------ flush / ping
 
     def flush(self, timeout: float = D.FLUSH_TIMEOUT) -> None:
-        """Block until everything published so far has reached the server.
+        """Block until everything published so far on this connection has reached the server.
 
         Sends a PING and waits for its PONG. Called while reconnecting, it waits
-        for the new connection and for what was buffered meanwhile.
+        for the new connection and for what was buffered meanwhile; messages
+        already written to the lost connection are not covered (they may be
+        lost: core publishing is at most once, as in nats.go).
 
         Raises:
             TimeoutError: no PONG within ``timeout``.
