@@ -69,21 +69,15 @@ class PullSubscription:
             )
         return msgs
 
-    def messages(
-        self,
-        max_messages: int = D.MESSAGES_MAX,
-        max_bytes: int | None = None,
-        expires: float = D.MESSAGES_EXPIRES,
-        heartbeat: float | None = None,
-    ) -> MessageIterator:
+    def messages(self, **options: Any) -> MessageIterator:
         """Iterate the consumer's messages, blocking for each (``for msg in psub.messages()``).
 
         The loop of nats.py's JetStream docs; it is :meth:`Consumer.messages`
-        (pre-fetching, surviving reconnects), to use in a ``with`` block or
-        end with ``stop()``. The loop waits as long as it takes;
-        ``it.next(timeout)`` raises ``TimeoutError`` when nothing comes in time.
+        (pre-fetching, surviving reconnects; the same keyword options), to use
+        in a ``with`` block or end with ``stop()``. The loop waits as long as it
+        takes; ``it.next(timeout)`` raises ``TimeoutError`` when nothing comes in time.
         """
-        return self.consumer.messages(max_messages, max_bytes, expires, heartbeat)
+        return self.consumer.messages(**options)
 
     def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
         """The consumer's current info.

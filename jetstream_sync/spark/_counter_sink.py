@@ -43,14 +43,13 @@ from pyspark.sql.types import (
 from ..errors import (
     CountersNotEnabledError,
     RowPublishError,
-    StreamNotFoundError,
     StreamWrongExpectedError,
 )
 from ..jetstream.arrow_publish import ArrowPublisher
 from ._common import connection, context, refuse_overwrite
 from ._options import COUNTER_STREAM_WRITE, COUNTER_WRITE, Options
 from ._subjects import captures, is_literal
-from ._write import WriteCommit, check_duplicate_window
+from ._write import WriteCommit, check_duplicate_window, sink_stream_config
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import WriterCommitMessage
@@ -120,12 +119,7 @@ def check_counter_stream(ctx: Any, stream: str | None) -> list[str]:
             "the jetstream-counter sink needs the 'stream' option (or a 'subject' option the "
             "stream captures), so the stream can be checked before any task runs"
         )
-    try:
-        config = ctx.stream(stream).cached_info.config
-    except StreamNotFoundError:
-        raise StreamNotFoundError(
-            404, 10059, f"the jetstream-counter sink's stream {stream!r} does not exist"
-        ) from None
+    config = sink_stream_config(ctx, stream, "jetstream-counter")
     if not config.allow_msg_counter:
         raise CountersNotEnabledError(
             400,

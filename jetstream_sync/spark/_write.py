@@ -141,6 +141,20 @@ def check_duplicate_window(ctx: Any, stream: str) -> None:
         )
 
 
+def sink_stream_config(ctx: Any, stream: str, sink: str) -> Any:
+    """The config of the stream the ``sink`` sink's ``stream`` option names (its cached info).
+
+    Raises:
+        StreamNotFoundError: no such stream (the message names the sink).
+    """
+    try:
+        return ctx.stream(stream).cached_info.config
+    except StreamNotFoundError:
+        raise StreamNotFoundError(
+            404, 10059, f"the {sink} sink's stream {stream!r} does not exist"
+        ) from None
+
+
 def check_stream_captures(ctx: Any, stream: str, subject: str | None) -> None:
     """Check, on the driver, that the ``stream`` option names a stream capturing ``subject``.
 
@@ -149,12 +163,7 @@ def check_stream_captures(ctx: Any, stream: str, subject: str | None) -> None:
         StreamWrongExpectedError: the ``subject`` option is not one of its subjects (its
             rows would be stored in another stream, or in none).
     """
-    try:
-        config = ctx.stream(stream).cached_info.config
-    except StreamNotFoundError:
-        raise StreamNotFoundError(
-            404, 10059, f"the jetstream sink's stream {stream!r} does not exist"
-        ) from None
+    config = sink_stream_config(ctx, stream, "jetstream")
     if subject and not captures(config.subjects or (), subject):
         raise StreamWrongExpectedError(
             400, 10060, f"option 'subject' is not one of the subjects of stream {stream!r} "

@@ -164,16 +164,21 @@ def test_acks_to_a_non_utf8_ack_subject_reach_its_bytes(send, body):
         assert nc.is_connected
 
 
+def _one_fetched(nc: jetstream_sync.Client) -> tuple[jetstream_sync.Consumer, jetstream_sync.Msg]:
+    """A durable consumer of a new stream ``ACKROOM`` and the one message fetched from it."""
+    ctx = nc.jetstream()
+    stream = ctx.create_stream(name="ACKROOM", subjects=["ackroom"])
+    ctx.publish("ackroom", b"1")
+    cons = stream.create_consumer(durable_name="d")
+    return cons, cons.fetch(1, timeout=5)[0]
+
+
 def test_ack_sync_that_found_no_room_to_send_can_be_sent_again(nats_server):
     """A frozen server behind a full write buffer: ack_sync times out having sent nothing
     (WriteBufferTimeoutError), so the message stays unacked and the ack goes once the
     server reads again."""
     with jetstream_sync.connect(nats_server.url, ping_interval=60) as nc:
-        ctx = nc.jetstream()
-        stream = ctx.create_stream(name="ACKROOM", subjects=["ackroom"])
-        ctx.publish("ackroom", b"1")
-        cons = stream.create_consumer(durable_name="d")
-        msg = cons.fetch(1, timeout=5)[0]
+        cons, msg = _one_fetched(nc)
         with stopped(nats_server):
             fill_past_high_water(nc)
             with pytest.raises(jetstream_sync.WriteBufferTimeoutError, match="nothing"):
@@ -198,11 +203,7 @@ def test_ack_that_found_no_room_to_send_times_out_unsent(nats_server, send):
     after ``timeout`` with WriteBufferTimeoutError, nothing sent and the message not acked,
     instead of waiting until the connection is declared stale."""
     with jetstream_sync.connect(nats_server.url, ping_interval=60) as nc:
-        ctx = nc.jetstream()
-        stream = ctx.create_stream(name="ACKROOM", subjects=["ackroom"])
-        ctx.publish("ackroom", b"1")
-        cons = stream.create_consumer(durable_name="d")
-        msg = cons.fetch(1, timeout=5)[0]
+        cons, msg = _one_fetched(nc)
         with stopped(nats_server):
             fill_past_high_water(nc)
             with pytest.raises(jetstream_sync.WriteBufferTimeoutError):

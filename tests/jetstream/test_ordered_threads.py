@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -36,6 +37,22 @@ def delete_links_while(taken: list[int], stream, oc, at: tuple[int, ...]) -> Non
         wait_for(lambda: delete_link(stream, oc) or len(taken) == TOTAL, timeout=30)
 
 
+def take_while_links_are_deleted(
+    take: Callable[[int], None],
+    taken: list[int],
+    stream: jetstream_sync.Stream,
+    oc: jetstream_sync.OrderedConsumer,
+) -> list[BaseException]:
+    """Run ``take`` on 16 threads while the link is deleted 3 times; return their errors."""
+    errors: list[BaseException] = []
+    readers = threading.Thread(target=lambda: errors.extend(run_in_threads(take, THREADS)))
+    readers.start()
+    delete_links_while(taken, stream, oc, (300, 1000, 2000))
+    readers.join(90)
+    assert not readers.is_alive()
+    return errors
+
+
 def test_threads_taking_from_one_ordered_iterator_get_each_message_once(js, stream):
     """16 threads calling next() on one ordered iterator, its link deleted 3 times: every
     message is handed out once, none twice."""
@@ -56,12 +73,7 @@ def test_threads_taking_from_one_ordered_iterator_get_each_message_once(js, stre
                     if len(taken) == TOTAL:
                         it.stop()
 
-        readers = threading.Thread(target=lambda: errors.extend(run_in_threads(take, THREADS)))
-        errors: list[BaseException] = []
-        readers.start()
-        delete_links_while(taken, stream, oc, (300, 1000, 2000))
-        readers.join(90)
-        assert not readers.is_alive()
+        errors = take_while_links_are_deleted(take, taken, stream, oc)
     assert errors == []
     assert sorted(taken) == list(range(TOTAL))
 
@@ -81,12 +93,7 @@ def test_threads_calling_next_on_one_ordered_consumer_get_each_message_once(js, 
                 pass
 
     with oc:
-        readers = threading.Thread(target=lambda: errors.extend(run_in_threads(take, THREADS)))
-        errors: list[BaseException] = []
-        readers.start()
-        delete_links_while(taken, stream, oc, (300, 1000, 2000))
-        readers.join(90)
-        assert not readers.is_alive()
+        errors = take_while_links_are_deleted(take, taken, stream, oc)
     assert errors == []
     assert sorted(taken) == list(range(TOTAL))
 

@@ -21,17 +21,24 @@ def is_flow_control(msg: jetstream_sync.Msg) -> bool:
     return msg.status == 100 and bool(msg.reply)
 
 
+def _flow_controlled(js: jetstream_sync.JetStreamContext, name: str) -> str:
+    """A stream ``name`` (subjects ``<name lower>.>``) and its durable push consumer ``fc``,
+    with flow control and 0.5 s heartbeats; return the consumer's deliver subject."""
+    js.create_stream(name=name, subjects=[f"{name.lower()}.>"])
+    deliver = js.client.new_inbox()
+    js.create_consumer(
+        name, durable_name="fc", deliver_subject=deliver, flow_control=True,
+        idle_heartbeat=0.5, ack_policy=jetstream_sync.AckPolicy.NONE,
+    )  # fmt: skip
+    return deliver
+
+
 def test_next_msg_answering_flow_control_keeps_its_timeout_with_a_full_buffer(nats_server):
     """A flow-control request taken while a frozen server leaves no room to answer it does not
     hold next_msg past its timeout; after the freeze every message arrives once."""
     with jetstream_sync.connect(nats_server.url) as nc:
         js = nc.jetstream()
-        js.create_stream(name="PF", subjects=["pf.>"])
-        deliver = nc.new_inbox()
-        js.create_consumer(
-            "PF", durable_name="fc", deliver_subject=deliver, flow_control=True,
-            idle_heartbeat=0.5, ack_policy=jetstream_sync.AckPolicy.NONE,
-        )  # fmt: skip
+        deliver = _flow_controlled(js, "PF")
         observer = nc.subscribe(deliver)  # sees the same frames, answers nothing
         sub = js.subscribe_bind("PF", "fc", manual_ack=True)
         nc.flush()
@@ -64,12 +71,7 @@ def test_unsubscribe_of_a_callback_answering_flow_control_with_a_full_buffer_is_
     went stale."""
     with jetstream_sync.connect(nats_server.url) as nc:
         js = nc.jetstream()
-        js.create_stream(name="PC", subjects=["pc.>"])
-        deliver = nc.new_inbox()
-        js.create_consumer(
-            "PC", durable_name="fc", deliver_subject=deliver, flow_control=True,
-            idle_heartbeat=0.5, ack_policy=jetstream_sync.AckPolicy.NONE,
-        )  # fmt: skip
+        deliver = _flow_controlled(js, "PC")
         observer = nc.subscribe(deliver)
         gate = threading.Event()
         got = []
