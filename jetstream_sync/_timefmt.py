@@ -11,7 +11,8 @@ place where the two meet:
 - :class:`NanoDatetime`, a ``datetime`` that also remembers the nanoseconds
   below the microsecond, so a timestamp read from the server is written back
   exactly (the server refuses a consumer update whose ``opt_start_time``
-  differs by a single nanosecond).
+  differs by a single nanosecond), and one read in another form than the
+  server's own UTC one also keeps that text (:func:`wire_text`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "parse_rfc3339",
     "seconds_to_ns",
     "to_utc",
+    "wire_text",
 ]
 
 NS_PER_SECOND = 1_000_000_000
@@ -58,14 +60,16 @@ class NanoDatetime(datetime):
         epoch_ns: nanoseconds since 1970-01-01T00:00:00Z (exact).
     """
 
-    __slots__ = ("_nanosecond",)
+    __slots__ = ("_nanosecond", "_text")
     _nanosecond: int
+    _text: str | None
 
     def __new__(cls, *args: Any, nanosecond: int = 0, **kwargs: Any) -> NanoDatetime:
         if not 0 <= nanosecond <= 999:
             raise ValueError(f"nanosecond must be in 0..999, not {nanosecond!r}")
         self = super().__new__(cls, *args, **kwargs)
         self._nanosecond = nanosecond
+        self._text = None
         return self
 
     @property
@@ -224,7 +228,23 @@ def _parse_general(text: str) -> NanoDatetime:
         offset = timedelta(hours=int(m.group(10)), minutes=int(m.group(11)))
         tz = timezone(-offset if m.group(9) == "-" else offset)
     dt = NanoDatetime(year, month, day, hour, minute, second, us, tzinfo=tz, nanosecond=sub)
-    return dt if tz is UTC else to_utc(dt)
+    value = dt if tz is UTC else to_utc(dt)
+    value._text = text
+    return value
+
+
+def wire_text(value: datetime) -> str:
+    """The RFC 3339 text to send for ``value``: the text it was read from, if any.
+
+    The server keeps the UTC offset another client wrote (nats.go sends a
+    local ``time.Time``) and compares some configs strictly, offset included:
+    a mirror whose ``opt_start_time`` came back in UTC reads as changed. So a
+    value parsed from a non-UTC (or otherwise unusual) form is sent back as
+    it came; any other value, or one derived from it, as
+    :func:`format_rfc3339` writes it.
+    """
+    text = getattr(value, "_text", None)  # None too for a value built by _remember
+    return text if text is not None else format_rfc3339(value)
 
 
 def format_rfc3339(value: datetime, field: str = "value") -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 import attrs
 
 from .._deadline import check_at_most_max
-from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339, to_utc
+from .._timefmt import ns_to_seconds, parse_rfc3339, to_utc, wire_text
 from .._timefmt import seconds_to_ns as _s_to_ns
 from . import _checks
 
@@ -261,7 +261,7 @@ def _encode(spec: Spec, value: Any) -> Any:
     if kind == DURS:
         return [_s_to_ns(v, spec.wire) for v in value]
     if kind == TIME:
-        return format_rfc3339(value)
+        return wire_text(value)
     if kind == ENUM:
         return value.value
     if kind == OBJ:

@@ -687,6 +687,17 @@ def test_config_times_keep_nanoseconds_for_updates():
     assert cfg.to_api()["opt_start_time"] == "2024-01-02T03:04:05.987654321Z"
 
 
+def test_config_times_read_with_an_offset_go_back_as_they_came():
+    """A time the server reported with another client's UTC offset is sent back in that
+    text (the server compares a mirror's config offset and all); a changed value in UTC."""
+    wire = {"name": "M", "mirror": {"name": "O", "opt_start_time": "2025-01-01T02:00:00.5+02:00"}}
+    cfg = StreamConfig.from_api(wire)
+    assert cfg.to_api()["mirror"]["opt_start_time"] == "2025-01-01T02:00:00.5+02:00"
+    assert cfg.mirror.opt_start_time.rfc3339() == "2025-01-01T00:00:00.5Z"
+    moved = attrs.evolve(cfg.mirror, opt_start_time=cfg.mirror.opt_start_time + timedelta(0))
+    assert moved.to_api()["opt_start_time"] == "2025-01-01T00:00:00.5Z"
+
+
 def test_config_times_must_be_aware_and_become_utc():
     """Naive datetimes are refused; aware ones are stored in UTC."""
     with pytest.raises(ValueError, match="^opt_start_time:"):

@@ -1,0 +1,68 @@
+"""Updating a stream or consumer with the config its info gave is a no-op, never a refusal.
+
+Other clients write what the server then reports back in its own words: nats.go
+sends a local ``time.Time`` with its UTC offset, and the server keeps that
+offset. Sending such a config back must not read as a change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+
+import jetstream_sync
+
+
+@pytest.fixture
+def mirror_name(stream_name, js):
+    """A second unique stream name, deleted afterwards if made."""
+    name = f"{stream_name}_M"
+    yield name
+    with contextlib.suppress(jetstream_sync.StreamNotFoundError):
+        js.delete_stream(name)
+
+
+def _api(nc, subject, body):
+    """Send a raw JetStream API request, as another client would, and check it was taken."""
+    reply = json.loads(nc.request(subject, json.dumps(body).encode(), timeout=5).data)
+    assert "error" not in reply, reply
+    return reply
+
+
+def test_mirror_with_an_offset_start_time_updates_from_its_info(nc, js, stream_name, mirror_name):
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    start = "2025-01-01T02:00:00.5+02:00"
+    _api(
+        nc,
+        f"$JS.API.STREAM.CREATE.{mirror_name}",
+        {"name": mirror_name, "mirror": {"name": stream_name, "opt_start_time": start}},
+    )
+    config = js.stream(mirror_name).cached_info.config
+
+    updated = js.update_stream(config)
+
+    assert updated.cached_info.config.mirror.opt_start_time == config.mirror.opt_start_time
+
+
+def test_consumer_with_an_offset_start_time_updates_from_its_info(nc, js, stream_name):
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    _api(
+        nc,
+        f"$JS.API.CONSUMER.CREATE.{stream_name}.C",
+        {
+            "stream_name": stream_name,
+            "config": {
+                "durable_name": "C",
+                "ack_policy": "explicit",
+                "deliver_policy": "by_start_time",
+                "opt_start_time": "2025-01-01T02:00:00.5-05:30",
+            },
+        },
+    )
+    config = js.consumer_info(stream_name, "C").config
+
+    js.update_consumer(stream_name, config)
+
+    assert js.consumer_info(stream_name, "C").config.opt_start_time == config.opt_start_time
