@@ -66,3 +66,33 @@ def test_consumer_with_an_offset_start_time_updates_from_its_info(nc, js, stream
     js.update_consumer(stream_name, config)
 
     assert js.consumer_info(stream_name, "C").config.opt_start_time == config.opt_start_time
+
+
+def test_kv_mirror_with_an_offset_start_time_updates_from_its_status(nc, js, stream_name):
+    """A bucket mirror nats.go made with a local start time: update_key_value(status().config)."""
+    origin, mirror = stream_name, f"{stream_name}_M"
+    js.create_key_value(bucket=origin)
+    try:
+        _api(
+            nc,
+            f"$JS.API.STREAM.CREATE.KV_{mirror}",
+            {
+                "name": f"KV_{mirror}",
+                "max_msgs_per_subject": 1,
+                "discard": "new",
+                "deny_delete": True,
+                "allow_rollup_hdrs": True,
+                "allow_direct": True,
+                "mirror_direct": True,
+                "mirror": {"name": f"KV_{origin}", "opt_start_time": "2025-01-01T02:00:00+02:00"},
+            },
+        )
+        config = js.key_value(mirror).status().config
+
+        js.update_key_value(config)
+
+        assert js.key_value(mirror).status().config == config
+    finally:
+        for bucket in (mirror, origin):
+            with contextlib.suppress(jetstream_sync.BucketNotFoundError):
+                js.delete_key_value(bucket)
