@@ -6,7 +6,8 @@ timestamps are RFC 3339 strings with up to nine fractional digits
 speaks float seconds and microsecond ``datetime``\\ s. This module is the one
 place where the two meet:
 
-- :func:`seconds_to_ns` / :func:`ns_to_seconds` for durations;
+- :func:`seconds_to_ns` / :func:`ns_to_seconds` for durations (with
+  :class:`ExactSeconds` for the few a float cannot hold to the nanosecond);
 - :func:`parse_rfc3339` / :func:`format_rfc3339` for timestamps;
 - :class:`NanoDatetime`, a ``datetime`` that also remembers the nanoseconds
   below the microsecond, so a timestamp read from the server is written back
@@ -25,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "GO_ZERO_TIME",
+    "ExactSeconds",
     "NanoDatetime",
     "datetime_from_ns",
     "datetime_to_ns",
@@ -282,11 +284,50 @@ def seconds_to_ns(seconds: float | int, field: str = "value") -> int:
         raise TypeError(f"{field}: expected seconds as int or float, got {type(seconds).__name__}")
     if isinstance(seconds, int):
         return seconds * NS_PER_SECOND
+    if type(seconds) is ExactSeconds:
+        return seconds.ns
     if not math.isfinite(seconds):
         raise ValueError(f"{field}: must be a finite number of seconds, not {seconds!r}")
     return int((Decimal(repr(seconds)) * NS_PER_SECOND).to_integral_value(ROUND_HALF_EVEN))
 
 
+class ExactSeconds(float):
+    """Float seconds that also keep the integer nanoseconds they were read from.
+
+    A float holds about 15 significant digits, so a duration of more than 52
+    days given to the nanosecond (1 year and 1 ns, as nats.go can write it)
+    has no float that converts back to it. :func:`ns_to_seconds` returns such
+    a duration as this float, and :func:`seconds_to_ns` sends its
+    :attr:`ns` back: updating a config from its info does not move it.
+    Arithmetic gives a plain ``float``.
+
+    Attributes:
+        ns: the exact nanoseconds.
+    """
+
+    __slots__ = ("ns",)
+    ns: int
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ns_to_seconds, (self.ns,))
+
+
+# Below 2**52 ns, and at whole milliseconds below 10**21 ns (15 significant
+# digits of seconds), seconds_to_ns(ns / 1e9) == ns: no exact copy is needed.
+_FLOAT_EXACT_S = 2**52 / NS_PER_SECOND
+
+
 def ns_to_seconds(ns: int) -> float:
-    """Convert integer nanoseconds to float seconds (correctly rounded)."""
-    return int(ns) / NS_PER_SECOND
+    """Convert integer nanoseconds to float seconds (correctly rounded).
+
+    A value the float cannot give back exactly is an :class:`ExactSeconds`.
+    """
+    seconds = ns / NS_PER_SECOND
+    if -_FLOAT_EXACT_S < seconds < _FLOAT_EXACT_S:
+        return seconds
+    ns = int(ns)
+    if ns % 1_000_000 == 0 and abs(ns) < 10**21 or seconds_to_ns(seconds) == ns:
+        return seconds
+    exact = ExactSeconds(seconds)
+    exact.ns = ns
+    return exact

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 import attrs
 
 from .._deadline import check_at_most_max
-from .._timefmt import ns_to_seconds, parse_rfc3339, to_utc, wire_text
+from .._timefmt import ExactSeconds, ns_to_seconds, parse_rfc3339, to_utc, wire_text
 from .._timefmt import seconds_to_ns as _s_to_ns
 from . import _checks
 
@@ -97,7 +97,7 @@ def _plain(value: Any, typ: type, field: str) -> Any:
             raise _type_error(field, "seconds as float", value)
         if not math.isfinite(value):
             raise ValueError(f"{field}: must be finite, not {value!r}")
-        return float(value)
+        return value if type(value) is ExactSeconds else float(value)
     if not isinstance(value, typ):
         raise _type_error(field, typ.__name__, value)
     return value

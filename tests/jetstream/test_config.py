@@ -698,6 +698,17 @@ def test_config_times_read_with_an_offset_go_back_as_they_came():
     assert moved.to_api()["opt_start_time"] == "2025-01-01T00:00:00.5Z"
 
 
+@pytest.mark.parametrize("ns", [365 * 86400 * 10**9 + 1, 2**62 + 1, 2**52 + 1])
+def test_durations_a_float_cannot_hold_go_back_exact(ns):
+    """A duration past float precision reads as seconds and is sent back to the
+    nanosecond, through a changed config too; arithmetic on it gives a plain float."""
+    cfg = StreamConfig.from_api({"name": "S", "max_age": ns, "duplicate_window": ns})
+    assert cfg.max_age == ns / 10**9
+    assert attrs.evolve(cfg, max_msgs=10).to_api()["max_age"] == ns
+    assert seconds_to_ns(pickle.loads(pickle.dumps(cfg.max_age))) == ns
+    assert type(cfg.max_age + 0) is float
+
+
 def test_config_times_must_be_aware_and_become_utc():
     """Naive datetimes are refused; aware ones are stored in UTC."""
     with pytest.raises(ValueError, match="^opt_start_time:"):

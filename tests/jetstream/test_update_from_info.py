@@ -96,3 +96,30 @@ def test_kv_mirror_with_an_offset_start_time_updates_from_its_status(nc, js, str
         for bucket in (mirror, origin):
             with contextlib.suppress(jetstream_sync.BucketNotFoundError):
                 js.delete_key_value(bucket)
+
+
+def test_durations_past_float_precision_stay_exact(nc, js, stream_name):
+    """A duration of more than 52 days to the nanosecond (as nats.go can write it) is not
+    changed by updating the stream and a consumer from their info."""
+    max_age = 365 * 86400 * 10**9 + 1
+    _api(
+        nc,
+        f"$JS.API.STREAM.CREATE.{stream_name}",
+        {"name": stream_name, "subjects": [f"{stream_name}.>"], "max_age": max_age},
+    )
+    _api(
+        nc,
+        f"$JS.API.CONSUMER.CREATE.{stream_name}.C",
+        {
+            "stream_name": stream_name,
+            "config": {"durable_name": "C", "ack_policy": "explicit", "inactive_threshold": max_age},
+        },
+    )
+
+    js.update_stream(js.stream(stream_name).cached_info.config)
+    js.update_consumer(stream_name, js.consumer_info(stream_name, "C").config)
+
+    stream = _api(nc, f"$JS.API.STREAM.INFO.{stream_name}", {})
+    consumer = _api(nc, f"$JS.API.CONSUMER.INFO.{stream_name}.C", {})
+    assert stream["config"]["max_age"] == max_age
+    assert consumer["config"]["inactive_threshold"] == max_age
