@@ -431,10 +431,11 @@ class StreamInvalidConfigError(APIError, err_code=10052):
     or republish cycle...); the description says which."""
 
 
-class StreamSourceInvalidError(APIError, err_code=(10140, 10146, 10147)):
-    """The server refused a stream's sources: the same source twice (10140), a
-    subject transform it cannot apply (10146), or filters of one source that
-    overlap (10147)."""
+class StreamSourceInvalidError(APIError, err_code=(10021, 10140, 10146, 10147)):
+    """The server refused a stream's sources or mirror: an external API prefix
+    that overlaps this account's own ``$JS.API`` (10021), the same source twice
+    (10140), a subject transform it cannot apply (10146), or filters of one
+    source that overlap (10147)."""
 
 
 class StreamTransformInvalidError(APIError, err_code=10156):

@@ -303,6 +303,18 @@ def test_stream_configs_the_server_refuses_raise_typed_errors(ctx, name):
         ctx.delete_stream(mirror.name)
 
 
+@pytest.mark.parametrize("part", ["mirror", "sources"])
+def test_an_external_api_prefix_on_the_local_api_is_a_source_error(ctx, name, part):
+    """A mirror or source whose external API prefix is this account's own ``$JS.API``
+    (err_code 10021) raises StreamSourceInvalidError; no stream is made."""
+    source = StreamSource(name="ORIGIN", external=js.ExternalStream(api="$JS.API"))
+    with pytest.raises(js.StreamSourceInvalidError, match=r"\$JS\.API") as caught:
+        ctx.create_stream(name=name, **{part: source if part == "mirror" else [source]})
+    assert caught.value.err_code == 10021
+    with pytest.raises(js.StreamNotFoundError):
+        ctx.stream(name)
+
+
 def test_mirror_and_sourced_stream(ctx, name):
     """A mirror copies its origin; a sourced stream aggregates and transforms subjects."""
     ctx.create_stream(name=name, subjects=[f"{name}.>"])
