@@ -103,6 +103,18 @@ def _plain(value: Any, typ: type, field: str) -> Any:
     return value
 
 
+def _duration(value: Any, field: str) -> float:
+    """Float seconds of a duration, at most what the wire's int64 nanoseconds hold.
+
+    An :class:`ExactSeconds` came from the server as such nanoseconds, so it
+    passes even just above ``MAX_SECONDS`` (whole seconds): ``2**63 - 1`` ns.
+    """
+    seconds = _plain(value, float, field)
+    if type(seconds) is ExactSeconds:
+        return seconds
+    return check_at_most_max(field, seconds)
+
+
 def _tuple(value: Any, field: str) -> tuple[Any, ...]:
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
         raise _type_error(field, "a list or tuple", value)
@@ -114,11 +126,9 @@ def _convert(spec: Spec, typ: Any, value: Any, field: str) -> Any:
     if kind == PLAIN:
         return _plain(value, typ, field)
     if kind == DUR:
-        return check_at_most_max(field, _plain(value, float, field))
+        return _duration(value, field)
     if kind == DURS:
-        return tuple(
-            check_at_most_max(field, _plain(v, float, field)) for v in _tuple(value, field)
-        )
+        return tuple(_duration(v, field) for v in _tuple(value, field))
     if kind == SEQ:
         return tuple(_plain(v, typ, field) for v in _tuple(value, field))
     if kind == TIME:

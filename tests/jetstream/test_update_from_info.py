@@ -123,3 +123,15 @@ def test_durations_past_float_precision_stay_exact(nc, js, stream_name):
     consumer = _api(nc, f"$JS.API.CONSUMER.INFO.{stream_name}.C", {})
     assert stream["config"]["max_age"] == max_age
     assert consumer["config"]["inactive_threshold"] == max_age
+
+
+def test_the_longest_duration_the_server_takes_survives_a_changed_update(nc, js, stream_name):
+    """max_age of the largest int64 nanoseconds (accepted by the server) is kept through
+    update_stream(info.config, field=...), whose checks run again."""
+    forever = 2**63 - 1
+    _api(nc, f"$JS.API.STREAM.CREATE.{stream_name}", {"name": stream_name, "max_age": forever})
+
+    js.update_stream(js.stream(stream_name).cached_info.config, max_msgs=10)
+
+    stream = _api(nc, f"$JS.API.STREAM.INFO.{stream_name}", {})
+    assert (stream["config"]["max_age"], stream["config"]["max_msgs"]) == (forever, 10)
