@@ -112,7 +112,11 @@ def test_durations_past_float_precision_stay_exact(nc, js, stream_name):
         f"$JS.API.CONSUMER.CREATE.{stream_name}.C",
         {
             "stream_name": stream_name,
-            "config": {"durable_name": "C", "ack_policy": "explicit", "inactive_threshold": max_age},
+            "config": {
+                "durable_name": "C",
+                "ack_policy": "explicit",
+                "inactive_threshold": max_age,
+            },
         },
     )
 
