@@ -112,6 +112,9 @@ class NanoDatetime(datetime):
         return self._with_ns(super().astimezone(tz))
 
     def __reduce__(self) -> tuple[Any, ...]:
+        text = getattr(self, "_text", None)
+        if text is not None:  # a copy is sent back in the same text
+            return (parse_rfc3339, (text,))
         return (datetime_from_ns, (datetime_to_ns(self),))
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:

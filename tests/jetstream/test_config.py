@@ -6,6 +6,7 @@ and a three-node cluster), captured as they came.
 
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 from datetime import UTC, datetime, timedelta, timezone
@@ -696,6 +697,8 @@ def test_config_times_read_with_an_offset_go_back_as_they_came():
     assert cfg.mirror.opt_start_time.rfc3339() == "2025-01-01T00:00:00.5Z"
     moved = attrs.evolve(cfg.mirror, opt_start_time=cfg.mirror.opt_start_time + timedelta(0))
     assert moved.to_api()["opt_start_time"] == "2025-01-01T00:00:00.5Z"
+    for copied in (pickle.loads(pickle.dumps(cfg)), copy.deepcopy(cfg)):
+        assert copied.to_api()["mirror"]["opt_start_time"] == "2025-01-01T02:00:00.5+02:00"
 
 
 @pytest.mark.parametrize("ns", [365 * 86400 * 10**9 + 1, 2**62 + 1, 2**52 + 1])
