@@ -12,7 +12,8 @@ class Headers(Mapping[str, str]):
     Keys are case-sensitive, as on the wire, and may repeat; ``get_all`` returns
     every value of a key in wire order. Build one from any mapping whose keys
     are strings and whose values are a string or a sequence (list, tuple) of
-    strings, or from ``(key, value)`` pairs with :meth:`from_pairs`. Nothing
+    strings, or from ``(key, value)`` pairs with :meth:`from_pairs`. A key
+    given an empty sequence is left out, as no header is sent for it. Nothing
     else is converted: ``bytes`` values (decode them first), numbers and
     ``None`` raise :class:`TypeError` naming the key.
     """
@@ -26,7 +27,9 @@ class Headers(Mapping[str, str]):
                 values = {k: list(v) for k, v in source._values.items()}
             else:
                 for key, value in _items(source):
-                    values[_key(key)] = _values(key, value)
+                    items = _values(_key(key), value)
+                    if items:  # an empty sequence sends no header: no key either
+                        values[key] = items
         self._values: dict[str, list[str]] = values
 
     @classmethod

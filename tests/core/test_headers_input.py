@@ -76,3 +76,19 @@ def test_headers_class_refuses_what_publish_refuses():
         js.Headers({"K": b"abc"})
     with pytest.raises(TypeError, match="'K'"):
         js.Headers({"K": 5})
+
+
+def test_key_with_no_values_is_not_in_headers(nc):
+    """A key given an empty list sends no header; Headers() leaves it out as well.
+
+    It used to be counted and iterated, while ``h[key]``, ``h.get(key)`` and
+    ``dict(h)`` raised IndexError.
+    """
+    headers = js.Headers({"Empty": [], "K": "v"})
+    assert "Empty" not in headers
+    assert headers.get("Empty") is None
+    assert dict(headers) == {"K": "v"}
+    assert headers == js.Headers({"K": "v"})
+    sub = nc.subscribe("hdr.empty")
+    nc.publish("hdr.empty", b"x", headers={"Empty": [], "K": "v"})
+    assert sub.next_msg(timeout=5).headers == headers
