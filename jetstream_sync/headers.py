@@ -65,7 +65,10 @@ class Headers(Mapping[str, str]):
         if isinstance(other, Headers):
             return self._values == other._values
         if isinstance(other, Mapping):
-            return self._values == Headers(other)._values
+            try:
+                return self._values == Headers(other)._values
+            except TypeError:  # a key or value no header can hold: not equal
+                return False
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

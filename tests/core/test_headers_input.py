@@ -92,3 +92,12 @@ def test_key_with_no_values_is_not_in_headers(nc):
     sub = nc.subscribe("hdr.empty")
     nc.publish("hdr.empty", b"x", headers={"Empty": [], "K": "v"})
     assert sub.next_msg(timeout=5).headers == headers
+
+
+@pytest.mark.parametrize("other", [{"K": 1}, {1: "v"}, {"K": b"v"}, {"K": None}])
+def test_comparing_headers_with_a_mapping_they_cannot_hold_is_false(other):
+    """``==`` with a mapping of non-str keys or values is False, as for a dict; it used to
+    raise the TypeError that building Headers from that mapping raises."""
+    headers = js.Headers({"K": "v"})
+    assert headers != other
+    assert not headers == other  # noqa: SIM201 (the == path itself is under test)
