@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from .._seam import check_control_line, check_timeout, seconds_text
+from .._seam import check_at_most_max, check_control_line, check_timeout, seconds_text
 from ..errors import (
     BucketNotFoundError,
     InvalidKeyError,
@@ -63,6 +64,25 @@ def _wrong_last(
     cls: type[KeyWrongLastSequenceError] = KeyWrongLastSequenceError,
 ) -> KeyWrongLastSequenceError:
     return cls(exc.code, exc.err_code, exc.description)
+
+
+def _marker_age(older_than: float | timedelta | None) -> float:
+    """``purge_deletes``'s ``older_than`` in seconds; ``None`` or 0: the default.
+
+    Raises:
+        TypeError: not a number (a bool included).
+        ValueError: NaN, infinite, or more than ``MAX_SECONDS`` either way.
+    """
+    if isinstance(older_than, timedelta):
+        older_than = older_than.total_seconds()
+    if older_than is None:
+        return PURGE_DELETES_OLDER_THAN
+    if isinstance(older_than, bool) or not isinstance(older_than, (int, float)):  # noqa: UP038
+        raise TypeError(f"older_than must be a number of seconds, not {type(older_than).__name__}")
+    if math.isnan(older_than) or math.isinf(older_than):
+        raise ValueError(f"older_than must be a finite number of seconds, got {older_than!r}")
+    check_at_most_max("older_than", abs(older_than))
+    return float(older_than) or PURGE_DELETES_OLDER_THAN
 
 
 class KeyValue:
@@ -526,11 +546,12 @@ class KeyValue:
         Each key is purged below its marker's revision (or up to it): a value put on
         the key after the markers were listed stays. A key holding bytes that are
         not UTF-8 is left as it is: a purge request cannot name it.
+
+        Raises:
+            TypeError, ValueError: ``older_than`` is not a finite number of
+                seconds (a bool, NaN, infinite, past ~292 years), before anything is sent.
         """
-        if isinstance(older_than, timedelta):
-            older_than = older_than.total_seconds()
-        if older_than is None or older_than == 0:
-            older_than = PURGE_DELETES_OLDER_THAN
+        older_than = _marker_age(older_than)
         # A key that is not UTF-8 cannot be named in a purge request (JSON): it is left as it is.
         markers = [
             e

@@ -157,6 +157,22 @@ def test_purge_deletes(kv):
         kv.history("a")
 
 
+@pytest.mark.parametrize(
+    ("older_than", "error"),
+    [(float("nan"), ValueError), (float("inf"), ValueError), (1e300, ValueError),
+     ("30", TypeError), (True, TypeError)],
+)  # fmt: skip
+def test_purge_deletes_refuses_a_bad_older_than_before_sending_anything(nc, kv, older_than, error):
+    """A bad older_than is a typed error before the listing, not after it (or 1 s for True)."""
+    kv.put("a", b"1")
+    kv.delete("a")
+    sent = nc.stats.out_msgs
+    with pytest.raises(error, match="older_than"):
+        kv.purge_deletes(older_than=older_than)
+    assert nc.stats.out_msgs == sent
+    assert [e.operation for e in kv.history("a")] == [KeyValueOp.PUT, KeyValueOp.DEL]
+
+
 def test_marker_comes_when_the_newest_initial_entry_is_removed_before_delivery(nc, js, kv):
     """None still comes, and keys() answers, when the entry that ended the initial values
     at the start is purged before the watcher got to it."""
