@@ -151,7 +151,10 @@ class WatchFeed(Generic[T]):
     answer now): when the message at the end was removed before it came,
     ``None`` follows the last one delivered up to the new end instead of
     never coming; when messages after the last one delivered were removed,
-    the link is replaced (see the module doc). Errors that end
+    the link is replaced (see the module doc). ``same_stream`` is called
+    before the first batch of each new link, and raises when the stream was
+    deleted and made again meanwhile (the link resumed at a sequence of the
+    old one, skipping the new stream's first messages). Errors that end
     the iterator (the stream deleted, the client closed) are raised by
     :meth:`take` once the items before them were taken.
     """
@@ -164,6 +167,7 @@ class WatchFeed(Generic[T]):
         name: str,
         recheck: Callable[[], tuple[int, int]] | None = None,
         last_per_subject: bool = False,
+        same_stream: Callable[[], None] | None = None,
     ) -> None:
         self._messages = messages
         self._convert = convert
@@ -188,6 +192,8 @@ class WatchFeed(Generic[T]):
         self._recheck = recheck
         self._delivered = 0  # the stream sequence of the last message, while the end is due
         self._last_per_subject = last_per_subject
+        self._same_stream = same_stream
+        self._links = messages.links_made
         # After a reset before the end: the newest message of each subject up to the end,
         # oldest first (None: messages pass through).
         self._latest: dict[str, Msg] | None = None
@@ -220,6 +226,9 @@ class WatchFeed(Generic[T]):
         """Convert and buffer the messages of ``batch`` (emptying it); wake a waiting reader
         once, after the last."""
         items, convert = self._items, self._convert
+        if self._same_stream is not None and self._messages.links_made != self._links:
+            self._links = self._messages.links_made
+            self._same_stream()  # raises, before a message of a stream made again goes out
         if (
             self._last_per_subject
             and self._marker_due

@@ -823,6 +823,11 @@ class OrderedMessageIterator(BaseMessageIterator):
         return self._stopped
 
     @property
+    def links_made(self) -> int:
+        """How many links the consumer tried to make so far: it grows with each reset."""
+        return self._oc._serial
+
+    @property
     def resumed(self) -> bool:
         """:attr:`OrderedConsumer.resumed`: a message handed out after this turned True
         came from a link started after the last delivered one, not at the deliver policy."""

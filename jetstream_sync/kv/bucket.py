@@ -505,7 +505,7 @@ class KeyValue:
         server dropped without a word is noticed, and the consumer replaced, in time."""
         limit = check_timeout("timeout", timeout, self._ctx.timeout)
         heartbeat = min(WATCH_HEARTBEAT, limit / 4)
-        with self._watcher(keys, limit, heartbeat, **options) as watcher:
+        with self._watcher(keys, limit, heartbeat, listing=True, **options) as watcher:
             return watcher.initial()
 
     def keys(self, filters: str | Sequence[str] = ">", timeout: float | None = None) -> list[str]:

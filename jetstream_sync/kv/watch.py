@@ -19,7 +19,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
 from .._seam import Deadline, check_timeout
-from ..errors import BucketNotFoundError, IteratorClosedError, StreamNotFoundError, TimeoutError
+from ..errors import (
+    BucketNotFoundError,
+    IteratorClosedError,
+    NatsError,
+    StreamNotFoundError,
+    TimeoutError,
+)
 from ..jetstream._seam import WatchFeed, initial_end, stored_bounds
 from ..jetstream.consumer_config import OrderedConsumerConfig
 from ..jetstream.enums import DeliverPolicy
@@ -27,6 +33,7 @@ from .entry import KeyValueEntry, KeyValueOp, entry_from_delivered
 
 if TYPE_CHECKING:
     from ..jetstream.context import JetStreamContext
+    from ..jetstream.info import StreamInfo
     from ..msg import Msg
 
 __all__ = ["KeyWatcher"]
@@ -70,6 +77,7 @@ class KeyWatcher:
         ignore_deletes: bool = False,
         meta_only: bool = False,
         updates_only: bool = False,
+        listing: bool = False,
     ) -> None:
         self.bucket = bucket
         self._prefix_len = prefix_len
@@ -78,11 +86,13 @@ class KeyWatcher:
         self._lock = threading.Lock()
         self._stopped = False
         fields: dict[str, Any] = {"filter_subjects": subjects, "headers_only": meta_only or None}
+        self._stream = ctx.stream_no_info(stream)
+        info = None if listing and not updates_only else self._stream_info()
+        self._created = None if info is None else info.created
         try:
-            if updates_only:
+            if info is not None and updates_only:
                 # Start after the last stored message, not at "new": a consumer
                 # recreated before the first update must not miss one.
-                info = ctx.stream_no_info(stream).info(timeout=self._timeout)
                 fields.update(
                     deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                     opt_start_seq=info.state.last_seq + 1,
@@ -108,12 +118,33 @@ class KeyWatcher:
         except BaseException:
             self._consumer.close()
             raise
-        stream_handle = ctx.stream_no_info(stream)
         self._feed: WatchFeed[KeyValueEntry] = WatchFeed(
             messages, self._entry, end, f"jetstream_sync-watch-{next(_serial)}",
-            lambda: stored_bounds(stream_handle, subjects, self._timeout),
+            lambda: stored_bounds(self._stream, subjects, self._timeout),
             last_per_subject=fields["deliver_policy"] is DeliverPolicy.LAST_PER_SUBJECT,
+            same_stream=None if listing else self._check_same_bucket,
         )  # fmt: skip
+
+    def _stream_info(self) -> StreamInfo:
+        """The bucket's stream info; its ``created`` tells a bucket made again apart."""
+        try:
+            return self._stream.info(timeout=self._timeout)
+        except StreamNotFoundError as exc:
+            raise self._gone(exc) from None
+
+    def _check_same_bucket(self) -> None:
+        """Raise when the bucket was deleted and made again since the watch began: its
+        revisions start at 1 again, and the new link resumed after the old last one."""
+        try:
+            created = self._stream_info().created
+        except BucketNotFoundError:
+            raise
+        except NatsError:  # unanswered now (an election, a lost link): the watch goes on
+            return
+        if created != self._created:
+            raise BucketNotFoundError(
+                404, 10059, f"bucket {self.bucket!r} not found: it was deleted and made again"
+            )
 
     def _entry(self, msg: Msg) -> KeyValueEntry | None:
         """The entry a message holds; ``None`` for a marker left out by ``ignore_deletes``."""
@@ -131,7 +162,8 @@ class KeyWatcher:
 
         Raises:
             TimeoutError: nothing came within ``timeout``.
-            BucketNotFoundError: the bucket was deleted.
+            BucketNotFoundError: the bucket was deleted (or deleted and made
+                again: the new one's revisions start over).
             IteratorClosedError: the watcher was stopped.
             ConnectionClosedError: the client was closed.
             ForkedClientError: called in a process forked after the watcher was made.
@@ -146,6 +178,8 @@ class KeyWatcher:
             raise self._gone(exc) from None
 
     def _gone(self, exc: StreamNotFoundError) -> BucketNotFoundError:
+        if isinstance(exc, BucketNotFoundError):
+            return exc
         return BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found")
 
     def initial(self) -> list[KeyValueEntry]:

@@ -284,6 +284,30 @@ def test_watching_a_deleted_bucket(js):
             call()
 
 
+def test_a_bucket_deleted_and_made_again_under_the_watcher_is_not_followed(js):
+    """The new bucket's revisions start at 1 again: resuming after the old last revision
+    would skip its first ones and hand out the rest as if nothing happened."""
+    name = unique_stream_name("WATCHAGAIN")
+    kv = js.create_key_value(bucket=name)
+    for i in range(5):
+        kv.put(f"k{i}", b"old")
+    try:
+        with kv.watch() as w:
+            assert len(_until_marker(w)) == 5
+            # The watcher's new link is made only once the bucket is back (as when its
+            # deletion is noticed late, by missed heartbeats).
+            with w._consumer._lock:
+                js.delete_key_value(name)
+                again = js.create_key_value(bucket=name)
+                for i in range(8):
+                    again.put("new", b"%d" % i)
+            with pytest.raises(nats_sync.BucketNotFoundError, match="made again"):
+                w.next(timeout=30)
+    finally:
+        with contextlib.suppress(nats_sync.BucketNotFoundError):
+            js.delete_key_value(name)
+
+
 def test_next_interrupted_at_any_point_keeps_the_watch_going(kv):
     """Ctrl-C on the main thread at each point of ``next()`` in turn (a notebook cell
     stopped while it waits): the watcher's lock is never left held, so its thread keeps
