@@ -46,21 +46,21 @@ def test_mirror_with_an_offset_start_time_updates_from_its_info(nc, js, stream_n
     assert updated.cached_info.config.mirror.opt_start_time == config.mirror.opt_start_time
 
 
+def _create_durable_c(nc, stream_name: str, **config: object) -> None:
+    """Durable consumer ``C`` (explicit acks) of ``stream_name`` with ``config``, as another
+    client writes it (straight to the API)."""
+    body = {"durable_name": "C", "ack_policy": "explicit", **config}
+    _api(
+        nc, f"$JS.API.CONSUMER.CREATE.{stream_name}.C", {"stream_name": stream_name, "config": body}
+    )
+
+
 def test_consumer_with_an_offset_start_time_updates_from_its_info(nc, js, stream_name):
     js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"])
-    _api(
-        nc,
-        f"$JS.API.CONSUMER.CREATE.{stream_name}.C",
-        {
-            "stream_name": stream_name,
-            "config": {
-                "durable_name": "C",
-                "ack_policy": "explicit",
-                "deliver_policy": "by_start_time",
-                "opt_start_time": "2025-01-01T02:00:00.5-05:30",
-            },
-        },
-    )
+    _create_durable_c(
+        nc, stream_name, deliver_policy="by_start_time",
+        opt_start_time="2025-01-01T02:00:00.5-05:30",
+    )  # fmt: skip
     config = js.consumer_info(stream_name, "C").config
 
     js.update_consumer(stream_name, config)
@@ -107,18 +107,7 @@ def test_durations_past_float_precision_stay_exact(nc, js, stream_name):
         f"$JS.API.STREAM.CREATE.{stream_name}",
         {"name": stream_name, "subjects": [f"{stream_name}.>"], "max_age": max_age},
     )
-    _api(
-        nc,
-        f"$JS.API.CONSUMER.CREATE.{stream_name}.C",
-        {
-            "stream_name": stream_name,
-            "config": {
-                "durable_name": "C",
-                "ack_policy": "explicit",
-                "inactive_threshold": max_age,
-            },
-        },
-    )
+    _create_durable_c(nc, stream_name, inactive_threshold=max_age)
 
     js.update_stream(js.stream(stream_name).cached_info.config)
     js.update_consumer(stream_name, js.consumer_info(stream_name, "C").config)
