@@ -342,12 +342,16 @@ class Writer:
 
         Raises:
             ConnectionClosedError: the writer is closed.
+            ForkedClientError: this is not the process that connected.
         """
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("connection closed")
             if self._transport is None or len(self._buf) > HIGH_WATER:
                 return False
+            # Checked on every call: a requester that took the read role in a child forked
+            # from C would otherwise send and read its reply on the parent's socket.
+            self._check_process()
             self._buf += frame
             self.msgs_out += 1
             if self._sending:
