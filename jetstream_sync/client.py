@@ -292,6 +292,13 @@ class Client:
             _mark_forked()
         return self._forked
 
+    def _check_this_process(self) -> None:
+        """:meth:`_check_usable`, a fork from C included: for calls that wait for the
+        server (a request, a flush, a subscribe), before they take any lock of the
+        client, which a thread of the parent may have held at the fork."""
+        if self._noticed_fork() or self._closed:
+            self._check_usable()
+
     def _check_usable(self) -> None:
         if self._forked:
             self._check_same_process()
@@ -766,7 +773,7 @@ class Client:
             raise ValueError("inline=True runs a callback: pass cb= as well")
         if cb is not None:
             check_callback("cb", cb)
-        self._check_usable()
+        self._check_this_process()
         subject_b = self._subject_bytes(subject, wildcards=True)
         queue_b = b""
         if queue:
@@ -997,8 +1004,7 @@ class Client:
             InlineCallbackError: called from an inline callback.
         """
         deadline = Deadline(check_timeout("timeout", timeout))
-        if self._closed or self._forked:
-            self._check_usable()
+        self._check_this_process()
         if _READING.inline:
             refuse_in_inline_callback("a request")
         connection = self._connection
@@ -1049,7 +1055,7 @@ class Client:
             InlineCallbackError: called from an inline callback.
         """
         deadline = Deadline(check_timeout("timeout", timeout))
-        self._check_usable()
+        self._check_this_process()
         refuse_in_inline_callback("flush()")
         waiter = self._connection.flush(deadline)
         if waiter is None:
