@@ -13,7 +13,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-_lock = threading.Lock()
+from ._process_lock import ProcessLock
+
+_lock = ProcessLock()
 _waits: dict[int, int] = {}  # thread ident -> ident of the thread it is joining
 
 

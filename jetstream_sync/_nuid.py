@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import threading
+
+from ._process_lock import ProcessLock
 
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _PREFIX_LEN = 12
@@ -27,11 +28,13 @@ class Nuid:
     ``os.register_at_fork``: servers that fork from C (uWSGI's workers, unless
     ``--py-call-osafterfork``) run no at-fork handler, so :meth:`next` also
     compares the pid. Two workers sharing a prefix would share their request
-    inboxes, and each would read the other's replies.
+    inboxes, and each would read the other's replies. Its lock is a
+    :class:`ProcessLock`: a parent's thread making an inbox at the fork must
+    not leave the child's first request waiting for it.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
         self._reset()
 
     def _reset(self) -> None:

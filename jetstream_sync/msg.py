@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -34,6 +35,17 @@ _ACK_FRAME = b"PUB %s" + _ACK_TAIL
 _new = object.__new__
 # Makes "not acknowledged yet? then it is mine" one step for threads racing on a message.
 _CLAIM = threading.Lock()
+
+
+def _new_claim_lock() -> None:
+    # A parent's thread acking at os.fork() leaves the lock held in the child. Not a
+    # ProcessLock: its process check would add a system call to every ack, so after a
+    # fork from C (no at-fork handler) an ack can still wait for it (docs/app-servers.md).
+    global _CLAIM
+    _CLAIM = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_claim_lock)
 
 
 class AckSender(Protocol):

@@ -13,6 +13,7 @@ import attrs
 
 from .. import _defaults as D
 from .._deadline import Deadline, check_callback, check_timeout, seconds_text
+from .._process_lock import ProcessLock
 from .._signals import INTERRUPTS, hand_to_main, raise_in_main
 from .._timefmt import format_rfc3339, ns_to_seconds, parse_rfc3339
 from ..errors import (
@@ -95,7 +96,7 @@ class ConsumeContext:
     """
 
     _serial = 0
-    _serial_lock = threading.Lock()
+    _serial_lock = ProcessLock()
 
     def __init__(
         self,

@@ -7,16 +7,21 @@ blocking call in the child fails the test instead of hanging the suite.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import faulthandler
 import os
 import select
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 import jetstream_sync as js
+from jetstream_sync._nuid import NUID
+from jetstream_sync._process_lock import ProcessLock
 from tests.fixtures.polling import wait_for
 
 CHILD_DEADLINE = 10.0
@@ -31,7 +36,8 @@ def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str
     """Run ``fn`` in a child made by ``fork``.
 
     Returns:
-        ``"ok: <result>"`` or ``"<ErrorClass>: <text>"``.
+        ``"ok: <result>"`` or ``"<ErrorClass>: <text>"``; a child that hangs fails the
+        test with the stack it hung in.
     """
     read_fd, write_fd = os.pipe()
     pid = fork()
@@ -39,6 +45,7 @@ def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str
         code = 0
         try:
             os.close(read_fd)
+            faulthandler.register(signal.SIGUSR1, file=write_fd, all_threads=False)
             try:
                 line = f"ok: {fn()!r}"
             except BaseException as exc:  # reported to the parent
@@ -52,13 +59,23 @@ def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str
     try:
         ready, _, _ = select.select([read_fd], [], [], CHILD_DEADLINE)
         if not ready:
+            os.kill(pid, signal.SIGUSR1)  # the child writes its stack to the pipe
+            stack = _read_until_quiet(read_fd)
             os.kill(pid, signal.SIGKILL)
-            pytest.fail(f"the forked child hung for {CHILD_DEADLINE} s")
+            pytest.fail(f"the forked child hung for {CHILD_DEADLINE} s, here:\n{stack}")
         report = os.read(read_fd, 4096).decode()
     finally:
         os.close(read_fd)
         os.waitpid(pid, 0)
     return report
+
+
+def _read_until_quiet(fd: int) -> str:
+    """What a hung child writes to ``fd`` until it has been quiet for a second."""
+    chunks = []
+    while select.select([fd], [], [], 1.0)[0] and (chunk := os.read(fd, 65536)):
+        chunks.append(chunk.decode(errors="replace"))
+    return "".join(chunks)
 
 
 def assert_forked(report: str) -> None:
@@ -177,6 +194,65 @@ def test_close_in_the_child_of_a_fork_while_another_thread_held_the_clients_lock
         release.set()
         holder.join()
     assert nc_fork.is_connected
+
+
+@contextlib.contextmanager
+def held_by_a_thread(lock: Any) -> Iterator[None]:
+    """``lock`` held by another thread of this process while the block runs."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        held.wait()
+        yield
+    finally:
+        release.set()
+        holder.join()
+
+
+@pytest.mark.parametrize("fork", [os.fork, c_fork], ids=["os.fork", "fork-from-c"])
+def test_a_process_lock_held_by_a_parents_thread_is_free_in_the_child(fork):
+    """A ProcessLock another thread holds at the fork is free in the child (a threading.Lock
+    would stay held there for good), and it still excludes within each process."""
+    lock = ProcessLock()
+
+    def take_twice() -> bool:
+        with lock:
+            pass
+        with lock:
+            return lock._lock.locked()
+
+    with held_by_a_thread(lock):
+        assert in_child(take_twice, fork=fork) == "ok: True"
+        assert lock._lock.locked()  # the parent's holder still has it
+
+
+def test_a_child_forked_from_c_while_a_thread_makes_an_inbox(nc_fork, shared_server):
+    """A parent's thread making an inbox at a fork from C (the inbox generator's lock held):
+    the inherited client's JetStream call raises ForkedClientError, and a client the child
+    makes connects and has its request answered (the gate's
+    test_a_fork_from_c_is_noticed_on_the_first_send[jetstream] child hung here)."""
+
+    def inherited_then_new() -> tuple[str, bool]:
+        try:
+            nc_fork.jetstream().account_info()
+        except js.ForkedClientError as exc:
+            inherited = type(exc).__name__
+        else:
+            inherited = "no error"
+        with js.connect(shared_server.url) as nc:
+            answered = nc.jetstream().account_info().api is not None
+        return inherited, answered
+
+    with held_by_a_thread(NUID._lock):
+        result = in_child(inherited_then_new, fork=c_fork)
+    assert result == "ok: ('ForkedClientError', True)"
 
 
 def test_inherited_messages_iterator(nc_fork, shared_server):
