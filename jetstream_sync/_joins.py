@@ -27,7 +27,7 @@ def waiting_for(target: int | None) -> Iterator[bool]:
     through others) for this thread: the caller must not wait then.
     """
     me = threading.get_ident()
-    with _lock:
+    with _lock.here():
         waiter = target
         while waiter is not None and waiter != me:
             waiter = _waits.get(waiter)
@@ -41,7 +41,7 @@ def waiting_for(target: int | None) -> Iterator[bool]:
     try:
         yield True
     finally:
-        with _lock:
+        with _lock.here():
             if previous is None:
                 del _waits[me]
             else:

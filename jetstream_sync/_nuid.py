@@ -45,7 +45,7 @@ class Nuid:
 
     def next(self) -> str:
         """Return a new identifier, unique for this process."""
-        with self._lock:
+        with self._lock.here():
             self._seq += self._inc
             if self._seq >= _MAX_SEQ or self._pid != os.getpid():
                 self._reset()

@@ -110,7 +110,7 @@ class ConsumeContext:
         # Warnings, too, go to the handler; through _report, so that a handler
         # that raises does not end consumption. Without one, the source logs them.
         source._on_warning = self._report if error_handler is not None else None
-        with ConsumeContext._serial_lock:
+        with ConsumeContext._serial_lock.here():
             ConsumeContext._serial += 1
             n = ConsumeContext._serial
         self._thread = threading.Thread(

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import _protocol
 from .._deadline import check_at_most_max, check_callback
-from .._process_lock import ProcessLock
 from .._reply import PUBACK_FIELDS
 from ..errors import ForkedClientError, InlineCallbackError, NoRespondersError, api_error
 from ..headers import Headers, header_pairs
@@ -287,7 +286,7 @@ def _refuse_wait_in_forked_child(future: PubAckFuture, call: str) -> None:
 # Orders a future's resolution against making its Future state; the async
 # publisher gives each future its ack mux's lock instead, under which the reader
 # thread settles futures without a call per future.
-_LAZY = ProcessLock()
+_LAZY = threading.Lock()
 
 
 class PubAckFuture(concurrent.futures.Future[PubAck]):

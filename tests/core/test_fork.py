@@ -223,14 +223,14 @@ def test_a_process_lock_held_by_a_parents_thread_is_free_in_the_child(fork):
     lock = ProcessLock()
 
     def take_twice() -> bool:
-        with lock:
+        with lock.here():
             pass
-        with lock:
-            return lock._lock.locked()
+        with lock.here():
+            return lock.here().locked()
 
-    with held_by_a_thread(lock):
+    with held_by_a_thread(lock.here()):
         assert in_child(take_twice, fork=fork) == "ok: True"
-        assert lock._lock.locked()  # the parent's holder still has it
+        assert lock.here().locked()  # the parent's holder still has it
 
 
 def test_a_child_forked_from_c_while_a_thread_makes_an_inbox(nc_fork, shared_server):
@@ -250,7 +250,7 @@ def test_a_child_forked_from_c_while_a_thread_makes_an_inbox(nc_fork, shared_ser
             answered = nc.jetstream().account_info().api is not None
         return inherited, answered
 
-    with held_by_a_thread(NUID._lock):
+    with held_by_a_thread(NUID._lock.here()):
         result = in_child(inherited_then_new, fork=c_fork)
     assert result == "ok: ('ForkedClientError', True)"
 
