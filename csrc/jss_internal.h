@@ -203,7 +203,7 @@ static inline char *put_uint(char *p, uint64_t v)
 
 static inline int bad_key_byte(uint8_t c)
 {
-    return c < 0x21 || c == ':' || c == 0x7f;
+    return c < 0x21 || c == ':' || c >= 0x7f; /* ADR-4: printable ASCII but ':' */
 }
 
 /*

@@ -151,7 +151,7 @@ int jss_direct_meta_parse(const char *block, size_t len, int64_t *out);
 
 /* Encoder results (jss_encode_*). */
 enum {
-    JSS_ENC_ERR_KEY = -1,   /* a header key is empty or holds a byte < 0x21, ':' or 0x7f */
+    JSS_ENC_ERR_KEY = -1,   /* a header key is empty or holds a byte < 0x21, ':' or >= 0x7f */
     JSS_ENC_ERR_VALUE = -2, /* a header value holds CR or LF */
     JSS_ENC_ERR_KV = -3,    /* kv is not key NUL value NUL ...: odd count or no trailing NUL */
     /* Every encoding is longer than this (a header block alone is 12 bytes),

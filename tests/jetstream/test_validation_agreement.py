@@ -332,6 +332,8 @@ GO_TEXTPROTO = (
     "clients (nats.go reads headers with Go's textproto) may refuse or misread the whole "
     "header block; a NUL also separates pairs in the C encoder"
 )
+ADR_4 = "ADR-4 allows printable ASCII only in a header name: nats.py drops such a key"
+
 HEADERS = [
     ("X-Key", "v"), ("X-Key", ""), ("X-Key", "v v"), ("X-Key", "é"), ("é", "v"),
     ("K K", "v"), ("K\tK", "v"), ("K\x7f", "v"), ("X-Key", "v\x00w"), ("K:", "v"),
@@ -339,7 +341,7 @@ HEADERS = [
 ]  # fmt: skip
 HEADER_STRICTER = {
     ("K K", "v"): GO_TEXTPROTO, ("K\tK", "v"): GO_TEXTPROTO, ("K\x7f", "v"): GO_TEXTPROTO,
-    ("X-Key", "v\x00w"): GO_TEXTPROTO,
+    ("X-Key", "v\x00w"): GO_TEXTPROTO, ("é", "v"): ADR_4,
 }  # fmt: skip
 
 

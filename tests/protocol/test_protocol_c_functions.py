@@ -636,9 +636,9 @@ def kv_of(pairs) -> bytes:
     return b"".join(k + b"\0" + v + b"\0" for k, v in pairs)
 
 
-HPUB_PAIRS = [(b"Nats-Msg-Id", b"a b:c"), (b"X", b""), ("Ключ".encode(), b"\xff\xfe\t")]
+HPUB_PAIRS = [(b"Nats-Msg-Id", b"a b:c"), (b"X", b""), (b"K~y", "Ключ".encode() + b"\xff\xfe\t")]
 HPUB_BLOCK = (
-    b"NATS/1.0\r\nNats-Msg-Id: a b:c\r\nX: \r\n" + "Ключ".encode() + b": \xff\xfe\t\r\n\r\n"
+    b"NATS/1.0\r\nNats-Msg-Id: a b:c\r\nX: \r\nK~y: " + "Ключ".encode() + b"\xff\xfe\t\r\n\r\n"
 )
 
 
@@ -650,6 +650,9 @@ BAD_KV = [
     (b"a\rb\0v\0", lib.JSS_ENC_ERR_KEY),
     (b"a\nb\0v\0", lib.JSS_ENC_ERR_KEY),
     (b"\x7f\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"\xc3\xa9\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"a\x80\0v\0", lib.JSS_ENC_ERR_KEY),
+    (b"a\xff\0v\0", lib.JSS_ENC_ERR_KEY),
     (b"\x01\0v\0", lib.JSS_ENC_ERR_KEY),
     (b"k\0a\rb\0", lib.JSS_ENC_ERR_VALUE),
     (b"k\0a\nb\0", lib.JSS_ENC_ERR_VALUE),
@@ -757,12 +760,15 @@ class TestEncode:
             assert rc == code
             assert raw == bytes([CANARY]) * (cap + 1)
 
-    def test_jss_encode_keys_may_hold_any_byte_from_0x21_but_colon_and_del(self):
-        """Every printable ASCII byte but ':' and bytes >= 0x80 are valid key bytes."""
-        key = bytes(b for b in range(0x21, 0x100) if b not in (0x3A, 0x7F))
+    def test_jss_encode_keys_may_hold_any_printable_ascii_byte_but_colon(self):
+        """Every printable ASCII byte but ':' is a valid key byte (ADR-4); no other is."""
+        key = bytes(b for b in range(0x21, 0x7F) if b != 0x3A)
         value = bytes(b for b in range(1, 0x100) if b not in (0x0A, 0x0D))
         block = b"NATS/1.0\r\n" + key + b": " + value + b"\r\n\r\n"
         assert c_encode(lib.jss_encode_headers, len(block), kv_of([(key, value)]))[:2] == (
             len(block),
             block,
         )
+        for bad in [*range(1, 0x21), 0x3A, *range(0x7F, 0x100)]:  # NUL ends the key
+            kv = kv_of([(b"a" + bytes([bad]), b"v")])
+            assert c_encode(lib.jss_encode_headers, 64, kv)[0] == lib.JSS_ENC_ERR_KEY, bad

@@ -18,7 +18,9 @@ from .proto import BytesLike
 __all__ = ["JOIN_ABOVE", "encode_headers", "encode_hpub", "encode_hpub_pairs", "encode_pub"]
 
 
-_BAD_KEY_BYTE = re.compile(rb"[\x00-\x20:\x7f]")
+# ADR-4: a header name is printable ASCII but ":" (nats.py drops any other key on reading,
+# and Go's textproto refuses the whole block).
+_BAD_KEY_BYTE = re.compile(rb"[\x00-\x20:\x7f-\xff]")
 
 
 def _header_bytes(text: str, what: str) -> bytes:
@@ -40,9 +42,9 @@ def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
         ``b"NATS/1.0\\r\\n" + b"Key: value\\r\\n"... + b"\\r\\n"``.
 
     Raises:
-        BadHeaderError: a key is empty or holds CR, LF, ':', space, tab or any
-            byte below 0x21 or 0x7f, or a value holds CR, LF or NUL; nothing is
-            encoded.
+        BadHeaderError: a key is empty or holds ':' or a byte that is not printable
+            ASCII (space, tab, CR, LF, any other control byte, anything non-ASCII),
+            or a value holds CR, LF or NUL; nothing is encoded.
         TypeError: a key or value is not a str.
     """
     parts = [b"NATS/1.0\r\n"]
