@@ -102,7 +102,7 @@ def test_r3_reads_answer_with_a_frozen_replica(cluster):
             victim = cluster.server_named(leader)
             others = [s.url for s in cluster.servers if s is not victim]
             with nats_sync.connect(others) as nc:
-                reader = nc.jetstream(timeout=10)
+                reader = nc.jetstream(timeout=30)  # a loaded cluster may elect for 10 s and more
                 bucket = reader.key_value("R3FROZEN")
                 direct = reader.stream_no_info(kv.stream_name)
                 with victim.freeze(timeout=120):
