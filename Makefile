@@ -53,7 +53,7 @@ test: $(STAMP)
 ## session's lane and the other Spark tests' lane), and the others' tests wait on servers and
 ## timers much of the time; a fresh clone's make test took 10 min 19 s with three (suite 565 s)
 ## and the suite 446 s with four, the venv made.
-TEST_WORKERS ?= 5
+TEST_WORKERS ?= 4
 
 suite: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not fuzz"; rc=$$?; \

@@ -62,24 +62,6 @@ class Stage:
         return self._process.returncode
 
 
-def _start_spark_archive(log: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """Start making Spark's class archive for the suite's JVMs (tests/fixtures/spark_classes.py)
-    now, at full priority: the suite's Spark tests wait for it at their first test."""
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "tests.fixtures.spark_classes", "--make"]
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), log
-
-
-def _finish_spark_archive(archive: tuple[subprocess.Popen[bytes], Path]) -> None:
-    """Wait for the archive's maker; print its output if it failed (the suite then ran
-    without it, slower, or made it itself)."""
-    process, log = archive
-    if process.wait() != 0:
-        print("\n== making Spark's class archive failed (not a stage):", flush=True)
-        sys.stdout.buffer.write(log.read_bytes())
-        sys.stdout.flush()
-
-
 def main(names: tuple[str, ...] = STAGES, foreground: str = FOREGROUND) -> int:
     """Run every stage, print the background stages' logs and the summary; 1 if one failed.
 
@@ -89,7 +71,6 @@ def main(names: tuple[str, ...] = STAGES, foreground: str = FOREGROUND) -> int:
     """
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="make-test-") as tmp:
-        archive = _start_spark_archive(Path(tmp) / "spark-archive.log")
         quiet = [s for s in names if s != foreground]
         stages = {s: Stage(s, started, Path(tmp) / f"{s}.log") for s in quiet}
         print(f"== make {foreground} (beside it: {', '.join(quiet)})", flush=True)
@@ -102,7 +83,6 @@ def main(names: tuple[str, ...] = STAGES, foreground: str = FOREGROUND) -> int:
                 print(f"\n== make {name}", flush=True)
                 sys.stdout.buffer.write(stage.log.read_bytes())
                 sys.stdout.flush()
-    _finish_spark_archive(archive)
     print("\n== make test: stages (each ran from the start; time = when it ended)")
     for name in names:
         code, ended = results[name]
