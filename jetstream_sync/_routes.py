@@ -137,7 +137,9 @@ class ReplyRoute(Generic[S]):
         self._tokens = itertools.count(1)
         self._once: dict[int, S] = {}
         self._lasting: dict[int, tuple[int, S]] = {}  # first token -> (end, sink)
-        self._firsts: list[int] = []  # the lasting slots' first tokens, sorted
+        # The lasting slots' first tokens, sorted. Replaced, never changed in place: the
+        # reading thread's lock-free lookup bisects one list and then indexes it.
+        self._firsts: list[int] = []
         self._prefix: str | None = None
         # The prefix while the server refuses its subscription (the next use
         # subscribes it again: see _on_refused).
@@ -216,14 +218,16 @@ class ReplyRoute(Generic[S]):
             if count > 1:  # the counter moves past the whole range
                 self._tokens = itertools.count(first + count)
             self._lasting[first] = (first + count, sink)
-            insort(self._firsts, first)
+            firsts = list(self._firsts)
+            insort(firsts, first)
+            self._firsts = firsts
         return first
 
     def release(self, first: int) -> None:
         """End the lasting slot that starts at ``first``: its later replies are dropped."""
         with self._lock:
             if self._lasting.pop(first, None) is not None:
-                self._firsts.remove(first)
+                self._firsts = [f for f in self._firsts if f != first]
 
     def lasting_slot(self, token: int) -> tuple[S | None, int, int]:
         """The lasting slot holding ``token``: ``(sink, first, end)``, or ``(None, 0, 0)``.
@@ -367,7 +371,7 @@ class ReplyRoute(Generic[S]):
             self._closed = True
             lasting = [sink for _, sink in self._lasting.values()]
             self._lasting.clear()
-            self._firsts.clear()
+            self._firsts = []
         sinks = self._take_once()
         sinks.update((sink, None) for sink in lasting)
         if self._listening:

@@ -4,6 +4,7 @@ replies nobody holds, a dropped connection and a closed client."""
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 
 import pytest
@@ -176,3 +177,34 @@ def test_a_closed_client_fails_every_sink_and_refuses_new_slots(shared_server):
         route.open(Sink())
     route.close()  # again: nothing more happens
     assert len(once.failures) == len(lasting.failures) == 1
+
+
+def test_a_lookup_while_other_threads_open_and_release_ranges(nc):
+    """The reading thread's lock-free lookup of a range's token, while ranges are opened and
+    released (a read_arrow iterator closed while its replies arrive): it never raises (an
+    IndexError there made the client drop the connection and reconnect)."""
+    route: ReplyRoute[Sink] = ReplyRoute(nc)
+    kept = route.open(Sink(), 10)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def churn() -> None:
+        try:
+            while not done.is_set():
+                route.release(route.open(Sink(), 3))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between any two steps of the lookup
+    churner = threading.Thread(target=churn)
+    churner.start()
+    try:
+        for _ in range(100_000):
+            assert route.lasting_slot(kept + 1)[1:] == (kept, kept + 10)
+            route.lasting_slot(kept + 10**6)  # past every range: the end of the list
+    finally:
+        done.set()
+        churner.join()
+        sys.setswitchinterval(previous)
+    assert errors == []
