@@ -45,7 +45,9 @@ def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str
         code = 0
         try:
             os.close(read_fd)
-            faulthandler.register(signal.SIGUSR1, file=write_fd, all_threads=False)
+            # all_threads: the parent's threads too, as they were at the fork (one of them
+            # may have held what the child waits for)
+            faulthandler.register(signal.SIGUSR1, file=write_fd, all_threads=True)
             try:
                 line = f"ok: {fn()!r}"
             except BaseException as exc:  # reported to the parent
@@ -71,10 +73,13 @@ def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str
 
 
 def _read_until_quiet(fd: int) -> str:
-    """What a hung child writes to ``fd`` until it has been quiet for a second."""
+    """What a hung child writes to ``fd``: its first bytes within 10 s (a loaded machine),
+    then until it has been quiet for a second."""
     chunks = []
-    while select.select([fd], [], [], 1.0)[0] and (chunk := os.read(fd, 65536)):
+    wait = 10.0
+    while select.select([fd], [], [], wait)[0] and (chunk := os.read(fd, 65536)):
         chunks.append(chunk.decode(errors="replace"))
+        wait = 1.0
     return "".join(chunks)
 
 
