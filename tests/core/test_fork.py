@@ -177,30 +177,6 @@ def test_publish_request_flush_and_unsubscribe(nc_fork):
     assert sub.is_active
 
 
-def test_close_in_the_child_of_a_fork_while_another_thread_held_the_clients_lock(
-    nc_fork,
-):
-    """A fork while another thread holds the client's state lock (adding a status
-    listener, making a shared resource): the child has no such thread to release it,
-    and close() there returns instead of waiting for it forever."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with nc_fork._state_lock:
-            held.set()
-            release.wait()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        held.wait()
-        assert in_child(nc_fork.close) == "ok: None"
-    finally:
-        release.set()
-        holder.join()
-    assert nc_fork.is_connected
-
-
 @contextlib.contextmanager
 def held_by_a_thread(lock: Any) -> Iterator[None]:
     """``lock`` held by another thread of this process while the block runs."""
@@ -219,6 +195,17 @@ def held_by_a_thread(lock: Any) -> Iterator[None]:
     finally:
         release.set()
         holder.join()
+
+
+def test_close_in_the_child_of_a_fork_while_another_thread_held_the_clients_lock(
+    nc_fork,
+):
+    """A fork while another thread holds the client's state lock (adding a status
+    listener, making a shared resource): the child has no such thread to release it,
+    and close() there returns instead of waiting for it forever."""
+    with held_by_a_thread(nc_fork._state_lock):
+        assert in_child(nc_fork.close) == "ok: None"
+    assert nc_fork.is_connected
 
 
 @pytest.mark.parametrize("fork", [os.fork, c_fork], ids=["os.fork", "fork-from-c"])
