@@ -36,7 +36,7 @@ from tests.fixtures.faults import FAST, Events
 from tests.fixtures.jetstream import unique_stream_name
 from tests.fixtures.proxy import FaultProxy
 from tests.fixtures.server import NatsServer, kill_leftovers
-from tests.fixtures.spark_classes import JVM_OPTIONS, use_archive
+from tests.fixtures.spark_classes import JVM_OPTIONS, finish, use_archive
 from tests.fixtures.spark_home import spark_home
 from tests.fixtures.tls import TLSMaterial, make_tls_material
 
@@ -66,9 +66,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(WorkerPlan(), "jetstream_sync-worker-plan")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Join the thread making Spark's class archive, if this process started it."""
+    finish()
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Give a ``spark`` test's JVMs Spark's class archive, made before its timeout counts."""
+    """Give a ``spark`` test's JVMs Spark's class archive once it is made (the first such
+    test starts making it: ``tests/fixtures/spark_classes.py``)."""
     if item.get_closest_marker("spark") is not None:
         use_archive()
     return (yield)
