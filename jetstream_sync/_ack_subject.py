@@ -129,6 +129,10 @@ def parse_metadata(reply: str) -> MsgMetadata:
 def nak_body(delay: float | None) -> bytes:
     """The body of a negative acknowledgement, with an optional redelivery delay in seconds.
 
+    A delay of zero or less is a plain NAK (redeliver at once), as in nats.go: the
+    server reads a delay as "the ack wait ran out ``delay`` ago", which with a
+    ``backoff`` holds a redelivered message for its next backoff step instead.
+
     Raises:
         TypeError: ``delay`` is not a number.
         ValueError: ``delay`` is NaN, infinite, or longer than int64 nanoseconds hold
@@ -139,6 +143,8 @@ def nak_body(delay: float | None) -> bytes:
     ns = seconds_to_ns(delay, "delay")
     if ns > _MAX_NS:
         raise ValueError(f"delay: must be at most {_MAX_NS // 10**9} seconds, got {delay!r}")
+    if ns <= 0:
+        return NAK
     return NAK + b" " + json.dumps({"delay": ns}).encode()
 
 

@@ -502,6 +502,7 @@ class Msg:
     def nak(self, delay: float | None = None, timeout: float | None = None) -> None:
         """Negatively acknowledge: ask for redelivery, at once or after ``delay`` seconds.
 
+        A ``delay`` of zero or less redelivers at once, like no delay (as in nats.go).
         ``timeout`` is as in :meth:`ack`.
 
         Raises:

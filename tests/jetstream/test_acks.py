@@ -104,6 +104,19 @@ def test_nak_without_delay_redelivers_at_once(js, stream):
     assert cons.fetch(1, timeout=2)[0].metadata.num_delivered == 2
 
 
+@pytest.mark.parametrize("delay", [0, 0.0, -1, -1e-9])
+def test_nak_delay_of_zero_or_less_redelivers_at_once_despite_a_backoff(js, stream, delay):
+    """nak(delay<=0) is a plain NAK, as in nats.go. Sent as a delay, the server takes a
+    redelivered message's delay as an ack wait (1 s) that ran out and holds it for the
+    backoff step of its delivery count (30 s) instead of redelivering it at once."""
+    js.publish(f"{stream.name}.a", b"x")
+    cons = stream.create_consumer(backoff=[1, 30], max_deliver=5)
+    cons.fetch(1, timeout=2)[0].nak()
+    cons.fetch(1, timeout=10)[0].nak(delay=delay)
+    again = cons.fetch(1, timeout=10)
+    assert [m.metadata.num_delivered for m in again] == [3]
+
+
 def test_term_is_not_redelivered(js, stream):
     """A terminated message never comes back, even after ack_wait."""
     js.publish(f"{stream.name}.a", b"x")
