@@ -452,6 +452,7 @@ class KeyValue:
         meta_only: bool = False,
         updates_only: bool = False,
         timeout: float | None = None,
+        resume_from_revision: int | None = None,
     ) -> KeyWatcher:
         """Watch keys: first their current entries, then ``None``, then every update.
 
@@ -468,21 +469,39 @@ class KeyValue:
             meta_only: leave the values out (``value == b""``).
             updates_only: only changes made from now on; ``None`` comes first.
             timeout: seconds to set the watch up.
+            resume_from_revision: instead of the current entries, every revision
+                from this one on that the bucket still holds (as nats.go's
+                ``ResumeFromRevision``): pass the last revision handled plus one to
+                pick up where an earlier watch left off. ``None`` follows the newest
+                revision stored when the watch began (at once when there is none
+                from this one on).
 
         Raises:
             InvalidKeyError: a bad filter, or one holding bytes that are not
                 UTF-8 (the server cannot filter on it; ``keys()`` lists such keys).
-            ValueError: ``include_history`` together with ``updates_only``.
+            ValueError: ``include_history`` or ``resume_from_revision`` together
+                with ``updates_only``; a ``resume_from_revision`` below 1 or past
+                64 bits.
+            TypeError: a ``resume_from_revision`` that is not an int.
         """
-        if include_history and updates_only:
-            raise ValueError("include_history and updates_only cannot be combined")
+        if updates_only and (include_history or resume_from_revision is not None):
+            other = "include_history" if include_history else "resume_from_revision"
+            raise ValueError(f"{other} and updates_only cannot be combined")
+        if resume_from_revision is not None:
+            resume_from_revision = ck.sequence(resume_from_revision, "resume_from_revision")
         return self._watcher(
             keys, timeout, WATCH_HEARTBEAT, include_history=include_history,
             ignore_deletes=ignore_deletes, meta_only=meta_only, updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
         )  # fmt: skip
 
     def _watcher(
-        self, keys: str | Sequence[str], timeout: float | None, heartbeat: float, **options: bool
+        self,
+        keys: str | Sequence[str],
+        timeout: float | None,
+        heartbeat: float,
+        resume_from_revision: int | None = None,
+        **options: bool,
     ) -> KeyWatcher:
         """A :class:`KeyWatcher` of ``keys`` (checked) with ``options`` and ``heartbeat``."""
         filters = [keys] if isinstance(keys, (str, bytes, bytearray)) else list(keys)
@@ -494,7 +513,8 @@ class KeyValue:
         subjects = [self._read_pre + key for key in distinct_filters(filters)]
         return KeyWatcher(
             self._ctx, self.stream_name, self.bucket, len(self._read_pre), subjects,
-            timeout=timeout, heartbeat=heartbeat, **options,
+            timeout=timeout, heartbeat=heartbeat, resume_from_revision=resume_from_revision,
+            **options,
         )  # fmt: skip
 
     def _initial(

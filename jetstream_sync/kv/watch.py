@@ -78,6 +78,7 @@ class KeyWatcher:
         meta_only: bool = False,
         updates_only: bool = False,
         listing: bool = False,
+        resume_from_revision: int | None = None,
     ) -> None:
         self.bucket = bucket
         self._prefix_len = prefix_len
@@ -100,9 +101,17 @@ class KeyWatcher:
                 end = 0
             else:
                 end = initial_end(ctx.stream_no_info(stream), subjects, self._timeout)
-                fields["deliver_policy"] = (
-                    DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
-                )
+                if resume_from_revision is not None:
+                    fields.update(
+                        deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                        opt_start_seq=resume_from_revision,
+                    )
+                    if end < resume_from_revision:
+                        end = 0  # nothing stored from there on: the marker comes first
+                else:
+                    fields["deliver_policy"] = (
+                        DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
+                    )
         except StreamNotFoundError as exc:
             raise self._gone(exc) from None
         self._consumer = ctx.ordered_consumer(

@@ -95,6 +95,82 @@ def test_updates_only_and_filters(kv):
         kv.watch(include_history=True, updates_only=True)
 
 
+def test_resume_from_revision_gives_every_revision_from_there_then_the_marker(kv):
+    """resume_from_revision delivers every stored revision from that one on (superseded
+    values and markers too, filters applied), then None, then updates."""
+    kv.put("a", b"1")  # 1
+    kv.put("b", b"1")  # 2
+    kv.put("a", b"2")  # 3
+    kv.delete("b")  # 4
+    with kv.watch(resume_from_revision=2) as w:
+        got = [(e.key, e.value, e.revision, e.operation) for e in _until_marker(w)]
+        assert got == [
+            ("b", b"1", 2, KeyValueOp.PUT),
+            ("a", b"2", 3, KeyValueOp.PUT),
+            ("b", b"", 4, KeyValueOp.DEL),
+        ]
+        kv.put("c", b"1")
+        assert w.next(timeout=5).revision == 5
+    with kv.watch("a", resume_from_revision=2) as w:
+        assert [e.revision for e in _until_marker(w)] == [3]
+    with kv.watch(resume_from_revision=1, ignore_deletes=True, meta_only=True) as w:
+        assert [(e.revision, e.value) for e in _until_marker(w)] == [
+            (1, b""), (2, b""), (3, b""), (5, b""),
+        ]  # fmt: skip
+
+
+def test_resume_from_revision_skips_what_the_bucket_no_longer_holds(kv):
+    """Revisions a purge removed are not delivered: the watch starts at the first one the
+    bucket still holds."""
+    kv.put("a", b"1")
+    kv.put("a", b"2")
+    kv.put("b", b"1")
+    kv.purge("a")  # 4, removes 1 and 2
+    with kv.watch(resume_from_revision=1) as w:
+        got = [(e.revision, e.key, e.operation) for e in _until_marker(w)]
+        assert got == [(3, "b", KeyValueOp.PUT), (4, "a", KeyValueOp.PURGE)]
+
+
+def test_resume_from_revision_past_the_newest_gives_the_marker_first(kv):
+    """Resuming after the newest revision (the last one handled plus one) gives None at
+    once, then the next update."""
+    last = kv.put("a", b"1")
+    with kv.watch(resume_from_revision=last + 1) as w:
+        assert w.next(timeout=5) is None
+        rev = kv.put("a", b"2")
+        assert w.next(timeout=5).revision == rev == last + 1
+
+
+def test_resume_from_revision_survives_the_deletion_of_its_consumer(js, kv):
+    """A resumed watch whose consumer is deleted goes on after the last revision it
+    handed out, like any other."""
+    for i in range(5):
+        kv.put(f"k{i}", b"%d" % i)
+    with kv.watch(resume_from_revision=3) as w:
+        assert [e.revision for e in _until_marker(w)] == [3, 4, 5]
+        stream = js.stream(f"KV_{kv.bucket}")
+        for name in stream.consumer_names():
+            stream.delete_consumer(name)
+        kv.put("k0", b"new")
+        assert w.next(timeout=15).revision == 6
+        assert stream.info().state.consumer_count == 1
+
+
+@pytest.mark.parametrize(
+    ("revision", "error"),
+    [(0, ValueError), (-1, ValueError), (2**64, ValueError), (True, TypeError),
+     (1.0, TypeError), ("3", TypeError)],
+)  # fmt: skip
+def test_a_bad_resume_from_revision_is_refused_before_anything_is_made(js, kv, revision, error):
+    """A resume_from_revision that is no stream sequence, or one with updates_only, is
+    refused before a consumer is made."""
+    with pytest.raises(error, match="resume_from_revision"):
+        kv.watch(resume_from_revision=revision)
+    with pytest.raises(ValueError, match="resume_from_revision and updates_only"):
+        kv.watch(resume_from_revision=1, updates_only=True)
+    assert js.stream(f"KV_{kv.bucket}").info().state.consumer_count == 0
+
+
 def test_iteration_and_stop_from_another_thread(kv):
     """Iterating blocks; stop() from another thread ends the loop."""
     kv.put("a", b"1")
