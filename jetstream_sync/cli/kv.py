@@ -69,7 +69,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("bucket")
     p.add_argument("key", nargs="?", default=">", help="a key or filter (default: every key)")
     p.add_argument("--count", type=count, help="stop after this many entries")
-    p.add_argument("--updates-only", action="store_true", help="skip the current values")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--updates-only", action="store_true", help="skip the current values")
+    start.add_argument(
+        "--revision", type=count, help="instead, every revision from this one on, then updates"
+    )
     p.set_defaults(run=watch)
 
     p = sub.add_parser("rm", parents=[common], help="delete a bucket")
@@ -216,7 +220,9 @@ def watch(args: argparse.Namespace, out: Output) -> int:
     seen = 0
     with session(args) as nc:
         bucket = nc.jetstream(timeout=args.timeout).key_value(args.bucket)
-        with bucket.watch(args.key, updates_only=args.updates_only) as watcher:
+        with bucket.watch(
+            args.key, updates_only=args.updates_only, resume_from_revision=args.revision
+        ) as watcher:
             out.status(f"Watching {args.bucket} > {escaped(args.key)}")
             while args.count is None or seen < args.count:
                 entry = watcher.next(timeout=None)

@@ -252,6 +252,21 @@ def test_kv_watch(cli, name):
     assert (delete["key"], delete["operation"]) == ("a", "DEL")
 
 
+def test_kv_watch_from_a_revision(cli, name):
+    """watch --revision N prints every revision from N on, superseded ones too; it cannot
+    go with --updates-only, and a revision past 64 bits is a one-line error."""
+    ok(cli.run("kv", "add", name, "--history", "5"))
+    for value in ("1", "2", "3"):
+        ok(cli.run("kv", "put", name, "a", value))
+    done = ok(cli.run("--json", "kv", "watch", name, "--revision", "2", "--count", "2"))
+    assert [(e["revision"], e["value"]) for e in done.json_lines()] == [(2, "2"), (3, "3")]
+    both = cli.run("kv", "watch", name, "--revision", "2", "--updates-only")
+    assert both.code == 2 and "not allowed with" in both.stderr
+    past = cli.run("kv", "watch", name, "--revision", str(2**64))
+    assert past.code == 1 and "resume_from_revision" in past.stderr
+    assert "Traceback" not in past.stderr
+
+
 # -- object ------------------------------------------------------------------------------
 
 
