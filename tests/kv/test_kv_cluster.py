@@ -111,6 +111,7 @@ def test_r3_reads_answer_with_a_frozen_replica(cluster):
                         got = direct.direct_get_last_for_subject(f"$KV.R3FROZEN.k{i}")
                         assert got.data == b"v%d" % i
         finally:
+            cluster.wait_formed()  # the thawed server may have led the cluster: elections follow
             wait_for(lambda: _deleted(ctx, "R3FROZEN"), timeout=30, ignore=nats_sync.NatsError)
 
 
