@@ -151,7 +151,23 @@ def mend(lock: Any) -> None:
     eventlet it can also land inside that lock's release, after freeing it and
     before waking its waiters. Either way every later ``with lock:`` waits
     for good. The C ``RLock`` of OS threads is left alone: its steps are whole.
+
+    The caller is handling an interrupt, and another can land in here (the
+    ``RLock``'s ``_is_owned`` is Python code): that one is dropped and the
+    mending starts over, each step being safe to repeat, and the caller raises
+    its own. Only one landing on the entry to this function, or on the jump
+    back of its loop, still escapes: Python code has no step that is whole.
     """
+    while True:
+        try:
+            _mend_once(lock)
+            return
+        except INTERRUPTS:
+            continue
+
+
+def _mend_once(lock: Any) -> None:
+    """One pass of :func:`mend`."""
     block = getattr(lock, "_block", None)
     if block is None:
         return
