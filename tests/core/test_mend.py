@@ -4,14 +4,13 @@ another interrupt lands inside the mending (gevent's hang of the window_lock che
 from __future__ import annotations
 
 import functools
-import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from jetstream_sync._signals import mend
+from tests.fixtures.signals import interrupted_at
 
 
 def _owned(lock: Any) -> None:
@@ -22,40 +21,17 @@ def _taken_without_owner(lock: Any) -> None:
     lock._block.acquire()  # an interrupt between the inner acquire and setting the owner
 
 
-def _interrupt_at(point: int, call: Callable[[], object]) -> bool:
-    """Run ``call`` with KeyboardInterrupt raised at its ``point``-th interruption point
-    (a Python call or a C call's return, where CPython runs a signal handler); whether
-    the point was reached."""
-    passed = 0
-    fired = False
-
-    def count(frame: Any, event: str, arg: Any) -> None:
-        nonlocal passed, fired
-        if event in ("call", "c_return"):
-            passed += 1
-            if passed == point:
-                fired = True
-                sys.setprofile(None)
-                raise KeyboardInterrupt
-
-    sys.setprofile(count)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return fired
-
-
 @pytest.mark.parametrize("leave", [_owned, _taken_without_owner])
 def test_mend_interrupted_at_any_point_still_frees_the_lock(leave):
     """At every point inside mend in turn, a KeyboardInterrupt lands; mend drops it, starts
-    over, and the lock is free afterwards (a later acquire does not wait). Point 1, the
-    entry to mend itself, is the caller's: one landing there escapes before mend began."""
+    over, and the lock is free afterwards: a later acquire does not wait (one that escaped
+    mend is dropped by interrupted_at, and the lock is found taken). Point 1, the entry to
+    mend itself, is the caller's: one landing there escapes before mend began."""
     point = 2
     while True:
         lock = threading._PyRLock()  # what threading.RLock is under gevent and eventlet
         leave(lock)
-        reached = _interrupt_at(point, functools.partial(mend, lock))
+        reached = interrupted_at(point, functools.partial(mend, lock), KeyboardInterrupt)
         assert lock._owner is None and lock._count == 0
         assert lock._block.acquire(blocking=False), f"left taken, interrupted at {point}"
         lock._block.release()
