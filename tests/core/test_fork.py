@@ -25,6 +25,10 @@ from jetstream_sync._process_lock import ProcessLock
 from tests.fixtures.polling import wait_for
 
 CHILD_DEADLINE = 10.0
+#: How many children :func:`in_child` forks before it gives up on one that never starts.
+FORKS = 3
+#: The byte a child writes first, when it runs.
+STARTED = b"+"
 # libc's fork(), called directly: Python's at-fork handlers do not run in the child, as in
 # the workers uWSGI forks from C (without --lazy-apps or --py-call-osafterfork). Through
 # PyDLL, which keeps the GIL during the call, as uWSGI takes it around its fork: the child
@@ -35,15 +39,30 @@ c_fork = ctypes.PyDLL(None, use_errno=True).fork
 def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str:
     """Run ``fn`` in a child made by ``fork``.
 
+    A child forked from C can stop before its first line, in CPython itself: when a parent's
+    thread was waiting for the GIL at the fork, the child's only thread hands the GIL over
+    and waits for a thread it does not have to take it. Such a child is killed and another
+    forked (up to :data:`FORKS`); a child that hangs later, in the client, fails the test.
+
     Returns:
         ``"ok: <result>"`` or ``"<ErrorClass>: <text>"``; a child that hangs fails the
         test with the stack it hung in.
     """
+    for _ in range(FORKS):
+        report = _run_in_child(fn, fork)
+        if report is not None:
+            return report
+    pytest.fail(f"{FORKS} forked children in a row hung before their first line")
+
+
+def _run_in_child(fn: Callable[[], object], fork: Callable[[], int]) -> str | None:
+    """:func:`in_child` once; ``None`` if the child never ran its first line."""
     read_fd, write_fd = os.pipe()
     pid = fork()
     if pid == 0:  # the child: never returns into pytest
         code = 0
         try:
+            os.write(write_fd, STARTED)
             os.close(read_fd)
             # all_threads: the parent's threads too, as they were at the fork (one of them
             # may have held what the child waits for)
@@ -59,17 +78,20 @@ def in_child(fn: Callable[[], object], fork: Callable[[], int] = os.fork) -> str
             os._exit(code)
     os.close(write_fd)
     try:
+        if not select.select([read_fd], [], [], CHILD_DEADLINE)[0]:
+            os.kill(pid, signal.SIGKILL)
+            return None
+        assert os.read(read_fd, len(STARTED)) == STARTED
         ready, _, _ = select.select([read_fd], [], [], CHILD_DEADLINE)
         if not ready:
             os.kill(pid, signal.SIGUSR1)  # the child writes its stack to the pipe
             stack = _read_until_quiet(read_fd)
             os.kill(pid, signal.SIGKILL)
             pytest.fail(f"the forked child hung for {CHILD_DEADLINE} s, here:\n{stack}")
-        report = os.read(read_fd, 4096).decode()
+        return os.read(read_fd, 4096).decode()
     finally:
         os.close(read_fd)
         os.waitpid(pid, 0)
-    return report
 
 
 def _read_until_quiet(fd: int) -> str:
