@@ -9,7 +9,15 @@ from collections.abc import Callable
 
 from ._deadline import Deadline
 from ._joins import join_thread, waiting_for
-from ._signals import INTERRUPTS, hand_to_main, mend, on_signal_thread, raise_in_main, wait
+from ._signals import (
+    INTERRUPTS,
+    drop_stray_timeouts,
+    hand_to_main,
+    mend,
+    on_signal_thread,
+    raise_in_main,
+    wait,
+)
 from .errors import InlineCallbackError, TimeoutError
 from .msg import Msg
 
@@ -349,6 +357,7 @@ class CallbackWorker:
                     self._on_error(exc)
             except INTERRUPTS as exc:  # a signal's (Ctrl-C), on this greenlet (gevent, eventlet)
                 mend(queue._lock)  # it may have landed inside the lock's own code
+                drop_stray_timeouts()
                 raise_in_main(exc)
 
     def is_current(self) -> bool:

@@ -38,7 +38,8 @@ loops catch :data:`INTERRUPTS`, have the hub raise the exception in the main
 greenlet (:func:`raise_in_main`), where the program expects it, as the hubs do
 with one that lands on them, and make their own state whole again (the reader
 and the writer give up the connection they were in the middle of: the client
-reconnects).
+reconnects). Under eventlet they also cancel the timeouts an interrupt kept
+from being cancelled (:func:`drop_stray_timeouts`).
 """
 
 from __future__ import annotations
@@ -207,6 +208,40 @@ def hand_to_main(exc: BaseException) -> bool:
     return False
 
 
+def drop_stray_timeouts() -> None:
+    """On a client's own greenlet that caught an interrupt: cancel the eventlet timeouts it left.
+
+    Under eventlet a timed lock wait starts an ``eventlet.Timeout`` (a timer that
+    raises it in the greenlet that started it) and only then enters the ``with``
+    block that cancels it. An interrupt landing between the two leaves the timer
+    running: half a second later the ``Timeout`` is raised in whatever the
+    greenlet runs then, a user's callback (reported as its error) or a wait of
+    the client's (which it would end). Called where none of the greenlet's frames
+    waits under a timeout any more, so every timeout it started is a stray. Each
+    step is safe to repeat: an interrupt landing in here starts it over.
+    """
+    patcher = sys.modules.get("eventlet.patcher")
+    if patcher is None or not patcher.is_monkey_patched("thread"):
+        return
+    while True:
+        try:
+            _drop_stray_timeouts_once()
+            return
+        except INTERRUPTS:
+            continue
+
+
+def _drop_stray_timeouts_once() -> None:
+    """One pass of :func:`drop_stray_timeouts`."""
+    hub = sys.modules["eventlet.hubs"].get_hub()
+    timeout_type = sys.modules["eventlet.timeout"].Timeout
+    throw = sys.modules["greenlet"].getcurrent().throw
+    for _, timer in (*hub.timers, *hub.next_timers):
+        call, args, _ = getattr(timer, "tpl", (None, (), None))  # gone once called or cancelled
+        if call == throw and args and isinstance(args[0], timeout_type):
+            timer.cancel()
+
+
 def raise_in_main(exc: BaseException) -> None:
     """:func:`hand_to_main`, or, without a hub to take it, raise ``exc`` here."""
     if not hand_to_main(exc):
@@ -223,6 +258,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 __all__ = [
     "INTERRUPTS",
     "Flag",
+    "drop_stray_timeouts",
     "hand_to_main",
     "in_handler_interrupting_a_call",
     "mend",

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 
 from .. import _protocol
 from .._deadline import WAIT_SLICE, Deadline
-from .._signals import INTERRUPTS, mend, raise_in_main, wait
+from .._signals import INTERRUPTS, drop_stray_timeouts, mend, raise_in_main, wait
 from ..errors import (
     ConnectionClosedError,
     ForkedClientError,
@@ -541,6 +541,7 @@ class Writer:
                 self._send_until_empty()
             except INTERRUPTS as exc:  # a signal's, on this greenlet (gevent, eventlet)
                 mend(self._lock)  # it may have landed inside the lock's own code
+                drop_stray_timeouts()
                 if holding:
                     self._give_back(None, 0, 0, None)
                 raise_in_main(exc)
