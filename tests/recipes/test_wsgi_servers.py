@@ -161,14 +161,19 @@ def app(environ, start_response):
 def test_uwsgi_refuses_a_client_made_at_import_in_its_master(nats_server, tmp_path):
     """uWSGI without --lazy-apps imports the app in its master and forks the workers
     from C (no at-fork handler runs): a worker's publish through the master's client
-    raises ForkedClientError, and nothing of it reaches the server."""
+    raises ForkedClientError, and nothing of it reaches the server.
+
+    With --enable-threads: without it the master never gives up the GIL once the app is
+    imported, so a thread of the client made there that still wanted it (one just
+    started, say) waits for good, and every worker forked then hangs at its first line,
+    asked to hand over the GIL (both workers did in a 3.12 gate: app-servers.md)."""
     uwsgi = Path(sys.executable).with_name("uwsgi")
     if not uwsgi.exists():
         pytest.skip("uwsgi is not installed")
     (tmp_path / "import_time_app.py").write_text(IMPORT_TIME_APP)
     command = [
         part if part != str(EXAMPLES / "wsgi_app.py") else str(tmp_path / "import_time_app.py")
-        for part in _uwsgi()
+        for part in _uwsgi("--enable-threads")
     ]
     with jetstream_sync.connect(nats_server.url) as watcher:
         sub = watcher.subscribe("uwsgi.import")
