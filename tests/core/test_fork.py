@@ -62,7 +62,7 @@ def _run_in_child(fn: Callable[[], object], fork: Callable[[], int]) -> str | No
     if pid == 0:  # the child: never returns into pytest
         code = 0
         try:
-            os.write(write_fd, STARTED)
+            _announce_start(write_fd)
             os.close(read_fd)
             # all_threads: the parent's threads too, as they were at the fork (one of them
             # may have held what the child waits for)
@@ -92,6 +92,16 @@ def _run_in_child(fn: Callable[[], object], fork: Callable[[], int]) -> str | No
     finally:
         os.close(read_fd)
         os.waitpid(pid, 0)
+
+
+def _announce_start(fd: int) -> None:
+    """A forked child's first Python call: it writes :data:`STARTED` to ``fd``.
+
+    A call, not a write in the caller's code: CPython hands the GIL over on entry to a
+    Python function (a C call such as ``os.write`` returns without it), so a child that
+    is to hang in that hand-over does so before it writes.
+    """
+    os.write(fd, STARTED)
 
 
 def _read_until_quiet(fd: int) -> str:
