@@ -33,6 +33,7 @@ from ..errors import (
     MaxPayloadError,
     MaxSubscriptionsExceededError,
     NatsError,
+    NoRespondersError,
     PermissionViolationError,
     TimeoutError,
     api_error,
@@ -233,7 +234,11 @@ def batch_status(stream: Stream, block: bytes | None, deadline: Deadline) -> int
     if status in (204, 404):
         return status
     if status == 503:
-        raise stream._direct_unavailable(deadline)
+        stream._check_allows_direct(deadline)
+        raise NoRespondersError(
+            f"no responders for a batched direct get on stream {stream.name!r} "
+            "(allow_direct is set; its replicas may not be subscribed yet: ask again)"
+        )
     if status is None:
         raise api_error(0, 0, "a batched direct get ended without a status reply")
     raise api_error(status, 0, description or f"batched direct get failed with status {status}")

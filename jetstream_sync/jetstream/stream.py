@@ -17,8 +17,6 @@ from ..errors import (
     JetStreamNotEnabledError,
     MaxPayloadError,
     MessageNotFoundError,
-    NatsError,
-    NoRespondersError,
     StreamMsgDeleteFailedError,
     TooManyResultsError,
     api_error,
@@ -247,18 +245,24 @@ class Stream:
     def direct_get(self, seq: int, timeout: float | None = None) -> RawStreamMsg:
         """The message at ``seq``, answered by any replica (stream ``allow_direct``).
 
+        When no replica answers (none subscribed yet: a new replicated stream,
+        or an election), the stream leader is asked instead, as by :meth:`get_msg`.
+
         Raises:
             MessageNotFoundError: no message at that sequence.
             DirectGetNotAllowedError: the stream was created without ``allow_direct``.
             StreamNotFoundError: there is no such stream.
         """
         seq = ck.sequence(seq, "seq")
-        return self._direct(_api.DIRECT_GET, {"seq": seq}, timeout, {"seq": seq})
+        body = {"seq": seq}
+        return self._direct(_api.DIRECT_GET, body, body, timeout, {"seq": seq})
 
     def direct_get_last_for_subject(
         self, subject: str, timeout: float | None = None
     ) -> RawStreamMsg:
         """The newest message on ``subject``, answered by any replica (stream ``allow_direct``).
+
+        When no replica answers, the stream leader is asked instead (see :meth:`direct_get`).
 
         ``subject`` may hold wildcards: ``orders.*.created`` or ``orders.>``
         gives the newest message on any subject it matches.
@@ -270,16 +274,26 @@ class Stream:
             StreamNotFoundError: there is no such stream.
         """
         about = {"subject": subject}
-        return self._direct(_api.DIRECT_GET_LAST, None, timeout, about, subject=subject)
+        leader_body = {"last_by_subj": subject}
+        return self._direct(
+            _api.DIRECT_GET_LAST, None, leader_body, timeout, about, subject=subject
+        )
 
     def _direct(
         self,
         template: str,
         body: dict[str, Any] | None,
+        leader_body: dict[str, Any],
         timeout: float | None,
         about: dict[str, Any],
         **parts: str,
     ) -> RawStreamMsg:
+        """A direct get; the stream leader's get (``leader_body``) when nobody answers it.
+
+        Nobody answers a direct get while no replica is subscribed to them: a
+        new replicated stream whose leader's subscription has not reached this
+        server yet, or followers still catching up after an election.
+        """
         deadline = self._deadline(timeout)
         subject = self._api.subject(template, stream=self.name, **parts)
         payload = b"" if body is None else json.dumps(body).encode()
@@ -287,26 +301,19 @@ class Stream:
             # Any replica may answer, and one that stalls holds what it got: ask again.
             reply = self._api.request_again_while_dropped(subject, payload, deadline)
         except JetStreamNotEnabledError:  # nobody answered the direct get
-            raise self._direct_unavailable(deadline) from None
+            self._check_allows_direct(deadline)
+            return self._get(leader_body, about, max(deadline.remaining(), 0.001))
         return _raw_from_direct(reply, stream=self.name, **about)
 
-    def _direct_unavailable(self, deadline: Deadline) -> NatsError:
-        """Why nobody answered a direct get, asked of the server (one STREAM.INFO).
-
-        Returns the error to raise. Raises ``StreamNotFoundError`` when the
-        stream does not exist and ``JetStreamNotEnabledError`` when JetStream
-        itself does not answer.
-        """
+    def _check_allows_direct(self, deadline: Deadline) -> None:
+        """Raise ``DirectGetNotAllowedError`` unless the stream allows direct gets
+        (one STREAM.INFO; ``StreamNotFoundError`` when there is no such stream)."""
         info = self.info(timeout=max(deadline.remaining(), 0.001))
         if not info.config.allow_direct:
-            return DirectGetNotAllowedError(
+            raise DirectGetNotAllowedError(
                 f"stream {self.name!r} does not allow direct get "
                 "(create or update it with allow_direct=True, or use get_msg)"
             )
-        return NoRespondersError(
-            f"no responders for a direct get on stream {self.name!r} "
-            "(allow_direct is set; its replicas may be unavailable)"
-        )
 
     def get_msgs(
         self,
