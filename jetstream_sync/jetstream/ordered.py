@@ -170,7 +170,8 @@ class OrderedConsumer:
 
     @property
     def name(self) -> str | None:
-        """The current link's consumer name (``None`` before the first pull)."""
+        """The current link's consumer name (``None`` before the first pull, and after an
+        iterator's ``stop()`` until the next pull)."""
         return self._current.name if self._current is not None else None
 
     @property
@@ -614,8 +615,9 @@ class OrderedMessageIterator(BaseMessageIterator):
             oc._client, current._next_subject, on_warning=self._inner_warning,
             limits=current._limits(), **self._options,
         )  # fmt: skip
-        if self._stopped:
+        if self._stopped:  # stop() came during the reset: this link's pull is unread
             self._inner.stop()
+            oc._retire_current()
 
     # -- the reset policy ---------------------------------------------------------
 
@@ -788,6 +790,10 @@ class OrderedMessageIterator(BaseMessageIterator):
         if self._inner is not None:
             self._inner.stop()
         self._discard_batch()
+        # The link delivered what its pulls asked for, handed out or not: a fetch() or a new
+        # iteration on it would meet a gap (after waiting out its pull); they make a new
+        # link after the last message handed out instead.
+        self._oc._retire_current()
 
     def _discard_batch(self) -> None:
         """Drop what :meth:`next_buffered` handed out and was not taken yet.

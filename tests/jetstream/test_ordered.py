@@ -359,8 +359,10 @@ def test_fetch_after_a_stopped_iterator_still_waits_out_a_failed_reset(js, strea
     js.publish(f"{stream_name}.a", b"1")
     oc = stream.ordered_consumer()
     assert [m.data for m in oc.fetch(1, timeout=5)] == [b"1"]
-    oc.messages().stop()
-    stream.delete_consumer(oc.name)
+    link = oc.name
+    oc.messages().stop()  # it retires the link (its pull's messages went unread)
+    assert oc.name is None
+    stream.delete_consumer(link)
     js.create_consumer(stream_name, jetstream_sync.ConsumerConfig(durable_name="other"))
     with pytest.raises(TimeoutError, match="could not recreate"):
         oc.fetch(1, timeout=1.5)
