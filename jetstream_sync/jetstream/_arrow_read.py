@@ -14,6 +14,11 @@ stream's info:
   pending count says how much that is), and the delivered messages are
   decoded a record batch at a time by :func:`._arrow_decode.decode_msgs`.
 
+A direct read that nobody answers (no replica subscribed to the stream's
+direct gets yet: a replicated stream just made, or followers catching up
+after an election) reads the rest of its range through such a consumer,
+which the stream leader serves.
+
 Every request also asks for at most about ``max_payload`` bytes: otherwise
 the server answers 4,096 large messages at once, past its ``max_pending``
 (64 MiB by default), and cuts the client off as a slow consumer. The server's
@@ -37,7 +42,7 @@ from .. import _protocol
 from .._deadline import Deadline, check_timeout
 from .._seam import ack_tokens
 from .._subjects import filter_subject
-from ..errors import JetStreamError, NatsError, TimeoutError
+from ..errors import JetStreamError, NatsError, NoRespondersError, TimeoutError
 from ..msg import Msg, first_status
 from . import _api
 from . import _checks as ck
@@ -137,17 +142,26 @@ class _Read:
             )  # fmt: skip
 
         pending: PendingBatch | None = ask(start)
+        asked = start  # the first sequence the pending request asked for
         messages: list[Reply] = []
         try:
             while pending is not None:
                 replies = pending.replies()
                 end_block = replies[-1][2]
-                status = batch_status(self.stream, end_block, pending.deadline)
+                try:
+                    status = batch_status(self.stream, end_block, pending.deadline)
+                except NoRespondersError:  # nobody answered: no replies came with it
+                    pending = None
+                    if messages:
+                        yield decode_replies(messages, self.stream.name, end)
+                    yield from self.consumer(asked, end)
+                    return
                 pending = None
                 if len(replies) > 1:
                     last = last_seq(replies[-2], self.stream.name)
                     if status == 204 and last < end and _more(end_block):
-                        pending = ask(last + 1)
+                        asked = last + 1
+                        pending = ask(asked)
                     replies.pop()
                     messages += replies
                 if len(messages) >= ROWS_PER_BATCH or (pending is None and messages):

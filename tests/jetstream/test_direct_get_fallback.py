@@ -5,7 +5,7 @@ cluster, a new replicated stream whose leader's subscription has not reached the
 client's server yet (stop 51's CI: an Object Store put right after the store was
 made raised ``NoRespondersError``), or followers catching up after an election.
 Here the same "no responders" is made deterministic with two accounts: ``APP``
-imports the stream API of account ``JS`` but not its direct gets.
+imports the stream and consumer API of account ``JS`` but not its direct gets.
 """
 
 from __future__ import annotations
@@ -17,18 +17,26 @@ import pytest
 import jetstream_sync as js
 from tests.fixtures.server import NatsServer
 
-_STREAM_API = ("$JS.API.INFO", "$JS.API.STREAM.>")
+# The API subjects APP imports, each with its export's response type (a pull is answered
+# by a stream of messages).
+_API = {
+    "$JS.API.INFO": "singleton",
+    "$JS.API.STREAM.>": "singleton",
+    "$JS.API.CONSUMER.CREATE.>": "singleton",
+    "$JS.API.CONSUMER.DELETE.>": "singleton",
+    "$JS.API.CONSUMER.MSG.NEXT.>": "stream",
+}
 
 _ACCOUNTS = f"""
 accounts {{
   JS {{
     jetstream: enabled
     users: [{{user: js, password: pw}}]
-    exports: [{", ".join(f'{{service: "{s}"}}' for s in _STREAM_API)}]
+    exports: [{", ".join(f'{{service: "{s}", response: {r}}}' for s, r in _API.items())}]
   }}
   APP {{
     users: [{{user: app, password: pw}}]
-    imports: [{", ".join(f'{{service: {{account: JS, subject: "{s}"}}}}' for s in _STREAM_API)}]
+    imports: [{", ".join(f'{{service: {{account: JS, subject: "{s}"}}}}' for s in _API)}]
   }}
 }}
 """
@@ -68,6 +76,19 @@ def test_a_batched_direct_get_nobody_answers_says_so(app):
     """get_msgs has no one-request leader twin: it names the cause, to be asked again."""
     with pytest.raises(js.NoRespondersError, match="batched direct get on stream 'SENSORS'"):
         app.stream("SENSORS").get_msgs(1, batch=3)
+
+
+def test_an_arrow_read_nobody_answers_reads_through_a_consumer(app):
+    """read_arrow (the Spark data source's read) takes the range from the stream leader
+    through an ephemeral consumer when no one answers its batched direct gets."""
+    pytest.importorskip("pyarrow")
+    batches = list(app.stream("SENSORS").read_arrow(2, 3))
+    rows = [row for batch in batches for row in batch.to_pylist()]
+    assert [(r["seq"], r["subject"], r["data"]) for r in rows] == [
+        (2, "sensor.t1", b"reading 1"),
+        (3, "sensor.t2", b"reading 2"),
+    ]
+    assert app.stream("SENSORS").info().state.consumer_count == 0  # deleted at the end
 
 
 def test_a_direct_get_nobody_answers_keeps_its_errors(app):
