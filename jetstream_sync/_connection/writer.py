@@ -565,7 +565,9 @@ class Writer:
                 self._buf += _PING
                 self._ping_ends.append(self.bytes_out + len(self._buf))
             self._transport = transport
-            if not self._kicked:
+            # Only with something to send: a flusher left kicked with nothing to do would
+            # keep a child forked from C right after connect (uWSGI) from the process check.
+            if self._buf and not self._kicked:
                 self._kicked = True
                 self._kick.release()
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import jetstream_sync as js
+from jetstream_sync._connection.writer import Writer
 from jetstream_sync._nuid import NUID
 from jetstream_sync._process_lock import ProcessLock
 from tests.fixtures.polling import wait_for
@@ -162,6 +163,28 @@ def test_a_fork_from_c_is_noticed_on_the_first_send(nc_fork, call):
 
     assert in_child(use_then_close, fork=c_fork) == "ok: (False, True)"
     nc_fork.flush(timeout=5)  # the parent's connection is untouched
+
+
+def test_a_fork_from_c_right_after_connect_is_noticed_before_the_flusher_ran(
+    shared_server, monkeypatch
+):
+    """connect() leaves the flusher nothing to do: a child forked from C before the
+    parent's flusher thread first ran (a loaded machine; stop 53's run on 8 workers) has
+    its first publish refused, not left in a buffer no thread serves."""
+    started = threading.Event()
+    run = Writer._run
+
+    def late_run(self: Writer) -> None:
+        started.wait()
+        run(self)
+
+    monkeypatch.setattr(Writer, "_run", late_run)
+    nc = js.connect(shared_server.url)
+    try:
+        assert_forked(in_child(lambda: nc.publish("forked.c", b"x"), fork=c_fork))
+    finally:
+        started.set()
+        nc.close()
 
 
 def test_next_msg_without_timeout(nc_fork):
