@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
+from typing import Any
 
 import pytest
 
@@ -64,14 +64,28 @@ def test_ed25519_rfc8032_vectors(secret, public, message, signature):
     assert pair.sign(bytes.fromhex(message)).hex() == signature
 
 
-def test_signing_is_fast_enough():
-    """One signature takes well under 20 ms."""
+def test_signing_adds_table_points_and_doubles_none(monkeypatch):
+    """Once the base point's table is built, a signature is one scalar multiplication of
+    at most 253 point additions and no doubling (what keeps it near a millisecond; its
+    time is the benchmarks' to measure, not a test's)."""
     pair = KeyPair.create()
-    pair.sign(b"warm-up")
-    start = time.perf_counter()
-    for i in range(20):
-        pair.sign(b"nonce-%d" % i)
-    assert (time.perf_counter() - start) / 20 < 0.020
+    pair.sign(b"warm-up")  # builds the table, derives the public key
+    counts = {"add": 0, "double": 0}
+    add, double = _nkeys._add, _nkeys._double
+
+    def counted_add(a: Any, b: Any) -> Any:
+        counts["add"] += 1
+        return add(a, b)
+
+    def counted_double(a: Any) -> Any:
+        counts["double"] += 1
+        return double(a)
+
+    monkeypatch.setattr(_nkeys, "_add", counted_add)
+    monkeypatch.setattr(_nkeys, "_double", counted_double)
+    pair.sign(b"nonce")
+    assert counts["double"] == 0
+    assert 0 < counts["add"] <= 253  # r < L < 2**253: one addition per set bit
 
 
 # -- nkey encoding ----------------------------------------------------------------------
