@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.ctrl_c import ctrl_c_reaches_children
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ROOT = FIXTURES.parent.parent
 
@@ -65,7 +67,9 @@ def test_ctrl_c_on_a_client_greenlet_reaches_the_main_one(library, shared_server
     """A Ctrl-C landing on the client's reader, writer or a callback's greenlet is raised in
     the main greenlet, and the client goes on working (tests/fixtures/greenlet_interrupts.py)."""
     pytest.importorskip(library)
-    run = _python(str(FIXTURES / "greenlet_interrupts.py"), library, shared_server.url, timeout=100)
+    with ctrl_c_reaches_children():  # a suite run in the background ignores SIGINT
+        script = str(FIXTURES / "greenlet_interrupts.py")
+        run = _python(script, library, shared_server.url, timeout=100)
     assert run.returncode == 0, run.stderr[-4000:]
     seen = json.loads(run.stdout.splitlines()[-1])
     for where in ("reader", "callback", "consume", "events", "acks"):
