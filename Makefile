@@ -2,8 +2,9 @@
 # The test venv skips pip's compile step (serial: the venv took 88 s against 55) and
 # compiles the installed modules' bytecode on every core instead: otherwise the suite's
 # four workers, the Spark workers and the many child interpreters all compile the same
-# modules at once on their first import. compileall's status is ignored: a few packages
-# ship files that are not meant to compile, and bytecode only saves time.
+# modules at once on their first import (a fresh clone's make test: 13 min 36 s without,
+# 11 min 23 s with; the packages' own tests/ folders, which nothing imports, are left
+# out). compileall's status is ignored: bytecode only saves time.
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -16,7 +17,7 @@ $(STAMP): setup.cfg setup.py pyproject.toml jetstream_sync/_build_ffi.py $(wildc
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel cffi
 	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-compile -e '.[test]'
-	-$(VPY) -m compileall -q -q -j 0 "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" jetstream_sync
+	-$(VPY) -m compileall -q -q -j 0 -x '/tests/' "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" jetstream_sync
 	$(VPY) -c "import jetstream_sync as j; assert j.__impl__ == 'c', j.__impl__"
 	touch $(STAMP)
 
